@@ -23,6 +23,41 @@ std::string pet_name(const std::string& name) {
   return upper;
 }
 
+// Validators whose messages say what was expected in words, not as a numeric range.
+CLI::Validator whole_number(int minimum) {
+  return CLI::Validator(
+      [minimum](std::string& value) -> std::string {
+        size_t used = 0;
+        long parsed = 0;
+        try {
+          parsed = std::stol(value, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != value.size() || used == 0 || parsed < minimum)
+          return value + " is not a whole number of at least " + std::to_string(minimum);
+        return "";
+      },
+      "INT>=" + std::to_string(minimum));
+}
+
+CLI::Validator seconds() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        size_t used = 0;
+        double parsed = -1;
+        try {
+          parsed = std::stod(value, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != value.size() || used == 0 || parsed < 0)
+          return value + " is not a number of seconds";
+        return "";
+      },
+      "SECONDS");
+}
+
 // Registers the flags. Each one records its canonical (underscore) name so that LaunchOptions can
 // tell a flag that was given from one left at its default.
 class FlagTable {
@@ -63,22 +98,28 @@ class FlagTable {
 
 void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
   const bool pet = true;
-  t.value("nproc_per_node", o.nproc_per_node, "workers on this node: N, auto, cpu or gpu", "",
-          pet);
+  t.value("nproc_per_node", o.nproc_per_node, "workers on this node: N, auto, cpu or gpu", "", pet);
   t.value("nnodes", o.nnodes, "number of nodes, or MIN:MAX for elastic jobs", "", pet);
-  t.value("node_rank", o.node_rank, "rank of this node (static rendezvous)", "", pet);
+  t.value("node_rank", o.node_rank, "rank of this node (static rendezvous)", "", pet)
+      ->check(whole_number(0));
   t.value("master_addr", o.master_addr, "address of the node 0 store", "", pet);
-  t.value("master_port", o.master_port, "port of the node 0 store (default: free port on one "
-          "node, else 29500)", "", pet)->check(CLI::Range(0, 65535));
+  t.value("master_port", o.master_port,
+          "port of the node 0 store (default: free port on one "
+          "node, else 29500)",
+          "", pet)
+      ->check(whole_number(0) & CLI::Range(0, 65535).description(""));
   t.flag("standalone", o.standalone, "single-node job on a free port", "", pet);
   t.value("rdzv_backend", o.rdzv_backend, "rendezvous backend: static or c10d", "", pet);
   t.value("rdzv_endpoint", o.rdzv_endpoint, "rendezvous host[:port]", "", pet);
   t.value("rdzv_id", o.rdzv_id, "job id shared by all nodes", "", pet);
   t.value("rdzv_conf", o.rdzv_conf, "rendezvous settings k1=v1,k2=v2", "", pet);
   t.value("max_restarts", o.max_restarts, "restarts of the worker group before failing", "", pet)
-      ->check(CLI::NonNegativeNumber);
-  t.value("monitor_interval", o.monitor_interval, "accepted for compatibility (exits are seen at "
-          "once)", "", pet)->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0));
+  t.value("monitor_interval", o.monitor_interval,
+          "accepted for compatibility (exits are seen at "
+          "once)",
+          "", pet)
+      ->check(seconds());
   t.value("start_method", o.start_method, "accepted for compatibility", "", pet)
       ->check(CLI::IsMember({"spawn", "fork", "forkserver"}));
   t.value("role", o.role, "worker role name (ROLE_NAME)", "", pet);
@@ -88,37 +129,44 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
   t.value("log_dir", o.log_dir, "directory for per-attempt, per-rank logs", "", pet);
   t.value("redirects", o.redirects, "send worker output to files only: 0-3 or 0:1,1:2", "-r", pet);
   t.value("tee", o.tee, "send worker output to files and console: 0-3 or 0:1,1:2", "-t", pet);
-  t.value("local_ranks_filter", o.local_ranks_filter, "local ranks shown on the console (0,1)",
-          "", pet);
+  t.value("local_ranks_filter", o.local_ranks_filter, "local ranks shown on the console (0,1)", "",
+          pet);
   t.value("local_addr", o.local_addr, "this node's address", "", pet);
-  t.value("shutdown_timeout", o.shutdown_timeout, "seconds from SIGTERM to SIGKILL when stopping "
-          "workers", "", pet)->check(CLI::NonNegativeNumber);
+  t.value("shutdown_timeout", o.shutdown_timeout,
+          "seconds from SIGTERM to SIGKILL when stopping "
+          "workers",
+          "", pet)
+      ->check(seconds());
 }
 
 void add_accelerate_flags(FlagTable& t, LaunchOptions& o) {
   t.value("num_processes", o.num_processes, "total processes over all machines")
-      ->check(CLI::PositiveNumber);
-  t.value("num_machines", o.num_machines, "number of machines")->check(CLI::PositiveNumber);
-  t.value("machine_rank", o.machine_rank, "rank of this machine")->check(CLI::NonNegativeNumber);
+      ->check(whole_number(1));
+  t.value("num_machines", o.num_machines, "number of machines")->check(whole_number(1));
+  t.value("machine_rank", o.machine_rank, "rank of this machine")->check(whole_number(0));
   t.value("main_process_ip", o.main_process_ip, "address of machine 0");
   t.value("main_process_port", o.main_process_port, "port on machine 0 (0: a free port)")
-      ->check(CLI::Range(0, 65535));
+      ->check(whole_number(0) & CLI::Range(0, 65535).description(""));
   t.value("gpu_ids", o.gpu_ids, "GPUs to use: comma list or all");
   t.flag("cpu", o.cpu, "train on CPU even where GPUs exist");
   t.flag("multi_gpu", o.multi_gpu, "multi-GPU training");
   t.value("mixed_precision", o.mixed_precision, "no, fp16, bf16 or fp8")
       ->check(CLI::IsMember({"no", "fp16", "bf16", "fp8"}));
-  t.value("num_cpu_threads_per_process", o.num_cpu_threads_per_process, "OMP_NUM_THREADS of "
-          "each worker")->check(CLI::PositiveNumber);
+  t.value("num_cpu_threads_per_process", o.num_cpu_threads_per_process,
+          "OMP_NUM_THREADS of "
+          "each worker")
+      ->check(whole_number(1));
   t.flag("debug", o.debug, "ACCELERATE_DEBUG_MODE=true in the workers");
   t.flag("quiet", o.quiet, "less launcher output", "-q");
   t.value("config_file", o.config_file, "accelerate config file");
 }
 
 void add_own_flags(FlagTable& t, LaunchOptions& o) {
-  t.value("python", o.python, "interpreter for .py programs and -m (default $PYTHON_EXEC or "
+  t.value("python", o.python,
+          "interpreter for .py programs and -m (default $PYTHON_EXEC or "
           "python3)");
-  t.value("log_line_prefix_template", o.log_line_prefix, "prefix of each worker output line; "
+  t.value("log_line_prefix_template", o.log_line_prefix,
+          "prefix of each worker output line; "
           "${rank}, ${local_rank}, ${role_name}, ${hostname}; empty for none");
   t.flag("dry_run", o.dry_run, "print each worker's command and environment, start nothing");
 }
@@ -147,8 +195,9 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
 
   CLI::App app{"acc-launch: start one worker per GPU or CPU slot with the torchrun contract",
                "acc-launch"};
-  app.usage("acc-launch [launch] [options] PROGRAM [program args...]\n"
-            "       acc-launch config | env | test | rendezvous ...");
+  app.footer(
+      "Usage: acc-launch [launch] [options] PROGRAM [program args...]\n"
+      "       acc-launch config | env | test | rendezvous ...");
   app.prefix_command();
   app.set_version_flag("--version", std::string("acc-launch ") + kVersion);
   FlagTable table(app, options);

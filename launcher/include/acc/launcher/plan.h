@@ -23,7 +23,8 @@ struct HostInfo {
   std::map<std::string, std::string> environment;  // the launcher's own environment
 };
 
-// Which of a worker's streams a --redirects or --tee spec selects: "3", or "0:1,1:2" per local rank.
+// Which of a worker's streams a --redirects or --tee spec selects: "3", or "0:1,1:2" per local
+// rank.
 struct StreamSpec {
   static constexpr int kStdout = 1;
   static constexpr int kStderr = 2;
@@ -57,11 +58,11 @@ struct LaunchPlan {
   std::string log_line_prefix;        // template; see expand_prefix
   bool quiet = false;
   bool dry_run = false;
-  std::string program;                // as the user named it, for messages
-  EnvList env;                        // set in every worker (after the contract variables)
-  EnvList env_defaults;               // set in every worker unless the launcher has it already
+  std::string program;   // as the user named it, for messages
+  EnvList env;           // set in every worker (after the contract variables)
+  EnvList env_defaults;  // set in every worker unless the launcher has it already
   std::vector<WorkerSpec> workers;
-  std::vector<std::string> notices;   // one-line messages for the user (e.g. OMP_NUM_THREADS)
+  std::vector<std::string> notices;  // one-line messages for the user (e.g. OMP_NUM_THREADS)
 };
 
 // Builds the plan. Throws ConfigError (one line naming the flag and the fix) for bad input.
