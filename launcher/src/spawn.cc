@@ -26,8 +26,8 @@ struct Pipe {
   int write = -1;
   void open() {
     int fds[2];
-    ACC_CHECK(::pipe2(fds, O_CLOEXEC) == 0, LaunchError, "cannot create a pipe: ",
-              std::strerror(errno));
+    ACC_CHECK(::pipe2(fds, O_CLOEXEC) == 0, LaunchError,
+              "cannot create a pipe: ", std::strerror(errno));
     read = fds[0];
     write = fds[1];
   }
@@ -76,8 +76,7 @@ std::string resolve_executable(const std::string& program, const std::string& pa
   };
   if (program.find('/') != std::string::npos) {
     ACC_CHECK(runnable(program), LaunchError, "cannot run ", program, ": ",
-              ::access(program.c_str(), F_OK) == 0 ? "not an executable file"
-                                                   : "no such file");
+              ::access(program.c_str(), F_OK) == 0 ? "not an executable file" : "no such file");
     return program;
   }
   std::stringstream dirs(path);

@@ -10,16 +10,16 @@
 namespace acc::launcher {
 
 struct SpawnRequest {
-  std::string executable;              // a resolved path (see resolve_executable)
-  std::vector<std::string> argv;       // argv[0] is what the user named
-  std::vector<std::string> env;        // the complete environment, "KEY=VALUE"
-  bool capture_stdout = true;          // else inherits the launcher's stdout
+  std::string executable;         // a resolved path (see resolve_executable)
+  std::vector<std::string> argv;  // argv[0] is what the user named
+  std::vector<std::string> env;   // the complete environment, "KEY=VALUE"
+  bool capture_stdout = true;     // else inherits the launcher's stdout
   bool capture_stderr = true;
 };
 
 struct SpawnedProcess {
-  pid_t pid = -1;                      // also its process group id
-  int stdout_fd = -1;                  // read end, non-blocking, or -1
+  pid_t pid = -1;      // also its process group id
+  int stdout_fd = -1;  // read end, non-blocking, or -1
   int stderr_fd = -1;
 };
 
