@@ -210,7 +210,10 @@ class Agent::Impl {
       ensure_port_free(plan_.master_addr, port);
     }
     try {
-      for (const WorkerSpec& spec : plan_.workers) start_worker(spec, attempt, port);
+      std::vector<SpawnedProcess> started;
+      for (const WorkerSpec& spec : plan_.workers)
+        started.push_back(start_worker(spec, attempt, port));
+      for (SpawnedProcess& process : started) await_exec(process);
     } catch (...) {
       stop_all(SIGKILL);
       while (any_running()) wait_for_events();
@@ -241,7 +244,7 @@ class Agent::Impl {
     }
   }
 
-  void start_worker(const WorkerSpec& spec, int attempt, int port) {
+  SpawnedProcess start_worker(const WorkerSpec& spec, int attempt, int port) {
     auto worker = std::make_unique<Worker>();
     worker->spec = spec;
     worker->dir = attempt_dir_ + "/" + std::to_string(spec.local_rank);
@@ -273,6 +276,7 @@ class Agent::Impl {
     worker->err.fd = process.stderr_fd;
     if (!request.capture_stdout) worker->out.console_fd = -1;
     workers_.push_back(std::move(worker));
+    return process;
   }
 
   void setup_stream(Worker& worker, Stream& stream, int which, const std::string& prefix,

@@ -62,8 +62,12 @@ Watchdog::~Watchdog() {
   ::waitpid(pid_, nullptr, 0);
 }
 
-void Watchdog::watch(pid_t process_group) { send(process_group); }
-void Watchdog::forget(pid_t process_group) { send(-process_group); }
+void Watchdog::watch(pid_t process_group) {
+  send(process_group);
+}
+void Watchdog::forget(pid_t process_group) {
+  send(-process_group);
+}
 
 void Watchdog::send(int value) {
   if (pipe_ >= 0) (void)!::write(pipe_, &value, sizeof(value));

@@ -63,12 +63,16 @@ int decode(int status) {
 
 }  // namespace
 
-std::string launcher_binary() { return ACC_LAUNCH_BIN; }
-std::string worker_binary() { return ACC_TEST_WORKER_BIN; }
+std::string launcher_binary() {
+  return ACC_LAUNCH_BIN;
+}
+std::string worker_binary() {
+  return ACC_TEST_WORKER_BIN;
+}
 
 LaunchRun run_launcher(const std::vector<std::string>& args,
-                 const std::map<std::string, std::string>& extra_env,
-                 std::chrono::seconds timeout) {
+                       const std::map<std::string, std::string>& extra_env,
+                       std::chrono::seconds timeout) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
     throw std::runtime_error("pipe");

@@ -22,10 +22,11 @@ struct LaunchRun {
 std::string launcher_binary();
 std::string worker_binary();
 
-// Runs acc-launch with `args` (and `extra_env`; an empty value unsets) to the end (a hang guard kills it after `timeout`).
+// Runs acc-launch with `args` (and `extra_env`; an empty value unsets) to the end (a hang guard
+// kills it after `timeout`).
 LaunchRun run_launcher(const std::vector<std::string>& args,
-                 const std::map<std::string, std::string>& extra_env = {},
-                 std::chrono::seconds timeout = std::chrono::seconds(60));
+                       const std::map<std::string, std::string>& extra_env = {},
+                       std::chrono::seconds timeout = std::chrono::seconds(60));
 
 // Starts acc-launch in the background, output to files in `dir`. Returns its pid.
 pid_t start_launcher(const std::vector<std::string>& args, const std::string& dir);

@@ -60,10 +60,10 @@ void expect_no_zombies() {
 }
 
 TEST(LaunchTest, EveryRankGetsTheTorchrunContract) {
-  LaunchRun run = run_launcher(worker({"--nproc_per_node", "3", "--mixed_precision", "bf16",
-                                 "--gpu_ids", "1,3"},
-                                {"env", "--lr", "0.1"}),
-                         {{"OMP_NUM_THREADS", ""}});
+  LaunchRun run = run_launcher(
+      worker({"--nproc_per_node", "3", "--mixed_precision", "bf16", "--gpu_ids", "1,3"},
+             {"env", "--lr", "0.1"}),
+      {{"OMP_NUM_THREADS", ""}});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto env = env_by_rank(run.out);
   ASSERT_EQ(env.size(), 3u) << run.out;
@@ -101,9 +101,9 @@ TEST(LaunchTest, EveryRankGetsTheTorchrunContract) {
 }
 
 TEST(LaunchTest, StaticMultiNodeRanksComeFromTheNodeRank) {
-  LaunchRun run = run_launcher({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2",
-                          "--master_addr", "10.1.2.3", "--master_port", "29555", "--dry_run",
-                          "--no_python", "./train"});
+  LaunchRun run =
+      run_launcher({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--master_addr",
+                    "10.1.2.3", "--master_port", "29555", "--dry_run", "--no_python", "./train"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("RANK=2\n"), std::string::npos);
   EXPECT_NE(run.out.find("RANK=3\n"), std::string::npos);
@@ -115,9 +115,9 @@ TEST(LaunchTest, StaticMultiNodeRanksComeFromTheNodeRank) {
 }
 
 TEST(LaunchTest, AccelerateFlagsMapToTheSameLaunch) {
-  LaunchRun run = run_launcher({"--num_processes", "4", "--num_machines", "2", "--machine_rank", "1",
-                          "--main_process_ip", "10.0.0.1", "--main_process_port", "29501",
-                          "--dry_run", "./train"});
+  LaunchRun run = run_launcher({"--num_processes", "4", "--num_machines", "2", "--machine_rank",
+                                "1", "--main_process_ip", "10.0.0.1", "--main_process_port",
+                                "29501", "--dry_run", "./train"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("2 node(s) x 2 worker(s), world size 4, node rank 1"), std::string::npos)
       << run.out;
@@ -142,7 +142,7 @@ TEST(LaunchTest, PythonProgramsRunUnderTheInterpreter) {
   LaunchRun module = run_launcher({"--python", "/bin/echo", "-m", "pkg.train", "x"});
   EXPECT_EQ(module.out, "[rank0]: -u -m pkg.train x\n");
   LaunchRun local_rank_macro = run_launcher({"--nproc_per_node", "2", "--local_ranks_filter", "1",
-                                       "/bin/echo", "--device=${local_rank}"});
+                                             "/bin/echo", "--device=${local_rank}"});
   EXPECT_EQ(local_rank_macro.out, "[rank1]: --device=1\n");
 }
 
@@ -277,9 +277,9 @@ TEST(LaunchTest, TheErrorFileAndStderrTailAppearInTheReport) {
 
 TEST(LaunchTest, LogDirKeepsPerAttemptPerRankFiles) {
   const std::string dir = make_temp_dir();
-  LaunchRun run = run_launcher(worker({"--nproc_per_node", "2", "--log_dir", dir, "--redirects", "0:1",
-                                 "--max_restarts", "1"},
-                                {"fail-before", "1"}));
+  LaunchRun run = run_launcher(worker(
+      {"--nproc_per_node", "2", "--log_dir", dir, "--redirects", "0:1", "--max_restarts", "1"},
+      {"fail-before", "1"}));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out.find("[rank0]"), std::string::npos) << "rank 0's stdout is redirected";
   EXPECT_NE(run.out.find("[rank1]: attempt 1"), std::string::npos);
@@ -288,8 +288,8 @@ TEST(LaunchTest, LogDirKeepsPerAttemptPerRankFiles) {
   // Rank 1 of attempt 0 may be stopped before it prints: rank 0's failure ends the group.
   for (auto [attempt, rank] : {std::pair(0, 0), std::pair(1, 0), std::pair(1, 1)}) {
     {
-      fs::path stdout_log = runs[0] / ("attempt_" + std::to_string(attempt)) /
-                            std::to_string(rank) / "stdout.log";
+      fs::path stdout_log =
+          runs[0] / ("attempt_" + std::to_string(attempt)) / std::to_string(rank) / "stdout.log";
       std::ifstream file(stdout_log);
       std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
       EXPECT_EQ(text, "attempt " + std::to_string(attempt) + "\n") << stdout_log;
@@ -302,7 +302,7 @@ TEST(LaunchTest, ThePrefixCanBeChangedOrTurnedOff) {
   LaunchRun plain = run_launcher({"--log_line_prefix_template", "", "/bin/echo", "hi"});
   EXPECT_EQ(plain.out, "hi\n");
   LaunchRun custom = run_launcher({"--log_line_prefix_template", "<${role_name}:${local_rank}> ",
-                             "--role", "trainer", "/bin/echo", "hi"});
+                                   "--role", "trainer", "/bin/echo", "hi"});
   EXPECT_EQ(custom.out, "<trainer:0> hi\n");
 }
 
@@ -358,23 +358,30 @@ TEST_P(BadFlagTest, ExitsTwoWithOneLineNamingTheFlag) {
 
 INSTANTIATE_TEST_SUITE_P(
     Launcher, BadFlagTest,
-    ::testing::Values(BadFlag{"UnknownFlag", {"--bogus", "/bin/true"}, "--bogus"},
-                      BadFlag{"NprocNotANumber", {"--nproc_per_node", "abc", "/bin/true"}, "--nproc_per_node"},
-                      BadFlag{"NprocZero", {"--nproc_per_node", "0", "/bin/true"}, "--nproc_per_node"},
-                      BadFlag{"NegativeRestarts", {"--max_restarts", "-1", "/bin/true"}, "--max-restarts"},
-                      BadFlag{"ZeroNodes", {"--nnodes", "0", "/bin/true"}, "--nnodes"},
-                      BadFlag{"NodeRankOutOfRange", {"--nnodes", "2", "--node_rank", "2", "/bin/true"}, "--node_rank"},
-                      BadFlag{"RedirectsOutOfRange", {"--redirects", "9", "/bin/true"}, "--redirects"},
-                      BadFlag{"TeeMalformed", {"--tee", "0:x", "/bin/true"}, "--tee"},
-                      BadFlag{"ModuleWithNoPython", {"-m", "--no_python", "x"}, "--no_python"},
-                      BadFlag{"UnknownBackend", {"--rdzv_backend", "etcd", "/bin/true"}, "--rdzv_backend"},
-                      BadFlag{"PortOutOfRange", {"--master_port", "70000", "/bin/true"}, "--master-port"},
-                      BadFlag{"UnknownPrecision", {"--mixed_precision", "fp32", "/bin/true"}, "--mixed-precision"},
-                      BadFlag{"ProcessesNotDivisible", {"--num_processes", "3", "--num_machines", "2", "x"},
-                              "--num_processes"},
-                      BadFlag{"RanksFilterMalformed", {"--local_ranks_filter", "a", "/bin/true"}, "--local_ranks_filter"},
-                      BadFlag{"ElasticNodes", {"--nnodes", "1:2", "/bin/true"}, "--nnodes"},
-                      BadFlag{"NoProgram", {"--nproc_per_node", "2"}, "PROGRAM"}),
+    ::testing::Values(
+        BadFlag{"UnknownFlag", {"--bogus", "/bin/true"}, "--bogus"},
+        BadFlag{"NprocNotANumber", {"--nproc_per_node", "abc", "/bin/true"}, "--nproc_per_node"},
+        BadFlag{"NprocZero", {"--nproc_per_node", "0", "/bin/true"}, "--nproc_per_node"},
+        BadFlag{"NegativeRestarts", {"--max_restarts", "-1", "/bin/true"}, "--max-restarts"},
+        BadFlag{"ZeroNodes", {"--nnodes", "0", "/bin/true"}, "--nnodes"},
+        BadFlag{"NodeRankOutOfRange",
+                {"--nnodes", "2", "--node_rank", "2", "/bin/true"},
+                "--node_rank"},
+        BadFlag{"RedirectsOutOfRange", {"--redirects", "9", "/bin/true"}, "--redirects"},
+        BadFlag{"TeeMalformed", {"--tee", "0:x", "/bin/true"}, "--tee"},
+        BadFlag{"ModuleWithNoPython", {"-m", "--no_python", "x"}, "--no_python"},
+        BadFlag{"UnknownBackend", {"--rdzv_backend", "etcd", "/bin/true"}, "--rdzv_backend"},
+        BadFlag{"PortOutOfRange", {"--master_port", "70000", "/bin/true"}, "--master-port"},
+        BadFlag{
+            "UnknownPrecision", {"--mixed_precision", "fp32", "/bin/true"}, "--mixed-precision"},
+        BadFlag{"ProcessesNotDivisible",
+                {"--num_processes", "3", "--num_machines", "2", "x"},
+                "--num_processes"},
+        BadFlag{"RanksFilterMalformed",
+                {"--local_ranks_filter", "a", "/bin/true"},
+                "--local_ranks_filter"},
+        BadFlag{"ElasticNodes", {"--nnodes", "1:2", "/bin/true"}, "--nnodes"},
+        BadFlag{"NoProgram", {"--nproc_per_node", "2"}, "PROGRAM"}),
     [](const auto& info) { return info.param.case_name; });
 
 }  // namespace

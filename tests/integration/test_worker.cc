@@ -23,7 +23,9 @@
 
 namespace {
 
-int rank() { return std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "0"); }
+int rank() {
+  return std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "0");
+}
 
 std::string dir_of_test;
 
@@ -31,7 +33,9 @@ void touch(const std::string& name, const std::string& content = "") {
   std::ofstream(dir_of_test + "/" + name) << content;
 }
 
-void on_usr1(int) { touch(std::to_string(rank()) + ".usr1"); }
+void on_usr1(int) {
+  touch(std::to_string(rank()) + ".usr1");
+}
 void on_term(int) {
   touch(std::to_string(rank()) + ".term");
   _exit(0);
@@ -58,12 +62,26 @@ void write_pids_and_fork_grandchild() {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "env") {
-    for (const char* key :
-         {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-          "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-          "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-          "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "OMP_NUM_THREADS",
-          "ACCELERATE_MIXED_PRECISION", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
+    for (const char* key : {"RANK",
+                            "LOCAL_RANK",
+                            "WORLD_SIZE",
+                            "LOCAL_WORLD_SIZE",
+                            "GROUP_RANK",
+                            "GROUP_WORLD_SIZE",
+                            "ROLE_RANK",
+                            "ROLE_NAME",
+                            "ROLE_WORLD_SIZE",
+                            "MASTER_ADDR",
+                            "MASTER_PORT",
+                            "TORCHELASTIC_RESTART_COUNT",
+                            "TORCHELASTIC_MAX_RESTARTS",
+                            "TORCHELASTIC_RUN_ID",
+                            "TORCHELASTIC_USE_AGENT_STORE",
+                            "TORCHELASTIC_ERROR_FILE",
+                            "OMP_NUM_THREADS",
+                            "ACCELERATE_MIXED_PRECISION",
+                            "CUDA_VISIBLE_DEVICES",
+                            "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
       const char* value = std::getenv(key);
       std::printf("%s=%s\n", key, value ? value : "<unset>");
     }
