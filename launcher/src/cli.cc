@@ -162,6 +162,9 @@ void add_accelerate_flags(FlagTable& t, LaunchOptions& o) {
 }
 
 void add_own_flags(FlagTable& t, LaunchOptions& o) {
+  t.value("hostfile", o.hostfile, "hosts of a static multi-node job: 'host slots=N' a line");
+  t.value("include", o.include_hosts, "hosts of the hostfile to use (comma list)");
+  t.value("exclude", o.exclude_hosts, "hosts of the hostfile to leave out (comma list)");
   t.value("python", o.python,
           "interpreter for .py programs and -m (default $PYTHON_EXEC or "
           "python3)");
