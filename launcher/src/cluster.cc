@@ -54,8 +54,7 @@ class Facts {
   const std::map<std::string, std::string>& env_;
 };
 
-void detect_slurm(Facts& f, const std::map<std::string, std::string>& env,
-                  std::string (*resolve)(const std::string&)) {
+void detect_slurm(Facts& f, std::string (*resolve)(const std::string&)) {
   f.facts.scheduler = "slurm";
   f.facts.nnodes = f.read("nnodes", {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"});
   f.facts.node_rank = f.read_int("node_rank", {"SLURM_NODEID"});
@@ -70,13 +69,12 @@ void detect_slurm(Facts& f, const std::map<std::string, std::string>& env,
     f.facts.sources.push_back("master_port=" + std::to_string(*f.facts.master_port) +
                               " (derived from the job id)");
   }
-  // One worker per allocated GPU, else per allocated CPU of this node.
+  // One worker per GPU SLURM gave this node, else per CPU it gave (srun -c N): the task is
+  // the launcher, so its allocation is the workers'.
   if (auto gpus = f.read_int("gpus", {"SLURM_GPUS_ON_NODE"}); gpus && *gpus > 0) {
     f.facts.nproc_per_node = std::to_string(*gpus);
   } else if (auto cpus = f.read_int("cpus", {"SLURM_CPUS_ON_NODE"})) {
-    const auto per_task = env.find("SLURM_CPUS_PER_TASK");
-    f.facts.nproc_per_node =
-        per_task != env.end() && !per_task->second.empty() ? "1" : std::to_string(*cpus);
+    f.facts.nproc_per_node = std::to_string(*cpus);
   }
 }
 
@@ -153,7 +151,7 @@ ClusterFacts detect_cluster(const std::map<std::string, std::string>& environmen
   // job's node count there would wait for nodes that never come.
   if (environment.count("SLURM_JOB_ID") && environment.count("SLURM_NODEID") &&
       environment.count("SLURM_STEP_NUM_NODES")) {
-    detect_slurm(f, environment, resolve);
+    detect_slurm(f, resolve);
   } else if (environment.count("OMPI_COMM_WORLD_SIZE") || environment.count("PMI_SIZE")) {
     // One launcher per node under mpirun (-npernode 1): the ranks of mpirun are our nodes.
     f.facts.scheduler = "mpi";
