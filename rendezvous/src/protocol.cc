@@ -158,6 +158,7 @@ std::optional<std::uint8_t> opcode_of(Op op, Dialect dialect) {
 }
 
 std::optional<Op> op_of(std::uint8_t byte, Dialect dialect) {
+  if (byte == kNone) return std::nullopt;  // the tables' own marker for "no such opcode"
   const auto& codes = codes_of(dialect);
   for (std::size_t i = 0; i < codes.size(); ++i) {
     if (codes[i] == byte) return static_cast<Op>(i);

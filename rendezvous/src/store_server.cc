@@ -1,6 +1,7 @@
 #include "acc/rendezvous/store_server.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -336,7 +337,8 @@ struct StoreServer::Impl : detail::ReplySink {
   }
 
   StoreServerOptions options;
-  asio::io_context io;
+  // One thread runs the loop: the hint lets Asio skip waking other threads (posting stays safe).
+  asio::io_context io{1};
   tcp::acceptor acceptor;
   asio::steady_timer sweep_timer;
   asio::steady_timer accept_retry_timer;
@@ -381,7 +383,10 @@ void StoreServer::start() {
   ACC_ASSERT(!impl_->running && !impl_->stopped);
   impl_->running = true;
   impl_->arm();
-  impl_->thread = std::thread([impl = impl_.get()] { impl->io.run(); });
+  impl_->thread = std::thread([impl = impl_.get()] {
+    ::pthread_setname_np(::pthread_self(), "acc-store");  // how ps and top name the thread
+    impl->io.run();
+  });
 }
 
 void StoreServer::run() {

@@ -144,6 +144,10 @@ TEST(ProtocolTest, UnknownOpcodeIsAnErrorInEachDialect) {
   EXPECT_EQ(parse_request("\x09", Dialect::kV1_13, Limits{}, decoded).status, ParseStatus::kError);
   EXPECT_EQ(parse_request("\x0C", Dialect::kV2_1, Limits{}, decoded).status, ParseStatus::kError);
   EXPECT_EQ(parse_request("\x12", Dialect::kV2_2, Limits{}, decoded).status, ParseStatus::kError);
+  // 0xFF marks missing opcodes in the tables; it must not decode as one (found by the fuzzer).
+  for (Dialect dialect : kDialects) {
+    EXPECT_EQ(parse_request("\xFF", dialect, Limits{}, decoded).status, ParseStatus::kError);
+  }
 }
 
 TEST(ProtocolTest, OpcodeNumberingFollowsEachGeneration) {
