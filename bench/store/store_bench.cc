@@ -13,9 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
-#include <ctime>
 #include <thread>
 #include <vector>
 
@@ -61,7 +61,8 @@ Result measure(int port, int clients, double seconds) {
   std::atomic<bool> go{false};
   std::atomic<long> ops{0};
   std::vector<double> client_cpu(clients, 0.0);
-  auto duration = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  auto duration =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   std::vector<std::thread> threads;
   for (int i = 0; i < clients; ++i) {
     threads.emplace_back([&, i] {
@@ -127,9 +128,12 @@ int main(int argc, char** argv) {
   int rounds = 1;
   std::vector<int> client_counts = {1, 8, 32};
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--clients") == 0) client_counts = parse_list(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--seconds") == 0)
+      seconds = std::atof(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--clients") == 0)
+      client_counts = parse_list(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--rounds") == 0)
+      rounds = std::atoi(argv[i + 1]);
   }
 
   acc::rendezvous::StoreServerOptions options;
@@ -161,8 +165,7 @@ int main(int argc, char** argv) {
       std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "acc StoreServer",
                   mine.ops_per_second, mine.p50_us, mine.p99_us, mine.server_cpu_us_per_op);
       std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "PyTorch TCPStore",
-                  theirs.ops_per_second, theirs.p50_us, theirs.p99_us,
-                  theirs.server_cpu_us_per_op);
+                  theirs.ops_per_second, theirs.p50_us, theirs.p99_us, theirs.server_cpu_us_per_op);
       std::printf("%8d %-16s %11.2fx %9.2fx %9.2fx %13.2fx\n", clients, "ratio acc/torch",
                   mine.ops_per_second / theirs.ops_per_second, mine.p50_us / theirs.p50_us,
                   mine.p99_us / theirs.p99_us,
