@@ -202,8 +202,9 @@ struct StoreServer::Impl : detail::ReplySink {
     });
   }
 
-  void on_readable(const std::shared_ptr<Connection>& conn) {
+  void on_readable(const std::shared_ptr<Connection>& conn, bool retry = false) {
     bool eof = false;
+    bool got = false;
     for (int i = 0; i < kReadsPerEvent; ++i) {
       boost::system::error_code ec;
       std::size_t n = conn->socket.read_some(asio::buffer(read_buffer), ec);
@@ -214,12 +215,23 @@ struct StoreServer::Impl : detail::ReplySink {
       }
       if (conn->in.empty()) conn->partial_since = Clock::now();
       conn->in.append(read_buffer.data(), n);
+      got = true;
       if (n < read_buffer.size()) break;
     }
     process(*conn);
     if (eof) close(*conn, {});
     flush_dirty();
-    if (!conn->closed) wait_read(conn);
+    if (conn->closed) return;
+    if (got && !retry && !conn->in.empty()) {
+      // PyTorch's clients send a request in several writes (the opcode alone, then the rest).
+      // Having read only its head, look again after the other ready connections, when the rest
+      // has usually arrived, instead of paying another trip through epoll for it.
+      asio::post(io, [this, conn] {
+        if (!conn->closed && !stopping) on_readable(conn, /*retry=*/true);
+      });
+      return;
+    }
+    wait_read(conn);
   }
 
   void process(Connection& conn) {
