@@ -12,13 +12,18 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace acc::rendezvous::testing {
 
 class RawSocket {
  public:
-  explicit RawSocket(int port) {
+  // `receive_buffer` > 0 shrinks SO_RCVBUF before connecting (a small TCP window).
+  explicit RawSocket(int port, int receive_buffer = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (receive_buffer > 0) {
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer));
+    }
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(static_cast<std::uint16_t>(port));

@@ -180,6 +180,47 @@ TEST(StoreServerTest, ThousandsOfConnectionsAreServedAtOnce) {
   EXPECT_EQ(client.get("n"), std::to_string(kConnections));
 }
 
+TEST(StoreServerTest, ClientThatStopsReadingIsClosedAfterTheStallTimeout) {
+  StoreServer server(loopback(300ms));
+  server.start();
+  StoreClient writer = connect(server);
+  writer.set("big", std::string(4 << 20, 'x'));
+  ASSERT_TRUE(writer.check({"big"}));  // a round trip: the SET has landed
+  // A small receive window, so that the replies cannot all sit in the kernel's buffers
+  // (this machine lets a loopback socket buffer 32 MiB).
+  RawSocket reader(server.port(), 4096);
+  ASSERT_TRUE(reader.send(legacy({Op::kAdd, {"/m"}, {}, 1})));
+  ASSERT_EQ(reader.receive(8, 5s), i64(1));  // accepted and served
+  ASSERT_EQ(server.num_connections(), 2u);
+  std::string gets;
+  for (int i = 0; i < 8; ++i) gets += legacy({Op::kGet, {"/big"}, {}, 0});
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(reader.send(gets));  // 32 MiB of replies that are never read
+  auto until = start + 10s;
+  while (server.num_connections() > 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(server.num_connections(), 1u);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+  EXPECT_EQ(writer.add("n", 1), 1);
+}
+
+TEST(StoreServerTest, ClientThatLeavesBeforeItsRepliesDoesNotDisturbTheServer) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient writer = connect(server);
+  writer.set("big", std::string(1 << 20, 'x'));
+  ASSERT_TRUE(writer.check({"big"}));
+  for (int i = 0; i < 20; ++i) {
+    RawSocket leaver(server.port());
+    std::string gets;
+    for (int j = 0; j < 4; ++j) gets += legacy({Op::kGet, {"/big"}, {}, 0});
+    ASSERT_TRUE(leaver.send(gets));
+  }  // each closes with replies in flight: writes to it must fail quietly (no SIGPIPE)
+  EXPECT_EQ(writer.add("n", 1), 1);
+  EXPECT_EQ(writer.get("big").size(), 1u << 20);
+}
+
 TEST(StoreServerTest, APortInUseThrowsNetworkErrorNamingTheAddress) {
   StoreServer first(loopback());
   StoreServerOptions options = loopback();
