@@ -356,7 +356,7 @@ struct StoreServer::Impl : detail::ReplySink {
   asio::steady_timer accept_retry_timer;
   detail::StoreState state;
   std::vector<char> read_buffer;
-  Request request;  // reused across requests to keep its buffers
+  Request request;  // the request being applied (parse_request overwrites it)
   std::unordered_map<ConnectionId, std::shared_ptr<Connection>> connections;
   std::vector<std::shared_ptr<Connection>> dirty;
   ConnectionId next_id = 1;

@@ -112,6 +112,37 @@ TEST(StoreServerTest, BytesOfAPytorch113ClientAreServedOnTheSameKeys) {
   EXPECT_EQ(old_client.receive(9, 5s), i64(1) + "8");
 }
 
+TEST(StoreServerTest, A22ClientHandshakeThenPingQueuesAndListAreServed) {
+  StoreServer server(loopback());
+  server.start();
+  RawSocket client(server.port());
+  auto send = [&](Request request) {
+    std::string bytes;
+    ASSERT_TRUE(encode_request(request, Dialect::kV2_2, bytes));
+    ASSERT_TRUE(client.send(bytes));
+  };
+  send({Op::kValidate, {}, {}, kValidationMagic});
+  send({Op::kPing, {}, {}, 0x01020304});
+  std::string pong;
+  append_u32(pong, 0x01020304);
+  EXPECT_EQ(client.receive(4, 5s), pong);
+  send({Op::kQueuePush, {"/q"}, {"a"}, 0});
+  send({Op::kQueuePush, {"/q"}, {"b"}, 0});
+  send({Op::kQueueLen, {"/q"}, {}, 0});
+  EXPECT_EQ(client.receive(8, 5s), i64(2));
+  send({Op::kQueuePop, {"/q"}, {}, 0});
+  std::string popped = i64(2);
+  append_bytes(popped, "a");
+  EXPECT_EQ(client.receive(popped.size(), 5s), popped);
+  send({Op::kSet, {"/k"}, {"v"}, 0});
+  send({Op::kList, {}, {}, 0});
+  std::string listed = i64(1);
+  append_bytes(listed, "/k");
+  EXPECT_EQ(client.receive(listed.size(), 5s), listed);
+  send({Op::kCancelWait, {}, {}, 0});
+  EXPECT_EQ(client.receive(1, 5s), std::string(1, static_cast<char>(kWaitCanceled)));
+}
+
 TEST(StoreServerTest, MalformedConnectionIsClosedAloneWhileOthersContinue) {
   std::atomic<int> logged{0};
   StoreServerOptions options = loopback();
