@@ -15,6 +15,7 @@
 #include "acc/launcher/cluster.h"
 #include "acc/launcher/host.h"
 #include "acc/launcher/plan.h"
+#include "commands/rendezvous_command.h"
 #include "console.h"
 
 namespace {
@@ -70,6 +71,9 @@ int launch(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "rendezvous") == 0) {
+    return acc::launcher::run_rendezvous_command(argc - 1, argv + 1);
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args.front() == "launch") args.erase(args.begin());
   try {
