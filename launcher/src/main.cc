@@ -12,6 +12,7 @@
 #include "acc/launcher/cli.h"
 #include "acc/launcher/host.h"
 #include "acc/launcher/plan.h"
+#include "config_merge.h"
 #include "console.h"
 
 namespace {
@@ -29,6 +30,7 @@ int launch(const std::vector<std::string>& args) {
     write_all(parsed.exit_code == 0 ? STDOUT_FILENO : STDERR_FILENO, parsed.message + "\n");
     return parsed.exit_code;
   }
+  apply_config_file(parsed.options);
   HostInfo host = detect_host();
   LaunchPlan plan = build_plan(parsed.options, host);
   if (plan.dry_run) {
