@@ -12,6 +12,7 @@
 #include "acc/launcher/cli.h"
 #include "acc/launcher/host.h"
 #include "acc/launcher/plan.h"
+#include "commands/commands.h"
 #include "config_merge.h"
 #include "console.h"
 
@@ -51,6 +52,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args.front() == "launch") args.erase(args.begin());
   try {
+    if (!args.empty()) {
+      const std::string command = args.front();
+      const std::vector<std::string> rest(args.begin() + 1, args.end());
+      if (command == "config") return run_config_command(rest);
+      if (command == "env") return run_env_command(rest);
+      if (command == "test") return run_test_command(rest);
+      if (command == kTestWorkerCommand) return run_test_worker(rest);
+    }
     return launch(args);
   } catch (const acc::ConfigError& e) {
     return fail(2, e.what());

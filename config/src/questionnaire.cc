@@ -1,0 +1,342 @@
+#include "acc/config/questionnaire.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+
+#include "acc/common/error.h"
+#include "acc/config/schema.h"
+
+namespace acc::config {
+namespace {
+
+// The machine types of Accelerate's menu, in its order, and the distributed_type of each.
+const std::vector<std::string> kMachineTypes = {"No distributed training",
+                                                "multi-CPU",
+                                                "multi-XPU",
+                                                "multi-HPU",
+                                                "multi-GPU",
+                                                "multi-NPU",
+                                                "multi-MLU",
+                                                "multi-SDAA",
+                                                "multi-MUSA",
+                                                "multi-NEURON",
+                                                "TPU"};
+const std::vector<std::string> kDistributedTypes = {
+    "NO",        "MULTI_CPU",  "MULTI_XPU",  "MULTI_HPU",    "MULTI_GPU", "MULTI_NPU",
+    "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_NEURON", "XLA"};
+// config_utils.py DYNAMO_BACKENDS, lower-cased as the menu shows them (its TORHCHXLA typo is
+// fixed here: choosing that item fails in Accelerate).
+const std::vector<std::string> kDynamoBackends = {"eager",
+                                                  "aot_eager",
+                                                  "inductor",
+                                                  "aot_ts_nvfuser",
+                                                  "nvprims_nvfuser",
+                                                  "cudagraphs",
+                                                  "ofi",
+                                                  "fx2trt",
+                                                  "onnxrt",
+                                                  "tensorrt",
+                                                  "aot_torchxla_trace_once",
+                                                  "torchxla_trace_once",
+                                                  "tvm"};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+// _ask_field(): asks until `convert` accepts the answer; an empty answer takes the default.
+template <typename T>
+T ask_field(Prompter& p, const std::string& prompt,
+            const std::function<std::optional<T>(const std::string&)>& convert,
+            std::optional<T> fallback, const std::string& error) {
+  while (true) {
+    const std::string answer = p.ask(prompt);
+    if (answer.empty() && fallback) return *fallback;
+    if (auto value = convert(answer)) return *value;
+    p.say(error);
+  }
+}
+
+bool ask_yes_no(Prompter& p, const std::string& prompt, bool fallback) {
+  // Accelerate's converter: "yes" or "no" in any case; y/n are refused and asked again.
+  return ask_field<bool>(
+      p, prompt,
+      [](const std::string& answer) -> std::optional<bool> {
+        const std::string a = lower(answer);
+        if (a == "yes") return true;
+        if (a == "no") return false;
+        return std::nullopt;
+      },
+      fallback, "Please enter yes or no.");
+}
+
+std::optional<int> to_int(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (*end != '\0' || value < 0 || value > 1000000) return std::nullopt;
+  return static_cast<int>(value);
+}
+
+int ask_int(Prompter& p, const std::string& prompt, std::optional<int> fallback, int minimum,
+            int maximum, const std::string& error) {
+  return ask_field<int>(
+      p, prompt,
+      [&](const std::string& answer) -> std::optional<int> {
+        auto v = to_int(answer);
+        if (v && *v >= minimum && *v <= maximum) return v;
+        return std::nullopt;
+      },
+      fallback, error);
+}
+
+bool valid_gpu_ids(const std::string& text) {
+  if (text == "all") return true;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string part = text.substr(start, comma - start);
+    if (part.empty() || !std::all_of(part.begin(), part.end(), ::isdigit)) return false;
+    start = comma + 1;
+  }
+  return true;
+}
+
+int count_ids(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), ',')) + 1;
+}
+
+std::string device_word(const std::string& type) {
+  if (type == "MULTI_CPU") return "processes";
+  if (type == "MULTI_NEURON") return "NEURON cores";
+  if (type.rfind("MULTI_", 0) == 0 && type != "MULTI_GPU") return type.substr(6) + "(s)";
+  return "GPU(s)";
+}
+
+std::string expand_user(const std::string& path) {
+  const char* home = std::getenv("HOME");
+  if (path.rfind("~/", 0) == 0 && home) return home + path.substr(1);
+  if (path == "~" && home) return home;
+  return path;
+}
+
+}  // namespace
+
+ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
+  (void)facts;
+  while (p.choose("In which compute environment are you running?",
+                  {"This machine", "AWS (Amazon SageMaker)"}, 0) != 0)
+    p.say("acc-launch launches on this machine only; for SageMaker use `accelerate config`.");
+
+  std::string type;
+  while (true) {
+    type = kDistributedTypes[p.choose("Which type of machine are you using?", kMachineTypes, 0)];
+    if (type != "XLA") break;
+    p.say("acc-launch does not launch TPU runs; for TPUs use `accelerate config`.");
+  }
+  const bool multi = type != "NO";
+
+  int num_machines = 1, machine_rank = 0, port = 0;
+  std::string ip, rdzv_backend = "static";
+  bool same_network = true, debug = false;
+  if (multi) {
+    num_machines = ask_int(p,
+                           "How many different machines will you use (use more than 1 for "
+                           "multi-node training)? [1]: ",
+                           1, 1, 100000, "Please enter an integer of at least 1.");
+    if (num_machines > 1) {
+      std::vector<std::string> ranks;
+      for (int i = 0; i < num_machines; ++i) ranks.push_back(std::to_string(i));
+      machine_rank = p.choose("What is the rank of this machine?", ranks, 0);
+      ip = ask_field<std::string>(
+          p, "What is the IP address of the machine that will host the main process? ",
+          [](const std::string& a) -> std::optional<std::string> {
+            if (a.empty() || a.find(' ') != std::string::npos) return std::nullopt;
+            return a;
+          },
+          std::nullopt, "Please enter the address of machine 0, such as 10.0.0.1.");
+      port = ask_int(p, "What is the port you will use to communicate with the main process? ",
+                     std::nullopt, 1, 65535, "Please enter a port between 1 and 65535.");
+      same_network = ask_yes_no(p,
+                                "Are all the machines on the same local network? Answer `no` if "
+                                "nodes are on the cloud and/or on different network hosts "
+                                "[YES/no]: ",
+                                true);
+      if (!same_network)
+        rdzv_backend = ask_field<std::string>(
+            p, "What rendezvous backend will you use? ('static', 'c10d', ...): ",
+            [](const std::string& a) -> std::optional<std::string> {
+              if (a == "static" || a == "c10d") return a;
+              return std::nullopt;
+            },
+            std::string("static"), "Please enter static or c10d.");
+    }
+    debug = ask_yes_no(p,
+                       "Should distributed operations be checked while running for errors? This "
+                       "can avoid timeout issues but will be slower. [yes/NO]: ",
+                       false);
+  }
+
+  bool use_cpu = type == "MULTI_CPU";
+  if (type == "NO")
+    use_cpu = ask_yes_no(p,
+                         "Do you want to run your training on CPU only (even if a GPU / Apple "
+                         "Silicon / Ascend NPU device is available)? [yes/NO]:",
+                         false);
+
+  std::string hostfile;
+  if (type == "MULTI_CPU" &&
+      ask_yes_no(p, "Do you want accelerate to launch mpirun? [yes/NO]: ", false))
+    hostfile = expand_user(ask_field<std::string>(
+        p, "Please enter the path to the hostfile to use with mpirun [~/hostfile]: ",
+        [](const std::string& a) -> std::optional<std::string> { return a; },
+        std::string("~/hostfile"), ""));
+
+  Value dynamo = Value::map();
+  if (ask_yes_no(p, "Do you wish to optimize your script with torch dynamo?[yes/NO]:", false)) {
+    const int backend = p.choose("Which dynamo backend would you like to use?", kDynamoBackends, 2);
+    dynamo.set("dynamo_backend", Value::of_string(upper(kDynamoBackends[backend])));
+    if (ask_yes_no(
+            p, "Do you want to customize the defaults sent to torch.compile? [yes/NO]: ", false)) {
+      const std::vector<std::string> modes = {"default", "reduce-overhead", "max-autotune"};
+      dynamo.set("dynamo_mode",
+                 Value::of_string(modes[p.choose("Which mode do you want to use?", modes, 0)]));
+      dynamo.set("dynamo_use_fullgraph",
+                 Value::of_bool(ask_yes_no(p,
+                                           "Do you want the fullgraph mode or it is ok to break "
+                                           "model into several subgraphs? [yes/NO]: ",
+                                           false)));
+      dynamo.set("dynamo_use_dynamic",
+                 Value::of_bool(ask_yes_no(
+                     p, "Do you want to enable dynamic shape tracing? [yes/NO]: ", false)));
+      dynamo.set("dynamo_use_regional_compilation",
+                 Value::of_bool(ask_yes_no(
+                     p, "Do you want to enable regional compilation? [yes/NO]: ", false)));
+    }
+  }
+
+  const bool gpu_like = is_multi_device_type(type) || type == "NO";
+  std::string paradigm;
+  if (gpu_like && ask_yes_no(p, "Do you want to use DeepSpeed? [yes/NO]: ", false))
+    paradigm = "DEEPSPEED";
+  if (paradigm.empty() && is_multi_device_type(type) &&
+      ask_yes_no(p, "Do you want to use FullyShardedDataParallel? [yes/NO]: ", false))
+    paradigm = "FSDP";
+  if (paradigm.empty() && type == "MULTI_GPU" &&
+      ask_yes_no(p, "Do you want to use Megatron-LM ? [yes/NO]: ", false))
+    paradigm = "MEGATRON_LM";
+  if (!paradigm.empty()) {
+    const std::string section =
+        paradigm == "MEGATRON_LM" ? "megatron_lm_config" : lower(paradigm) + "_config";
+    p.say("acc-launch does not ask these settings; Accelerate's defaults apply. Add a " + section +
+          " section to the file to change them (docs/config.md).");
+  }
+
+  int num_processes = 1;
+  if (multi || !paradigm.empty()) {
+    const std::string word = device_word(type);
+    while (true) {
+      num_processes =
+          ask_int(p, "How many " + word + " should be used for distributed training? [1]:", 1, 1,
+                  1000000, "Please enter an integer of at least 1.");
+      if (num_processes % num_machines != 0) {
+        p.say("Please enter a multiple of the number of machines (" + std::to_string(num_machines) +
+              "): it counts the processes of every machine.");
+        continue;
+      }
+      if (type == "MULTI_GPU" && num_machines == 1 && num_processes == 1 && paradigm.empty()) {
+        p.say(
+            "Specified distributed type MULTI_GPU but only using 1 GPU on a single machine. "
+            "Please enter at least 2, or select `No distributed training`.");
+        continue;
+      }
+      break;
+    }
+  }
+
+  std::string gpu_ids;
+  if (gpu_like && !use_cpu) {
+    const int per_machine = num_processes / num_machines;
+    gpu_ids = ask_field<std::string>(
+        p,
+        "What " + device_word(type == "NO" ? "MULTI_GPU" : type) +
+            " (by id) should be used for training on this machine as a comma-separated list? "
+            "[all]:",
+        [&](const std::string& a) -> std::optional<std::string> {
+          if (!valid_gpu_ids(a)) return std::nullopt;
+          if (a != "all" && count_ids(a) < per_machine) return std::nullopt;
+          return a;
+        },
+        std::string("all"),
+        "Please enter all, or at least " + std::to_string(per_machine) +
+            " comma-separated ids such as 0,1.");
+  }
+
+  bool numa = false;
+  if ((type == "NO" || type == "MULTI_GPU") && !use_cpu)
+    numa = ask_yes_no(p,
+                      "Would you like to enable numa efficiency? (Currently only supported on "
+                      "NVIDIA hardware). [yes/NO]: ",
+                      false);
+
+  const std::vector<std::string> precisions = {"no", "fp16", "bf16", "fp8"};
+  const std::string mixed_precision =
+      precisions[p.choose("Do you wish to use mixed precision?", precisions, 0)];
+  Value fp8 = Value::map();
+  if (mixed_precision == "fp8") {
+    const std::vector<std::string> backends = {"ao", "te", "msamp"};
+    fp8.set("backend",
+            Value::of_string(
+                upper(backends[p.choose("Which FP8 backend do you want to use?", backends, 0)])));
+  }
+  if (!dynamo.entries.empty() && mixed_precision == "no" && !use_cpu)
+    p.say(
+        "Torch dynamo used without mixed precision requires TF32 to be efficient. Accelerate "
+        "will enable it by default when launching your scripts.");
+
+  // What cluster.py returns, as ClusterConfig.to_dict() writes it.
+  ClusterConfig config;
+  config.set("compute_environment", Value::of_string("LOCAL_MACHINE"));
+  config.set("debug", Value::of_bool(debug));
+  config.set("distributed_type", Value::of_string(paradigm.empty() ? type : paradigm));
+  config.set("downcast_bf16", Value::of_string("no"));
+  config.set("enable_cpu_affinity", Value::of_bool(numa));
+  if (!gpu_ids.empty()) config.set("gpu_ids", Value::of_string(gpu_ids));
+  config.set("machine_rank", Value::of_int(machine_rank));
+  if (num_machines > 1) {
+    config.set("main_process_ip", Value::of_string(ip));
+    config.set("main_process_port", Value::of_int(port));
+  }
+  config.set("main_training_function", Value::of_string("main"));
+  config.set("mixed_precision", Value::of_string(mixed_precision));
+  config.set("num_machines", Value::of_int(num_machines));
+  config.set("num_processes", Value::of_int(num_processes));
+  config.set("rdzv_backend", Value::of_string(rdzv_backend));
+  config.set("same_network", Value::of_bool(same_network));
+  Value empty_list;
+  empty_list.kind = Value::Kind::kList;
+  config.set("tpu_env", empty_list);
+  config.set("tpu_use_cluster", Value::of_bool(false));
+  config.set("tpu_use_sudo", Value::of_bool(false));
+  config.set("use_cpu", Value::of_bool(use_cpu));
+  if (!dynamo.entries.empty()) config.set("dynamo_config", dynamo);
+  if (!fp8.entries.empty()) config.set("fp8_config", fp8);
+  if (!hostfile.empty()) {
+    Value mpirun = Value::map();
+    mpirun.set("mpirun_hostfile", Value::of_string(hostfile));
+    config.set("mpirun_config", mpirun);
+  }
+  return config;
+}
+
+}  // namespace acc::config
