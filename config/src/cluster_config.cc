@@ -64,7 +64,14 @@ class Checker {
 
   // Checks `value` against `spec` and brings it to the type's canonical form. `key` is the name
   // shown to the user (section.key for nested keys).
-  void check_type(const KeySpec& spec, const std::string& key, Value& value) {
+  // Returns false after reporting a problem.
+  bool check_type(const KeySpec& spec, const std::string& key, Value& value) {
+    const size_t before = problems_.size();
+    check_type_impl(spec, key, value);
+    return problems_.size() == before;
+  }
+
+  void check_type_impl(const KeySpec& spec, const std::string& key, Value& value) {
     if (value.is_null()) return;
     const Mark mark = value.mark;
     switch (spec.type) {
@@ -243,7 +250,7 @@ void check_sections(Value& root, Checker& checker) {
         if (!spec->choices.empty() && !value.is_null()) checker.check_choice(*spec, shown, value);
         continue;
       }
-      checker.check_type(*spec, shown, value);
+      if (!checker.check_type(*spec, shown, value)) continue;
       if (spec->type == KeyType::kBool && value.kind == Value::Kind::kBool) continue;
       checker.check_choice(*spec, shown, value);
     }
@@ -385,8 +392,8 @@ ClusterConfig ClusterConfig::from_value(Value root, const std::string& path,
                                : "; did you mean " + guess + "? (or remove it)"));
       continue;
     }
-    checker.check_type(*spec, key, value);
-    if (spec->type == KeyType::kString) checker.check_choice(*spec, key, value);
+    if (checker.check_type(*spec, key, value) && spec->type == KeyType::kString)
+      checker.check_choice(*spec, key, value);
   }
 
   const Value* type = root.find("distributed_type");

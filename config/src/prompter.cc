@@ -130,12 +130,13 @@ class TerminalPrompter : public Prompter {
 
   int choose(const std::string& prompt, const std::vector<std::string>& options,
              int default_index) override {
+    // Raw mode first: keys typed as soon as the menu shows are read as keys, not as a line.
+    RawMode raw(in_);
     write_all(out_, "\n" + prompt + "\n");
     write_all(out_,
               "Please select a choice using the arrow or number keys, and selecting with enter\n");
     int position = default_index;
     draw(options, position, false);
-    RawMode raw(in_);
     write_all(out_, "\x1b[?25l");  // hide the cursor while the menu is up
     while (true) {
       char c;

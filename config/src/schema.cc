@@ -617,8 +617,10 @@ std::string nearest(std::string_view name, const std::vector<std::string>& candi
       best = candidate;
     }
   }
-  // Suggest only what is plausibly a misspelling: at most a third of the name changed.
-  if (best_distance == std::string::npos || best_distance > std::max<size_t>(2, name.size() / 3))
+  // Suggest only what is plausibly a misspelling: a few edits, fewer than the candidate's length
+  // (so "4" does not suggest "0").
+  if (best_distance == std::string::npos || best_distance > std::max<size_t>(1, name.size() / 3) ||
+      best_distance >= best.size())
     return "";
   return best;
 }
