@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -25,6 +26,7 @@
 #include "console.h"
 #include "error_file.h"
 #include "spawn.h"
+#include "watchdog.h"
 
 namespace acc::launcher {
 namespace fs = std::filesystem;
@@ -35,7 +37,9 @@ namespace {
 constexpr size_t kStderrTailLines = 10;
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
-bool stops_the_job(int signal) { return signal != SIGUSR1 && signal != SIGUSR2; }
+bool stops_the_job(int signal) {
+  return signal != SIGUSR1 && signal != SIGUSR2;
+}
 
 std::string wall_time_now() {
   const auto now = std::chrono::system_clock::now();
@@ -145,6 +149,7 @@ class Agent::Impl {
 
   int run() {
     install_signal_handling();
+    watchdog_ = std::make_unique<Watchdog>();
     run_dir_ = make_run_dir(plan_);
     for (int attempt = 0;; ++attempt) {
       run_attempt(attempt);
@@ -205,18 +210,41 @@ class Agent::Impl {
       ensure_port_free(plan_.master_addr, port);
     }
     try {
-      for (const WorkerSpec& spec : plan_.workers) start_worker(spec, attempt, port);
+      std::vector<SpawnedProcess> started;
+      for (const WorkerSpec& spec : plan_.workers)
+        started.push_back(start_worker(spec, attempt, port));
+      for (SpawnedProcess& process : started) await_exec(process);
     } catch (...) {
       stop_all(SIGKILL);
       while (any_running()) wait_for_events();
       close_streams();
       throw;
     }
+    if (attempt == 0)
+      for (const std::string& message : plan_.notices) notice(message);
     while (any_running()) wait_for_events();
     close_streams();
+    reap_leftovers();
   }
 
-  void start_worker(const WorkerSpec& spec, int attempt, int port) {
+  // Whatever the workers started outside their groups and left behind was reparented to us
+  // (a subreaper): end it, so that nothing outlives the attempt and no zombie is left.
+  void reap_leftovers() {
+    const std::string list = "/proc/self/task/" + std::to_string(::getpid()) + "/children";
+    for (int round = 0; round < 100; ++round) {
+      std::ifstream file(list);
+      std::vector<pid_t> children;
+      for (pid_t pid; file >> pid;)
+        if (pid != watchdog_->pid()) children.push_back(pid);
+      if (children.empty()) return;
+      for (pid_t pid : children) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+  }
+
+  SpawnedProcess start_worker(const WorkerSpec& spec, int attempt, int port) {
     auto worker = std::make_unique<Worker>();
     worker->spec = spec;
     worker->dir = attempt_dir_ + "/" + std::to_string(spec.local_rank);
@@ -243,10 +271,12 @@ class Agent::Impl {
     SpawnedProcess process = spawn_process(request);
     worker->pid = process.pid;
     worker->running = true;
+    watchdog_->watch(process.pid);
     worker->out.fd = process.stdout_fd;
     worker->err.fd = process.stderr_fd;
     if (!request.capture_stdout) worker->out.console_fd = -1;
     workers_.push_back(std::move(worker));
+    return process;
   }
 
   void setup_stream(Worker& worker, Stream& stream, int which, const std::string& prefix,
@@ -254,8 +284,8 @@ class Agent::Impl {
     const int local_rank = worker.spec.local_rank;
     const bool redirected = plan_.redirects.mask_for(local_rank) & which;
     const bool teed = plan_.tee.mask_for(local_rank) & which;
-    const bool shown = plan_.console_local_ranks.empty() ||
-                       plan_.console_local_ranks.count(local_rank) > 0;
+    const bool shown =
+        plan_.console_local_ranks.empty() || plan_.console_local_ranks.count(local_rank) > 0;
     stream.prefix = prefix;
     stream.console_fd = redirected || !shown ? -1 : console;
     if (redirected || teed || !plan_.log_dir.empty()) {
@@ -284,8 +314,8 @@ class Agent::Impl {
     }
     int timeout = -1;
     if (stopping_ && !killed_) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ -
-                                                                               Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now());
       timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
     }
     const int ready = ::poll(fds.data(), fds.size(), timeout);
@@ -336,7 +366,10 @@ class Agent::Impl {
       if (worker) ::kill(-worker->pid, SIGKILL);
       int status = 0;
       ::waitpid(info.si_pid, &status, 0);
-      if (worker) on_worker_exit(*worker, status);
+      if (worker) {
+        watchdog_->forget(worker->pid);
+        on_worker_exit(*worker, status);
+      }
     }
   }
 
@@ -358,8 +391,8 @@ class Agent::Impl {
 
   void begin_stop(int sig) {
     stopping_ = true;
-    kill_deadline_ = Clock::now() + std::chrono::milliseconds(
-                                        static_cast<int64_t>(plan_.shutdown_timeout * 1000));
+    kill_deadline_ = Clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(plan_.shutdown_timeout * 1000));
     signal_all(sig);
     for (auto& w : workers_)
       if (w->running) w->signalled_by_launcher = true;
@@ -437,6 +470,7 @@ class Agent::Impl {
   std::string attempt_dir_;
   bool keep_run_dir_ = false;
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<Watchdog> watchdog_;
   Worker* root_cause_ = nullptr;
   bool stopping_ = false;
   bool killed_ = false;
@@ -447,7 +481,9 @@ class Agent::Impl {
 Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment)
     : impl_(std::make_unique<Impl>(std::move(plan), std::move(environment))) {}
 Agent::~Agent() = default;
-int Agent::run() { return impl_->run(); }
+int Agent::run() {
+  return impl_->run();
+}
 
 std::string format_dry_run(const LaunchPlan& plan, int master_port,
                            const std::map<std::string, std::string>& environment) {
@@ -457,7 +493,8 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
       << ", store " << plan.master_addr << ":" << master_port << "\n";
   for (const WorkerSpec& worker : plan.workers) {
     out << "\n# rank " << worker.rank << " (local rank " << worker.local_rank << ")\n";
-    for (const auto& [key, value] : worker_env(plan, worker, 0, master_port, "<log dir>/error.json"))
+    for (const auto& [key, value] :
+         worker_env(plan, worker, 0, master_port, "<log dir>/error.json"))
       out << key << "=" << value << "\n";
     for (const auto& [key, value] : plan.env_defaults)
       if (!environment.count(key)) out << key << "=" << value << "\n";

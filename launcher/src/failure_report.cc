@@ -13,7 +13,9 @@ std::string signal_name(int signal) {
   return abbrev ? std::string("SIG") + abbrev : "signal";
 }
 
-std::string or_dash(const std::string& text) { return text.empty() ? "-" : text; }
+std::string or_dash(const std::string& text) {
+  return text.empty() ? "-" : text;
+}
 
 }  // namespace
 
@@ -28,7 +30,7 @@ int failure_exit_status(const WorkerOutcome& root_cause) {
 
 std::string format_failure_report(const std::string& program, int attempts,
                                   const std::vector<WorkerOutcome>& outcomes) {
-  const std::vector<std::string> header = {"rank", "local", "host", "pid",
+  const std::vector<std::string> header = {"rank", "local", "host",    "pid",
                                            "exit", "time",  "log file"};
   std::vector<std::vector<std::string>> rows;
   for (const WorkerOutcome& o : outcomes) {

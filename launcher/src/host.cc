@@ -68,7 +68,8 @@ HostInfo detect_host() {
   host.gpu_count = count_gpus();
   for (char** entry = environ; *entry; ++entry) {
     const char* equals = std::strchr(*entry, '=');
-    if (equals) host.environment.emplace(std::string(*entry, static_cast<size_t>(equals - *entry)),
+    if (equals)
+      host.environment.emplace(std::string(*entry, static_cast<size_t>(equals - *entry)),
                                std::string(equals + 1));
   }
   return host;

@@ -39,9 +39,6 @@ int launch(const std::vector<std::string>& args) {
     write_all(STDOUT_FILENO, format_dry_run(plan, port, host.environment));
     return 0;
   }
-  if (!plan.quiet)
-    for (const std::string& notice : plan.notices)
-      write_all(STDERR_FILENO, "acc-launch: " + notice + "\n");
   Agent agent(std::move(plan), std::move(host.environment));
   return agent.run();
 }

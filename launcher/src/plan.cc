@@ -76,8 +76,8 @@ void fold(const LaunchOptions& o, const std::optional<T>& accelerate_value,
 std::vector<std::string> worker_argv(const LaunchOptions& o) {
   ACC_CHECK(!(o.module && o.no_python), ConfigError,
             "--module and --no_python cannot be used together");
-  const bool is_python_file = o.program.size() > 3 &&
-                              o.program.compare(o.program.size() - 3, 3, ".py") == 0;
+  const bool is_python_file =
+      o.program.size() > 3 && o.program.compare(o.program.size() - 3, 3, ".py") == 0;
   std::vector<std::string> argv;
   if (o.module) {
     argv = {o.python, "-u", "-m", o.program};
@@ -105,11 +105,11 @@ std::string random_run_id() {
 
 void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
   LaunchOptions merged = o;
-  if (o.num_machines) fold(o, std::optional(std::to_string(*o.num_machines)), "num_machines",
-                           "nnodes", merged.nnodes, o.nnodes);
+  if (o.num_machines)
+    fold(o, std::optional(std::to_string(*o.num_machines)), "num_machines", "nnodes", merged.nnodes,
+         o.nnodes);
   fold(o, o.machine_rank, "machine_rank", "node_rank", merged.node_rank, o.node_rank);
-  fold(o, o.main_process_ip, "main_process_ip", "master_addr", merged.master_addr,
-       o.master_addr);
+  fold(o, o.main_process_ip, "main_process_ip", "master_addr", merged.master_addr, o.master_addr);
   std::optional<int> port_given = o.master_port;
   if (o.main_process_port) {
     ACC_CHECK(!o.master_port || *o.master_port == *o.main_process_port, ConfigError,
@@ -118,8 +118,8 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
     port_given = o.main_process_port;
   }
 
-  ACC_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d", ConfigError,
-            "--rdzv_backend ", o.rdzv_backend, ": expected static or c10d");
+  ACC_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d", ConfigError, "--rdzv_backend ",
+            o.rdzv_backend, ": expected static or c10d");
   ACC_CHECK(o.rdzv_backend == "static" || o.standalone, ConfigError,
             "--rdzv_backend c10d: elastic rendezvous is not supported yet; use the static "
             "backend with --master_addr and --master_port");
@@ -147,9 +147,8 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
     // torchrun: a static endpoint host[:port] stands for master_addr:master_port.
     const size_t colon = o.rdzv_endpoint.rfind(':');
     plan.master_addr = o.rdzv_endpoint.substr(0, colon);
-    ACC_CHECK(colon != std::string::npos && to_int(o.rdzv_endpoint.substr(colon + 1)),
-              ConfigError, "--rdzv_endpoint ", o.rdzv_endpoint,
-              ": the static backend needs host:port");
+    ACC_CHECK(colon != std::string::npos && to_int(o.rdzv_endpoint.substr(colon + 1)), ConfigError,
+              "--rdzv_endpoint ", o.rdzv_endpoint, ": the static backend needs host:port");
     port_given = to_int(o.rdzv_endpoint.substr(colon + 1));
   }
   if (o.standalone || (!port_given && plan.nnodes == 1))

@@ -26,8 +26,8 @@ struct Pipe {
   int write = -1;
   void open() {
     int fds[2];
-    ACC_CHECK(::pipe2(fds, O_CLOEXEC) == 0, LaunchError, "cannot create a pipe: ",
-              std::strerror(errno));
+    ACC_CHECK(::pipe2(fds, O_CLOEXEC) == 0, LaunchError,
+              "cannot create a pipe: ", std::strerror(errno));
     read = fds[0];
     write = fds[1];
   }
@@ -76,8 +76,7 @@ std::string resolve_executable(const std::string& program, const std::string& pa
   };
   if (program.find('/') != std::string::npos) {
     ACC_CHECK(runnable(program), LaunchError, "cannot run ", program, ": ",
-              ::access(program.c_str(), F_OK) == 0 ? "not an executable file"
-                                                   : "no such file");
+              ::access(program.c_str(), F_OK) == 0 ? "not an executable file" : "no such file");
     return program;
   }
   std::stringstream dirs(path);
@@ -118,28 +117,26 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
   }
   // Also set here so that the group exists before we might signal it.
   ::setpgid(pid, pid);
-
-  // The status pipe closes on a successful exec, or carries the child's errno.
-  int child_errno = 0;
-  ssize_t got;
-  do {
-    got = ::read(status.read, &child_errno, sizeof(child_errno));
-  } while (got < 0 && errno == EINTR);
-  close_fd(status.read);
-  if (got > 0) {
-    ::waitpid(pid, nullptr, 0);
-    out.close();
-    err.close();
-    throw LaunchError("cannot run " + request.argv.front() + ": " + std::strerror(child_errno));
-  }
-
   SpawnedProcess process;
   process.pid = pid;
   for (int fd : {out.read, err.read})
     if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   process.stdout_fd = out.read;
   process.stderr_fd = err.read;
+  process.exec_status_fd = status.read;
+  process.name = request.argv.front();
   return process;
+}
+
+void await_exec(SpawnedProcess& process) {
+  // The status pipe closes on a successful exec, or carries the child's errno.
+  int child_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(process.exec_status_fd, &child_errno, sizeof(child_errno));
+  } while (got < 0 && errno == EINTR);
+  close_fd(process.exec_status_fd);
+  ACC_CHECK(got <= 0, LaunchError, "cannot run ", process.name, ": ", std::strerror(child_errno));
 }
 
 }  // namespace acc::launcher

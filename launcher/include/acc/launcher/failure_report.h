@@ -13,13 +13,13 @@ struct WorkerOutcome {
   int local_rank = 0;
   std::string host;
   int pid = 0;
-  int exit_code = 0;   // valid when signal == 0
-  int signal = 0;      // the signal that ended it, or 0
-  std::string time;    // when its exit was seen, "2026-11-22 10:04:05.123"
+  int exit_code = 0;  // valid when signal == 0
+  int signal = 0;     // the signal that ended it, or 0
+  std::string time;   // when its exit was seen, "2026-11-22 10:04:05.123"
   std::string log_file;
-  std::string error_file;      // path, or empty when the worker wrote none
-  std::string error_message;   // from the error file
-  std::string traceback;       // from the error file
+  std::string error_file;                // path, or empty when the worker wrote none
+  std::string error_message;             // from the error file
+  std::string traceback;                 // from the error file
   std::vector<std::string> stderr_tail;  // its last stderr lines
   bool root_cause = false;
   bool stopped_by_launcher = false;  // ended by our SIGTERM/SIGKILL after another failure
