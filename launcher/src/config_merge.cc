@@ -147,6 +147,10 @@ void apply_config_file(LaunchOptions& options) {
   if (path.empty()) {
     path = cfg::default_config_path();
     if (!cfg::file_exists(path)) return;
+    // Accelerate applies its default file silently (huggingface/accelerate#1133); say so.
+    if (!options.quiet)
+      std::cerr << "acc-launch: using the config file " << path
+                << " (pass --config_file to choose another)\n";
   }
   const cfg::ClusterConfig config = cfg::load_config(path);
   for (const std::string& warning : config.warnings())

@@ -540,6 +540,8 @@ TEST(RealConfigsTest, TheDefaultConfigFileIsUsedWithoutConfigFile) {
   const testing::RunResult r = testing::run({"--dry_run", "--no_python", "/bin/true"},
                                             {{"HF_HOME", home.path()}, {"OMP_NUM_THREADS", "2"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "acc-launch: using the config file " + home.path() +
+                       "/accelerate/default_config.yaml (pass --config_file to choose another)\n");
   const testing::DryRun run = testing::parse_dry_run(r.out);
   ASSERT_EQ(run.workers.size(), 3u);
   EXPECT_EQ(run.workers[2].at("ACCELERATE_MIXED_PRECISION"), "bf16");
