@@ -92,7 +92,8 @@ class RawMode {
     ok_ = ::tcgetattr(fd_, &saved_) == 0;
     if (!ok_) return;
     termios raw = saved_;
-    raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);
+    // ISIG off too: Ctrl-C arrives as a key, so the terminal is restored before exiting.
+    raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO | ISIG);
     raw.c_cc[VMIN] = 1;
     raw.c_cc[VTIME] = 0;
     ::tcsetattr(fd_, TCSANOW, &raw);
@@ -145,7 +146,7 @@ class TerminalPrompter : public Prompter {
         input_ended();
       }
       if (c == '\r' || c == '\n') break;
-      if (c == 3) {  // Ctrl-C in raw mode (ISIG stays on, but be safe)
+      if (c == 3) {  // Ctrl-C
         write_all(out_, "\x1b[?25h\n");
         throw ConfigError("interrupted; nothing was written");
       }
