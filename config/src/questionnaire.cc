@@ -130,6 +130,165 @@ std::string expand_user(const std::string& path) {
   return path;
 }
 
+// The DeepSpeed questions of cluster.py, in order.
+void ask_deepspeed(Prompter& p, int num_machines, Value& ds) {
+  auto any_text = [](const std::string& a) -> std::optional<std::string> { return a; };
+  auto some_text = [](const std::string& a) -> std::optional<std::string> {
+    if (a.empty()) return std::nullopt;
+    return a;
+  };
+  if (ask_yes_no(p,
+                 "Do you want to specify a json file to a DeepSpeed config? [yes/NO]: ", false)) {
+    ds.set("deepspeed_config_file",
+           Value::of_string(ask_field<std::string>(
+               p, "Please enter the path to the json DeepSpeed config file: ", any_text,
+               std::string("none"), "")));
+  } else {
+    const int stage = p.choose("What should be your DeepSpeed's ZeRO optimization stage?",
+                               {"0", "1", "2", "3"}, 2);
+    ds.set("zero_stage", Value::of_int(stage));
+    const std::vector<std::string> devices = {"none", "cpu", "nvme"};
+    if (stage >= 2) {
+      const std::string optimizer =
+          devices[p.choose("Where to offload optimizer states?", devices, 0)];
+      const std::string params = devices[p.choose("Where to offload parameters?", devices, 0)];
+      ds.set("offload_optimizer_device", Value::of_string(optimizer));
+      ds.set("offload_param_device", Value::of_string(params));
+      if (params == "nvme")
+        ds.set("offload_param_nvme_path",
+               Value::of_string(ask_field<std::string>(p, "Nvme Path to offload parameters?",
+                                                       any_text, std::string("/nvme"), "")));
+      if (optimizer == "nvme")
+        ds.set("offload_optimizer_nvme_path",
+               Value::of_string(ask_field<std::string>(p, "Nvme Path to offload optimizer states?",
+                                                       any_text, std::string("/nvme"), "")));
+    }
+    ds.set("gradient_accumulation_steps",
+           Value::of_int(ask_int(p,
+                                 "How many gradient accumulation steps you're passing in your "
+                                 "script? [1]: ",
+                                 1, 1, 1000000, "Please enter an integer of at least 1.")));
+    if (ask_yes_no(p, "Do you want to use gradient clipping? [yes/NO]: ", false)) {
+      ds.set("gradient_clipping", Value::of_float(ask_field<double>(
+                                      p, "What is the gradient clipping value? [1.0]: ",
+                                      [](const std::string& a) -> std::optional<double> {
+                                        char* end = nullptr;
+                                        const double v = std::strtod(a.c_str(), &end);
+                                        if (a.empty() || *end != '\0' || v <= 0)
+                                          return std::nullopt;
+                                        return v;
+                                      },
+                                      1.0, "Please enter a positive number such as 1.0.")));
+    }
+    if (stage == 3)
+      ds.set("zero3_save_16bit_model",
+             Value::of_bool(ask_yes_no(
+                 p, "Do you want to save 16-bit model weights when using ZeRO Stage-3? [yes/NO]: ",
+                 false)));
+  }
+  ds.set("zero3_init_flag",
+         Value::of_bool(ask_yes_no(p,
+                                   "Do you want to enable `deepspeed.zero.Init` when using ZeRO "
+                                   "Stage-3 for constructing massive models? [yes/NO]: ",
+                                   false)));
+  if (ask_yes_no(p, "Do you want to enable Mixture-of-Experts training (MoE)? [yes/NO]: ", false))
+    ds.set("deepspeed_moe_layer_cls_names",
+           Value::of_string(ask_field<std::string>(
+               p,
+               "Specify the comma-separated list of transformers MoE layer class names "
+               "(case-sensitive), e.g :  `MixtralSparseMoeBlock`, `Qwen2MoeSparseMoeBlock`, "
+               "`JetMoEAttention,JetMoEBlock` ... : ",
+               some_text, std::nullopt, "Please enter at least one class name.")));
+  if (num_machines > 1) {
+    // acc-launch starts every machine itself, as DeepSpeed's `standard` launcher does; the other
+    // launchers' hostfile questions would configure nothing (docs/config.md).
+    ds.set("deepspeed_multinode_launcher", Value::of_string("standard"));
+    p.say(
+        "acc-launch starts DeepSpeed on each machine as its `standard` launcher does; start "
+        "acc-launch on every machine.");
+  }
+}
+
+// The FSDP questions of cluster.py, in order.
+void ask_fsdp(Prompter& p, Value& f) {
+  const std::vector<std::string> strategies = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD",
+                                               "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"};
+  const std::vector<std::string> wraps = {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"};
+  const std::vector<std::string> prefetch = {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"};
+  const int version = p.choose("What should be your FSDP version? [2]: ", {"1", "2"}, 1) + 1;
+  f.set("fsdp_version", Value::of_int(version));
+  if (version == 1)
+    f.set("fsdp_reshard_after_forward",
+          Value::of_string(
+              strategies[p.choose("What should be your sharding strategy?", strategies, 0)]));
+  else
+    f.set("fsdp_reshard_after_forward",
+          Value::of_bool(
+              ask_yes_no(p, "Do you want to enable resharding after forward? [YES/no]: ", true)));
+  f.set("fsdp_offload_params",
+        Value::of_bool(ask_yes_no(
+            p, "Do you want to offload parameters and gradients to CPU? [yes/NO]: ", false)));
+  const std::string wrap = wraps[p.choose("What should be your auto wrap policy?", wraps, 0)];
+  f.set("fsdp_auto_wrap_policy", Value::of_string(wrap));
+  if (wrap == wraps[0]) {
+    if (!ask_yes_no(p,
+                    "Do you want to use the model's `_no_split_modules` to wrap. Only applicable "
+                    "for \xf0\x9f\xa4\x97 Transformers [yes/NO]: ",
+                    false))
+      f.set("fsdp_transformer_layer_cls_to_wrap",
+            Value::of_string(ask_field<std::string>(
+                p,
+                "Specify the comma-separated list of transformer layer class names "
+                "(case-sensitive) to wrap ,e.g, :`BertLayer`, `GPTJBlock`, `T5Block`, "
+                "`BertLayer,BertEmbeddings,BertSelfOutput` ...? : ",
+                [](const std::string& a) -> std::optional<std::string> {
+                  if (a.empty()) return std::nullopt;
+                  return a;
+                },
+                std::nullopt, "Please enter at least one class name.")));
+  } else if (wrap == wraps[1]) {
+    f.set("fsdp_min_num_params",
+          Value::of_int(ask_int(p,
+                                "What should be your FSDP's minimum number of parameters for "
+                                "Default Auto Wrapping Policy? [1e8]: ",
+                                100000000, 1, 2000000000, "Please enter an integer.")));
+  }
+  if (version == 1)
+    f.set("fsdp_backward_prefetch",
+          Value::of_string(prefetch[p.choose("What should be your FSDP's backward prefetch policy?",
+                                             prefetch, 0)]));
+  const std::vector<std::string> state_dicts =
+      version == 1
+          ? std::vector<std::string>{"FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT"}
+          : std::vector<std::string>{"SHARDED_STATE_DICT", "FULL_STATE_DICT"};
+  f.set("fsdp_state_dict_type",
+        Value::of_string(
+            state_dicts[p.choose("What should be your FSDP's state dict type?", state_dicts, 0)]));
+  if (version == 1) {
+    f.set("fsdp_forward_prefetch",
+          Value::of_bool(ask_yes_no(
+              p, "Do you want to enable FSDP's forward prefetch policy? [yes/NO]: ", false)));
+    f.set("fsdp_use_orig_params",
+          Value::of_bool(ask_yes_no(
+              p, "Do you want to enable FSDP's `use_orig_params` feature? [YES/no]: ", true)));
+  }
+  const bool ram = ask_yes_no(p,
+                              "Do you want to enable CPU RAM efficient model loading? Only "
+                              "applicable for \xf0\x9f\xa4\x97 Transformers models. [YES/no]: ",
+                              true);
+  f.set("fsdp_cpu_ram_efficient_loading", Value::of_bool(ram));
+  if (version == 1)
+    f.set("fsdp_sync_module_states",
+          Value::of_bool(ram || ask_yes_no(p,
+                                           "Do you want each individually wrapped FSDP unit to "
+                                           "broadcast module parameters from rank 0 at the "
+                                           "start? [YES/no]: ",
+                                           true)));
+  f.set("fsdp_activation_checkpointing",
+        Value::of_bool(ask_yes_no(
+            p, "Do you want to enable FSDP activation checkpointing? [yes/NO]: ", false)));
+}
+
 }  // namespace
 
 ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
@@ -227,24 +386,28 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
 
   const bool gpu_like = is_multi_device_type(type) || type == "NO";
   std::string paradigm;
-  if (gpu_like && ask_yes_no(p, "Do you want to use DeepSpeed? [yes/NO]: ", false))
+  Value deepspeed = Value::map();
+  Value fsdp = Value::map();
+  if (gpu_like && ask_yes_no(p, "Do you want to use DeepSpeed? [yes/NO]: ", false)) {
     paradigm = "DEEPSPEED";
+    ask_deepspeed(p, num_machines, deepspeed);
+  }
   if (paradigm.empty() && is_multi_device_type(type) &&
-      ask_yes_no(p, "Do you want to use FullyShardedDataParallel? [yes/NO]: ", false))
+      ask_yes_no(p, "Do you want to use FullyShardedDataParallel? [yes/NO]: ", false)) {
     paradigm = "FSDP";
+    ask_fsdp(p, fsdp);
+  }
   if (paradigm.empty() && type == "MULTI_GPU" &&
-      ask_yes_no(p, "Do you want to use Megatron-LM ? [yes/NO]: ", false))
+      ask_yes_no(p, "Do you want to use Megatron-LM ? [yes/NO]: ", false)) {
     paradigm = "MEGATRON_LM";
-  if (!paradigm.empty()) {
-    const std::string section =
-        paradigm == "MEGATRON_LM" ? "megatron_lm_config" : lower(paradigm) + "_config";
-    p.say("acc-launch does not ask these settings; Accelerate's defaults apply. Add a " + section +
-          " section to the file to change them (docs/config.md).");
+    p.say(
+        "acc-launch does not ask Megatron-LM's settings; Accelerate's defaults apply. Add a "
+        "megatron_lm_config section to the file to change them (docs/config.md).");
   }
 
   int num_processes = 1;
   if (multi || !paradigm.empty()) {
-    const std::string word = device_word(type);
+    const std::string word = paradigm.empty() ? device_word(type) : "GPU(s)";
     while (true) {
       num_processes =
           ask_int(p, "How many " + word + " should be used for distributed training? [1]:", 1, 1,
@@ -265,7 +428,8 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
   }
 
   std::string gpu_ids;
-  if (gpu_like && !use_cpu) {
+  // Asked for the plain types only: DeepSpeed, FSDP and Megatron-LM skip it (cluster.py).
+  if (gpu_like && paradigm.empty() && !use_cpu) {
     const int per_machine = num_processes / num_machines;
     gpu_ids = ask_field<std::string>(
         p,
@@ -283,15 +447,17 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
   }
 
   bool numa = false;
-  if ((type == "NO" || type == "MULTI_GPU") && !use_cpu)
+  if ((type == "NO" || type == "MULTI_GPU") && paradigm.empty() && !use_cpu)
     numa = ask_yes_no(p,
                       "Would you like to enable numa efficiency? (Currently only supported on "
                       "NVIDIA hardware). [yes/NO]: ",
                       false);
 
   const std::vector<std::string> precisions = {"no", "fp16", "bf16", "fp8"};
+  // With a DeepSpeed JSON file, the precision is the JSON file's business (cluster.py).
+  const bool ds_json = deepspeed.find("deepspeed_config_file") != nullptr;
   const std::string mixed_precision =
-      precisions[p.choose("Do you wish to use mixed precision?", precisions, 0)];
+      ds_json ? "" : precisions[p.choose("Do you wish to use mixed precision?", precisions, 0)];
   Value fp8 = Value::map();
   if (mixed_precision == "fp8") {
     const std::vector<std::string> backends = {"ao", "te", "msamp"};
@@ -318,7 +484,7 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
     config.set("main_process_port", Value::of_int(port));
   }
   config.set("main_training_function", Value::of_string("main"));
-  config.set("mixed_precision", Value::of_string(mixed_precision));
+  if (!mixed_precision.empty()) config.set("mixed_precision", Value::of_string(mixed_precision));
   config.set("num_machines", Value::of_int(num_machines));
   config.set("num_processes", Value::of_int(num_processes));
   config.set("rdzv_backend", Value::of_string(rdzv_backend));
@@ -331,6 +497,8 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
   config.set("use_cpu", Value::of_bool(use_cpu));
   if (!dynamo.entries.empty()) config.set("dynamo_config", dynamo);
   if (!fp8.entries.empty()) config.set("fp8_config", fp8);
+  if (!deepspeed.entries.empty()) config.set("deepspeed_config", deepspeed);
+  if (!fsdp.entries.empty()) config.set("fsdp_config", fsdp);
   if (!hostfile.empty()) {
     Value mpirun = Value::map();
     mpirun.set("mpirun_hostfile", Value::of_string(hostfile));

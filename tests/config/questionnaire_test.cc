@@ -396,3 +396,99 @@ TEST(QuestionnairePipeTest, InputEndingEarlyWritesNothingAndExitsTwo) {
 
 }  // namespace
 }  // namespace acc::config
+
+namespace acc::config {
+namespace {
+
+TEST(QuestionnaireTest, DeepSpeedQuestionsFillTheSection) {
+  ScriptedPrompter p({"", "", "no", "no", "yes", "no", "3", "cpu", "nvme", "/scratch", "4", "yes",
+                      "0.5", "yes", "no", "no", "2", "bf16"});
+  const ClusterConfig c = run_questionnaire(p, {});
+  EXPECT_EQ(p.asked.back(), "Do you wish to use mixed precision?");
+  EXPECT_EQ(p.asked[p.asked.size() - 2],
+            "How many GPU(s) should be used for distributed training? [1]:");
+  EXPECT_EQ(c.distributed_type(), "DEEPSPEED");
+  EXPECT_EQ(c.num_processes(), 2);
+  EXPECT_FALSE(c.gpu_ids().has_value());  // not asked once DeepSpeed is chosen
+  EXPECT_NE(to_yaml(c).find("deepspeed_config:\n"
+                            "  gradient_accumulation_steps: 4\n"
+                            "  gradient_clipping: 0.5\n"
+                            "  offload_optimizer_device: cpu\n"
+                            "  offload_param_device: nvme\n"
+                            "  offload_param_nvme_path: /scratch\n"
+                            "  zero3_init_flag: false\n"
+                            "  zero3_save_16bit_model: true\n"
+                            "  zero_stage: 3\n"),
+            std::string::npos)
+      << to_yaml(c);
+  // What it writes is a valid file that gives DeepSpeed's variables.
+  testing::TempDir dir;
+  save_config(c, dir.path() + "/ds.yaml", false);
+  const testing::RunResult r = testing::run(
+      {"--config_file", dir.path() + "/ds.yaml", "--dry_run", "--no_python", "/bin/true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto env = testing::parse_dry_run(r.out).workers.at(0);
+  EXPECT_EQ(env.at("ACCELERATE_DEEPSPEED_ZERO_STAGE"), "3");
+  EXPECT_EQ(env.at("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"), "nvme");
+  EXPECT_EQ(env.at("ACCELERATE_GRADIENT_CLIPPING"), "0.5");
+  EXPECT_EQ(env.at("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"), "true");
+  EXPECT_EQ(env.at("ACCELERATE_MIXED_PRECISION"), "bf16");
+}
+
+TEST(QuestionnaireTest, DeepSpeedJsonFileSkipsMixedPrecision) {
+  ScriptedPrompter p({"", "", "no", "no", "yes", "yes", "ds.json", "yes", "no", "2"});
+  const ClusterConfig c = run_questionnaire(p, {});
+  EXPECT_EQ(p.asked.back(), "How many GPU(s) should be used for distributed training? [1]:");
+  EXPECT_FALSE(c.mixed_precision().has_value());
+  EXPECT_EQ(c.section("deepspeed_config").find("deepspeed_config_file")->text, "ds.json");
+  EXPECT_TRUE(c.section("deepspeed_config").find("zero3_init_flag")->boolean);
+}
+
+TEST(QuestionnaireTest, FsdpQuestionsFillTheSection) {
+  ScriptedPrompter p({"",
+                      "multi-GPU",
+                      "",
+                      "no",
+                      "no",
+                      "no",
+                      "yes",
+                      "1",
+                      "SHARD_GRAD_OP",
+                      "no",
+                      "TRANSFORMER_BASED_WRAP",
+                      "no",
+                      "LlamaDecoderLayer",
+                      "BACKWARD_PRE",
+                      "SHARDED_STATE_DICT",
+                      "no",
+                      "",
+                      "no",
+                      "no",
+                      "yes",
+                      "8",
+                      "bf16"});
+  const ClusterConfig c = run_questionnaire(p, {});
+  EXPECT_EQ(c.distributed_type(), "FSDP");
+  EXPECT_EQ(c.num_processes(), 8);
+  const Value& f = c.section("fsdp_config");
+  EXPECT_EQ(f.find("fsdp_version")->integer, 1);
+  EXPECT_EQ(f.find("fsdp_reshard_after_forward")->text, "SHARD_GRAD_OP");
+  EXPECT_EQ(f.find("fsdp_transformer_layer_cls_to_wrap")->text, "LlamaDecoderLayer");
+  EXPECT_FALSE(f.find("fsdp_cpu_ram_efficient_loading")->boolean);
+  EXPECT_FALSE(f.find("fsdp_sync_module_states")->boolean);
+  EXPECT_TRUE(f.find("fsdp_activation_checkpointing")->boolean);
+  EXPECT_TRUE(f.find("fsdp_use_orig_params")->boolean);
+  testing::TempDir dir;
+  save_config(c, dir.path() + "/fsdp.yaml", false);
+  const testing::RunResult r = testing::run(
+      {"--config_file", dir.path() + "/fsdp.yaml", "--dry_run", "--no_python", "/bin/true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto env = testing::parse_dry_run(r.out).workers.at(7);
+  EXPECT_EQ(env.at("FSDP_RESHARD_AFTER_FORWARD"), "shard_grad_op");
+  EXPECT_EQ(env.at("FSDP_TRANSFORMER_CLS_TO_WRAP"), "LlamaDecoderLayer");
+  EXPECT_EQ(env.at("FSDP_SYNC_MODULE_STATES"), "false");
+  EXPECT_EQ(env.at("FSDP_ACTIVATION_CHECKPOINTING"), "true");
+}
+
+}  // namespace
+}  // namespace acc::config
