@@ -152,7 +152,12 @@ class Agent::Impl {
     watchdog_ = std::make_unique<Watchdog>();
     run_dir_ = make_run_dir(plan_);
     for (int attempt = 0;; ++attempt) {
-      run_attempt(attempt);
+      try {
+        run_attempt(attempt);
+      } catch (...) {
+        finish_run_dir();
+        throw;
+      }
       if (interrupted_by_) {
         notice(std::string("stopped by ") + sigabbrev_np(interrupted_by_) +
                ", forwarded to the workers");

@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "acc/common/error.h"
 #include "acc/launcher/agent.h"
 #include "acc/launcher/cli.h"
+#include "acc/launcher/cluster.h"
 #include "acc/launcher/host.h"
 #include "acc/launcher/plan.h"
 #include "commands/commands.h"
@@ -25,17 +28,42 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
+// What a hostfile, or else the scheduler we run under, says about this node's place in the job.
+ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
+  ClusterFacts facts;
+  if (!options.hostfile.empty()) {
+    std::ifstream file(options.hostfile);
+    ACC_CHECK(file, acc::ConfigError, "--hostfile ", options.hostfile, ": cannot read it");
+    const std::string text((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
+    auto hosts = filter_hosts(parse_hostfile(text, options.hostfile), options.include_hosts,
+                              options.exclude_hosts);
+    facts = hostfile_facts(hosts, host.hostname,
+                           options.was_given("node_rank") ? std::optional(options.node_rank)
+                                                          : std::nullopt);
+  } else {
+    facts = detect_cluster(host.environment, resolve_slurm_node_address);
+  }
+  for (const std::string& source : facts.sources)
+    options.detected.push_back(facts.scheduler + ": " + source);
+  return facts;
+}
+
 int launch(const std::vector<std::string>& args) {
   ParseResult parsed = parse_launch_args(args);
   if (parsed.exit_now) {
     write_all(parsed.exit_code == 0 ? STDOUT_FILENO : STDERR_FILENO, parsed.message + "\n");
     return parsed.exit_code;
   }
-  apply_config_file(parsed.options);
   HostInfo host = detect_host();
+  apply_cluster_facts(cluster_facts(parsed.options, host), parsed.options);
+  // After the scheduler's facts: they count as given, and a config file fills only the rest.
+  apply_config_file(parsed.options);
   LaunchPlan plan = build_plan(parsed.options, host);
   if (plan.dry_run) {
     const int port = plan.master_port != 0 ? plan.master_port : pick_free_port();
+    for (const std::string& line : parsed.options.detected)
+      write_all(STDOUT_FILENO, "# detected " + line + "\n");
     write_all(STDOUT_FILENO, format_dry_run(plan, port, host.environment));
     return 0;
   }
