@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -77,6 +79,19 @@ inline RunResult run(const std::vector<std::string>& args,
   const std::string in = io.file("in", input), out = io.path() + "/out", err = io.path() + "/err";
   const pid_t child = ::fork();
   if (child == 0) {
+    // Hermetic: no scheduler (SLURM, mpirun, Kubernetes), torchrun variables or default config
+    // file of the machine running the tests leaks into the launch.
+    std::vector<std::string> leaking;
+    for (char** e = environ; *e; ++e) {
+      const std::string entry = *e;
+      const std::string name = entry.substr(0, entry.find('='));
+      for (const char* prefix : {"SLURM_", "OMPI_", "PMI_", "PMIX_", "PET_", "KUBERNETES_"})
+        if (name.rfind(prefix, 0) == 0) leaking.push_back(name);
+      for (const char* exact : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"})
+        if (name == exact) leaking.push_back(name);
+    }
+    for (const std::string& name : leaking) ::unsetenv(name.c_str());
+    ::setenv("HF_HOME", "/nonexistent/acc-launch-test-home", 1);
     for (const auto& [k, v] : env) {
       if (v.empty())
         ::unsetenv(k.c_str());
