@@ -289,6 +289,63 @@ void ask_fsdp(Prompter& p, Value& f) {
             p, "Do you want to enable FSDP activation checkpointing? [yes/NO]: ", false)));
 }
 
+// FSDP 2's parallelism-config questions of cluster.py.
+void ask_parallelism(Prompter& p, Value& pc) {
+  if (!ask_yes_no(p, "Do you want to use the parallelism config? [yes/NO]: ", false)) return;
+  const std::string prefix = "parallelism_config_";
+  const std::pair<const char*, const char*> sizes[] = {
+      {"dp_replicate_size", "What is the data parallelism replicate size? [1]: "},
+      {"dp_shard_size", "What is the FSDP shard size? [1]: "},
+      {"tp_size", "What is the tensor parallelism size? [1]: "},
+      {"cp_size", "What is the context parallelism size? [1]: "}};
+  for (const auto& [name, prompt] : sizes)
+    pc.set(prefix + name,
+           Value::of_int(ask_int(p, prompt, 1, 1, 1000000, "Please enter an integer.")));
+  if (pc.find(prefix + "cp_size")->integer > 1) {
+    const std::vector<std::string> strategies = {"allgather", "alltoall"};
+    pc.set(prefix + "cp_comm_strategy",
+           Value::of_string(strategies[p.choose(
+               "What is the compute parallelism communication strategy?", strategies, 0)]));
+  }
+}
+
+// The Megatron-LM questions of cluster.py.
+void ask_megatron(Prompter& p, Value& m) {
+  const int tp = ask_int(p, "What is the Tensor Parallelism degree/size? [1]:", 1, 1, 1000000,
+                         "Please enter an integer.");
+  m.set("megatron_lm_tp_degree", Value::of_int(tp));
+  if (tp > 1)
+    m.set("megatron_lm_sequence_parallelism",
+          Value::of_bool(
+              ask_yes_no(p, "Do you want to enable Sequence Parallelism? [YES/no]: ", true)));
+  const int pp = ask_int(p, "What is the Pipeline Parallelism degree/size? [1]:", 1, 1, 1000000,
+                         "Please enter an integer.");
+  m.set("megatron_lm_pp_degree", Value::of_int(pp));
+  if (pp > 1)
+    m.set("megatron_lm_num_micro_batches",
+          Value::of_int(ask_int(p, "What is the number of micro-batches? [1]:", 1, 1, 1000000,
+                                "Please enter an integer.")));
+  m.set("megatron_lm_recompute_activations",
+        Value::of_bool(ask_yes_no(
+            p, "Do you want to enable selective activation recomputation? [YES/no]: ", true)));
+  m.set("megatron_lm_use_distributed_optimizer",
+        Value::of_bool(ask_yes_no(p,
+                                  "Do you want to use distributed optimizer which shards optimizer "
+                                  "state and gradients across data parallel ranks? [YES/no]: ",
+                                  true)));
+  m.set(
+      "megatron_lm_gradient_clipping",
+      Value::of_float(ask_field<double>(
+          p, "What is the gradient clipping value based on global L2 Norm (0 to disable)? [1.0]: ",
+          [](const std::string& a) -> std::optional<double> {
+            char* end = nullptr;
+            const double v = std::strtod(a.c_str(), &end);
+            if (a.empty() || *end != '\0' || v < 0) return std::nullopt;
+            return v;
+          },
+          1.0, "Please enter a number such as 1.0.")));
+}
+
 }  // namespace
 
 ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
@@ -388,6 +445,8 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
   std::string paradigm;
   Value deepspeed = Value::map();
   Value fsdp = Value::map();
+  Value parallelism = Value::map();
+  Value megatron = Value::map();
   if (gpu_like && ask_yes_no(p, "Do you want to use DeepSpeed? [yes/NO]: ", false)) {
     paradigm = "DEEPSPEED";
     ask_deepspeed(p, num_machines, deepspeed);
@@ -396,13 +455,12 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
       ask_yes_no(p, "Do you want to use FullyShardedDataParallel? [yes/NO]: ", false)) {
     paradigm = "FSDP";
     ask_fsdp(p, fsdp);
+    if (fsdp.find("fsdp_version")->integer == 2) ask_parallelism(p, parallelism);
   }
   if (paradigm.empty() && type == "MULTI_GPU" &&
       ask_yes_no(p, "Do you want to use Megatron-LM ? [yes/NO]: ", false)) {
     paradigm = "MEGATRON_LM";
-    p.say(
-        "acc-launch does not ask Megatron-LM's settings; Accelerate's defaults apply. Add a "
-        "megatron_lm_config section to the file to change them (docs/config.md).");
+    ask_megatron(p, megatron);
   }
 
   int num_processes = 1;
@@ -499,6 +557,8 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
   if (!fp8.entries.empty()) config.set("fp8_config", fp8);
   if (!deepspeed.entries.empty()) config.set("deepspeed_config", deepspeed);
   if (!fsdp.entries.empty()) config.set("fsdp_config", fsdp);
+  if (!parallelism.entries.empty()) config.set("parallelism_config", parallelism);
+  if (!megatron.entries.empty()) config.set("megatron_lm_config", megatron);
   if (!hostfile.empty()) {
     Value mpirun = Value::map();
     mpirun.set("mpirun_hostfile", Value::of_string(hostfile));

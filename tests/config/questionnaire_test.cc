@@ -492,3 +492,55 @@ TEST(QuestionnaireTest, FsdpQuestionsFillTheSection) {
 
 }  // namespace
 }  // namespace acc::config
+
+namespace acc::config {
+namespace {
+
+TEST(QuestionnaireTest, MegatronQuestionsFillTheSection) {
+  ScriptedPrompter p({"", "multi-GPU", "", "no", "no", "no", "no", "yes", "2", "", "2", "4", "no",
+                      "", "0.5", "4", "bf16"});
+  const ClusterConfig c = run_questionnaire(p, {});
+  EXPECT_EQ(c.distributed_type(), "MEGATRON_LM");
+  EXPECT_EQ(c.num_processes(), 4);
+  const Value& m = c.section("megatron_lm_config");
+  EXPECT_EQ(m.find("megatron_lm_tp_degree")->integer, 2);
+  EXPECT_TRUE(m.find("megatron_lm_sequence_parallelism")->boolean);
+  EXPECT_EQ(m.find("megatron_lm_num_micro_batches")->integer, 4);
+  EXPECT_FALSE(m.find("megatron_lm_recompute_activations")->boolean);
+  EXPECT_EQ(m.find("megatron_lm_gradient_clipping")->real, 0.5);
+  testing::TempDir dir;
+  save_config(c, dir.path() + "/m.yaml", false);
+  const testing::RunResult r = testing::run(
+      {"--config_file", dir.path() + "/m.yaml", "--dry_run", "--no_python", "/bin/true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto env = testing::parse_dry_run(r.out).workers.at(0);
+  EXPECT_EQ(env.at("MEGATRON_LM_TP_DEGREE"), "2");
+  EXPECT_EQ(env.at("MEGATRON_LM_SEQUENCE_PARALLELISM"), "True");
+  EXPECT_EQ(env.at("MEGATRON_LM_RECOMPUTE_ACTIVATIONS"), "False");
+  EXPECT_EQ(env.at("MEGATRON_LM_GRADIENT_CLIPPING"), "0.5");
+}
+
+TEST(QuestionnaireTest, Fsdp2AsksForTheParallelismConfig) {
+  ScriptedPrompter p({"",    "multi-GPU", "",    "no",  "no",      "no",
+                      "yes", "2",         "",    "no",  "NO_WRAP", "SHARDED_STATE_DICT",
+                      "no",  "no",        "yes", "2",   "1",       "2",
+                      "2",   "alltoall",  "8",   "bf16"});
+  const ClusterConfig c = run_questionnaire(p, {});
+  EXPECT_EQ(c.distributed_type(), "FSDP");
+  const Value& pc = c.section("parallelism_config");
+  EXPECT_EQ(pc.find("parallelism_config_dp_replicate_size")->integer, 2);
+  EXPECT_EQ(pc.find("parallelism_config_cp_size")->integer, 2);
+  EXPECT_EQ(pc.find("parallelism_config_cp_comm_strategy")->text, "alltoall");
+  testing::TempDir dir;
+  save_config(c, dir.path() + "/p.yaml", false);
+  const testing::RunResult r = testing::run(
+      {"--config_file", dir.path() + "/p.yaml", "--dry_run", "--no_python", "/bin/true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto env = testing::parse_dry_run(r.out).workers.at(0);
+  EXPECT_EQ(env.at("FSDP_VERSION"), "2");
+  EXPECT_EQ(env.at("ACCELERATE_USE_PARALLELISM_CONFIG"), "true");
+  EXPECT_EQ(env.at("PARALLELISM_CONFIG_CP_COMM_STRATEGY"), "alltoall");
+}
+
+}  // namespace
+}  // namespace acc::config
