@@ -56,9 +56,11 @@ class Facts {
 
 void detect_slurm(Facts& f, std::string (*resolve)(const std::string&)) {
   f.facts.scheduler = "slurm";
-  f.facts.nnodes = f.read("nnodes", {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"});
+  f.facts.nnodes =
+      f.read("nnodes", {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"});
   f.facts.node_rank = f.read_int("node_rank", {"SLURM_NODEID"});
-  if (auto list = f.read("hosts", {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})) {
+  if (auto list =
+          f.read("hosts", {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})) {
     const std::string first = expand_slurm_hostlist(*list).front();
     f.facts.master_addr = resolve ? resolve(first) : first;
     f.facts.sources.push_back("master_addr=" + *f.facts.master_addr + " (first host)");
@@ -225,13 +227,15 @@ ClusterFacts hostfile_facts(const std::vector<HostfileEntry>& hosts, const std::
   facts.node_rank = *node_rank;
   facts.nproc_per_node = std::to_string(hosts[*node_rank].slots);
   for (size_t i = 1; i < hosts.size(); ++i)
-    ACC_CHECK(hosts[i].slots == hosts[0].slots, ConfigError, "--hostfile: every host needs the "
-              "same slots for a static launch (", hosts[0].host, " has ", hosts[0].slots, ", ",
-              hosts[i].host, " has ", hosts[i].slots, ")");
-  facts.sources.push_back("nnodes=" + *facts.nnodes + ", node_rank=" +
-                          std::to_string(*facts.node_rank) + ", nproc_per_node=" +
-                          *facts.nproc_per_node + ", master_addr=" + *facts.master_addr +
-                          " (hostfile)");
+    ACC_CHECK(hosts[i].slots == hosts[0].slots, ConfigError,
+              "--hostfile: every host needs the "
+              "same slots for a static launch (",
+              hosts[0].host, " has ", hosts[0].slots, ", ", hosts[i].host, " has ", hosts[i].slots,
+              ")");
+  facts.sources.push_back("nnodes=" + *facts.nnodes +
+                          ", node_rank=" + std::to_string(*facts.node_rank) +
+                          ", nproc_per_node=" + *facts.nproc_per_node +
+                          ", master_addr=" + *facts.master_addr + " (hostfile)");
   return facts;
 }
 

@@ -38,9 +38,9 @@ ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
                            std::istreambuf_iterator<char>());
     auto hosts = filter_hosts(parse_hostfile(text, options.hostfile), options.include_hosts,
                               options.exclude_hosts);
-    facts = hostfile_facts(hosts, host.hostname,
-                           options.was_given("node_rank") ? std::optional(options.node_rank)
-                                                          : std::nullopt);
+    facts = hostfile_facts(
+        hosts, host.hostname,
+        options.was_given("node_rank") ? std::optional(options.node_rank) : std::nullopt);
   } else {
     facts = detect_cluster(host.environment, resolve_slurm_node_address);
   }

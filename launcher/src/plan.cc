@@ -235,7 +235,6 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   for (int local_rank = 0; local_rank < plan.nproc_per_node; ++local_rank) {
     WorkerSpec worker;
     worker.local_rank = local_rank;
-    worker.rank = plan.node_rank * plan.nproc_per_node + local_rank;
     for (const std::string& arg : argv)
       worker.argv.push_back(replace_all(arg, "${local_rank}", std::to_string(local_rank)));
     plan.workers.push_back(std::move(worker));
@@ -243,34 +242,52 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   return plan;
 }
 
-EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, int restart_count,
-                   int master_port, const std::string& error_file) {
+Round static_round(const LaunchPlan& plan, int master_port, int restart_count) {
+  Round round;
+  round.node_rank = plan.node_rank;
+  round.nnodes = plan.nnodes;
+  round.master_addr = plan.master_addr;
+  round.master_port = master_port;
+  round.restart_count = restart_count;
+  return round;
+}
+
+int global_rank(const LaunchPlan& plan, const Round& round, int local_rank) {
+  return round.node_rank * plan.nproc_per_node + local_rank;
+}
+
+EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
+                   const std::string& error_file) {
+  const std::string rank = std::to_string(global_rank(plan, round, worker.local_rank));
+  const std::string world_size = std::to_string(round.nnodes * plan.nproc_per_node);
   EnvList env = {
       {"LOCAL_RANK", std::to_string(worker.local_rank)},
-      {"RANK", std::to_string(worker.rank)},
-      {"GROUP_RANK", std::to_string(plan.node_rank)},
-      {"ROLE_RANK", std::to_string(worker.rank)},
+      {"RANK", rank},
+      {"GROUP_RANK", std::to_string(round.node_rank)},
+      {"ROLE_RANK", rank},
       {"ROLE_NAME", plan.role},
       {"LOCAL_WORLD_SIZE", std::to_string(plan.nproc_per_node)},
-      {"WORLD_SIZE", std::to_string(plan.world_size)},
-      {"GROUP_WORLD_SIZE", std::to_string(plan.nnodes)},
-      {"ROLE_WORLD_SIZE", std::to_string(plan.world_size)},
-      {"MASTER_ADDR", plan.master_addr},
-      {"MASTER_PORT", std::to_string(master_port)},
-      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+      {"WORLD_SIZE", world_size},
+      {"GROUP_WORLD_SIZE", std::to_string(round.nnodes)},
+      {"ROLE_WORLD_SIZE", world_size},
+      {"MASTER_ADDR", round.master_addr},
+      {"MASTER_PORT", std::to_string(round.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(round.restart_count)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)},
       {"TORCHELASTIC_RUN_ID", plan.run_id},
-      // Rank 0 hosts the worker store until the launcher serves one itself.
-      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      // "True": every worker is a client of the store the launcher serves; "False": rank 0
+      // hosts it, as torchrun's workers do without an agent store.
+      {"TORCHELASTIC_USE_AGENT_STORE", round.agent_store ? "True" : "False"},
       {"TORCHELASTIC_ERROR_FILE", error_file},
   };
   env.insert(env.end(), plan.env.begin(), plan.env.end());
   return env;
 }
 
-std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker) {
+std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round) {
   std::string prefix = plan.log_line_prefix;
-  prefix = replace_all(prefix, "${rank}", std::to_string(worker.rank));
+  prefix =
+      replace_all(prefix, "${rank}", std::to_string(global_rank(plan, round, worker.local_rank)));
   prefix = replace_all(prefix, "${local_rank}", std::to_string(worker.local_rank));
   prefix = replace_all(prefix, "${role_name}", plan.role);
   return replace_all(prefix, "${hostname}", plan.hostname);

@@ -19,12 +19,15 @@ TEST(ClusterTest, SlurmHostListsExpandAsScontrolDoes) {
 }
 
 TEST(ClusterTest, AnSrunStepGivesNodesRankAddressPortAndWorkers) {
-  std::map<std::string, std::string> env = {
-      {"SLURM_JOB_ID", "4711"},          {"SLURM_STEP_ID", "0"},
-      {"SLURM_STEP_NUM_NODES", "2"},     {"SLURM_NNODES", "4"},
-      {"SLURM_NODEID", "1"},             {"SLURM_STEP_NODELIST", "gpu[3-4]"},
-      {"SLURM_JOB_NODELIST", "gpu[1-4]"}, {"SLURM_GPUS_ON_NODE", "8"},
-      {"SLURM_CPUS_ON_NODE", "64"}};
+  std::map<std::string, std::string> env = {{"SLURM_JOB_ID", "4711"},
+                                            {"SLURM_STEP_ID", "0"},
+                                            {"SLURM_STEP_NUM_NODES", "2"},
+                                            {"SLURM_NNODES", "4"},
+                                            {"SLURM_NODEID", "1"},
+                                            {"SLURM_STEP_NODELIST", "gpu[3-4]"},
+                                            {"SLURM_JOB_NODELIST", "gpu[1-4]"},
+                                            {"SLURM_GPUS_ON_NODE", "8"},
+                                            {"SLURM_CPUS_ON_NODE", "64"}};
   ClusterFacts facts = detect_cluster(env);
   EXPECT_EQ(facts.scheduler, "slurm");
   EXPECT_EQ(facts.nnodes, "2") << "the step's nodes, not the job's";
@@ -53,9 +56,8 @@ TEST(ClusterTest, EveryNodeDerivesTheSamePortInRange) {
 }
 
 TEST(ClusterTest, MpirunRanksAreNodes) {
-  ClusterFacts facts = detect_cluster({{"OMPI_COMM_WORLD_SIZE", "3"},
-                                       {"OMPI_COMM_WORLD_RANK", "2"},
-                                       {"MASTER_ADDR", "head"}});
+  ClusterFacts facts = detect_cluster(
+      {{"OMPI_COMM_WORLD_SIZE", "3"}, {"OMPI_COMM_WORLD_RANK", "2"}, {"MASTER_ADDR", "head"}});
   EXPECT_EQ(facts.scheduler, "mpi");
   EXPECT_EQ(facts.nnodes, "3");
   EXPECT_EQ(facts.node_rank, 2);

@@ -9,14 +9,17 @@
 #include <memory>
 #include <string>
 
+#include "acc/launcher/membership.h"
 #include "acc/launcher/plan.h"
 
 namespace acc::launcher {
 
 class Agent {
  public:
-  // `environment` is what every worker inherits beneath the plan's variables.
-  Agent(LaunchPlan plan, std::map<std::string, std::string> environment);
+  // `environment` is what every worker inherits beneath the plan's variables. `membership`
+  // says where this node stands in each attempt; null: the static job of the plan.
+  Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
+        std::unique_ptr<Membership> membership = nullptr);
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
