@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -15,7 +16,9 @@
 #include "acc/launcher/cluster.h"
 #include "acc/launcher/host.h"
 #include "acc/launcher/plan.h"
+#include "commands/commands.h"
 #include "commands/rendezvous_command.h"
+#include "config_merge.h"
 #include "console.h"
 
 namespace {
@@ -56,6 +59,8 @@ int launch(const std::vector<std::string>& args) {
   }
   HostInfo host = detect_host();
   apply_cluster_facts(cluster_facts(parsed.options, host), parsed.options);
+  // After the scheduler's facts: they count as given, and a config file fills only the rest.
+  apply_config_file(parsed.options);
   LaunchPlan plan = build_plan(parsed.options, host);
   if (plan.dry_run) {
     const int port = plan.master_port != 0 ? plan.master_port : pick_free_port();
@@ -68,16 +73,25 @@ int launch(const std::vector<std::string>& args) {
   return agent.run();
 }
 
+// `acc-launch SUBCOMMAND ...`, or a launch. `acc-launch launch ...` is always a launch, so a
+// program named like a subcommand can still be run.
+int dispatch(int argc, char** argv) {
+  const std::string first = argc > 1 ? argv[1] : "";
+  const std::vector<std::string> rest(argv + std::min(argc, 2), argv + argc);
+  if (first == "rendezvous") return run_rendezvous_command(argc - 1, argv + 1);
+  if (first == "config") return run_config_command(rest);
+  if (first == "env") return run_env_command(rest);
+  if (first == "test") return run_test_command(rest);
+  if (first == kTestWorkerCommand) return run_test_worker(rest);
+  if (first == "launch") return launch(rest);
+  return launch(std::vector<std::string>(argv + 1, argv + argc));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "rendezvous") == 0) {
-    return acc::launcher::run_rendezvous_command(argc - 1, argv + 1);
-  }
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && args.front() == "launch") args.erase(args.begin());
   try {
-    return launch(args);
+    return dispatch(argc, argv);
   } catch (const acc::ConfigError& e) {
     return fail(2, e.what());
   } catch (const acc::StoreError& e) {
