@@ -1,17 +1,23 @@
 #include "acc/launcher/membership.h"
 
-#include "acc/launcher/host.h"
+#include "acc/rendezvous/store_server.h"
 
 namespace acc::launcher {
 
+StaticMembership::StaticMembership(const LaunchPlan& plan) : plan_(plan) {}
+StaticMembership::~StaticMembership() = default;
+
 Round StaticMembership::join(int restart_count) {
-  int port = plan_.master_port;
-  if (port == 0) {
-    port = pick_free_port();
-  } else if (plan_.node_rank == 0) {
-    ensure_port_free(plan_.master_addr, port);
+  if (plan_.node_rank == 0 && !store_) {
+    rendezvous::StoreServerOptions options;
+    options.port = plan_.master_port;
+    options.log = [](std::string_view) {};  // a worker's broken connection is its own report
+    store_ = std::make_unique<rendezvous::StoreServer>(options);
+    store_->start();
   }
-  return static_round(plan_, port, restart_count);
+  Round round = static_round(plan_, store_ ? store_->port() : plan_.master_port, restart_count);
+  round.agent_store = true;
+  return round;
 }
 
 }  // namespace acc::launcher

@@ -5,8 +5,13 @@
 // elastic job agrees on it in rendezvous rounds.
 
 #include <chrono>
+#include <memory>
 
 #include "acc/launcher/plan.h"
+
+namespace acc::rendezvous {
+class StoreServer;
+}
 
 namespace acc::launcher {
 
@@ -30,15 +35,23 @@ class Membership {
 };
 
 // A job whose shape the flags fix (--nnodes N --node_rank R --master_addr A --master_port P).
+// The launcher of node 0 serves the workers' store (PyTorch's TCPStore protocol) at
+// master_port, on a free port when none was given, so no worker has to host it and no port is
+// chosen and released (the race of torchrun's free-port pick). Workers of every attempt use it:
+// PyTorch's own workers put each attempt under "/worker/attempt_<n>/", so a restart never sees
+// the keys of the one before.
 class StaticMembership : public Membership {
  public:
-  explicit StaticMembership(const LaunchPlan& plan) : plan_(plan) {}
-  // On one node without a port, a fresh free port each attempt; on node 0, a taken port is
-  // one clear NetworkError.
+  explicit StaticMembership(const LaunchPlan& plan);
+  ~StaticMembership() override;
+  // The first call on node 0 starts the store (NetworkError naming address and port when it
+  // is taken). Call after the launcher has blocked the signals it handles, so that the store's
+  // thread never runs a handler.
   Round join(int restart_count) override;
 
  private:
   const LaunchPlan& plan_;
+  std::unique_ptr<rendezvous::StoreServer> store_;
 };
 
 }  // namespace acc::launcher
