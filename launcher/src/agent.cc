@@ -142,12 +142,10 @@ struct Worker {
 
 class Agent::Impl {
  public:
-  Impl(LaunchPlan plan, std::map<std::string, std::string> environment,
-       std::unique_ptr<Membership> membership)
+  Impl(LaunchPlan plan, std::map<std::string, std::string> environment, const std::string& hostname)
       : plan_(std::move(plan)),
         environment_(std::move(environment)),
-        membership_(membership ? std::move(membership)
-                               : std::make_unique<StaticMembership>(plan_)) {}
+        membership_(make_membership(plan_, hostname)) {}
 
   ~Impl() {
     if (signal_fd_ >= 0) ::close(signal_fd_);
@@ -238,6 +236,8 @@ class Agent::Impl {
     while (any_running()) wait_for_events();
     close_streams();
     reap_leftovers();
+    ACC_CHECK(membership_error_.empty(), NetworkError,
+              "lost the job's rendezvous: ", membership_error_);
   }
 
   // Whatever the workers started outside their groups and left behind was reparented to us
@@ -348,8 +348,14 @@ class Agent::Impl {
     if (!stopping_ && membership_->poll_interval().count() > 0 &&
         Clock::now() >= next_membership_check_) {
       next_membership_check_ = Clock::now() + membership_->poll_interval();
-      if (membership_->changed()) {
-        membership_changed_ = true;
+      try {
+        if (membership_->changed()) {
+          membership_changed_ = true;
+          begin_stop(SIGTERM);
+        }
+      } catch (const Error& e) {
+        // The job's store is gone (its node died) or broke: this node cannot go on.
+        membership_error_ = e.what();
         begin_stop(SIGTERM);
       }
     }
@@ -488,6 +494,7 @@ class Agent::Impl {
   std::unique_ptr<Membership> membership_;
   Round round_;
   bool membership_changed_ = false;
+  std::string membership_error_;
   Clock::time_point next_membership_check_;
   int signal_fd_ = -1;
   std::string run_dir_;
@@ -503,9 +510,8 @@ class Agent::Impl {
 };
 
 Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
-             std::unique_ptr<Membership> membership)
-    : impl_(
-          std::make_unique<Impl>(std::move(plan), std::move(environment), std::move(membership))) {}
+             const std::string& hostname)
+    : impl_(std::make_unique<Impl>(std::move(plan), std::move(environment), hostname)) {}
 Agent::~Agent() = default;
 int Agent::run() {
   return impl_->run();

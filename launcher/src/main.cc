@@ -69,7 +69,8 @@ int launch(const std::vector<std::string>& args) {
     write_all(STDOUT_FILENO, format_dry_run(plan, port, host.environment));
     return 0;
   }
-  Agent agent(std::move(plan), std::move(host.environment));
+  // The membership keeps a reference to the plan: both live in the agent.
+  Agent agent(std::move(plan), std::move(host.environment), host.hostname);
   return agent.run();
 }
 

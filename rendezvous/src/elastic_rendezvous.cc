@@ -111,6 +111,11 @@ void ElasticRendezvous::close_round(std::int64_t round, int num_nodes) {
   store_.compare_set(round_key(round, "closed"), "", std::to_string(num_nodes));
 }
 
+bool ElasticRendezvous::superseded() {
+  ACC_CHECK(last_.has_value(), StoreError, "superseded() before next_rendezvous()");
+  return current_round() > last_->round;
+}
+
 int ElasticRendezvous::num_nodes_waiting() {
   std::int64_t round = current_round();
   std::string closed = round_key(round, "closed");

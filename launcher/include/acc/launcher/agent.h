@@ -16,10 +16,10 @@ namespace acc::launcher {
 
 class Agent {
  public:
-  // `environment` is what every worker inherits beneath the plan's variables. `membership`
-  // says where this node stands in each attempt; null: the static job of the plan.
+  // `environment` is what every worker inherits beneath the plan's variables; `hostname` names
+  // this node to the others in an elastic job.
   Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
-        std::unique_ptr<Membership> membership = nullptr);
+        const std::string& hostname = "localhost");
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "acc/launcher/plan.h"
 
@@ -53,5 +54,8 @@ class StaticMembership : public Membership {
   const LaunchPlan& plan_;
   std::unique_ptr<rendezvous::StoreServer> store_;
 };
+
+// The membership the plan asks for: elastic for --rdzv_backend c10d, else static.
+std::unique_ptr<Membership> make_membership(const LaunchPlan& plan, const std::string& hostname);
 
 }  // namespace acc::launcher

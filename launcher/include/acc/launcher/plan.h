@@ -51,7 +51,14 @@ struct Round {
 
 struct LaunchPlan {
   int nproc_per_node = 1;
-  int nnodes = 1;
+  int nnodes = 1;     // static jobs; elastic ones learn it in each round
+  int min_nodes = 1;  // elastic: --nnodes MIN:MAX
+  int max_nodes = 1;
+  std::string rdzv_backend = "static";
+  std::string rdzv_host;  // c10d: the rendezvous store, --rdzv_endpoint host[:29400]
+  int rdzv_port = 29400;
+  std::map<std::string, std::string> rdzv_conf;  // --rdzv_conf k=v,...
+  std::string local_addr;                        // this node's address as the other nodes reach it
   int node_rank = 0;
   int world_size = 1;
   std::string master_addr;

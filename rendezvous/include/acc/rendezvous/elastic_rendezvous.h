@@ -59,6 +59,10 @@ class ElasticRendezvous {
   // by this node's successive calls (the first call only records). One MULTI_GET.
   std::vector<int> silent_nodes(std::chrono::milliseconds timeout);
 
+  // True when a round after this node's has been opened: another participant is meeting again
+  // (its workers failed), so this node should stop its workers and join. One store operation.
+  bool superseded();
+
   // Marks the run finished: every later next_rendezvous() of any node throws StoreError.
   void close_run();
 
