@@ -325,10 +325,13 @@ class Agent::Impl {
         streams.push_back(s);
       }
     }
+    // Wake for the SIGKILL deadline while stopping, else for the next membership check.
+    std::optional<Clock::time_point> wake;
+    if (stopping_ && !killed_) wake = kill_deadline_;
+    if (!stopping_ && membership_->poll_interval().count() > 0) wake = next_membership_check_;
     int timeout = -1;
-    if (stopping_ && !killed_) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now());
+    if (wake) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - Clock::now());
       timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
     }
     const int ready = ::poll(fds.data(), fds.size(), timeout);

@@ -92,7 +92,9 @@ void ElasticMembership::connect() {
     try {
       rendezvous::StoreServerOptions options;
       options.port = plan_.rdzv_port;
-      options.log = [](std::string_view) {};
+      options.log = [](std::string_view line) {
+        write_all(STDERR_FILENO, "acc-launch: rendezvous store: " + std::string(line) + "\n");
+      };
       rendezvous_server_ = std::make_unique<rendezvous::StoreServer>(options);
       rendezvous_server_->start();
     } catch (const NetworkError&) {
@@ -135,7 +137,12 @@ Round ElasticMembership::join(int restart_count) {
   round.nnodes = info.num_nodes;
   round.master_addr = host;
   round.master_port = port;
-  round.restart_count = restart_count;
+  // Every node of a round must tell its workers the same attempt: PyTorch's workers keep each
+  // attempt's keys under /worker/attempt_<TORCHELASTIC_RESTART_COUNT>/, and nodes that failed
+  // and nodes that only met again have used different numbers of restarts. The round is the
+  // job's attempt. (--max_restarts still counts this node's failures.)
+  (void)restart_count;
+  round.restart_count = static_cast<int>(info.round);
   round.agent_store = true;
   if (!plan_.quiet)
     write_all(STDERR_FILENO, "acc-launch: rendezvous round " + std::to_string(info.round) +
@@ -146,8 +153,18 @@ Round ElasticMembership::join(int restart_count) {
 
 bool ElasticMembership::changed() {
   rendezvous_->heartbeat();
-  if (rendezvous_->num_nodes_waiting() > 0 || rendezvous_->superseded()) return true;
-  return !rendezvous_->silent_nodes(keep_alive_interval_ * keep_alive_max_attempt_).empty();
+  std::string why;
+  if (const int waiting = rendezvous_->num_nodes_waiting(); waiting > 0) {
+    why = std::to_string(waiting) + " node(s) waiting to join";
+  } else if (rendezvous_->superseded()) {
+    why = "another node is meeting again";
+  } else if (auto silent =
+                 rendezvous_->silent_nodes(keep_alive_interval_ * keep_alive_max_attempt_);
+             !silent.empty()) {
+    why = "node " + std::to_string(silent.front()) + " stopped beating";
+  }
+  if (!why.empty() && !plan_.quiet) write_all(STDERR_FILENO, "acc-launch: " + why + "\n");
+  return !why.empty();
 }
 
 void ElasticMembership::leave(bool succeeded) {

@@ -187,5 +187,35 @@ TEST_F(ElasticRendezvousTest, BadNodeCountsAreAConfigError) {
   EXPECT_THROW(ElasticRendezvous(*store, rendezvous(3, 2), "x"), ConfigError);
 }
 
+// What an agent does while its workers run, on every node, round after round: it must never
+// block (this once hung the second node's connection).
+TEST_F(ElasticRendezvousTest, KeepAliveChecksOnEveryNodeNeverBlock) {
+  auto options = rendezvous(2, 3, 200ms);
+  std::vector<Node> nodes;
+  for (int i = 0; i < 2; ++i) nodes.push_back(node(options, "node" + std::to_string(i)));
+  std::vector<std::future<RendezvousInfo>> joins;
+  for (auto& n : nodes) {
+    joins.push_back(std::async(std::launch::async, [&n] { return n.handler->next_rendezvous(); }));
+  }
+  for (auto& join : joins) ASSERT_EQ(join.wait_for(10s), std::future_status::ready);
+  // As the launchers do: one node publishes the workers' store, the other waits for it.
+  auto published = std::async(std::launch::async, [&] { return nodes[1].store->get("workers"); });
+  std::this_thread::sleep_for(100ms);
+  nodes[0].store->set("workers", "10.0.0.1:1234");
+  ASSERT_EQ(published.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(published.get(), "10.0.0.1:1234");
+  for (int tick = 0; tick < 5; ++tick) {
+    for (auto& n : nodes) {
+      auto check = std::async(std::launch::async, [&n] {
+        n.handler->heartbeat();
+        EXPECT_EQ(n.handler->num_nodes_waiting(), 0);
+        EXPECT_FALSE(n.handler->superseded());
+        EXPECT_TRUE(n.handler->silent_nodes(10s).empty());
+      });
+      ASSERT_EQ(check.wait_for(5s), std::future_status::ready) << "tick " << tick << " blocked";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace acc::rendezvous

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Elastic rendezvous between launchers on loopback, each a "node" with 2 PyTorch Gloo workers:
+#   1. two nodes (--nnodes 1:2) meet in one round and run a 4-rank job;
+#   2. a node with another --rdzv_id never joins that job: it times out alone, with one line;
+#   3. an endpoint where nothing listens is one clear line and a non-zero exit, quickly.
+# Usage: loopback.sh ACC_LAUNCH. Exits 77 (skipped) without python3-torch.
+set -uo pipefail
+launcher=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+export PYTHON_EXEC=/usr/bin/python3 HF_HOME=/nonexistent/acc-launch-tests
+$PYTHON_EXEC -c 'import torch.distributed' 2>/dev/null || { echo "SKIP: no python3-torch"; exit 77; }
+work=$(mktemp -d /tmp/acc-elastic-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+port=$($PYTHON_EXEC -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])')
+
+node() {  # node NAME RDZV_ID NNODES: one launcher, output in $work/NAME.{out,err,rc}
+  "$launcher" --nnodes "$3" --nproc_per_node 2 --rdzv_backend c10d \
+    --rdzv_endpoint 127.0.0.1:$port --rdzv_id "$2" \
+    --rdzv_conf last_call_timeout=1,join_timeout=${JOIN_TIMEOUT:-60},keep_alive_interval=1 \
+    "$here/../pytorch/ddp_check.py" >"$work/$1.out" 2>"$work/$1.err"
+  echo $? >"$work/$1.rc"
+}
+
+# 1 and 2 together: a and b are job "one"; c is job "two", which needs 2 nodes and gets none.
+node a one 1:2 &
+node b one 1:2 &
+JOIN_TIMEOUT=4 node c two 2:2 &
+wait
+for n in a b c; do echo "$n exited $(cat $work/$n.rc)"; done
+results=$(cat "$work/a.out" "$work/b.out" | grep -c 'RESULT world=4 all_reduce=10 ')
+if [ "$(cat $work/a.rc)" != 0 ] || [ "$(cat $work/b.rc)" != 0 ] || [ "$results" != 1 ]; then
+  echo "FAIL: two nodes did not run one 4-rank job"; tail -n 20 "$work"/a.err "$work"/b.err; exit 1
+fi
+grep -h 'rendezvous round 0: node' "$work/a.err" "$work/b.err"
+echo "PASS: two nodes met in one round and ran a 4-rank job"
+if [ "$(cat $work/c.rc)" = 0 ] || ! grep -q "rendezvous 'two'" "$work/c.err"; then
+  echo "FAIL: the node of another job"; cat "$work/c.err"; exit 1
+fi
+grep 'acc-launch: error' "$work/c.err"
+echo "PASS: a node with another --rdzv_id timed out alone (exit $(cat $work/c.rc))"
+
+# 3. Nothing listens at the endpoint (a port we bound and closed).
+start=$(date +%s%N)
+"$launcher" --nnodes 2 --rdzv_backend c10d --rdzv_endpoint 127.0.0.2:$port --rdzv_id x \
+  --rdzv_conf join_timeout=2,is_host=0 /bin/true >"$work/d.out" 2>"$work/d.err"
+rc=$?
+took=$(( ($(date +%s%N) - start) / 1000000 ))
+cat "$work/d.err"
+lines=$(wc -l <"$work/d.err")
+if [ $rc = 0 ] || [ "$lines" != 1 ] || ! grep -q '127.0.0.2' "$work/d.err"; then
+  echo "FAIL: unreachable endpoint (exit $rc, $lines lines)"; exit 1
+fi
+echo "PASS: unreachable endpoint: one line, exit $rc, ${took} ms"
