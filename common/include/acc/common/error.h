@@ -59,15 +59,15 @@ std::string concat(Args&&... args) {
 }  // namespace acc
 
 // ACC_CHECK(cond, ErrorType, message parts...): throws ErrorType(message) when cond is false.
-#define ACC_CHECK(cond, ErrorType, ...)                            \
-  do {                                                             \
+#define ACC_CHECK(cond, ErrorType, ...)                               \
+  do {                                                                \
     if (!(cond)) throw ErrorType(::acc::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 // ACC_ASSERT(cond): an internal invariant; failing it is a bug in acc-launch.
-#define ACC_ASSERT(cond)                                                                      \
-  do {                                                                                        \
-    if (!(cond))                                                                              \
-      throw ::acc::Error(::acc::detail::concat("bug: assertion failed: ", #cond, " at ",     \
-                                               __FILE__, ":", __LINE__));                     \
+#define ACC_ASSERT(cond)                                                                           \
+  do {                                                                                             \
+    if (!(cond))                                                                                   \
+      throw ::acc::Error(::acc::detail::concat("bug: assertion failed: ", #cond, " at ", __FILE__, \
+                                               ":", __LINE__));                                    \
   } while (0)

@@ -1,0 +1,75 @@
+#pragma once
+
+// Everything a user can say to `acc-launch` (flags, their PET_* mirrors, a config file), before
+// it is resolved into a LaunchPlan. Plain data: parsing lives in cli.h, resolution in plan.h.
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace acc::launcher {
+
+struct LaunchOptions {
+  // torchrun's flags, with torchrun's defaults.
+  std::string nproc_per_node = "1";  // N, auto, cpu or gpu
+  std::string nnodes = "1";          // N or MIN:MAX
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  std::optional<int> master_port;  // unset: a free port on one node, else 29500
+  bool standalone = false;
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string rdzv_id = "none";
+  std::string rdzv_conf;
+  int max_restarts = 0;
+  double monitor_interval = 0.1;  // accepted for compatibility; exits are seen at once
+  std::string start_method = "spawn";
+  std::string role = "default";
+  bool module = false;
+  bool no_python = false;
+  bool run_path = false;
+  std::string log_dir;
+  std::string redirects = "0";
+  std::string tee = "0";
+  std::string local_ranks_filter;
+  std::string local_addr;
+  double shutdown_timeout = 30;  // seconds between the forwarded signal and SIGKILL
+
+  // Accelerate's launch flags. Unset optionals were not given.
+  std::optional<int> num_processes;  // total over all machines
+  std::optional<int> num_machines;
+  std::optional<int> machine_rank;
+  std::optional<std::string> main_process_ip;
+  std::optional<int> main_process_port;
+  std::optional<std::string> gpu_ids;  // comma list or "all"
+  bool cpu = false;
+  bool multi_gpu = false;
+  std::optional<std::string> mixed_precision;  // no, fp16, bf16, fp8
+  std::optional<int> num_cpu_threads_per_process;
+  bool debug = false;
+  bool quiet = false;
+  std::string config_file;
+
+  // acc-launch's own.
+  std::string python = "python3";  // interpreter for .py programs and -m (also $PYTHON_EXEC)
+  std::string log_line_prefix = "[rank${rank}]: ";
+  bool dry_run = false;
+
+  // Environment entries a config file contributes (ACCELERATE_*, FSDP_*, ...), in order.
+  std::vector<std::pair<std::string, std::string>> extra_env;
+
+  // The program and its arguments, verbatim.
+  std::string program;
+  std::vector<std::string> program_args;
+
+  // Names (underscore spelling, no dashes: "nproc_per_node") of the options the user set on the
+  // command line or through PET_*; a config file fills only the others.
+  std::set<std::string> given;
+
+  bool was_given(const std::string& name) const { return given.count(name) > 0; }
+};
+
+}  // namespace acc::launcher

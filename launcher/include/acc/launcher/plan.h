@@ -1,0 +1,83 @@
+#pragma once
+
+// Resolution of LaunchOptions into a LaunchPlan: how many workers, their ranks, their command
+// lines and their environment. Pure: no processes, sockets or files, so it is unit-tested alone.
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "acc/launcher/options.h"
+
+namespace acc::launcher {
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// Facts about the machine the plan is made on (host.h reads the real ones).
+struct HostInfo {
+  std::string hostname = "localhost";
+  int cpu_count = 1;
+  int gpu_count = 0;
+  std::map<std::string, std::string> environment;  // the launcher's own environment
+};
+
+// Which of a worker's streams a --redirects or --tee spec selects: "3", or "0:1,1:2" per local
+// rank.
+struct StreamSpec {
+  static constexpr int kStdout = 1;
+  static constexpr int kStderr = 2;
+  int default_mask = 0;
+  std::map<int, int> per_local_rank;
+  int mask_for(int local_rank) const;
+};
+
+struct WorkerSpec {
+  int local_rank = 0;
+  int rank = 0;
+  std::vector<std::string> argv;
+};
+
+struct LaunchPlan {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;  // 0: the launcher picks a free port at each attempt
+  std::string run_id;
+  std::string role;
+  std::string hostname;
+  int max_restarts = 0;
+  double shutdown_timeout = 30;
+  StreamSpec redirects;
+  StreamSpec tee;
+  std::set<int> console_local_ranks;  // empty: every local rank is shown
+  std::string log_dir;                // empty: a temporary directory, removed when unused
+  std::string log_line_prefix;        // template; see expand_prefix
+  bool quiet = false;
+  bool dry_run = false;
+  std::string program;   // as the user named it, for messages
+  EnvList env;           // set in every worker (after the contract variables)
+  EnvList env_defaults;  // set in every worker unless the launcher has it already
+  std::vector<WorkerSpec> workers;
+  std::vector<std::string> notices;  // one-line messages for the user (e.g. OMP_NUM_THREADS)
+};
+
+// Builds the plan. Throws ConfigError (one line naming the flag and the fix) for bad input.
+LaunchPlan build_plan(const LaunchOptions& options, const HostInfo& host);
+
+// Parses a --redirects/--tee value. Throws ConfigError naming `flag`.
+StreamSpec parse_stream_spec(const std::string& value, const std::string& flag);
+
+// The variables acc-launch sets for one worker of one attempt, in a stable order: the torchrun
+// contract, then plan.env. The worker inherits the launcher's environment beneath these, plus
+// plan.env_defaults where the launcher has no value.
+EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, int restart_count,
+                   int master_port, const std::string& error_file);
+
+// Expands ${rank}, ${local_rank}, ${role_name} and ${hostname} in the log line prefix.
+std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker);
+
+}  // namespace acc::launcher

@@ -1,0 +1,508 @@
+#include "acc/launcher/agent.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "acc/common/error.h"
+#include "acc/launcher/failure_report.h"
+#include "acc/launcher/host.h"
+#include "acc/launcher/line_splitter.h"
+#include "console.h"
+#include "error_file.h"
+#include "spawn.h"
+#include "watchdog.h"
+
+namespace acc::launcher {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kStderrTailLines = 10;
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+bool stops_the_job(int signal) {
+  return signal != SIGUSR1 && signal != SIGUSR2;
+}
+
+std::string wall_time_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm local{};
+  ::localtime_r(&seconds, &local);
+  char text[64];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &local);
+  char with_millis[80];
+  std::snprintf(with_millis, sizeof(with_millis), "%s.%03d", text, static_cast<int>(millis));
+  return with_millis;
+}
+
+std::string make_run_dir(const LaunchPlan& plan) {
+  fs::path base = plan.log_dir.empty() ? fs::temp_directory_path() : fs::path(plan.log_dir);
+  std::error_code ec;
+  fs::create_directories(base, ec);
+  std::string pattern =
+      (base / ((plan.log_dir.empty() ? "acc-launch-" : "") + plan.run_id + "_XXXXXX")).string();
+  ACC_CHECK(::mkdtemp(pattern.data()) != nullptr, LaunchError, "cannot create a log directory in ",
+            base.string(), ": ", std::strerror(errno));
+  return pattern;
+}
+
+}  // namespace
+
+// One output stream (stdout or stderr) of one worker: its pipe, its file, its console.
+struct Stream {
+  int fd = -1;
+  int file_fd = -1;
+  int console_fd = -1;  // -1: not shown on the console
+  std::string prefix;
+  std::string console_batch;
+  std::deque<std::string>* tail = nullptr;  // stderr keeps its last lines for the report
+  LineSplitter splitter{[this](std::string_view line) { on_line(line); }};
+
+  void on_line(std::string_view line) {
+    if (file_fd >= 0) write_all(file_fd, line);
+    if (console_fd >= 0) {
+      console_batch += prefix;
+      console_batch += line;
+      if (line.back() != '\n' && line.back() != '\r') console_batch += '\n';
+    }
+    if (tail) {
+      std::string_view text = line;
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+      tail->emplace_back(text);
+      if (tail->size() > kStderrTailLines) tail->pop_front();
+    }
+  }
+  // Whole lines only, so no other worker's line can land inside one.
+  void flush_console() {
+    if (console_fd >= 0 && !console_batch.empty()) write_all(console_fd, console_batch);
+    console_batch.clear();
+  }
+  enum class Read { kData, kNothingYet, kEnd };
+  Read read_some() {
+    char buffer[64 * 1024];
+    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+    if (got > 0) {
+      splitter.feed(std::string_view(buffer, static_cast<size_t>(got)));
+      flush_console();
+      return Read::kData;
+    }
+    return got < 0 && (errno == EAGAIN || errno == EINTR) ? Read::kNothingYet : Read::kEnd;
+  }
+  // Drains what the pipe holds now; a grandchild that keeps it open does not hold us.
+  void close_all() {
+    if (fd >= 0) {
+      while (read_some() == Read::kData) {
+      }
+      splitter.finish();
+      flush_console();
+      ::close(fd);
+      fd = -1;
+    }
+    if (file_fd >= 0) ::close(file_fd);
+    file_fd = -1;
+  }
+};
+
+struct Worker {
+  WorkerSpec spec;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;  // as waitpid reports it
+  std::string exit_time;
+  bool signalled_by_launcher = false;
+  std::string dir;
+  std::deque<std::string> stderr_tail;
+  Stream out;
+  Stream err;
+
+  bool failed() const { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+};
+
+class Agent::Impl {
+ public:
+  Impl(LaunchPlan plan, std::map<std::string, std::string> environment)
+      : plan_(std::move(plan)), environment_(std::move(environment)) {}
+
+  ~Impl() {
+    if (signal_fd_ >= 0) ::close(signal_fd_);
+  }
+
+  int run() {
+    install_signal_handling();
+    watchdog_ = std::make_unique<Watchdog>();
+    run_dir_ = make_run_dir(plan_);
+    for (int attempt = 0;; ++attempt) {
+      run_attempt(attempt);
+      if (interrupted_by_) {
+        notice(std::string("stopped by ") + sigabbrev_np(interrupted_by_) +
+               ", forwarded to the workers");
+        finish_run_dir();
+        return 128 + interrupted_by_;
+      }
+      if (!root_cause_) {
+        finish_run_dir();
+        return 0;
+      }
+      if (attempt < plan_.max_restarts) {
+        notice("worker group failed (" + describe_root_cause() + "); restarting (" +
+               std::to_string(attempt + 1) + " of " + std::to_string(plan_.max_restarts) + ")");
+        continue;
+      }
+      std::vector<WorkerOutcome> outcomes = collect_outcomes();
+      write_all(STDERR_FILENO, format_failure_report(plan_.program, attempt + 1, outcomes));
+      const int status = failure_exit_status(*std::find_if(
+          outcomes.begin(), outcomes.end(), [](const WorkerOutcome& o) { return o.root_cause; }));
+      finish_run_dir();
+      return status;
+    }
+  }
+
+ private:
+  void notice(const std::string& message) {
+    if (!plan_.quiet) write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
+  }
+
+  void install_signal_handling() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    for (int s : kForwardedSignals) sigaddset(&mask, s);
+    ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+    signal_fd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    ACC_CHECK(signal_fd_ >= 0, LaunchError, "signalfd: ", std::strerror(errno));
+    ::signal(SIGPIPE, SIG_IGN);
+    // Orphaned grandchildren of the workers come to us, so none outlives the job unreaped.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  }
+
+  // --- one attempt -------------------------------------------------------------------------
+
+  void run_attempt(int attempt) {
+    root_cause_ = nullptr;
+    stopping_ = false;
+    killed_ = false;
+    workers_.clear();
+    attempt_dir_ = run_dir_ + "/attempt_" + std::to_string(attempt);
+    int port = plan_.master_port;
+    if (port == 0) {
+      port = pick_free_port();
+    } else if (plan_.node_rank == 0) {
+      ensure_port_free(plan_.master_addr, port);
+    }
+    try {
+      std::vector<SpawnedProcess> started;
+      for (const WorkerSpec& spec : plan_.workers)
+        started.push_back(start_worker(spec, attempt, port));
+      for (SpawnedProcess& process : started) await_exec(process);
+    } catch (...) {
+      stop_all(SIGKILL);
+      while (any_running()) wait_for_events();
+      close_streams();
+      throw;
+    }
+    if (attempt == 0)
+      for (const std::string& message : plan_.notices) notice(message);
+    while (any_running()) wait_for_events();
+    close_streams();
+    reap_leftovers();
+  }
+
+  // Whatever the workers started outside their groups and left behind was reparented to us
+  // (a subreaper): end it, so that nothing outlives the attempt and no zombie is left.
+  void reap_leftovers() {
+    const std::string list = "/proc/self/task/" + std::to_string(::getpid()) + "/children";
+    for (int round = 0; round < 100; ++round) {
+      std::ifstream file(list);
+      std::vector<pid_t> children;
+      for (pid_t pid; file >> pid;)
+        if (pid != watchdog_->pid()) children.push_back(pid);
+      if (children.empty()) return;
+      for (pid_t pid : children) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+  }
+
+  SpawnedProcess start_worker(const WorkerSpec& spec, int attempt, int port) {
+    auto worker = std::make_unique<Worker>();
+    worker->spec = spec;
+    worker->dir = attempt_dir_ + "/" + std::to_string(spec.local_rank);
+    fs::create_directories(worker->dir);
+    const std::string error_file = worker->dir + "/error.json";
+
+    std::map<std::string, std::string> env = environment_;
+    for (const auto& [key, value] : plan_.env_defaults) env.try_emplace(key, value);
+    for (const auto& [key, value] : worker_env(plan_, spec, attempt, port, error_file))
+      env[key] = value;
+    SpawnRequest request;
+    request.argv = spec.argv;
+    auto path = env.find("PATH");
+    request.executable =
+        resolve_executable(spec.argv.front(), path == env.end() ? "/usr/bin:/bin" : path->second);
+    for (const auto& [key, value] : env) request.env.push_back(key + "=" + value);
+    const std::string prefix = expand_prefix(plan_, spec);
+    setup_stream(*worker, worker->out, StreamSpec::kStdout, prefix, STDOUT_FILENO, "stdout.log");
+    setup_stream(*worker, worker->err, StreamSpec::kStderr, prefix, STDERR_FILENO, "stderr.log");
+    request.capture_stdout =
+        !(worker->out.file_fd < 0 && worker->out.console_fd >= 0 && prefix.empty());
+    worker->err.tail = &worker->stderr_tail;
+
+    SpawnedProcess process = spawn_process(request);
+    worker->pid = process.pid;
+    worker->running = true;
+    watchdog_->watch(process.pid);
+    worker->out.fd = process.stdout_fd;
+    worker->err.fd = process.stderr_fd;
+    if (!request.capture_stdout) worker->out.console_fd = -1;
+    workers_.push_back(std::move(worker));
+    return process;
+  }
+
+  void setup_stream(Worker& worker, Stream& stream, int which, const std::string& prefix,
+                    int console, const char* file_name) {
+    const int local_rank = worker.spec.local_rank;
+    const bool redirected = plan_.redirects.mask_for(local_rank) & which;
+    const bool teed = plan_.tee.mask_for(local_rank) & which;
+    const bool shown =
+        plan_.console_local_ranks.empty() || plan_.console_local_ranks.count(local_rank) > 0;
+    stream.prefix = prefix;
+    stream.console_fd = redirected || !shown ? -1 : console;
+    if (redirected || teed || !plan_.log_dir.empty()) {
+      const std::string path = worker.dir + "/" + file_name;
+      stream.file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      ACC_CHECK(stream.file_fd >= 0, LaunchError, "cannot write ", path, ": ",
+                std::strerror(errno));
+      if (redirected || teed) keep_run_dir_ = true;
+    }
+  }
+
+  bool any_running() const {
+    return std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->running; });
+  }
+
+  // Waits for output, a child's exit, a signal or the stop deadline, and handles what came.
+  void wait_for_events() {
+    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
+    std::vector<Stream*> streams;
+    for (auto& w : workers_) {
+      for (Stream* s : {&w->out, &w->err}) {
+        if (s->fd < 0) continue;
+        fds.push_back({s->fd, POLLIN, 0});
+        streams.push_back(s);
+      }
+    }
+    int timeout = -1;
+    if (stopping_ && !killed_) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now());
+      timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
+    }
+    const int ready = ::poll(fds.data(), fds.size(), timeout);
+    if (ready < 0 && errno != EINTR) throw LaunchError(std::string("poll: ") + strerror(errno));
+
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Stream* stream = streams[i - 1];
+      if (stream->read_some() == Stream::Read::kEnd) {
+        stream->splitter.finish();
+        stream->flush_console();
+        ::close(stream->fd);
+        stream->fd = -1;
+      }
+    }
+    if (fds[0].revents & POLLIN) handle_signals();
+    if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
+      notice("workers still running " + std::to_string(plan_.shutdown_timeout) +
+             " s after the stop signal; sending SIGKILL");
+      stop_all(SIGKILL);
+    }
+  }
+
+  void handle_signals() {
+    signalfd_siginfo info{};
+    while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGCHLD) {
+        reap_children();
+      } else if (!stops_the_job(sig)) {
+        signal_all(sig);
+      } else if (stopping_) {
+        stop_all(SIGKILL);  // asked twice: stop waiting
+      } else {
+        interrupted_by_ = sig;
+        begin_stop(sig);
+      }
+    }
+  }
+
+  void reap_children() {
+    for (;;) {
+      siginfo_t info{};
+      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+      Worker* worker = find_worker(info.si_pid);
+      // While the exited leader is unreaped its group id cannot be reused: clear out whatever
+      // the worker left running in its group.
+      if (worker) ::kill(-worker->pid, SIGKILL);
+      int status = 0;
+      ::waitpid(info.si_pid, &status, 0);
+      if (worker) {
+        watchdog_->forget(worker->pid);
+        on_worker_exit(*worker, status);
+      }
+    }
+  }
+
+  Worker* find_worker(pid_t pid) {
+    for (auto& w : workers_)
+      if (w->pid == pid && w->running) return w.get();
+    return nullptr;
+  }
+
+  void on_worker_exit(Worker& worker, int status) {
+    worker.running = false;
+    worker.status = status;
+    worker.exit_time = wall_time_now();
+    if (worker.failed() && !stopping_) {
+      root_cause_ = &worker;
+      begin_stop(SIGTERM);
+    }
+  }
+
+  void begin_stop(int sig) {
+    stopping_ = true;
+    kill_deadline_ = Clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(plan_.shutdown_timeout * 1000));
+    signal_all(sig);
+    for (auto& w : workers_)
+      if (w->running) w->signalled_by_launcher = true;
+  }
+
+  void signal_all(int sig) {
+    for (auto& w : workers_)
+      if (w->running) ::kill(-w->pid, sig);
+  }
+
+  void stop_all(int sig) {
+    if (sig == SIGKILL) killed_ = true;
+    signal_all(sig);
+  }
+
+  void close_streams() {
+    for (auto& w : workers_) {
+      w->out.close_all();
+      w->err.close_all();
+    }
+  }
+
+  // --- reporting -----------------------------------------------------------------------------
+
+  std::string describe_root_cause() const {
+    WorkerOutcome outcome;
+    outcome.exit_code = WIFEXITED(root_cause_->status) ? WEXITSTATUS(root_cause_->status) : 0;
+    outcome.signal = WIFSIGNALED(root_cause_->status) ? WTERMSIG(root_cause_->status) : 0;
+    return "rank " + std::to_string(root_cause_->spec.rank) + " exited with " +
+           describe_exit(outcome);
+  }
+
+  std::vector<WorkerOutcome> collect_outcomes() const {
+    std::vector<WorkerOutcome> outcomes;
+    for (const auto& w : workers_) {
+      WorkerOutcome o;
+      o.rank = w->spec.rank;
+      o.local_rank = w->spec.local_rank;
+      o.host = plan_.hostname;
+      o.pid = w->pid;
+      o.exit_code = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : 0;
+      o.signal = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0;
+      o.time = w->exit_time;
+      o.root_cause = w.get() == root_cause_;
+      o.stopped_by_launcher = !o.root_cause && w->signalled_by_launcher && w->failed();
+      if (w->err.file_fd >= 0 || keep_run_dir_ || !plan_.log_dir.empty())
+        o.log_file = w->dir + "/stderr.log";
+      if (o.root_cause) {
+        o.stderr_tail.assign(w->stderr_tail.begin(), w->stderr_tail.end());
+        if (auto error = read_error_file(w->dir + "/error.json")) {
+          o.error_file = (plan_.log_dir.empty() && !keep_run_dir_) ? "" : w->dir + "/error.json";
+          o.error_message = error->message;
+          o.traceback = error->traceback;
+        }
+      }
+      if (!o.log_file.empty() && !fs::exists(o.log_file)) o.log_file.clear();
+      outcomes.push_back(std::move(o));
+    }
+    return outcomes;
+  }
+
+  void finish_run_dir() {
+    std::error_code ec;
+    if (keep_run_dir_ || !plan_.log_dir.empty()) {
+      notice("logs in " + run_dir_);
+    } else {
+      fs::remove_all(run_dir_, ec);
+    }
+  }
+
+  LaunchPlan plan_;
+  std::map<std::string, std::string> environment_;
+  int signal_fd_ = -1;
+  std::string run_dir_;
+  std::string attempt_dir_;
+  bool keep_run_dir_ = false;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<Watchdog> watchdog_;
+  Worker* root_cause_ = nullptr;
+  bool stopping_ = false;
+  bool killed_ = false;
+  int interrupted_by_ = 0;
+  Clock::time_point kill_deadline_;
+};
+
+Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment)
+    : impl_(std::make_unique<Impl>(std::move(plan), std::move(environment))) {}
+Agent::~Agent() = default;
+int Agent::run() {
+  return impl_->run();
+}
+
+std::string format_dry_run(const LaunchPlan& plan, int master_port,
+                           const std::map<std::string, std::string>& environment) {
+  std::ostringstream out;
+  out << "# acc-launch dry run: " << plan.nnodes << " node(s) x " << plan.nproc_per_node
+      << " worker(s), world size " << plan.world_size << ", node rank " << plan.node_rank
+      << ", store " << plan.master_addr << ":" << master_port << "\n";
+  for (const WorkerSpec& worker : plan.workers) {
+    out << "\n# rank " << worker.rank << " (local rank " << worker.local_rank << ")\n";
+    for (const auto& [key, value] :
+         worker_env(plan, worker, 0, master_port, "<log dir>/error.json"))
+      out << key << "=" << value << "\n";
+    for (const auto& [key, value] : plan.env_defaults)
+      if (!environment.count(key)) out << key << "=" << value << "\n";
+    out << "command:";
+    for (const std::string& arg : worker.argv) out << " " << quote_for_shell(arg);
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,234 @@
+#include "acc/launcher/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "acc/launcher/version.h"
+
+namespace acc::launcher {
+namespace {
+
+// "nproc_per_node" -> "--nproc-per-node,--nproc_per_node" (torchrun 2.x accepts both spellings).
+std::string both_spellings(const std::string& name) {
+  std::string dashed = name;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  return dashed == name ? "--" + name : "--" + dashed + ",--" + name;
+}
+
+std::string pet_name(const std::string& name) {
+  std::string upper = "PET_" + name;
+  std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
+  return upper;
+}
+
+// Validators whose messages say what was expected in words, not as a numeric range.
+CLI::Validator whole_number(int minimum) {
+  return CLI::Validator(
+      [minimum](std::string& value) -> std::string {
+        size_t used = 0;
+        long parsed = 0;
+        try {
+          parsed = std::stol(value, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != value.size() || used == 0 || parsed < minimum)
+          return value + " is not a whole number of at least " + std::to_string(minimum);
+        return "";
+      },
+      "INT>=" + std::to_string(minimum));
+}
+
+CLI::Validator seconds() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        size_t used = 0;
+        double parsed = -1;
+        try {
+          parsed = std::stod(value, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != value.size() || used == 0 || parsed < 0)
+          return value + " is not a number of seconds";
+        return "";
+      },
+      "SECONDS");
+}
+
+// Registers the flags. Each one records its canonical (underscore) name so that LaunchOptions can
+// tell a flag that was given from one left at its default.
+class FlagTable {
+ public:
+  FlagTable(CLI::App& app, LaunchOptions& options) : app_(app), options_(options) {}
+
+  template <typename T>
+  CLI::Option* value(const std::string& name, T& target, const std::string& help,
+                     const std::string& short_name = "", bool torchrun = false) {
+    std::string spec = both_spellings(name);
+    if (!short_name.empty()) spec = short_name + "," + spec;
+    CLI::Option* option = app_.add_option(spec, target, help);
+    if (torchrun) option->envname(pet_name(name));
+    options_by_name_.emplace_back(name, option);
+    return option;
+  }
+
+  CLI::Option* flag(const std::string& name, bool& target, const std::string& help,
+                    const std::string& short_name = "", bool torchrun = false) {
+    std::string spec = both_spellings(name);
+    if (!short_name.empty()) spec = short_name + "," + spec;
+    CLI::Option* option = app_.add_flag(spec, target, help);
+    if (torchrun) option->envname(pet_name(name));
+    options_by_name_.emplace_back(name, option);
+    return option;
+  }
+
+  void record_given() {
+    for (auto& [name, option] : options_by_name_)
+      if (option->count() > 0) options_.given.insert(name);
+  }
+
+ private:
+  CLI::App& app_;
+  LaunchOptions& options_;
+  std::vector<std::pair<std::string, CLI::Option*>> options_by_name_;
+};
+
+void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
+  const bool pet = true;
+  t.value("nproc_per_node", o.nproc_per_node, "workers on this node: N, auto, cpu or gpu", "", pet);
+  t.value("nnodes", o.nnodes, "number of nodes, or MIN:MAX for elastic jobs", "", pet);
+  t.value("node_rank", o.node_rank, "rank of this node (static rendezvous)", "", pet)
+      ->check(whole_number(0));
+  t.value("master_addr", o.master_addr, "address of the node 0 store", "", pet);
+  t.value("master_port", o.master_port,
+          "port of the node 0 store (default: free port on one "
+          "node, else 29500)",
+          "", pet)
+      ->check(whole_number(0) & CLI::Range(0, 65535).description(""));
+  t.flag("standalone", o.standalone, "single-node job on a free port", "", pet);
+  t.value("rdzv_backend", o.rdzv_backend, "rendezvous backend: static or c10d", "", pet);
+  t.value("rdzv_endpoint", o.rdzv_endpoint, "rendezvous host[:port]", "", pet);
+  t.value("rdzv_id", o.rdzv_id, "job id shared by all nodes", "", pet);
+  t.value("rdzv_conf", o.rdzv_conf, "rendezvous settings k1=v1,k2=v2", "", pet);
+  t.value("max_restarts", o.max_restarts, "restarts of the worker group before failing", "", pet)
+      ->check(whole_number(0));
+  t.value("monitor_interval", o.monitor_interval,
+          "accepted for compatibility (exits are seen at "
+          "once)",
+          "", pet)
+      ->check(seconds());
+  t.value("start_method", o.start_method, "accepted for compatibility", "", pet)
+      ->check(CLI::IsMember({"spawn", "fork", "forkserver"}));
+  t.value("role", o.role, "worker role name (ROLE_NAME)", "", pet);
+  t.flag("module", o.module, "run PROGRAM as a Python module (python -m)", "-m", pet);
+  t.flag("no_python", o.no_python, "run PROGRAM as is, without the interpreter", "", pet);
+  t.flag("run_path", o.run_path, "run a .py PROGRAM with the interpreter (runpy)", "", pet);
+  t.value("log_dir", o.log_dir, "directory for per-attempt, per-rank logs", "", pet);
+  t.value("redirects", o.redirects, "send worker output to files only: 0-3 or 0:1,1:2", "-r", pet);
+  t.value("tee", o.tee, "send worker output to files and console: 0-3 or 0:1,1:2", "-t", pet);
+  t.value("local_ranks_filter", o.local_ranks_filter, "local ranks shown on the console (0,1)", "",
+          pet);
+  t.value("local_addr", o.local_addr, "this node's address", "", pet);
+  t.value("shutdown_timeout", o.shutdown_timeout,
+          "seconds from SIGTERM to SIGKILL when stopping "
+          "workers",
+          "", pet)
+      ->check(seconds());
+}
+
+void add_accelerate_flags(FlagTable& t, LaunchOptions& o) {
+  t.value("num_processes", o.num_processes, "total processes over all machines")
+      ->check(whole_number(1));
+  t.value("num_machines", o.num_machines, "number of machines")->check(whole_number(1));
+  t.value("machine_rank", o.machine_rank, "rank of this machine")->check(whole_number(0));
+  t.value("main_process_ip", o.main_process_ip, "address of machine 0");
+  t.value("main_process_port", o.main_process_port, "port on machine 0 (0: a free port)")
+      ->check(whole_number(0) & CLI::Range(0, 65535).description(""));
+  t.value("gpu_ids", o.gpu_ids, "GPUs to use: comma list or all");
+  t.flag("cpu", o.cpu, "train on CPU even where GPUs exist");
+  t.flag("multi_gpu", o.multi_gpu, "multi-GPU training");
+  t.value("mixed_precision", o.mixed_precision, "no, fp16, bf16 or fp8")
+      ->check(CLI::IsMember({"no", "fp16", "bf16", "fp8"}));
+  t.value("num_cpu_threads_per_process", o.num_cpu_threads_per_process,
+          "OMP_NUM_THREADS of "
+          "each worker")
+      ->check(whole_number(1));
+  t.flag("debug", o.debug, "ACCELERATE_DEBUG_MODE=true in the workers");
+  t.flag("quiet", o.quiet, "less launcher output", "-q");
+  t.value("config_file", o.config_file, "accelerate config file");
+}
+
+void add_own_flags(FlagTable& t, LaunchOptions& o) {
+  t.value("python", o.python,
+          "interpreter for .py programs and -m (default $PYTHON_EXEC or "
+          "python3)");
+  t.value("log_line_prefix_template", o.log_line_prefix,
+          "prefix of each worker output line; "
+          "${rank}, ${local_rank}, ${role_name}, ${hostname}; empty for none");
+  t.flag("dry_run", o.dry_run, "print each worker's command and environment, start nothing");
+}
+
+// CLI11 messages name the flag already; we make them one line and add our prefix.
+std::string one_line(std::string message) {
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  while (!message.empty() && message.back() == ' ') message.pop_back();
+  return "acc-launch: error: " + message + " (see acc-launch --help)";
+}
+
+ParseResult usage_error(const std::string& message) {
+  ParseResult result;
+  result.exit_now = true;
+  result.exit_code = 2;
+  result.message = one_line(message);
+  return result;
+}
+
+}  // namespace
+
+ParseResult parse_launch_args(const std::vector<std::string>& args) {
+  ParseResult result;
+  LaunchOptions& options = result.options;
+  if (const char* python = std::getenv("PYTHON_EXEC"); python && *python) options.python = python;
+
+  CLI::App app{"acc-launch: start one worker per GPU or CPU slot with the torchrun contract",
+               "acc-launch"};
+  app.footer(
+      "Usage: acc-launch [launch] [options] PROGRAM [program args...]\n"
+      "       acc-launch config | env | test | rendezvous ...");
+  app.prefix_command();
+  app.set_version_flag("--version", std::string("acc-launch ") + kVersion);
+  FlagTable table(app, options);
+  add_torchrun_flags(table, options);
+  add_accelerate_flags(table, options);
+  add_own_flags(table, options);
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    result.exit_now = true;
+    result.message = app.help();
+    return result;
+  } catch (const CLI::CallForVersion&) {
+    result.exit_now = true;
+    result.message = std::string("acc-launch ") + kVersion + "\n";
+    return result;
+  } catch (const CLI::ParseError& e) {
+    return usage_error(e.what());
+  }
+  table.record_given();
+
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (rest.empty()) return usage_error("no PROGRAM given: acc-launch [options] PROGRAM [args...]");
+  if (rest.front().size() > 1 && rest.front()[0] == '-')
+    return usage_error("unknown option " + rest.front().substr(0, rest.front().find('=')));
+  options.program = rest.front();
+  options.program_args.assign(rest.begin() + 1, rest.end());
+  return result;
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,279 @@
+#include "acc/launcher/plan.h"
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+#include <sstream>
+
+#include "acc/common/error.h"
+#include "accelerate_env.h"
+
+namespace acc::launcher {
+namespace {
+
+std::optional<int> to_int(const std::string& text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
+  return value;
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, separator)) parts.push_back(part);
+  return parts;
+}
+
+int resolve_nproc_per_node(const LaunchOptions& o, const HostInfo& host) {
+  const std::string& value = o.nproc_per_node;
+  if (auto n = to_int(value)) {
+    ACC_CHECK(*n > 0, ConfigError, "--nproc_per_node ", value, ": must be at least 1");
+    return *n;
+  }
+  if (value == "cpu") return host.cpu_count;
+  if (value == "gpu") {
+    ACC_CHECK(host.gpu_count > 0, ConfigError,
+              "--nproc_per_node gpu: no GPU found on this machine; use a number or cpu");
+    return host.gpu_count;
+  }
+  if (value == "auto") return host.gpu_count > 0 && !o.cpu ? host.gpu_count : host.cpu_count;
+  throw ConfigError("--nproc_per_node " + value + ": expected a number, auto, cpu or gpu");
+}
+
+// nnodes is "N" or "MIN:MAX"; only a fixed count runs without elastic rendezvous.
+int resolve_nnodes(const std::string& value) {
+  std::vector<std::string> parts = split(value, ':');
+  ACC_CHECK(parts.size() == 1 || parts.size() == 2, ConfigError, "--nnodes ", value,
+            ": expected N or MIN:MAX");
+  auto low = to_int(parts[0]);
+  auto high = parts.size() == 2 ? to_int(parts[1]) : low;
+  ACC_CHECK(low && high && *low > 0 && *low <= *high, ConfigError, "--nnodes ", value,
+            ": expected N or MIN:MAX with 0 < MIN <= MAX");
+  ACC_CHECK(*low == *high, ConfigError, "--nnodes ", value,
+            ": elastic membership (MIN:MAX) needs the c10d rendezvous, which is not supported "
+            "yet; give a fixed node count");
+  return *low;
+}
+
+// Folds Accelerate's spellings into torchrun's; the same setting given both ways must agree.
+template <typename T>
+void fold(const LaunchOptions& o, const std::optional<T>& accelerate_value,
+          const char* accelerate_flag, const char* torchrun_flag, T& torchrun_value,
+          const T& torchrun_as_given) {
+  if (!accelerate_value) return;
+  if (o.was_given(torchrun_flag) && torchrun_as_given != *accelerate_value) {
+    std::ostringstream message;
+    message << "--" << accelerate_flag << " " << *accelerate_value << " contradicts --"
+            << torchrun_flag << " " << torchrun_as_given << "; give one of them";
+    throw ConfigError(message.str());
+  }
+  torchrun_value = *accelerate_value;
+}
+
+std::vector<std::string> worker_argv(const LaunchOptions& o) {
+  ACC_CHECK(!(o.module && o.no_python), ConfigError,
+            "--module and --no_python cannot be used together");
+  const bool is_python_file =
+      o.program.size() > 3 && o.program.compare(o.program.size() - 3, 3, ".py") == 0;
+  std::vector<std::string> argv;
+  if (o.module) {
+    argv = {o.python, "-u", "-m", o.program};
+  } else if (!o.no_python && (is_python_file || o.run_path)) {
+    argv = {o.python, "-u", o.program};
+  } else {
+    argv = {o.program};
+  }
+  argv.insert(argv.end(), o.program_args.begin(), o.program_args.end());
+  return argv;
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+std::string random_run_id() {
+  std::random_device device;
+  std::ostringstream id;
+  id << std::hex << device() << device();
+  return id.str();
+}
+
+void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
+  LaunchOptions merged = o;
+  if (o.num_machines)
+    fold(o, std::optional(std::to_string(*o.num_machines)), "num_machines", "nnodes", merged.nnodes,
+         o.nnodes);
+  fold(o, o.machine_rank, "machine_rank", "node_rank", merged.node_rank, o.node_rank);
+  fold(o, o.main_process_ip, "main_process_ip", "master_addr", merged.master_addr, o.master_addr);
+  std::optional<int> port_given = o.master_port;
+  if (o.main_process_port) {
+    ACC_CHECK(!o.master_port || *o.master_port == *o.main_process_port, ConfigError,
+              "--main_process_port ", *o.main_process_port, " contradicts --master_port ",
+              *o.master_port, "; give one of them");
+    port_given = o.main_process_port;
+  }
+
+  ACC_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d", ConfigError, "--rdzv_backend ",
+            o.rdzv_backend, ": expected static or c10d");
+  ACC_CHECK(o.rdzv_backend == "static" || o.standalone, ConfigError,
+            "--rdzv_backend c10d: elastic rendezvous is not supported yet; use the static "
+            "backend with --master_addr and --master_port");
+  plan.nnodes = o.standalone ? 1 : resolve_nnodes(merged.nnodes);
+  plan.node_rank = merged.node_rank;
+  ACC_CHECK(plan.node_rank >= 0 && plan.node_rank < plan.nnodes, ConfigError, "--node_rank ",
+            plan.node_rank, ": must be between 0 and ", plan.nnodes - 1, " for ", plan.nnodes,
+            " node(s)");
+
+  plan.nproc_per_node = resolve_nproc_per_node(merged, host);
+  if (o.num_processes) {
+    ACC_CHECK(*o.num_processes % plan.nnodes == 0, ConfigError, "--num_processes ",
+              *o.num_processes, ": not divisible by the ", plan.nnodes,
+              " machines; give a multiple of --num_machines");
+    const int per_node = *o.num_processes / plan.nnodes;
+    ACC_CHECK(!o.was_given("nproc_per_node") || per_node == plan.nproc_per_node, ConfigError,
+              "--num_processes ", *o.num_processes, " contradicts --nproc_per_node ",
+              o.nproc_per_node, "; give one of them");
+    plan.nproc_per_node = per_node;
+  }
+  plan.world_size = plan.nnodes * plan.nproc_per_node;
+
+  plan.master_addr = o.standalone ? "127.0.0.1" : merged.master_addr;
+  if (!o.rdzv_endpoint.empty() && o.rdzv_backend == "static") {
+    // torchrun: a static endpoint host[:port] stands for master_addr:master_port.
+    const size_t colon = o.rdzv_endpoint.rfind(':');
+    plan.master_addr = o.rdzv_endpoint.substr(0, colon);
+    ACC_CHECK(colon != std::string::npos && to_int(o.rdzv_endpoint.substr(colon + 1)), ConfigError,
+              "--rdzv_endpoint ", o.rdzv_endpoint, ": the static backend needs host:port");
+    port_given = to_int(o.rdzv_endpoint.substr(colon + 1));
+  }
+  if (o.standalone || (!port_given && plan.nnodes == 1))
+    plan.master_port = 0;  // a free port, chosen at launch (torchrun >= 2.4 does the same)
+  else
+    plan.master_port = port_given.value_or(29500);
+  ACC_CHECK(plan.master_port != 0 || plan.nnodes == 1, ConfigError,
+            "--master_port 0: a free port can only be chosen on a single node; give the port "
+            "every node will use");
+}
+
+void resolve_logs(const LaunchOptions& o, LaunchPlan& plan) {
+  plan.redirects = parse_stream_spec(o.redirects, "redirects");
+  plan.tee = parse_stream_spec(o.tee, "tee");
+  for (const std::string& part : split(o.local_ranks_filter, ',')) {
+    if (part.empty()) continue;
+    auto rank = to_int(part);
+    ACC_CHECK(rank && *rank >= 0, ConfigError, "--local_ranks_filter ", o.local_ranks_filter,
+              ": expected a comma list of local ranks such as 0,1");
+    plan.console_local_ranks.insert(*rank);
+  }
+  plan.log_dir = o.log_dir;
+  plan.log_line_prefix = o.log_line_prefix;
+}
+
+void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
+  plan.env = accelerate_env(o);
+  plan.env_defaults = {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+                       {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
+  const bool sets_omp = std::any_of(plan.env.begin(), plan.env.end(),
+                                    [](const auto& kv) { return kv.first == "OMP_NUM_THREADS"; });
+  if (!sets_omp && plan.nproc_per_node > 1 && !host.environment.count("OMP_NUM_THREADS")) {
+    plan.env_defaults.emplace_back("OMP_NUM_THREADS", "1");
+    plan.notices.push_back(
+        "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it "
+        "yourself (or --num_cpu_threads_per_process) to tune");
+  }
+}
+
+}  // namespace
+
+int StreamSpec::mask_for(int local_rank) const {
+  auto it = per_local_rank.find(local_rank);
+  return it == per_local_rank.end() ? default_mask : it->second;
+}
+
+StreamSpec parse_stream_spec(const std::string& value, const std::string& flag) {
+  StreamSpec spec;
+  const std::string hint = "--" + flag + " " + value +
+                           ": expected 0-3 (1 stdout, 2 stderr, 3 both) or per local rank "
+                           "such as 0:1,1:2";
+  if (auto all = to_int(value)) {
+    ACC_CHECK(*all >= 0 && *all <= 3, ConfigError, hint);
+    spec.default_mask = *all;
+    return spec;
+  }
+  for (const std::string& part : split(value, ',')) {
+    const size_t colon = part.find(':');
+    ACC_CHECK(colon != std::string::npos, ConfigError, hint);
+    auto rank = to_int(part.substr(0, colon));
+    auto mask = to_int(part.substr(colon + 1));
+    ACC_CHECK(rank && mask && *rank >= 0 && *mask >= 0 && *mask <= 3, ConfigError, hint);
+    spec.per_local_rank[*rank] = *mask;
+  }
+  return spec;
+}
+
+LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
+  ACC_CHECK(!o.program.empty(), ConfigError, "no PROGRAM given");
+  LaunchPlan plan;
+  resolve_topology(o, host, plan);
+  resolve_logs(o, plan);
+  resolve_environment(o, host, plan);
+  plan.run_id = o.standalone && o.rdzv_id == "none" ? random_run_id() : o.rdzv_id;
+  plan.role = o.role;
+  plan.hostname = host.hostname;
+  plan.max_restarts = o.max_restarts;
+  plan.shutdown_timeout = o.shutdown_timeout;
+  plan.quiet = o.quiet;
+  plan.dry_run = o.dry_run;
+  plan.program = o.program;
+
+  const std::vector<std::string> argv = worker_argv(o);
+  for (int local_rank = 0; local_rank < plan.nproc_per_node; ++local_rank) {
+    WorkerSpec worker;
+    worker.local_rank = local_rank;
+    worker.rank = plan.node_rank * plan.nproc_per_node + local_rank;
+    for (const std::string& arg : argv)
+      worker.argv.push_back(replace_all(arg, "${local_rank}", std::to_string(local_rank)));
+    plan.workers.push_back(std::move(worker));
+  }
+  return plan;
+}
+
+EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, int restart_count,
+                   int master_port, const std::string& error_file) {
+  EnvList env = {
+      {"LOCAL_RANK", std::to_string(worker.local_rank)},
+      {"RANK", std::to_string(worker.rank)},
+      {"GROUP_RANK", std::to_string(plan.node_rank)},
+      {"ROLE_RANK", std::to_string(worker.rank)},
+      {"ROLE_NAME", plan.role},
+      {"LOCAL_WORLD_SIZE", std::to_string(plan.nproc_per_node)},
+      {"WORLD_SIZE", std::to_string(plan.world_size)},
+      {"GROUP_WORLD_SIZE", std::to_string(plan.nnodes)},
+      {"ROLE_WORLD_SIZE", std::to_string(plan.world_size)},
+      {"MASTER_ADDR", plan.master_addr},
+      {"MASTER_PORT", std::to_string(master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", plan.run_id},
+      // Rank 0 hosts the worker store until the launcher serves one itself.
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCHELASTIC_ERROR_FILE", error_file},
+  };
+  env.insert(env.end(), plan.env.begin(), plan.env.end());
+  return env;
+}
+
+std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker) {
+  std::string prefix = plan.log_line_prefix;
+  prefix = replace_all(prefix, "${rank}", std::to_string(worker.rank));
+  prefix = replace_all(prefix, "${local_rank}", std::to_string(worker.local_rank));
+  prefix = replace_all(prefix, "${role_name}", plan.role);
+  return replace_all(prefix, "${hostname}", plan.hostname);
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,42 @@
+#pragma once
+
+// Starting one worker process: its own process group, killed with the launcher, output on pipes.
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace acc::launcher {
+
+struct SpawnRequest {
+  std::string executable;         // a resolved path (see resolve_executable)
+  std::vector<std::string> argv;  // argv[0] is what the user named
+  std::vector<std::string> env;   // the complete environment, "KEY=VALUE"
+  bool capture_stdout = true;     // else inherits the launcher's stdout
+  bool capture_stderr = true;
+};
+
+struct SpawnedProcess {
+  pid_t pid = -1;      // also its process group id
+  int stdout_fd = -1;  // read end, non-blocking, or -1
+  int stderr_fd = -1;
+  int exec_status_fd = -1;  // see await_exec
+  std::string name;         // argv[0], for messages
+};
+
+// Forks and execs. The child leads its own process group, gets SIGKILL if the launcher dies
+// (PR_SET_PDEATHSIG, checked against a launcher that died before the call), and starts with
+// default signal handling. Returns at once, so that many workers exec in parallel; await_exec
+// says whether the exec happened. Throws LaunchError when it cannot fork. Only
+// async-signal-safe calls run between fork and exec.
+SpawnedProcess spawn_process(const SpawnRequest& request);
+
+// Blocks until the child has exec'd or failed to. Throws LaunchError naming the program and
+// the reason when it failed (the child has then exited with 127; the caller reaps it).
+void await_exec(SpawnedProcess& process);
+
+// Finds `program` as execvp would in `path` (a PATH value). Throws LaunchError naming it.
+std::string resolve_executable(const std::string& program, const std::string& path);
+
+}  // namespace acc::launcher

@@ -1,0 +1,203 @@
+#include "launcher_harness.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace acc::testing {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Orphans of the processes under test come to the test process, which can then prove that
+// they are gone rather than lost to init.
+[[maybe_unused]] const bool kSubreaper = [] {
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  ::signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
+
+pid_t spawn(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+            int out_fd, int err_fd) {
+  std::vector<std::string> full = {launcher_binary()};
+  full.insert(full.end(), args.begin(), args.end());
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    if (!env.count(entry.substr(0, entry.find('=')))) env_strings.push_back(entry);
+  }
+  for (const auto& [k, v] : env)
+    if (!v.empty()) env_strings.push_back(k + "=" + v);  // empty: unset
+  std::vector<char*> argv, envp;
+  for (auto& a : full) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);  // a signal we send the launcher reaches it alone
+    ::dup2(out_fd, STDOUT_FILENO);
+    ::dup2(err_fd, STDERR_FILENO);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int decode(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+std::string launcher_binary() {
+  return ACC_LAUNCH_BIN;
+}
+std::string worker_binary() {
+  return ACC_TEST_WORKER_BIN;
+}
+
+LaunchRun run_launcher(const std::vector<std::string>& args,
+                       const std::map<std::string, std::string>& extra_env,
+                       std::chrono::seconds timeout) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
+    throw std::runtime_error("pipe");
+  const auto start = Clock::now();
+  const pid_t pid = spawn(args, extra_env, out[1], err[1]);
+  ::close(out[1]);
+  ::close(err[1]);
+  LaunchRun run;
+  std::string* sinks[] = {&run.out, &run.err};
+  pollfd fds[] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  const auto deadline = start + timeout;
+  while (open_fds > 0 && Clock::now() < deadline) {
+    ::poll(fds, 2, 100);
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP))) continue;
+      char buffer[65536];
+      const ssize_t got = ::read(fds[i].fd, buffer, sizeof(buffer));
+      if (got > 0) {
+        sinks[i]->append(buffer, static_cast<size_t>(got));
+      } else {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  if (open_fds > 0) {
+    ::kill(pid, SIGKILL);
+    for (auto& f : fds)
+      if (f.fd >= 0) ::close(f.fd);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  run.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  run.exit_code = decode(status);
+  return run;
+}
+
+pid_t start_launcher(const std::vector<std::string>& args, const std::string& dir) {
+  const int out = ::open((dir + "/launcher.out").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  const int err = ::open((dir + "/launcher.err").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  const pid_t pid = spawn(args, {}, out, err);
+  ::close(out);
+  ::close(err);
+  return pid;
+}
+
+int wait_launcher(pid_t pid, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (Clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return decode(status);
+}
+
+bool wait_for_file(const std::string& path, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (!fs::exists(path)) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+namespace {
+std::string read_all(const fs::path& path) {
+  std::ifstream file(path);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+template <typename Predicate>
+std::vector<pid_t> processes_where(Predicate keep) {
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_all(entry.path() / "stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 4 >= stat.size()) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    char state = 0;
+    pid_t parent = 0;
+    fields >> state >> parent;
+    if (keep(entry.path(), state, parent)) found.push_back(std::stoi(name));
+  }
+  return found;
+}
+}  // namespace
+
+std::vector<pid_t> processes_mentioning(const std::string& marker) {
+  return processes_where([&](const fs::path& dir, char state, pid_t) {
+    return state != 'Z' && read_all(dir / "cmdline").find(marker) != std::string::npos;
+  });
+}
+
+std::vector<pid_t> zombie_children() {
+  const pid_t self = ::getpid();
+  return processes_where(
+      [&](const fs::path&, char state, pid_t parent) { return state == 'Z' && parent == self; });
+}
+
+void reap_exited_children() {
+  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
+std::string make_temp_dir() {
+  std::string pattern = (fs::temp_directory_path() / "acc-launch-test-XXXXXX").string();
+  if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp");
+  return pattern;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace acc::testing

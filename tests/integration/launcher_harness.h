@@ -1,0 +1,56 @@
+#pragma once
+
+// Runs the real acc-launch binary as a user would, and looks at what it left behind in /proc.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace acc::testing {
+
+struct LaunchRun {
+  int exit_code = -1;  // 128+N when ended by signal N
+  std::string out;
+  std::string err;
+  std::chrono::milliseconds elapsed{0};
+};
+
+// The built binaries (absolute paths).
+std::string launcher_binary();
+std::string worker_binary();
+
+// Runs acc-launch with `args` (and `extra_env`; an empty value unsets) to the end (a hang guard
+// kills it after `timeout`).
+LaunchRun run_launcher(const std::vector<std::string>& args,
+                       const std::map<std::string, std::string>& extra_env = {},
+                       std::chrono::seconds timeout = std::chrono::seconds(60));
+
+// Starts acc-launch in the background, output to files in `dir`. Returns its pid.
+pid_t start_launcher(const std::vector<std::string>& args, const std::string& dir);
+// Waits for the launcher started above; returns its exit status as run_launcher does.
+int wait_launcher(pid_t pid, std::chrono::seconds timeout = std::chrono::seconds(60));
+
+// Waits until `path` exists.
+bool wait_for_file(const std::string& path, std::chrono::seconds timeout);
+
+// Pids of live (not zombie) processes whose command line mentions `marker`.
+std::vector<pid_t> processes_mentioning(const std::string& marker);
+
+// Exited children of the test process that nobody reaped. The test process is a subreaper:
+// whatever the launcher orphans comes here, so after the launcher has been reaped this is
+// empty unless it left something behind.
+std::vector<pid_t> zombie_children();
+
+// Reaps every child that has exited (the test process is a subreaper, so orphans come here).
+void reap_exited_children();
+
+// A fresh empty directory under the test temp dir.
+std::string make_temp_dir();
+
+// Lines of `text`.
+std::vector<std::string> lines_of(const std::string& text);
+
+}  // namespace acc::testing

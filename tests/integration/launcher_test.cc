@@ -1,0 +1,388 @@
+// The launcher as a user meets it: the real acc-launch binary, real worker processes, real
+// signals, and /proc to prove that nothing is left behind.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "launcher_harness.h"
+
+namespace acc::testing {
+namespace {
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+// "[rank1]: KEY=VALUE" lines -> rank -> key -> value.
+std::map<int, std::map<std::string, std::string>> env_by_rank(const std::string& out) {
+  std::map<int, std::map<std::string, std::string>> result;
+  std::regex line(R"(^\[rank(\d+)\]: ([A-Z_]+)=(.*)$)");
+  for (const std::string& text : lines_of(out)) {
+    std::smatch m;
+    if (std::regex_match(text, m, line)) result[std::stoi(m[1])][m[2]] = m[3];
+  }
+  return result;
+}
+
+std::vector<std::string> worker(std::vector<std::string> launcher_args,
+                                const std::vector<std::string>& worker_args) {
+  launcher_args.push_back("--no_python");
+  launcher_args.push_back(worker_binary());
+  launcher_args.insert(launcher_args.end(), worker_args.begin(), worker_args.end());
+  return launcher_args;
+}
+
+void expect_nothing_left(const std::string& marker) {
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (!processes_mentioning(marker).empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(processes_mentioning(marker).empty()) << "processes left running for " << marker;
+  EXPECT_TRUE(zombie_children().empty()) << "the launcher left unreaped children";
+  reap_exited_children();
+}
+
+// Tests that run in parallel share the worker binary: those without a marker of their own
+// check what only they can see, their unreaped children.
+void expect_no_zombies() {
+  EXPECT_TRUE(zombie_children().empty()) << "the launcher left unreaped children";
+  reap_exited_children();
+}
+
+TEST(LaunchTest, EveryRankGetsTheTorchrunContract) {
+  LaunchRun run = run_launcher(
+      worker({"--nproc_per_node", "3", "--mixed_precision", "bf16", "--gpu_ids", "1,3"},
+             {"env", "--lr", "0.1"}),
+      {{"OMP_NUM_THREADS", ""}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  auto env = env_by_rank(run.out);
+  ASSERT_EQ(env.size(), 3u) << run.out;
+  std::set<std::string> error_files;
+  for (int rank = 0; rank < 3; ++rank) {
+    auto& e = env[rank];
+    EXPECT_EQ(e["RANK"], std::to_string(rank));
+    EXPECT_EQ(e["LOCAL_RANK"], std::to_string(rank));
+    EXPECT_EQ(e["ROLE_RANK"], std::to_string(rank));
+    EXPECT_EQ(e["WORLD_SIZE"], "3");
+    EXPECT_EQ(e["LOCAL_WORLD_SIZE"], "3");
+    EXPECT_EQ(e["ROLE_WORLD_SIZE"], "3");
+    EXPECT_EQ(e["GROUP_RANK"], "0");
+    EXPECT_EQ(e["GROUP_WORLD_SIZE"], "1");
+    EXPECT_EQ(e["ROLE_NAME"], "default");
+    EXPECT_EQ(e["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(e["MASTER_PORT"], env[0]["MASTER_PORT"]);
+    EXPECT_GT(std::stoi(e["MASTER_PORT"]), 0);
+    EXPECT_EQ(e["TORCHELASTIC_RESTART_COUNT"], "0");
+    EXPECT_EQ(e["TORCHELASTIC_MAX_RESTARTS"], "0");
+    EXPECT_EQ(e["TORCHELASTIC_RUN_ID"], "none");
+    EXPECT_EQ(e["OMP_NUM_THREADS"], "1");
+    EXPECT_EQ(e["ACCELERATE_MIXED_PRECISION"], "bf16");
+    EXPECT_EQ(e["CUDA_VISIBLE_DEVICES"], "1,3");
+    EXPECT_EQ(e["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+    EXPECT_NE(e["TORCHELASTIC_ERROR_FILE"].find("/" + std::to_string(rank) + "/error.json"),
+              std::string::npos);
+    error_files.insert(e["TORCHELASTIC_ERROR_FILE"]);
+  }
+  EXPECT_EQ(error_files.size(), 3u);
+  EXPECT_NE(run.out.find("[rank2]: ARG=--lr"), std::string::npos);
+  EXPECT_NE(run.out.find("[rank2]: ARG=0.1"), std::string::npos);
+  EXPECT_NE(run.err.find("OMP_NUM_THREADS=1"), std::string::npos) << "one log line says so";
+  expect_no_zombies();
+}
+
+TEST(LaunchTest, StaticMultiNodeRanksComeFromTheNodeRank) {
+  LaunchRun run =
+      run_launcher({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--master_addr",
+                    "10.1.2.3", "--master_port", "29555", "--dry_run", "--no_python", "./train"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("RANK=2\n"), std::string::npos);
+  EXPECT_NE(run.out.find("RANK=3\n"), std::string::npos);
+  EXPECT_NE(run.out.find("WORLD_SIZE=4\n"), std::string::npos);
+  EXPECT_NE(run.out.find("GROUP_RANK=1\n"), std::string::npos);
+  EXPECT_NE(run.out.find("MASTER_ADDR=10.1.2.3\n"), std::string::npos);
+  EXPECT_NE(run.out.find("MASTER_PORT=29555\n"), std::string::npos);
+  EXPECT_NE(run.out.find("command: ./train"), std::string::npos);
+}
+
+TEST(LaunchTest, AccelerateFlagsMapToTheSameLaunch) {
+  LaunchRun run = run_launcher({"--num_processes", "4", "--num_machines", "2", "--machine_rank",
+                                "1", "--main_process_ip", "10.0.0.1", "--main_process_port",
+                                "29501", "--dry_run", "./train"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("2 node(s) x 2 worker(s), world size 4, node rank 1"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("MASTER_ADDR=10.0.0.1\n"), std::string::npos);
+  EXPECT_NE(run.out.find("MASTER_PORT=29501\n"), std::string::npos);
+}
+
+TEST(LaunchTest, PetVariablesMirrorFlagsAndFlagsWin) {
+  LaunchRun from_env = run_launcher(worker({}, {"env"}), {{"PET_NPROC_PER_NODE", "2"}});
+  ASSERT_EQ(from_env.exit_code, 0) << from_env.err;
+  EXPECT_EQ(env_by_rank(from_env.out).size(), 2u);
+  LaunchRun flag_wins =
+      run_launcher(worker({"--nproc-per-node", "1"}, {"env"}), {{"PET_NPROC_PER_NODE", "2"}});
+  ASSERT_EQ(flag_wins.exit_code, 0) << flag_wins.err;
+  EXPECT_EQ(env_by_rank(flag_wins.out).size(), 1u);
+}
+
+TEST(LaunchTest, PythonProgramsRunUnderTheInterpreter) {
+  LaunchRun script = run_launcher({"--python", "/bin/echo", "train.py", "--lr", "1"});
+  EXPECT_EQ(script.exit_code, 0) << script.err;
+  EXPECT_EQ(script.out, "[rank0]: -u train.py --lr 1\n");
+  LaunchRun module = run_launcher({"--python", "/bin/echo", "-m", "pkg.train", "x"});
+  EXPECT_EQ(module.out, "[rank0]: -u -m pkg.train x\n");
+  LaunchRun local_rank_macro = run_launcher({"--nproc_per_node", "2", "--local_ranks_filter", "1",
+                                             "/bin/echo", "--device=${local_rank}"});
+  EXPECT_EQ(local_rank_macro.out, "[rank1]: --device=1\n");
+}
+
+TEST(LaunchTest, TheFirstFailingWorkersExitCodeIsTheLaunchersAndTheRestAreStopped) {
+  LaunchRun run = run_launcher(worker({"--nproc_per_node", "3"}, {"exit", "1", "7"}));
+  EXPECT_EQ(run.exit_code, 7) << run.err;
+  EXPECT_NE(run.err.find("FAILED after 1 attempt"), std::string::npos) << run.err;
+  std::regex root(R"(\n1 +1 +\S+ +\d+ +7 \*)");
+  EXPECT_TRUE(std::regex_search(run.err, root)) << run.err;
+  std::regex stopped(R"(\n0 +0 +\S+ +\d+ +SIGTERM \(15\) \(stopped\))");
+  EXPECT_TRUE(std::regex_search(run.err, stopped)) << run.err;
+  expect_no_zombies();
+}
+
+TEST(LaunchTest, AWorkerKilledBySignalNGives128PlusN) {
+  LaunchRun run = run_launcher(worker({"--nproc_per_node", "2"}, {"signal", "0", "11"}));
+  EXPECT_EQ(run.exit_code, 128 + 11) << run.err;
+  EXPECT_NE(run.err.find("exited with SIGSEGV (11)"), std::string::npos) << run.err;
+  expect_no_zombies();
+}
+
+TEST(LaunchTest, OneFailureAmongEightEndsTheGroup) {
+  LaunchRun run = run_launcher(worker({"--nproc_per_node", "8"}, {"exit", "5", "1"}));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(std::regex_search(run.err, std::regex(R"(\(stopped\))")), true);
+  size_t stopped = 0;
+  for (const auto& line : lines_of(run.err)) stopped += line.find("(stopped)") != line.npos;
+  EXPECT_EQ(stopped, 7u) << run.err;
+  expect_no_zombies();
+}
+
+TEST(LaunchTest, RestartsCountInTheEnvironmentUntilTheWorkersSucceed) {
+  LaunchRun run = run_launcher(worker({"--max_restarts", "3"}, {"fail-before", "2"}));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("[rank0]: attempt 0\n[rank0]: attempt 1\n[rank0]: attempt 2\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.err.find("restarting (1 of 3)"), std::string::npos);
+  EXPECT_NE(run.err.find("restarting (2 of 3)"), std::string::npos);
+  EXPECT_EQ(run.err.find("restarting (3 of 3)"), std::string::npos);
+}
+
+TEST(LaunchTest, RestartsRunOutAndTheLauncherFails) {
+  LaunchRun run = run_launcher(worker({"--max-restarts", "1"}, {"fail-before", "5"}));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("FAILED after 2 attempts"), std::string::npos) << run.err;
+}
+
+TEST(LaunchTest, SignalsAreForwardedToEveryWorker) {
+  const std::string dir = make_temp_dir();
+  pid_t launcher = start_launcher(worker({"--nproc_per_node", "2"}, {"wait", dir}), dir);
+  for (int rank = 0; rank < 2; ++rank)
+    ASSERT_TRUE(wait_for_file(dir + "/" + std::to_string(rank) + ".ready", seconds(30)));
+  ::kill(launcher, SIGUSR1);
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_TRUE(wait_for_file(dir + "/" + std::to_string(rank) + ".usr1", seconds(30)));
+  ::kill(launcher, SIGTERM);
+  EXPECT_EQ(wait_launcher(launcher), 128 + SIGTERM);
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_TRUE(fs::exists(dir + "/" + std::to_string(rank) + ".term"));
+  expect_nothing_left(dir);
+  fs::remove_all(dir);
+}
+
+TEST(LaunchTest, WorkersThatIgnoreSigtermAreKilledAfterTheGracePeriod) {
+  const std::string dir = make_temp_dir();
+  pid_t launcher = start_launcher(
+      worker({"--nproc_per_node", "2", "--shutdown_timeout", "0.3"}, {"ignore-term", dir}), dir);
+  for (int rank = 0; rank < 2; ++rank)
+    ASSERT_TRUE(wait_for_file(dir + "/" + std::to_string(rank) + ".ready", seconds(30)));
+  ::kill(launcher, SIGTERM);
+  EXPECT_EQ(wait_launcher(launcher), 128 + SIGTERM);
+  std::ifstream err(dir + "/launcher.err");
+  std::string text((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("sending SIGKILL"), std::string::npos) << text;
+  expect_nothing_left(dir);
+  fs::remove_all(dir);
+}
+
+TEST(LaunchTest, KillDashNineOfTheLauncherLeavesNoOrphanOrZombie) {
+  const std::string dir = make_temp_dir();
+  pid_t launcher = start_launcher(worker({"--nproc_per_node", "3"}, {"wait", dir}), dir);
+  for (int rank = 0; rank < 3; ++rank)
+    ASSERT_TRUE(wait_for_file(dir + "/" + std::to_string(rank) + ".ready", seconds(30)));
+  // The launcher, its watchdog, three workers and each worker's own child.
+  EXPECT_EQ(processes_mentioning(dir).size(), 8u);
+  ::kill(launcher, SIGKILL);
+  EXPECT_EQ(wait_launcher(launcher), 128 + SIGKILL);
+  // The killed launcher cannot reap: its workers come to this test process (a subreaper) to be
+  // reaped. What matters is that none of them is still running.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (!processes_mentioning(dir).empty() && std::chrono::steady_clock::now() < deadline) {
+    reap_exited_children();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  reap_exited_children();
+  expect_nothing_left(dir);
+  fs::remove_all(dir);
+}
+
+TEST(LaunchTest, HeavyOutputFromEightWorkersStaysLineAtomic) {
+  const int kLines = 3000;
+  LaunchRun run = run_launcher(worker({"--nproc_per_node", "8"}, {"spam", std::to_string(kLines)}));
+  ASSERT_EQ(run.exit_code, 0) << run.err.substr(0, 2000);
+  std::regex out_line(R"(\[rank(\d)\]: line (\d+) of rank (\d) ([a-z])\4{199} end)");
+  std::regex err_line(R"(\[rank(\d)\]: err (\d+) of rank (\d) ([a-z])\4{199} end)");
+  std::map<int, int> next_out, next_err;
+  for (const auto& [text, pattern, next] :
+       {std::tuple(&run.out, &out_line, &next_out), std::tuple(&run.err, &err_line, &next_err)}) {
+    for (const std::string& line : lines_of(*text)) {
+      if (line.rfind("acc-launch:", 0) == 0) continue;
+      std::smatch m;
+      ASSERT_TRUE(std::regex_match(line, m, *pattern)) << "torn or mixed line: " << line;
+      const int rank = std::stoi(m[1]);
+      ASSERT_EQ(rank, std::stoi(m[3])) << line;
+      ASSERT_EQ(std::stoi(m[2]), (*next)[rank]++) << "lines of rank " << rank << " out of order";
+    }
+  }
+  for (int rank = 0; rank < 8; ++rank) {
+    EXPECT_EQ(next_out[rank], kLines);
+    EXPECT_EQ(next_err[rank], kLines);
+  }
+}
+
+TEST(LaunchTest, TheErrorFileAndStderrTailAppearInTheReport) {
+  LaunchRun run = run_launcher(worker({"--nproc_per_node", "2"}, {"record"}));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("error     : ValueError: loss is nan"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("line 7, in step"), std::string::npos);
+  EXPECT_NE(run.err.find("| about to fail"), std::string::npos);
+}
+
+TEST(LaunchTest, LogDirKeepsPerAttemptPerRankFiles) {
+  const std::string dir = make_temp_dir();
+  LaunchRun run = run_launcher(worker(
+      {"--nproc_per_node", "2", "--log_dir", dir, "--redirects", "0:1", "--max_restarts", "1"},
+      {"fail-before", "1"}));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.find("[rank0]"), std::string::npos) << "rank 0's stdout is redirected";
+  EXPECT_NE(run.out.find("[rank1]: attempt 1"), std::string::npos);
+  std::vector<fs::path> runs(fs::directory_iterator(dir), fs::directory_iterator{});
+  ASSERT_EQ(runs.size(), 1u);
+  // Rank 1 of attempt 0 may be stopped before it prints: rank 0's failure ends the group.
+  for (auto [attempt, rank] : {std::pair(0, 0), std::pair(1, 0), std::pair(1, 1)}) {
+    {
+      fs::path stdout_log =
+          runs[0] / ("attempt_" + std::to_string(attempt)) / std::to_string(rank) / "stdout.log";
+      std::ifstream file(stdout_log);
+      std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(text, "attempt " + std::to_string(attempt) + "\n") << stdout_log;
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(LaunchTest, ThePrefixCanBeChangedOrTurnedOff) {
+  LaunchRun plain = run_launcher({"--log_line_prefix_template", "", "/bin/echo", "hi"});
+  EXPECT_EQ(plain.out, "hi\n");
+  LaunchRun custom = run_launcher({"--log_line_prefix_template", "<${role_name}:${local_rank}> ",
+                                   "--role", "trainer", "/bin/echo", "hi"});
+  EXPECT_EQ(custom.out, "<trainer:0> hi\n");
+}
+
+TEST(LaunchTest, DryRunPrintsEachWorkerAndStartsNothing) {
+  LaunchRun run = run_launcher({"--nproc_per_node", "2", "--dry_run", "--no_python", "/bin/false"});
+  EXPECT_EQ(run.exit_code, 0) << "/bin/false never ran";
+  EXPECT_NE(run.out.find("# rank 1 (local rank 1)\nLOCAL_RANK=1\nRANK=1\n"), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("command: /bin/false"), std::string::npos);
+}
+
+TEST(LaunchTest, AStorePortInUseIsOneClearError) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t length = sizeof(address);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  const std::string port = std::to_string(ntohs(address.sin_port));
+  LaunchRun run = run_launcher({"--master_port", port, "/bin/true"});
+  ::close(listener);
+  EXPECT_EQ(run.exit_code, 3);
+  EXPECT_EQ(lines_of(run.err).size(), 1u) << run.err;
+  EXPECT_NE(run.err.find("127.0.0.1:" + port), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("in use"), std::string::npos) << run.err;
+}
+
+TEST(LaunchTest, AProgramThatCannotRunIsOneClearError) {
+  LaunchRun run = run_launcher({"--nproc_per_node", "2", "./no-such-program"});
+  EXPECT_EQ(run.exit_code, 127);
+  EXPECT_EQ(run.err, "acc-launch: error: cannot run ./no-such-program: no such file\n");
+}
+
+struct BadFlag {
+  std::string case_name;
+  std::vector<std::string> args;
+  std::string names;  // what the one line must name
+};
+
+class BadFlagTest : public ::testing::TestWithParam<BadFlag> {};
+
+TEST_P(BadFlagTest, ExitsTwoWithOneLineNamingTheFlag) {
+  std::vector<std::string> args = GetParam().args;
+  LaunchRun run = run_launcher(args);
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  ASSERT_EQ(lines_of(run.err).size(), 1u) << run.err;
+  EXPECT_EQ(run.err.rfind("acc-launch: error: ", 0), 0u) << run.err;
+  EXPECT_NE(run.err.find(GetParam().names), std::string::npos) << run.err;
+  EXPECT_TRUE(run.out.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Launcher, BadFlagTest,
+    ::testing::Values(
+        BadFlag{"UnknownFlag", {"--bogus", "/bin/true"}, "--bogus"},
+        BadFlag{"NprocNotANumber", {"--nproc_per_node", "abc", "/bin/true"}, "--nproc_per_node"},
+        BadFlag{"NprocZero", {"--nproc_per_node", "0", "/bin/true"}, "--nproc_per_node"},
+        BadFlag{"NegativeRestarts", {"--max_restarts", "-1", "/bin/true"}, "--max-restarts"},
+        BadFlag{"ZeroNodes", {"--nnodes", "0", "/bin/true"}, "--nnodes"},
+        BadFlag{"NodeRankOutOfRange",
+                {"--nnodes", "2", "--node_rank", "2", "/bin/true"},
+                "--node_rank"},
+        BadFlag{"RedirectsOutOfRange", {"--redirects", "9", "/bin/true"}, "--redirects"},
+        BadFlag{"TeeMalformed", {"--tee", "0:x", "/bin/true"}, "--tee"},
+        BadFlag{"ModuleWithNoPython", {"-m", "--no_python", "x"}, "--no_python"},
+        BadFlag{"UnknownBackend", {"--rdzv_backend", "etcd", "/bin/true"}, "--rdzv_backend"},
+        BadFlag{"PortOutOfRange", {"--master_port", "70000", "/bin/true"}, "--master-port"},
+        BadFlag{
+            "UnknownPrecision", {"--mixed_precision", "fp32", "/bin/true"}, "--mixed-precision"},
+        BadFlag{"ProcessesNotDivisible",
+                {"--num_processes", "3", "--num_machines", "2", "x"},
+                "--num_processes"},
+        BadFlag{"RanksFilterMalformed",
+                {"--local_ranks_filter", "a", "/bin/true"},
+                "--local_ranks_filter"},
+        BadFlag{"ElasticNodes", {"--nnodes", "1:2", "/bin/true"}, "--nnodes"},
+        BadFlag{"NoProgram", {"--nproc_per_node", "2"}, "PROGRAM"}),
+    [](const auto& info) { return info.param.case_name; });
+
+}  // namespace
+}  // namespace acc::testing

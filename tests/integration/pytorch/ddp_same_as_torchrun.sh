@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# An unmodified PyTorch DDP script gives the same result under acc-launch as under torchrun.
+# Usage: ddp_same_as_torchrun.sh ACC_LAUNCH. Exits 77 (skipped) without python3-torch.
+set -euo pipefail
+launcher=$1
+here=$(cd "$(dirname "$0")" && pwd)
+python=/usr/bin/python3
+torchrun=$here/../../../../shared/peers/torchrun_debian.py
+if ! $python -c 'import torch.distributed' 2>/dev/null; then
+  echo "SKIP: $python cannot import torch.distributed"; exit 77
+fi
+
+ours=$("$launcher" --nproc_per_node 2 --python $python "$here/ddp_check.py" | sed -n 's/^\[rank0\]: RESULT/RESULT/p')
+echo "acc-launch: $ours"
+[ -n "$ours" ] || { echo "FAIL: no RESULT line from acc-launch"; exit 1; }
+case "$ours" in *"world=2 all_reduce=3 "*) ;; *) echo "FAIL: unexpected result"; exit 1;; esac
+
+if [ ! -f "$torchrun" ]; then
+  echo "torchrun peer not found at $torchrun (../shared absent): compared with nothing"; exit 0
+fi
+port=$($python -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])')
+theirs=$($python "$torchrun" --nproc_per_node 2 --master_port "$port" "$here/ddp_check.py" 2>/dev/null | grep '^RESULT')
+echo "torchrun:   $theirs"
+[ "$ours" = "$theirs" ] || { echo "FAIL: acc-launch and torchrun disagree"; exit 1; }
+echo "PASS: same result"

@@ -1,0 +1,134 @@
+// A small worker program for the launcher's integration tests. Its first argument picks what it
+// does; every mode is something a real training worker can do to its launcher.
+//
+//   env                      print KEY=VALUE for the contract variables, exit 0
+//   exit RANK CODE           rank RANK exits CODE after 50 ms; the others wait to be stopped
+//   signal RANK SIG          rank RANK raises SIG; the others wait to be stopped
+//   fail-before RESTARTS     exit 1 while TORCHELASTIC_RESTART_COUNT < RESTARTS, then exit 0
+//   spam LINES               print LINES long numbered lines to stdout and stderr at full speed
+//   record                   rank 0 writes a PyTorch @record error file and exits 1
+//   wait DIR                 write DIR/<rank>.pid, a grandchild's DIR/<rank>.child, then block;
+//                            on SIGUSR1 write DIR/<rank>.usr1 and go on; on SIGTERM write
+//                            DIR/<rank>.term and exit 0
+//   ignore-term DIR          like wait, but ignore SIGTERM
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+namespace {
+
+int rank() {
+  return std::atoi(std::getenv("RANK") ? std::getenv("RANK") : "0");
+}
+
+std::string dir_of_test;
+
+void touch(const std::string& name, const std::string& content = "") {
+  std::ofstream(dir_of_test + "/" + name) << content;
+}
+
+void on_usr1(int) {
+  touch(std::to_string(rank()) + ".usr1");
+}
+void on_term(int) {
+  touch(std::to_string(rank()) + ".term");
+  _exit(0);
+}
+
+[[noreturn]] void block_forever() {
+  for (;;) pause();
+}
+
+void write_pids_and_fork_grandchild() {
+  touch(std::to_string(rank()) + ".pid", std::to_string(getpid()));
+  const pid_t child = fork();
+  if (child == 0) {
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGUSR1, SIG_IGN);
+    block_forever();
+  }
+  touch(std::to_string(rank()) + ".child", std::to_string(child));
+  touch(std::to_string(rank()) + ".ready");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "env") {
+    for (const char* key : {"RANK",
+                            "LOCAL_RANK",
+                            "WORLD_SIZE",
+                            "LOCAL_WORLD_SIZE",
+                            "GROUP_RANK",
+                            "GROUP_WORLD_SIZE",
+                            "ROLE_RANK",
+                            "ROLE_NAME",
+                            "ROLE_WORLD_SIZE",
+                            "MASTER_ADDR",
+                            "MASTER_PORT",
+                            "TORCHELASTIC_RESTART_COUNT",
+                            "TORCHELASTIC_MAX_RESTARTS",
+                            "TORCHELASTIC_RUN_ID",
+                            "TORCHELASTIC_USE_AGENT_STORE",
+                            "TORCHELASTIC_ERROR_FILE",
+                            "OMP_NUM_THREADS",
+                            "ACCELERATE_MIXED_PRECISION",
+                            "CUDA_VISIBLE_DEVICES",
+                            "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
+      const char* value = std::getenv(key);
+      std::printf("%s=%s\n", key, value ? value : "<unset>");
+    }
+    for (int i = 2; i < argc; ++i) std::printf("ARG=%s\n", argv[i]);
+    return 0;
+  }
+  if (mode == "exit" || mode == "signal") {
+    if (rank() == std::atoi(argv[2])) {
+      usleep(50 * 1000);
+      if (mode == "exit") return std::atoi(argv[3]);
+      raise(std::atoi(argv[3]));
+    }
+    block_forever();
+  }
+  if (mode == "fail-before") {
+    const int restarts = std::atoi(std::getenv("TORCHELASTIC_RESTART_COUNT"));
+    std::printf("attempt %d\n", restarts);
+    return restarts < std::atoi(argv[2]) ? 1 : 0;
+  }
+  if (mode == "spam") {
+    const int lines = std::atoi(argv[2]);
+    std::string payload(200, static_cast<char>('a' + rank() % 26));
+    for (int i = 0; i < lines; ++i) {
+      // Written in pieces so that only the launcher can make the line whole.
+      std::printf("line %d of rank %d ", i, rank());
+      std::fflush(stdout);
+      std::printf("%s end\n", payload.c_str());
+      std::fprintf(stderr, "err %d of rank %d %s end\n", i, rank(), payload.c_str());
+    }
+    return 0;
+  }
+  if (mode == "record") {
+    if (rank() != 0) block_forever();
+    std::ofstream(std::getenv("TORCHELASTIC_ERROR_FILE"))
+        << R"({"message": {"message": "ValueError: loss is nan", "extraInfo": )"
+        << R"({"py_callstack": "Traceback (most recent call last):\n  File \"train.py\", )"
+        << R"(line 7, in step\nValueError: loss is nan\n", "timestamp": "1700000000"}}})";
+    std::fprintf(stderr, "about to fail\n");
+    return 1;
+  }
+  if (mode == "wait" || mode == "ignore-term") {
+    dir_of_test = argv[2];
+    signal(SIGUSR1, on_usr1);
+    signal(SIGTERM, mode == "wait" ? on_term : SIG_IGN);
+    write_pids_and_fork_grandchild();
+    block_forever();
+  }
+  std::fprintf(stderr, "test_worker: unknown mode '%s'\n", mode.c_str());
+  return 64;
+}

@@ -1,0 +1,179 @@
+#include "acc/launcher/plan.h"
+
+#include <gtest/gtest.h>
+
+#include "acc/common/error.h"
+
+namespace acc::launcher {
+namespace {
+
+LaunchOptions program(const std::string& name = "./train") {
+  LaunchOptions options;
+  options.program = name;
+  return options;
+}
+
+HostInfo host(int cpus = 4, int gpus = 0) {
+  HostInfo info;
+  info.hostname = "node7";
+  info.cpu_count = cpus;
+  info.gpu_count = gpus;
+  return info;
+}
+
+std::string value_of(const EnvList& env, const std::string& key) {
+  for (const auto& [k, v] : env)
+    if (k == key) return v;
+  return "<unset>";
+}
+
+TEST(PlanTest, NprocPerNodeAcceptsNumbersAndDeviceWords) {
+  LaunchOptions o = program();
+  o.nproc_per_node = "3";
+  EXPECT_EQ(build_plan(o, host()).nproc_per_node, 3);
+  o.nproc_per_node = "cpu";
+  EXPECT_EQ(build_plan(o, host(6, 2)).nproc_per_node, 6);
+  o.nproc_per_node = "gpu";
+  EXPECT_EQ(build_plan(o, host(6, 2)).nproc_per_node, 2);
+  o.nproc_per_node = "auto";
+  EXPECT_EQ(build_plan(o, host(6, 2)).nproc_per_node, 2);
+  EXPECT_EQ(build_plan(o, host(6, 0)).nproc_per_node, 6);
+  o.nproc_per_node = "gpu";
+  EXPECT_THROW(build_plan(o, host(6, 0)), ConfigError);
+}
+
+TEST(PlanTest, GlobalRanksFollowTheNodeRank) {
+  LaunchOptions o = program();
+  o.nproc_per_node = "4";
+  o.nnodes = "3";
+  o.node_rank = 2;
+  LaunchPlan plan = build_plan(o, host());
+  EXPECT_EQ(plan.world_size, 12);
+  ASSERT_EQ(plan.workers.size(), 4u);
+  EXPECT_EQ(plan.workers[0].rank, 8);
+  EXPECT_EQ(plan.workers[3].rank, 11);
+  EXPECT_EQ(plan.master_port, 29500) << "several nodes must agree on a port";
+}
+
+TEST(PlanTest, OneNodeWithoutAPortPicksAFreeOne) {
+  EXPECT_EQ(build_plan(program(), host()).master_port, 0);
+  LaunchOptions o = program();
+  o.master_port = 29600;
+  EXPECT_EQ(build_plan(o, host()).master_port, 29600);
+}
+
+TEST(PlanTest, AccelerateTotalsBecomePerNodeCounts) {
+  LaunchOptions o = program();
+  o.num_processes = 8;
+  o.num_machines = 2;
+  o.machine_rank = 1;
+  o.main_process_ip = "10.0.0.1";
+  o.main_process_port = 29555;
+  LaunchPlan plan = build_plan(o, host());
+  EXPECT_EQ(plan.nproc_per_node, 4);
+  EXPECT_EQ(plan.nnodes, 2);
+  EXPECT_EQ(plan.node_rank, 1);
+  EXPECT_EQ(plan.master_addr, "10.0.0.1");
+  EXPECT_EQ(plan.master_port, 29555);
+  EXPECT_EQ(plan.workers[0].rank, 4);
+}
+
+TEST(PlanTest, ContradictingSpellingsAreRefused) {
+  LaunchOptions o = program();
+  o.nnodes = "3";
+  o.given.insert("nnodes");
+  o.num_machines = 2;
+  EXPECT_THROW(build_plan(o, host()), ConfigError);
+}
+
+TEST(PlanTest, StaticEndpointStandsForMasterAddressAndPort) {
+  LaunchOptions o = program();
+  o.nnodes = "2";
+  o.rdzv_endpoint = "head:1234";
+  LaunchPlan plan = build_plan(o, host());
+  EXPECT_EQ(plan.master_addr, "head");
+  EXPECT_EQ(plan.master_port, 1234);
+}
+
+TEST(PlanTest, ProgramsRunUnderTheInterpreterByTheirKind) {
+  LaunchOptions o = program("train.py");
+  o.program_args = {"--lr", "1"};
+  EXPECT_EQ(build_plan(o, host()).workers[0].argv,
+            (std::vector<std::string>{"python3", "-u", "train.py", "--lr", "1"}));
+  o.module = true;
+  o.program = "pkg.train";
+  EXPECT_EQ(build_plan(o, host()).workers[0].argv,
+            (std::vector<std::string>{"python3", "-u", "-m", "pkg.train", "--lr", "1"}));
+  o.module = false;
+  o.no_python = true;
+  o.program = "train.py";
+  EXPECT_EQ(build_plan(o, host()).workers[0].argv.front(), "train.py");
+  LaunchOptions binary = program("./train");
+  EXPECT_EQ(build_plan(binary, host()).workers[0].argv.front(), "./train");
+}
+
+TEST(PlanTest, OmpThreadsDefaultToOneOnlyWhenUnsetAndSeveralWorkers) {
+  LaunchOptions o = program();
+  o.nproc_per_node = "2";
+  LaunchPlan plan = build_plan(o, host());
+  EXPECT_EQ(value_of(plan.env_defaults, "OMP_NUM_THREADS"), "1");
+  EXPECT_EQ(plan.notices.size(), 1u);
+  HostInfo with_omp = host();
+  with_omp.environment["OMP_NUM_THREADS"] = "8";
+  EXPECT_EQ(value_of(build_plan(o, with_omp).env_defaults, "OMP_NUM_THREADS"), "<unset>");
+  o.nproc_per_node = "1";
+  EXPECT_EQ(value_of(build_plan(o, host()).env_defaults, "OMP_NUM_THREADS"), "<unset>");
+  o.num_cpu_threads_per_process = 3;
+  EXPECT_EQ(value_of(build_plan(o, host()).env, "OMP_NUM_THREADS"), "3");
+}
+
+TEST(PlanTest, WorkerEnvironmentIsTheTorchrunContract) {
+  LaunchOptions o = program();
+  o.nproc_per_node = "2";
+  o.nnodes = "2";
+  o.node_rank = 1;
+  o.role = "trainer";
+  o.rdzv_id = "job7";
+  o.max_restarts = 3;
+  LaunchPlan plan = build_plan(o, host());
+  EnvList env = worker_env(plan, plan.workers[1], 2, 29500, "/logs/1/error.json");
+  EXPECT_EQ(value_of(env, "RANK"), "3");
+  EXPECT_EQ(value_of(env, "LOCAL_RANK"), "1");
+  EXPECT_EQ(value_of(env, "GROUP_RANK"), "1");
+  EXPECT_EQ(value_of(env, "WORLD_SIZE"), "4");
+  EXPECT_EQ(value_of(env, "GROUP_WORLD_SIZE"), "2");
+  EXPECT_EQ(value_of(env, "ROLE_NAME"), "trainer");
+  EXPECT_EQ(value_of(env, "TORCHELASTIC_RESTART_COUNT"), "2");
+  EXPECT_EQ(value_of(env, "TORCHELASTIC_MAX_RESTARTS"), "3");
+  EXPECT_EQ(value_of(env, "TORCHELASTIC_RUN_ID"), "job7");
+  EXPECT_EQ(value_of(env, "TORCHELASTIC_ERROR_FILE"), "/logs/1/error.json");
+  EXPECT_EQ(value_of(env, "MASTER_PORT"), "29500");
+}
+
+TEST(PlanTest, StreamSpecsReadAllOrPerRank) {
+  EXPECT_EQ(parse_stream_spec("3", "tee").mask_for(5), 3);
+  StreamSpec spec = parse_stream_spec("0:1,1:2", "redirects");
+  EXPECT_EQ(spec.mask_for(0), StreamSpec::kStdout);
+  EXPECT_EQ(spec.mask_for(1), StreamSpec::kStderr);
+  EXPECT_EQ(spec.mask_for(2), 0);
+  EXPECT_THROW(parse_stream_spec("4", "tee"), ConfigError);
+  EXPECT_THROW(parse_stream_spec("0:", "tee"), ConfigError);
+}
+
+TEST(PlanTest, PrefixTemplateExpandsItsMacros) {
+  LaunchOptions o = program();
+  o.log_line_prefix = "${hostname}/${role_name}/${rank}/${local_rank} ";
+  o.nproc_per_node = "2";
+  LaunchPlan plan = build_plan(o, host());
+  EXPECT_EQ(expand_prefix(plan, plan.workers[1]), "node7/default/1/1 ");
+}
+
+TEST(PlanTest, LocalRankMacroIsSubstitutedInArguments) {
+  LaunchOptions o = program();
+  o.nproc_per_node = "2";
+  o.program_args = {"--device=cuda:${local_rank}"};
+  EXPECT_EQ(build_plan(o, host()).workers[1].argv[1], "--device=cuda:1");
+}
+
+}  // namespace
+}  // namespace acc::launcher
