@@ -154,10 +154,10 @@ int run(const Args& args) {
   for (int epoch = static_cast<int>(train.epoch()); epoch < args.epochs; ++epoch) {
     size_t done = 0;
     for (const auto& batch : train) {
-      optimizer.zero_grad();
       auto loss = torch::nll_loss(model->forward(batch.data), batch.target);
       acc.backward(loss);
       optimizer.step();
+      optimizer.zero_grad();
       progress(acc, epoch + 1, ++done, train.size(), loss.item<double>());
     }
     accuracy = evaluate(acc, model, test);

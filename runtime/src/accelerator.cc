@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include "acc/common/error.h"
 #include "accelerator_impl.h"
@@ -62,8 +63,14 @@ Accelerator::Accelerator(AcceleratorOptions options)
       gradient_state_(std::make_shared<GradientState>()),
       impl_(std::make_unique<Impl>()) {
   logger_ = make_logger(env_);
-  if (options_.apply_omp_num_threads && env_.omp_num_threads > 0)
-    torch::set_num_threads(env_.omp_num_threads);
+  if (options_.apply_omp_num_threads) {
+    // OMP_NUM_THREADS wins (launchers set it per worker); otherwise the local processes share
+    // the cores. OpenMP's own default can be 1 in containers, which wastes a lone process's cores.
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    const int threads = env_.omp_num_threads > 0 ? env_.omp_num_threads
+                                                 : std::max(1, cores / env_.local_world_size);
+    torch::set_num_threads(threads);
+  }
 
   const bool cpu = options_.cpu || env_.use_cpu || !torch::cuda::is_available();
   if (!cpu) {

@@ -69,8 +69,8 @@ struct AcceleratorOptions {
   bool even_batches = true;
   // The worker environment; unset reads this process's environment.
   std::optional<WorkerEnv> env;
-  // Sets torch's intra-op threads to OMP_NUM_THREADS when it is set (torch reads it too, but
-  // only at start-up, and launchers set it per worker).
+  // Sets torch's intra-op threads to OMP_NUM_THREADS, or when that is unset to the cores
+  // divided by the local processes.
   bool apply_omp_num_threads = true;
 };
 
