@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """A plain PyTorch DDP script (gloo, env://) that runs unchanged under acc-launch or torchrun:
 
-    acc-launch --nproc_per_node 2 examples/python/ddp_train.py --steps 20
-    python3 -m torch.distributed.run --nproc_per_node 2 examples/python/ddp_train.py
+    acc-launch --nproc_per_node 2 --python /usr/bin/python3 examples/python/ddp_train.py --steps 20
+    /usr/bin/python3 -m torch.distributed.run --nproc_per_node 2 examples/python/ddp_train.py
+
+(--python names an interpreter that has torch; on Debian that is /usr/bin/python3.)
 
 It trains a small MLP on synthetic data and prints, on rank 0, the final loss and a checksum of
 the parameters (identical on every rank, which it checks).
