@@ -124,6 +124,13 @@ TEST(CollectivesTest, AWorldOfOneNeedsNoLauncher) {
   EXPECT_NE(result.output.find("collectives ok rank 0 of 1"), std::string::npos) << result.output;
 }
 
+TEST(MixedPrecisionTest, Bf16AutocastsOnCpuAndFp16OnCpuIsAClearError) {
+  auto result = run(std::string("env -u RANK -u WORLD_SIZE -u LOCAL_RANK ") + RUNTIME_WORKER_BIN +
+                    " mixed_precision");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("mixed precision ok"), std::string::npos) << result.output;
+}
+
 // 37 samples, batch 4, 2 ranks: the last round is padded with 3 samples from the start.
 TEST(GatherForMetricsTest, CountsEverySampleExactlyOnceWhenTheWorldDoesNotDivideTheDataset) {
   TempDir dir;

@@ -17,6 +17,7 @@
 #include <iostream>
 #include <string>
 
+#include "acc/common/error.h"
 #include "acc/runtime/runtime.h"
 
 namespace {
@@ -191,6 +192,37 @@ int metrics(const std::string& out, int64_t n) {
   return 0;
 }
 
+// bf16 autocast on CPU, and fp16 on CPU refused with a ConfigError.
+int mixed_precision() {
+  acc::AcceleratorOptions options;
+  options.mixed_precision = acc::MixedPrecision::kBf16;
+  acc::Accelerator acc(options);
+  torch::nn::Linear net(8, 4);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto [model, opt] = acc.prepare(net, sgd);
+  torch::Tensor out;
+  {
+    auto autocast = acc.autocast();
+    out = model->forward(torch::randn({2, 8}));
+  }
+  expect(out.scalar_type() == torch::kBFloat16, "bf16 autocast on CPU");
+  expect(model->forward(torch::randn({2, 8})).scalar_type() == torch::kFloat,
+         "autocast ends with its guard");
+  acc.backward(out.to(torch::kFloat).pow(2).mean());
+  opt.step();
+  expect(model->weight.grad().defined() && model->weight.dtype() == torch::kFloat,
+         "fp32 master weights get gradients");
+  options.mixed_precision = acc::MixedPrecision::kFp16;
+  try {
+    acc::Accelerator fp16(options);
+    fail("fp16 on CPU must be refused");
+  } catch (const acc::ConfigError& e) {
+    expect(std::string(e.what()).find("fp16") != std::string::npos, "the error names fp16");
+  }
+  std::cout << "mixed precision ok" << std::endl;
+  return 0;
+}
+
 int resume(const std::string& out, int epochs, bool crash) {
   acc::Accelerator acc;
   auto dataset = make_data(4 * acc.num_processes() * 6);
@@ -234,6 +266,7 @@ int main(int argc, char** argv) {
       return reference(arg(2), std::stoi(arg(3)), std::stoi(arg(4)), std::stoi(arg(5)));
     if (mode == "collectives") return collectives();
     if (mode == "metrics") return metrics(arg(2), std::stoll(arg(3)));
+    if (mode == "mixed_precision") return mixed_precision();
     if (mode == "resume") return resume(arg(2), std::stoi(arg(3)), arg(4) == "1");
     std::cerr << "runtime_worker: unknown mode '" << mode << "'\n";
     return 2;
