@@ -50,6 +50,35 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const WorkerEnv& env) {
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+// LibTorch 1.x: ProcessGroupGloo/NCCL are ProcessGroups. 2.x: they are Backends that a
+// ProcessGroup dispatches to, registered as distributed_c10d.py's _new_process_group_helper
+// does. (The 2.x branch is compiled against a PyTorch 2.x LibTorch only; CI has 1.13.)
+template <typename BackendT>
+c10::intrusive_ptr<c10d::ProcessGroup> as_process_group(
+    const c10::intrusive_ptr<c10d::Store>& store, const WorkerEnv& env,
+    c10::intrusive_ptr<BackendT> backend, bool cuda, std::chrono::milliseconds timeout) {
+#if TORCH_VERSION_MAJOR >= 2
+  const auto type =
+      cuda ? c10d::ProcessGroup::BackendType::NCCL : c10d::ProcessGroup::BackendType::GLOO;
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 6
+  (void)timeout;
+  auto pg = c10::make_intrusive<c10d::ProcessGroup>(store, env.rank, env.world_size);
+#else
+  auto options = c10::make_intrusive<c10d::ProcessGroup::Options>(cuda ? "nccl" : "gloo", timeout);
+  auto pg = c10::make_intrusive<c10d::ProcessGroup>(store, env.rank, env.world_size, options);
+#endif
+  pg->setDefaultBackend(type);
+  pg->setBackend(cuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU, type, backend);
+  return pg;
+#else
+  (void)store;
+  (void)env;
+  (void)cuda;
+  (void)timeout;
+  return backend;
+#endif
+}
+
 }  // namespace
 
 GroupHandle join_group(const WorkerEnv& env, bool cuda, std::chrono::milliseconds timeout) {
@@ -61,8 +90,10 @@ GroupHandle join_group(const WorkerEnv& env, bool cuda, std::chrono::millisecond
 #if ACC_WITH_NCCL
       auto opts = c10d::ProcessGroupNCCL::Options::create();
       opts->timeout = timeout;
-      handle.group =
-          c10::make_intrusive<c10d::ProcessGroupNCCL>(pg_store, env.rank, env.world_size, opts);
+      handle.group = as_process_group(
+          pg_store, env,
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(pg_store, env.rank, env.world_size, opts),
+          true, timeout);
 #else
       throw BackendError(
           "this LibTorch has no NCCL: run on CPU (ACCELERATE_USE_CPU=1) for the Gloo backend");
@@ -71,8 +102,10 @@ GroupHandle join_group(const WorkerEnv& env, bool cuda, std::chrono::millisecond
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
       opts->devices.push_back(gloo_device(env));
       opts->threads = 2;
-      handle.group =
-          c10::make_intrusive<c10d::ProcessGroupGloo>(pg_store, env.rank, env.world_size, opts);
+      handle.group = as_process_group(
+          pg_store, env,
+          c10::make_intrusive<c10d::ProcessGroupGloo>(pg_store, env.rank, env.world_size, opts),
+          false, timeout);
     }
   } catch (const acc::Error&) {
     throw;
