@@ -23,6 +23,7 @@
 #include "acc/launcher/failure_report.h"
 #include "acc/launcher/host.h"
 #include "acc/launcher/line_splitter.h"
+#include "acc/launcher/membership.h"
 #include "console.h"
 #include "error_file.h"
 #include "spawn.h"
@@ -125,6 +126,7 @@ struct Stream {
 
 struct Worker {
   WorkerSpec spec;
+  int rank = 0;
   pid_t pid = -1;
   bool running = false;
   int status = 0;  // as waitpid reports it
@@ -140,8 +142,10 @@ struct Worker {
 
 class Agent::Impl {
  public:
-  Impl(LaunchPlan plan, std::map<std::string, std::string> environment)
-      : plan_(std::move(plan)), environment_(std::move(environment)) {}
+  Impl(LaunchPlan plan, std::map<std::string, std::string> environment, const std::string& hostname)
+      : plan_(std::move(plan)),
+        environment_(std::move(environment)),
+        membership_(make_membership(plan_, hostname)) {}
 
   ~Impl() {
     if (signal_fd_ >= 0) ::close(signal_fd_);
@@ -151,33 +155,44 @@ class Agent::Impl {
     install_signal_handling();
     watchdog_ = std::make_unique<Watchdog>();
     run_dir_ = make_run_dir(plan_);
+    int restart_count = 0;
     for (int attempt = 0;; ++attempt) {
-      run_attempt(attempt);
+      try {
+        run_attempt(attempt, membership_->join(restart_count));
+      } catch (...) {
+        finish_run_dir();
+        throw;
+      }
       if (interrupted_by_) {
         notice(std::string("stopped by ") + sigabbrev_np(interrupted_by_) +
                ", forwarded to the workers");
-        finish_run_dir();
-        return 128 + interrupted_by_;
+        return finish(128 + interrupted_by_);
       }
-      if (!root_cause_) {
-        finish_run_dir();
-        return 0;
+      if (membership_changed_) {
+        notice("nodes joined or left the job; meeting again (no restart used)");
+        continue;
       }
-      if (attempt < plan_.max_restarts) {
+      if (!root_cause_) return finish(0);
+      if (restart_count < plan_.max_restarts) {
+        ++restart_count;
         notice("worker group failed (" + describe_root_cause() + "); restarting (" +
-               std::to_string(attempt + 1) + " of " + std::to_string(plan_.max_restarts) + ")");
+               std::to_string(restart_count) + " of " + std::to_string(plan_.max_restarts) + ")");
         continue;
       }
       std::vector<WorkerOutcome> outcomes = collect_outcomes();
       write_all(STDERR_FILENO, format_failure_report(plan_.program, attempt + 1, outcomes));
-      const int status = failure_exit_status(*std::find_if(
-          outcomes.begin(), outcomes.end(), [](const WorkerOutcome& o) { return o.root_cause; }));
-      finish_run_dir();
-      return status;
+      return finish(failure_exit_status(*std::find_if(
+          outcomes.begin(), outcomes.end(), [](const WorkerOutcome& o) { return o.root_cause; })));
     }
   }
 
  private:
+  int finish(int status) {
+    membership_->leave(status == 0);
+    finish_run_dir();
+    return status;
+  }
+
   void notice(const std::string& message) {
     if (!plan_.quiet) write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
   }
@@ -197,22 +212,18 @@ class Agent::Impl {
 
   // --- one attempt -------------------------------------------------------------------------
 
-  void run_attempt(int attempt) {
+  void run_attempt(int attempt, const Round& round) {
     root_cause_ = nullptr;
     stopping_ = false;
     killed_ = false;
+    membership_changed_ = false;
     workers_.clear();
+    round_ = round;
     attempt_dir_ = run_dir_ + "/attempt_" + std::to_string(attempt);
-    int port = plan_.master_port;
-    if (port == 0) {
-      port = pick_free_port();
-    } else if (plan_.node_rank == 0) {
-      ensure_port_free(plan_.master_addr, port);
-    }
+    next_membership_check_ = Clock::now() + membership_->poll_interval();
     try {
       std::vector<SpawnedProcess> started;
-      for (const WorkerSpec& spec : plan_.workers)
-        started.push_back(start_worker(spec, attempt, port));
+      for (const WorkerSpec& spec : plan_.workers) started.push_back(start_worker(spec));
       for (SpawnedProcess& process : started) await_exec(process);
     } catch (...) {
       stop_all(SIGKILL);
@@ -225,6 +236,8 @@ class Agent::Impl {
     while (any_running()) wait_for_events();
     close_streams();
     reap_leftovers();
+    ACC_CHECK(membership_error_.empty(), NetworkError,
+              "lost the job's rendezvous: ", membership_error_);
   }
 
   // Whatever the workers started outside their groups and left behind was reparented to us
@@ -244,24 +257,24 @@ class Agent::Impl {
     }
   }
 
-  SpawnedProcess start_worker(const WorkerSpec& spec, int attempt, int port) {
+  SpawnedProcess start_worker(const WorkerSpec& spec) {
     auto worker = std::make_unique<Worker>();
     worker->spec = spec;
+    worker->rank = global_rank(plan_, round_, spec.local_rank);
     worker->dir = attempt_dir_ + "/" + std::to_string(spec.local_rank);
     fs::create_directories(worker->dir);
     const std::string error_file = worker->dir + "/error.json";
 
     std::map<std::string, std::string> env = environment_;
     for (const auto& [key, value] : plan_.env_defaults) env.try_emplace(key, value);
-    for (const auto& [key, value] : worker_env(plan_, spec, attempt, port, error_file))
-      env[key] = value;
+    for (const auto& [key, value] : worker_env(plan_, spec, round_, error_file)) env[key] = value;
     SpawnRequest request;
     request.argv = spec.argv;
     auto path = env.find("PATH");
     request.executable =
         resolve_executable(spec.argv.front(), path == env.end() ? "/usr/bin:/bin" : path->second);
     for (const auto& [key, value] : env) request.env.push_back(key + "=" + value);
-    const std::string prefix = expand_prefix(plan_, spec);
+    const std::string prefix = expand_prefix(plan_, spec, round_);
     setup_stream(*worker, worker->out, StreamSpec::kStdout, prefix, STDOUT_FILENO, "stdout.log");
     setup_stream(*worker, worker->err, StreamSpec::kStderr, prefix, STDERR_FILENO, "stderr.log");
     request.capture_stdout =
@@ -332,6 +345,20 @@ class Agent::Impl {
       }
     }
     if (fds[0].revents & POLLIN) handle_signals();
+    if (!stopping_ && membership_->poll_interval().count() > 0 &&
+        Clock::now() >= next_membership_check_) {
+      next_membership_check_ = Clock::now() + membership_->poll_interval();
+      try {
+        if (membership_->changed()) {
+          membership_changed_ = true;
+          begin_stop(SIGTERM);
+        }
+      } catch (const Error& e) {
+        // The job's store is gone (its node died) or broke: this node cannot go on.
+        membership_error_ = e.what();
+        begin_stop(SIGTERM);
+      }
+    }
     if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
       notice("workers still running " + std::to_string(plan_.shutdown_timeout) +
              " s after the stop signal; sending SIGKILL");
@@ -421,15 +448,14 @@ class Agent::Impl {
     WorkerOutcome outcome;
     outcome.exit_code = WIFEXITED(root_cause_->status) ? WEXITSTATUS(root_cause_->status) : 0;
     outcome.signal = WIFSIGNALED(root_cause_->status) ? WTERMSIG(root_cause_->status) : 0;
-    return "rank " + std::to_string(root_cause_->spec.rank) + " exited with " +
-           describe_exit(outcome);
+    return "rank " + std::to_string(root_cause_->rank) + " exited with " + describe_exit(outcome);
   }
 
   std::vector<WorkerOutcome> collect_outcomes() const {
     std::vector<WorkerOutcome> outcomes;
     for (const auto& w : workers_) {
       WorkerOutcome o;
-      o.rank = w->spec.rank;
+      o.rank = w->rank;
       o.local_rank = w->spec.local_rank;
       o.host = plan_.hostname;
       o.pid = w->pid;
@@ -465,6 +491,11 @@ class Agent::Impl {
 
   LaunchPlan plan_;
   std::map<std::string, std::string> environment_;
+  std::unique_ptr<Membership> membership_;
+  Round round_;
+  bool membership_changed_ = false;
+  std::string membership_error_;
+  Clock::time_point next_membership_check_;
   int signal_fd_ = -1;
   std::string run_dir_;
   std::string attempt_dir_;
@@ -478,8 +509,9 @@ class Agent::Impl {
   Clock::time_point kill_deadline_;
 };
 
-Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment)
-    : impl_(std::make_unique<Impl>(std::move(plan), std::move(environment))) {}
+Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
+             const std::string& hostname)
+    : impl_(std::make_unique<Impl>(std::move(plan), std::move(environment), hostname)) {}
 Agent::~Agent() = default;
 int Agent::run() {
   return impl_->run();
@@ -491,10 +523,11 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
   out << "# acc-launch dry run: " << plan.nnodes << " node(s) x " << plan.nproc_per_node
       << " worker(s), world size " << plan.world_size << ", node rank " << plan.node_rank
       << ", store " << plan.master_addr << ":" << master_port << "\n";
+  const Round round = static_round(plan, master_port, 0);
   for (const WorkerSpec& worker : plan.workers) {
-    out << "\n# rank " << worker.rank << " (local rank " << worker.local_rank << ")\n";
-    for (const auto& [key, value] :
-         worker_env(plan, worker, 0, master_port, "<log dir>/error.json"))
+    out << "\n# rank " << global_rank(plan, round, worker.local_rank) << " (local rank "
+        << worker.local_rank << ")\n";
+    for (const auto& [key, value] : worker_env(plan, worker, round, "<log dir>/error.json"))
       out << key << "=" << value << "\n";
     for (const auto& [key, value] : plan.env_defaults)
       if (!environment.count(key)) out << key << "=" << value << "\n";

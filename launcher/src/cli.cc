@@ -67,22 +67,12 @@ class FlagTable {
   template <typename T>
   CLI::Option* value(const std::string& name, T& target, const std::string& help,
                      const std::string& short_name = "", bool torchrun = false) {
-    std::string spec = both_spellings(name);
-    if (!short_name.empty()) spec = short_name + "," + spec;
-    CLI::Option* option = app_.add_option(spec, target, help);
-    if (torchrun) option->envname(pet_name(name));
-    options_by_name_.emplace_back(name, option);
-    return option;
+    return track(name, torchrun, app_.add_option(spec(name, short_name), target, help));
   }
 
   CLI::Option* flag(const std::string& name, bool& target, const std::string& help,
                     const std::string& short_name = "", bool torchrun = false) {
-    std::string spec = both_spellings(name);
-    if (!short_name.empty()) spec = short_name + "," + spec;
-    CLI::Option* option = app_.add_flag(spec, target, help);
-    if (torchrun) option->envname(pet_name(name));
-    options_by_name_.emplace_back(name, option);
-    return option;
+    return track(name, torchrun, app_.add_flag(spec(name, short_name), target, help));
   }
 
   void record_given() {
@@ -91,6 +81,17 @@ class FlagTable {
   }
 
  private:
+  static std::string spec(const std::string& name, const std::string& short_name) {
+    return short_name.empty() ? both_spellings(name) : short_name + "," + both_spellings(name);
+  }
+
+  // torchrun's flags also read PET_<NAME> from the environment.
+  CLI::Option* track(const std::string& name, bool torchrun, CLI::Option* option) {
+    if (torchrun) option->envname(pet_name(name));
+    options_by_name_.emplace_back(name, option);
+    return option;
+  }
+
   CLI::App& app_;
   LaunchOptions& options_;
   std::vector<std::pair<std::string, CLI::Option*>> options_by_name_;
@@ -162,6 +163,9 @@ void add_accelerate_flags(FlagTable& t, LaunchOptions& o) {
 }
 
 void add_own_flags(FlagTable& t, LaunchOptions& o) {
+  t.value("hostfile", o.hostfile, "hosts of a static multi-node job: 'host slots=N' a line");
+  t.value("include", o.include_hosts, "hosts of the hostfile to use (comma list)");
+  t.value("exclude", o.exclude_hosts, "hosts of the hostfile to leave out (comma list)");
   t.value("python", o.python,
           "interpreter for .py programs and -m (default $PYTHON_EXEC or "
           "python3)");

@@ -3,15 +3,22 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "acc/common/error.h"
 #include "acc/launcher/agent.h"
 #include "acc/launcher/cli.h"
+#include "acc/launcher/cluster.h"
 #include "acc/launcher/host.h"
 #include "acc/launcher/plan.h"
+#include "commands/commands.h"
+#include "commands/rendezvous_command.h"
+#include "config_merge.h"
 #include "console.h"
 
 namespace {
@@ -23,6 +30,27 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
+// What a hostfile, or else the scheduler we run under, says about this node's place in the job.
+ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
+  ClusterFacts facts;
+  if (!options.hostfile.empty()) {
+    std::ifstream file(options.hostfile);
+    ACC_CHECK(file, acc::ConfigError, "--hostfile ", options.hostfile, ": cannot read it");
+    const std::string text((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
+    auto hosts = filter_hosts(parse_hostfile(text, options.hostfile), options.include_hosts,
+                              options.exclude_hosts);
+    facts = hostfile_facts(
+        hosts, host.hostname,
+        options.was_given("node_rank") ? std::optional(options.node_rank) : std::nullopt);
+  } else {
+    facts = detect_cluster(host.environment, resolve_slurm_node_address);
+  }
+  for (const std::string& source : facts.sources)
+    options.detected.push_back(facts.scheduler + ": " + source);
+  return facts;
+}
+
 int launch(const std::vector<std::string>& args) {
   ParseResult parsed = parse_launch_args(args);
   if (parsed.exit_now) {
@@ -30,23 +58,41 @@ int launch(const std::vector<std::string>& args) {
     return parsed.exit_code;
   }
   HostInfo host = detect_host();
+  apply_cluster_facts(cluster_facts(parsed.options, host), parsed.options);
+  // After the scheduler's facts: they count as given, and a config file fills only the rest.
+  apply_config_file(parsed.options);
   LaunchPlan plan = build_plan(parsed.options, host);
   if (plan.dry_run) {
     const int port = plan.master_port != 0 ? plan.master_port : pick_free_port();
+    for (const std::string& line : parsed.options.detected)
+      write_all(STDOUT_FILENO, "# detected " + line + "\n");
     write_all(STDOUT_FILENO, format_dry_run(plan, port, host.environment));
     return 0;
   }
-  Agent agent(std::move(plan), std::move(host.environment));
+  // The membership keeps a reference to the plan: both live in the agent.
+  Agent agent(std::move(plan), std::move(host.environment), host.hostname);
   return agent.run();
+}
+
+// `acc-launch SUBCOMMAND ...`, or a launch. `acc-launch launch ...` is always a launch, so a
+// program named like a subcommand can still be run.
+int dispatch(int argc, char** argv) {
+  const std::string first = argc > 1 ? argv[1] : "";
+  const std::vector<std::string> rest(argv + std::min(argc, 2), argv + argc);
+  if (first == "rendezvous") return run_rendezvous_command(argc - 1, argv + 1);
+  if (first == "config") return run_config_command(rest);
+  if (first == "env") return run_env_command(rest);
+  if (first == "test") return run_test_command(rest);
+  if (first == kTestWorkerCommand) return run_test_worker(rest);
+  if (first == "launch") return launch(rest);
+  return launch(std::vector<std::string>(argv + 1, argv + argc));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && args.front() == "launch") args.erase(args.begin());
   try {
-    return launch(args);
+    return dispatch(argc, argv);
   } catch (const acc::ConfigError& e) {
     return fail(2, e.what());
   } catch (const acc::StoreError& e) {

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <random>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 #include "acc/common/error.h"
 #include "accelerate_env.h"
@@ -43,8 +45,8 @@ int resolve_nproc_per_node(const LaunchOptions& o, const HostInfo& host) {
   throw ConfigError("--nproc_per_node " + value + ": expected a number, auto, cpu or gpu");
 }
 
-// nnodes is "N" or "MIN:MAX"; only a fixed count runs without elastic rendezvous.
-int resolve_nnodes(const std::string& value) {
+// nnodes is "N" or "MIN:MAX".
+std::pair<int, int> resolve_nnodes(const std::string& value) {
   std::vector<std::string> parts = split(value, ':');
   ACC_CHECK(parts.size() == 1 || parts.size() == 2, ConfigError, "--nnodes ", value,
             ": expected N or MIN:MAX");
@@ -52,10 +54,45 @@ int resolve_nnodes(const std::string& value) {
   auto high = parts.size() == 2 ? to_int(parts[1]) : low;
   ACC_CHECK(low && high && *low > 0 && *low <= *high, ConfigError, "--nnodes ", value,
             ": expected N or MIN:MAX with 0 < MIN <= MAX");
-  ACC_CHECK(*low == *high, ConfigError, "--nnodes ", value,
-            ": elastic membership (MIN:MAX) needs the c10d rendezvous, which is not supported "
-            "yet; give a fixed node count");
-  return *low;
+  return {*low, *high};
+}
+
+const std::set<std::string> kRendezvousKeys = {
+    "join_timeout",           "last_call_timeout", "close_timeout", "keep_alive_interval",
+    "keep_alive_max_attempt", "read_timeout",      "is_host",       "timeout",
+    "heartbeat_timeout",      "store_type",        "rank"};
+
+std::map<std::string, std::string> parse_rdzv_conf(const std::string& text) {
+  std::map<std::string, std::string> conf;
+  for (const std::string& item : split(text, ',')) {
+    if (item.empty()) continue;
+    const size_t equals = item.find('=');
+    ACC_CHECK(equals != std::string::npos && equals + 1 < item.size(), ConfigError, "--rdzv_conf ",
+              item, ": expected key=value");
+    const std::string key = item.substr(0, equals);
+    ACC_CHECK(kRendezvousKeys.count(key), ConfigError, "--rdzv_conf ", key,
+              ": unknown key; known: join_timeout, last_call_timeout, keep_alive_interval, "
+              "keep_alive_max_attempt, read_timeout, is_host, ...");
+    conf[key] = item.substr(equals + 1);
+  }
+  return conf;
+}
+
+void resolve_elastic(const LaunchOptions& o, LaunchPlan& plan) {
+  ACC_CHECK(!o.rdzv_endpoint.empty(), ConfigError,
+            "--rdzv_backend c10d: give --rdzv_endpoint host[:port], the address of the "
+            "rendezvous store (one of the nodes, or `acc-launch rendezvous serve`)");
+  const size_t colon = o.rdzv_endpoint.rfind(':');
+  plan.rdzv_host = o.rdzv_endpoint.substr(0, colon);
+  if (colon != std::string::npos) {
+    auto port = to_int(o.rdzv_endpoint.substr(colon + 1));
+    ACC_CHECK(port && *port > 0 && *port < 65536, ConfigError, "--rdzv_endpoint ", o.rdzv_endpoint,
+              ": the port must be 1-65535");
+    plan.rdzv_port = *port;
+  }
+  plan.rdzv_conf = parse_rdzv_conf(o.rdzv_conf);
+  ACC_CHECK(o.rdzv_id != "none" || !o.was_given("rdzv_id"), ConfigError,
+            "--rdzv_id none: give the job an id every node shares");
 }
 
 // Folds Accelerate's spellings into torchrun's; the same setting given both ways must agree.
@@ -120,11 +157,17 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
 
   ACC_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d", ConfigError, "--rdzv_backend ",
             o.rdzv_backend, ": expected static or c10d");
-  ACC_CHECK(o.rdzv_backend == "static" || o.standalone, ConfigError,
-            "--rdzv_backend c10d: elastic rendezvous is not supported yet; use the static "
-            "backend with --master_addr and --master_port");
-  plan.nnodes = o.standalone ? 1 : resolve_nnodes(merged.nnodes);
-  plan.node_rank = merged.node_rank;
+  plan.rdzv_backend = o.standalone ? "static" : o.rdzv_backend;
+  std::tie(plan.min_nodes, plan.max_nodes) =
+      o.standalone ? std::pair(1, 1) : resolve_nnodes(merged.nnodes);
+  plan.local_addr = o.local_addr;
+  if (plan.rdzv_backend == "c10d") resolve_elastic(o, plan);
+  ACC_CHECK(plan.rdzv_backend == "c10d" || plan.min_nodes == plan.max_nodes, ConfigError,
+            "--nnodes ", merged.nnodes,
+            ": elastic membership (MIN:MAX) needs --rdzv_backend c10d and --rdzv_endpoint");
+  // An elastic node learns its rank and the node count in each round; the plan holds the most.
+  plan.nnodes = plan.max_nodes;
+  plan.node_rank = plan.rdzv_backend == "c10d" ? 0 : merged.node_rank;
   ACC_CHECK(plan.node_rank >= 0 && plan.node_rank < plan.nnodes, ConfigError, "--node_rank ",
             plan.node_rank, ": must be between 0 and ", plan.nnodes - 1, " for ", plan.nnodes,
             " node(s)");
@@ -151,11 +194,11 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
               "--rdzv_endpoint ", o.rdzv_endpoint, ": the static backend needs host:port");
     port_given = to_int(o.rdzv_endpoint.substr(colon + 1));
   }
-  if (o.standalone || (!port_given && plan.nnodes == 1))
+  if (o.standalone || (!port_given && plan.nnodes == 1) || plan.rdzv_backend == "c10d")
     plan.master_port = 0;  // a free port, chosen at launch (torchrun >= 2.4 does the same)
   else
     plan.master_port = port_given.value_or(29500);
-  ACC_CHECK(plan.master_port != 0 || plan.nnodes == 1, ConfigError,
+  ACC_CHECK(plan.master_port != 0 || plan.nnodes == 1 || plan.rdzv_backend == "c10d", ConfigError,
             "--master_port 0: a free port can only be chosen on a single node; give the port "
             "every node will use");
 }
@@ -235,7 +278,6 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   for (int local_rank = 0; local_rank < plan.nproc_per_node; ++local_rank) {
     WorkerSpec worker;
     worker.local_rank = local_rank;
-    worker.rank = plan.node_rank * plan.nproc_per_node + local_rank;
     for (const std::string& arg : argv)
       worker.argv.push_back(replace_all(arg, "${local_rank}", std::to_string(local_rank)));
     plan.workers.push_back(std::move(worker));
@@ -243,34 +285,52 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   return plan;
 }
 
-EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, int restart_count,
-                   int master_port, const std::string& error_file) {
+Round static_round(const LaunchPlan& plan, int master_port, int restart_count) {
+  Round round;
+  round.node_rank = plan.node_rank;
+  round.nnodes = plan.nnodes;
+  round.master_addr = plan.master_addr;
+  round.master_port = master_port;
+  round.restart_count = restart_count;
+  return round;
+}
+
+int global_rank(const LaunchPlan& plan, const Round& round, int local_rank) {
+  return round.node_rank * plan.nproc_per_node + local_rank;
+}
+
+EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
+                   const std::string& error_file) {
+  const std::string rank = std::to_string(global_rank(plan, round, worker.local_rank));
+  const std::string world_size = std::to_string(round.nnodes * plan.nproc_per_node);
   EnvList env = {
       {"LOCAL_RANK", std::to_string(worker.local_rank)},
-      {"RANK", std::to_string(worker.rank)},
-      {"GROUP_RANK", std::to_string(plan.node_rank)},
-      {"ROLE_RANK", std::to_string(worker.rank)},
+      {"RANK", rank},
+      {"GROUP_RANK", std::to_string(round.node_rank)},
+      {"ROLE_RANK", rank},
       {"ROLE_NAME", plan.role},
       {"LOCAL_WORLD_SIZE", std::to_string(plan.nproc_per_node)},
-      {"WORLD_SIZE", std::to_string(plan.world_size)},
-      {"GROUP_WORLD_SIZE", std::to_string(plan.nnodes)},
-      {"ROLE_WORLD_SIZE", std::to_string(plan.world_size)},
-      {"MASTER_ADDR", plan.master_addr},
-      {"MASTER_PORT", std::to_string(master_port)},
-      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+      {"WORLD_SIZE", world_size},
+      {"GROUP_WORLD_SIZE", std::to_string(round.nnodes)},
+      {"ROLE_WORLD_SIZE", world_size},
+      {"MASTER_ADDR", round.master_addr},
+      {"MASTER_PORT", std::to_string(round.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(round.restart_count)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)},
       {"TORCHELASTIC_RUN_ID", plan.run_id},
-      // Rank 0 hosts the worker store until the launcher serves one itself.
-      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      // "True": every worker is a client of the store the launcher serves; "False": rank 0
+      // hosts it, as torchrun's workers do without an agent store.
+      {"TORCHELASTIC_USE_AGENT_STORE", round.agent_store ? "True" : "False"},
       {"TORCHELASTIC_ERROR_FILE", error_file},
   };
   env.insert(env.end(), plan.env.begin(), plan.env.end());
   return env;
 }
 
-std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker) {
+std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round) {
   std::string prefix = plan.log_line_prefix;
-  prefix = replace_all(prefix, "${rank}", std::to_string(worker.rank));
+  prefix =
+      replace_all(prefix, "${rank}", std::to_string(global_rank(plan, round, worker.local_rank)));
   prefix = replace_all(prefix, "${local_rank}", std::to_string(worker.local_rank));
   prefix = replace_all(prefix, "${role_name}", plan.role);
   return replace_all(prefix, "${hostname}", plan.hostname);

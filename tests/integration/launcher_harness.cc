@@ -37,10 +37,13 @@ pid_t spawn(const std::vector<std::string>& args, const std::map<std::string, st
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
     std::string entry = *e;
-    if (!env.count(entry.substr(0, entry.find('=')))) env_strings.push_back(entry);
+    const std::string key = entry.substr(0, entry.find('='));
+    if (!env.count(key) && key != "HF_HOME") env_strings.push_back(entry);
   }
   for (const auto& [k, v] : env)
     if (!v.empty()) env_strings.push_back(k + "=" + v);  // empty: unset
+  // A developer's own `accelerate config` file must not leak into the tests.
+  if (!env.count("HF_HOME")) env_strings.push_back("HF_HOME=/nonexistent/acc-launch-tests");
   std::vector<char*> argv, envp;
   for (auto& a : full) argv.push_back(a.data());
   argv.push_back(nullptr);

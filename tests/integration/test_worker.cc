@@ -4,7 +4,9 @@
 //   env                      print KEY=VALUE for the contract variables, exit 0
 //   exit RANK CODE           rank RANK exits CODE after 50 ms; the others wait to be stopped
 //   signal RANK SIG          rank RANK raises SIG; the others wait to be stopped
-//   fail-before RESTARTS     exit 1 while TORCHELASTIC_RESTART_COUNT < RESTARTS, then exit 0
+//   fail-before RESTARTS     print "attempt N"; rank 0 exits 1 while TORCHELASTIC_RESTART_COUNT
+//                            < RESTARTS; every other exit is 0 (so only rank 0's failure
+//                            can stop the group, after the others have printed)
 //   spam LINES               print LINES long numbered lines to stdout and stderr at full speed
 //   record                   rank 0 writes a PyTorch @record error file and exits 1
 //   wait DIR                 write DIR/<rank>.pid, a grandchild's DIR/<rank>.child, then block;
@@ -99,7 +101,7 @@ int main(int argc, char** argv) {
   if (mode == "fail-before") {
     const int restarts = std::atoi(std::getenv("TORCHELASTIC_RESTART_COUNT"));
     std::printf("attempt %d\n", restarts);
-    return restarts < std::atoi(argv[2]) ? 1 : 0;
+    return rank() == 0 && restarts < std::atoi(argv[2]) ? 1 : 0;
   }
   if (mode == "spam") {
     const int lines = std::atoi(argv[2]);

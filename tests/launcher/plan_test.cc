@@ -50,8 +50,9 @@ TEST(PlanTest, GlobalRanksFollowTheNodeRank) {
   LaunchPlan plan = build_plan(o, host());
   EXPECT_EQ(plan.world_size, 12);
   ASSERT_EQ(plan.workers.size(), 4u);
-  EXPECT_EQ(plan.workers[0].rank, 8);
-  EXPECT_EQ(plan.workers[3].rank, 11);
+  const Round round = static_round(plan, 29500, 0);
+  EXPECT_EQ(global_rank(plan, round, plan.workers[0].local_rank), 8);
+  EXPECT_EQ(global_rank(plan, round, plan.workers[3].local_rank), 11);
   EXPECT_EQ(plan.master_port, 29500) << "several nodes must agree on a port";
 }
 
@@ -75,7 +76,7 @@ TEST(PlanTest, AccelerateTotalsBecomePerNodeCounts) {
   EXPECT_EQ(plan.node_rank, 1);
   EXPECT_EQ(plan.master_addr, "10.0.0.1");
   EXPECT_EQ(plan.master_port, 29555);
-  EXPECT_EQ(plan.workers[0].rank, 4);
+  EXPECT_EQ(global_rank(plan, static_round(plan, 29555, 0), 0), 4);
 }
 
 TEST(PlanTest, ContradictingSpellingsAreRefused) {
@@ -136,7 +137,8 @@ TEST(PlanTest, WorkerEnvironmentIsTheTorchrunContract) {
   o.rdzv_id = "job7";
   o.max_restarts = 3;
   LaunchPlan plan = build_plan(o, host());
-  EnvList env = worker_env(plan, plan.workers[1], 2, 29500, "/logs/1/error.json");
+  EnvList env =
+      worker_env(plan, plan.workers[1], static_round(plan, 29500, 2), "/logs/1/error.json");
   EXPECT_EQ(value_of(env, "RANK"), "3");
   EXPECT_EQ(value_of(env, "LOCAL_RANK"), "1");
   EXPECT_EQ(value_of(env, "GROUP_RANK"), "1");
@@ -165,7 +167,7 @@ TEST(PlanTest, PrefixTemplateExpandsItsMacros) {
   o.log_line_prefix = "${hostname}/${role_name}/${rank}/${local_rank} ";
   o.nproc_per_node = "2";
   LaunchPlan plan = build_plan(o, host());
-  EXPECT_EQ(expand_prefix(plan, plan.workers[1]), "node7/default/1/1 ");
+  EXPECT_EQ(expand_prefix(plan, plan.workers[1], static_round(plan, 1, 0)), "node7/default/1/1 ");
 }
 
 TEST(PlanTest, LocalRankMacroIsSubstitutedInArguments) {

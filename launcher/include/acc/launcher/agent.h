@@ -9,14 +9,17 @@
 #include <memory>
 #include <string>
 
+#include "acc/launcher/membership.h"
 #include "acc/launcher/plan.h"
 
 namespace acc::launcher {
 
 class Agent {
  public:
-  // `environment` is what every worker inherits beneath the plan's variables.
-  Agent(LaunchPlan plan, std::map<std::string, std::string> environment);
+  // `environment` is what every worker inherits beneath the plan's variables; `hostname` names
+  // this node to the others in an elastic job.
+  Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
+        const std::string& hostname = "localhost");
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;

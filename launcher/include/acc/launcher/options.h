@@ -53,6 +53,11 @@ struct LaunchOptions {
   bool quiet = false;
   std::string config_file;
 
+  // Hostfile launches (DeepSpeed / Horovod / Open MPI syntax).
+  std::string hostfile;
+  std::string include_hosts;
+  std::string exclude_hosts;
+
   // acc-launch's own.
   std::string python = "python3";  // interpreter for .py programs and -m (also $PYTHON_EXEC)
   std::string log_line_prefix = "[rank${rank}]: ";
@@ -60,6 +65,10 @@ struct LaunchOptions {
 
   // Environment entries a config file contributes (ACCELERATE_*, FSDP_*, ...), in order.
   std::vector<std::pair<std::string, std::string>> extra_env;
+
+  // Where settings not given on the command line came from (a scheduler, a hostfile), one line
+  // each; --dry_run shows them.
+  std::vector<std::string> detected;
 
   // The program and its arguments, verbatim.
   std::string program;

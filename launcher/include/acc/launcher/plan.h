@@ -35,13 +35,30 @@ struct StreamSpec {
 
 struct WorkerSpec {
   int local_rank = 0;
-  int rank = 0;
   std::vector<std::string> argv;
+};
+
+// This node's place in the job for one attempt: fixed by the flags (static rendezvous) or agreed
+// in a rendezvous round. Global ranks follow from it.
+struct Round {
+  int node_rank = 0;
+  int nnodes = 1;
+  std::string master_addr;
+  int master_port = 0;
+  int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT: failures so far, not re-rendezvous
+  bool agent_store = false;  // the launcher serves the workers' store at master_addr:port
 };
 
 struct LaunchPlan {
   int nproc_per_node = 1;
-  int nnodes = 1;
+  int nnodes = 1;     // static jobs; elastic ones learn it in each round
+  int min_nodes = 1;  // elastic: --nnodes MIN:MAX
+  int max_nodes = 1;
+  std::string rdzv_backend = "static";
+  std::string rdzv_host;  // c10d: the rendezvous store, --rdzv_endpoint host[:29400]
+  int rdzv_port = 29400;
+  std::map<std::string, std::string> rdzv_conf;  // --rdzv_conf k=v,...
+  std::string local_addr;                        // this node's address as the other nodes reach it
   int node_rank = 0;
   int world_size = 1;
   std::string master_addr;
@@ -65,6 +82,12 @@ struct LaunchPlan {
   std::vector<std::string> notices;  // one-line messages for the user (e.g. OMP_NUM_THREADS)
 };
 
+// The round of a static job: the plan's own node rank and count.
+Round static_round(const LaunchPlan& plan, int master_port, int restart_count);
+
+// A worker's global rank in a round.
+int global_rank(const LaunchPlan& plan, const Round& round, int local_rank);
+
 // Builds the plan. Throws ConfigError (one line naming the flag and the fix) for bad input.
 LaunchPlan build_plan(const LaunchOptions& options, const HostInfo& host);
 
@@ -74,10 +97,10 @@ StreamSpec parse_stream_spec(const std::string& value, const std::string& flag);
 // The variables acc-launch sets for one worker of one attempt, in a stable order: the torchrun
 // contract, then plan.env. The worker inherits the launcher's environment beneath these, plus
 // plan.env_defaults where the launcher has no value.
-EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, int restart_count,
-                   int master_port, const std::string& error_file);
+EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
+                   const std::string& error_file);
 
 // Expands ${rank}, ${local_rank}, ${role_name} and ${hostname} in the log line prefix.
-std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker);
+std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round);
 
 }  // namespace acc::launcher

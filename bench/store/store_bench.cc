@@ -1,0 +1,178 @@
+// Store throughput and latency: LibTorch's own C++ client, c10d::TCPStore, with 1, 8 and 32
+// client threads (one connection each) doing set, get and add in turn, against our StoreServer
+// and against PyTorch's TCPStore server in the same process and run. Prints ops/s, p50 and p99
+// per server and the ratios.
+//
+// Usage: store_bench [--seconds S] [--clients 1,8,32] [--rounds R]
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "acc/rendezvous/store_server.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double cpu_seconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct Result {
+  double server_cpu_us_per_op = 0;  // process CPU minus the client threads' CPU, per operation
+  double ops_per_second = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+};
+
+std::unique_ptr<c10d::TCPStore> connect(int port) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(port);
+  options.isServer = false;
+  options.timeout = std::chrono::seconds(60);
+  return std::make_unique<c10d::TCPStore>("127.0.0.1", options);
+}
+
+double percentile(std::vector<std::int64_t>& ns, double p) {
+  if (ns.empty()) return 0;
+  auto index = static_cast<std::size_t>(p * static_cast<double>(ns.size() - 1));
+  std::nth_element(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(index), ns.end());
+  return static_cast<double>(ns[index]) / 1000.0;
+}
+
+// Every client thread connects first; all start together and run for `seconds`.
+Result measure(int port, int clients, double seconds) {
+  std::vector<std::unique_ptr<c10d::TCPStore>> stores;
+  for (int i = 0; i < clients; ++i) stores.push_back(connect(port));
+  std::vector<std::vector<std::int64_t>> latencies(clients);
+  std::atomic<bool> go{false};
+  std::atomic<long> ops{0};
+  std::vector<double> client_cpu(clients, 0.0);
+  auto duration =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) {
+    threads.emplace_back([&, i] {
+      c10d::TCPStore& store = *stores[i];
+      std::string key = "bench/" + std::to_string(i);
+      std::vector<uint8_t> value(64, static_cast<uint8_t>('a' + i % 26));
+      auto& mine = latencies[i];
+      mine.reserve(1 << 20);
+      while (!go.load()) std::this_thread::yield();
+      double cpu_start = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
+      auto end = Clock::now() + duration;
+      long done = 0;
+      for (Clock::time_point now = Clock::now(); now < end;) {
+        // set is one-way in the protocol; the get that follows is what waits for it to land.
+        auto t0 = now;
+        store.set(key, value);
+        auto t1 = Clock::now();
+        store.get(key);
+        auto t2 = Clock::now();
+        store.add("bench/counter", 1);
+        now = Clock::now();
+        mine.push_back((t1 - t0).count());
+        mine.push_back((t2 - t1).count());
+        mine.push_back((now - t2).count());
+        done += 3;
+      }
+      ops += done;
+      client_cpu[i] = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
+    });
+  }
+  auto start = Clock::now();
+  double process_cpu_start = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
+  go = true;
+  for (auto& thread : threads) thread.join();
+  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  double server_cpu = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - process_cpu_start;
+  for (double c : client_cpu) server_cpu -= c;
+  std::vector<std::int64_t> all;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  Result result;
+  result.ops_per_second = static_cast<double>(ops.load()) / elapsed;
+  result.p50_us = percentile(all, 0.50);
+  result.p99_us = percentile(all, 0.99);
+  result.server_cpu_us_per_op = server_cpu * 1e6 / static_cast<double>(std::max(1L, ops.load()));
+  return result;
+}
+
+std::vector<int> parse_list(const char* text) {
+  std::vector<int> out;
+  for (const char* p = text; *p;) {
+    out.push_back(std::atoi(p));
+    p = std::strchr(p, ',');
+    if (!p) break;
+    ++p;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double seconds = 2.0;
+  int rounds = 1;
+  std::vector<int> client_counts = {1, 8, 32};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--seconds") == 0)
+      seconds = std::atof(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--clients") == 0)
+      client_counts = parse_list(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--rounds") == 0)
+      rounds = std::atoi(argv[i + 1]);
+  }
+
+  acc::rendezvous::StoreServerOptions options;
+  options.host = "127.0.0.1";
+  acc::rendezvous::StoreServer ours(options);
+  ours.start();
+
+  c10d::TCPStoreOptions torch_options;
+  torch_options.port = 0;
+  torch_options.isServer = true;
+  torch_options.waitWorkers = false;
+  c10d::TCPStore torch_server("127.0.0.1", torch_options);
+
+  std::printf("c10d::TCPStore clients doing set+get+add for %.1f s each, %u hardware threads\n",
+              seconds, std::thread::hardware_concurrency());
+  std::printf("%8s %-16s %12s %10s %10s %14s\n", "clients", "server", "ops/s", "p50 us", "p99 us",
+              "server cpu us/op");
+  for (int clients : client_counts) {
+    for (int round = 0; round < rounds; ++round) {
+      // Alternate which server goes first so neither always runs on a warmer machine.
+      Result mine, theirs;
+      if (round % 2 == 0) {
+        mine = measure(ours.port(), clients, seconds);
+        theirs = measure(torch_server.getPort(), clients, seconds);
+      } else {
+        theirs = measure(torch_server.getPort(), clients, seconds);
+        mine = measure(ours.port(), clients, seconds);
+      }
+      std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "acc StoreServer",
+                  mine.ops_per_second, mine.p50_us, mine.p99_us, mine.server_cpu_us_per_op);
+      std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "PyTorch TCPStore",
+                  theirs.ops_per_second, theirs.p50_us, theirs.p99_us, theirs.server_cpu_us_per_op);
+      std::printf("%8d %-16s %11.2fx %9.2fx %9.2fx %13.2fx\n", clients, "ratio acc/torch",
+                  mine.ops_per_second / theirs.ops_per_second, mine.p50_us / theirs.p50_us,
+                  mine.p99_us / theirs.p99_us,
+                  mine.server_cpu_us_per_op / theirs.server_cpu_us_per_op);
+      std::fflush(stdout);
+    }
+  }
+  ours.stop();
+  return 0;
+}

@@ -1,0 +1,570 @@
+#include "acc/config/questionnaire.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+
+#include "acc/common/error.h"
+#include "acc/config/schema.h"
+
+namespace acc::config {
+namespace {
+
+// The machine types of Accelerate's menu, in its order, and the distributed_type of each.
+const std::vector<std::string> kMachineTypes = {"No distributed training",
+                                                "multi-CPU",
+                                                "multi-XPU",
+                                                "multi-HPU",
+                                                "multi-GPU",
+                                                "multi-NPU",
+                                                "multi-MLU",
+                                                "multi-SDAA",
+                                                "multi-MUSA",
+                                                "multi-NEURON",
+                                                "TPU"};
+const std::vector<std::string> kDistributedTypes = {
+    "NO",        "MULTI_CPU",  "MULTI_XPU",  "MULTI_HPU",    "MULTI_GPU", "MULTI_NPU",
+    "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_NEURON", "XLA"};
+// config_utils.py DYNAMO_BACKENDS, lower-cased as the menu shows them (its TORHCHXLA typo is
+// fixed here: choosing that item fails in Accelerate).
+const std::vector<std::string> kDynamoBackends = {"eager",
+                                                  "aot_eager",
+                                                  "inductor",
+                                                  "aot_ts_nvfuser",
+                                                  "nvprims_nvfuser",
+                                                  "cudagraphs",
+                                                  "ofi",
+                                                  "fx2trt",
+                                                  "onnxrt",
+                                                  "tensorrt",
+                                                  "aot_torchxla_trace_once",
+                                                  "torchxla_trace_once",
+                                                  "tvm"};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+// _ask_field(): asks until `convert` accepts the answer; an empty answer takes the default.
+template <typename T>
+T ask_field(Prompter& p, const std::string& prompt,
+            const std::function<std::optional<T>(const std::string&)>& convert,
+            std::optional<T> fallback, const std::string& error) {
+  while (true) {
+    const std::string answer = p.ask(prompt);
+    if (answer.empty() && fallback) return *fallback;
+    if (auto value = convert(answer)) return *value;
+    p.say(error);
+  }
+}
+
+bool ask_yes_no(Prompter& p, const std::string& prompt, bool fallback) {
+  // Accelerate's converter: "yes" or "no" in any case; y/n are refused and asked again.
+  return ask_field<bool>(
+      p, prompt,
+      [](const std::string& answer) -> std::optional<bool> {
+        const std::string a = lower(answer);
+        if (a == "yes") return true;
+        if (a == "no") return false;
+        return std::nullopt;
+      },
+      fallback, "Please enter yes or no.");
+}
+
+std::optional<int> to_int(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (*end != '\0' || value < 0 || value > 1000000) return std::nullopt;
+  return static_cast<int>(value);
+}
+
+int ask_int(Prompter& p, const std::string& prompt, std::optional<int> fallback, int minimum,
+            int maximum, const std::string& error) {
+  return ask_field<int>(
+      p, prompt,
+      [&](const std::string& answer) -> std::optional<int> {
+        auto v = to_int(answer);
+        if (v && *v >= minimum && *v <= maximum) return v;
+        return std::nullopt;
+      },
+      fallback, error);
+}
+
+bool valid_gpu_ids(const std::string& text) {
+  if (text == "all") return true;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string part = text.substr(start, comma - start);
+    if (part.empty() || !std::all_of(part.begin(), part.end(), ::isdigit)) return false;
+    start = comma + 1;
+  }
+  return true;
+}
+
+int count_ids(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), ',')) + 1;
+}
+
+std::string device_word(const std::string& type) {
+  if (type == "MULTI_CPU") return "processes";
+  if (type == "MULTI_NEURON") return "NEURON cores";
+  if (type.rfind("MULTI_", 0) == 0 && type != "MULTI_GPU") return type.substr(6) + "(s)";
+  return "GPU(s)";
+}
+
+std::string expand_user(const std::string& path) {
+  const char* home = std::getenv("HOME");
+  if (path.rfind("~/", 0) == 0 && home) return home + path.substr(1);
+  if (path == "~" && home) return home;
+  return path;
+}
+
+// The DeepSpeed questions of cluster.py, in order.
+void ask_deepspeed(Prompter& p, int num_machines, Value& ds) {
+  auto any_text = [](const std::string& a) -> std::optional<std::string> { return a; };
+  auto some_text = [](const std::string& a) -> std::optional<std::string> {
+    if (a.empty()) return std::nullopt;
+    return a;
+  };
+  if (ask_yes_no(p,
+                 "Do you want to specify a json file to a DeepSpeed config? [yes/NO]: ", false)) {
+    ds.set("deepspeed_config_file",
+           Value::of_string(ask_field<std::string>(
+               p, "Please enter the path to the json DeepSpeed config file: ", any_text,
+               std::string("none"), "")));
+  } else {
+    const int stage = p.choose("What should be your DeepSpeed's ZeRO optimization stage?",
+                               {"0", "1", "2", "3"}, 2);
+    ds.set("zero_stage", Value::of_int(stage));
+    const std::vector<std::string> devices = {"none", "cpu", "nvme"};
+    if (stage >= 2) {
+      const std::string optimizer =
+          devices[p.choose("Where to offload optimizer states?", devices, 0)];
+      const std::string params = devices[p.choose("Where to offload parameters?", devices, 0)];
+      ds.set("offload_optimizer_device", Value::of_string(optimizer));
+      ds.set("offload_param_device", Value::of_string(params));
+      if (params == "nvme")
+        ds.set("offload_param_nvme_path",
+               Value::of_string(ask_field<std::string>(p, "Nvme Path to offload parameters?",
+                                                       any_text, std::string("/nvme"), "")));
+      if (optimizer == "nvme")
+        ds.set("offload_optimizer_nvme_path",
+               Value::of_string(ask_field<std::string>(p, "Nvme Path to offload optimizer states?",
+                                                       any_text, std::string("/nvme"), "")));
+    }
+    ds.set("gradient_accumulation_steps",
+           Value::of_int(ask_int(p,
+                                 "How many gradient accumulation steps you're passing in your "
+                                 "script? [1]: ",
+                                 1, 1, 1000000, "Please enter an integer of at least 1.")));
+    if (ask_yes_no(p, "Do you want to use gradient clipping? [yes/NO]: ", false)) {
+      ds.set("gradient_clipping", Value::of_float(ask_field<double>(
+                                      p, "What is the gradient clipping value? [1.0]: ",
+                                      [](const std::string& a) -> std::optional<double> {
+                                        char* end = nullptr;
+                                        const double v = std::strtod(a.c_str(), &end);
+                                        if (a.empty() || *end != '\0' || v <= 0)
+                                          return std::nullopt;
+                                        return v;
+                                      },
+                                      1.0, "Please enter a positive number such as 1.0.")));
+    }
+    if (stage == 3)
+      ds.set("zero3_save_16bit_model",
+             Value::of_bool(ask_yes_no(
+                 p, "Do you want to save 16-bit model weights when using ZeRO Stage-3? [yes/NO]: ",
+                 false)));
+  }
+  ds.set("zero3_init_flag",
+         Value::of_bool(ask_yes_no(p,
+                                   "Do you want to enable `deepspeed.zero.Init` when using ZeRO "
+                                   "Stage-3 for constructing massive models? [yes/NO]: ",
+                                   false)));
+  if (ask_yes_no(p, "Do you want to enable Mixture-of-Experts training (MoE)? [yes/NO]: ", false))
+    ds.set("deepspeed_moe_layer_cls_names",
+           Value::of_string(ask_field<std::string>(
+               p,
+               "Specify the comma-separated list of transformers MoE layer class names "
+               "(case-sensitive), e.g :  `MixtralSparseMoeBlock`, `Qwen2MoeSparseMoeBlock`, "
+               "`JetMoEAttention,JetMoEBlock` ... : ",
+               some_text, std::nullopt, "Please enter at least one class name.")));
+  if (num_machines > 1) {
+    // acc-launch starts every machine itself, as DeepSpeed's `standard` launcher does; the other
+    // launchers' hostfile questions would configure nothing (docs/config.md).
+    ds.set("deepspeed_multinode_launcher", Value::of_string("standard"));
+    p.say(
+        "acc-launch starts DeepSpeed on each machine as its `standard` launcher does; start "
+        "acc-launch on every machine.");
+  }
+}
+
+// The FSDP questions of cluster.py, in order.
+void ask_fsdp(Prompter& p, Value& f) {
+  const std::vector<std::string> strategies = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD",
+                                               "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"};
+  const std::vector<std::string> wraps = {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"};
+  const std::vector<std::string> prefetch = {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"};
+  const int version = p.choose("What should be your FSDP version? [2]: ", {"1", "2"}, 1) + 1;
+  f.set("fsdp_version", Value::of_int(version));
+  if (version == 1)
+    f.set("fsdp_reshard_after_forward",
+          Value::of_string(
+              strategies[p.choose("What should be your sharding strategy?", strategies, 0)]));
+  else
+    f.set("fsdp_reshard_after_forward",
+          Value::of_bool(
+              ask_yes_no(p, "Do you want to enable resharding after forward? [YES/no]: ", true)));
+  f.set("fsdp_offload_params",
+        Value::of_bool(ask_yes_no(
+            p, "Do you want to offload parameters and gradients to CPU? [yes/NO]: ", false)));
+  const std::string wrap = wraps[p.choose("What should be your auto wrap policy?", wraps, 0)];
+  f.set("fsdp_auto_wrap_policy", Value::of_string(wrap));
+  if (wrap == wraps[0]) {
+    if (!ask_yes_no(p,
+                    "Do you want to use the model's `_no_split_modules` to wrap. Only applicable "
+                    "for \xf0\x9f\xa4\x97 Transformers [yes/NO]: ",
+                    false))
+      f.set("fsdp_transformer_layer_cls_to_wrap",
+            Value::of_string(ask_field<std::string>(
+                p,
+                "Specify the comma-separated list of transformer layer class names "
+                "(case-sensitive) to wrap ,e.g, :`BertLayer`, `GPTJBlock`, `T5Block`, "
+                "`BertLayer,BertEmbeddings,BertSelfOutput` ...? : ",
+                [](const std::string& a) -> std::optional<std::string> {
+                  if (a.empty()) return std::nullopt;
+                  return a;
+                },
+                std::nullopt, "Please enter at least one class name.")));
+  } else if (wrap == wraps[1]) {
+    f.set("fsdp_min_num_params",
+          Value::of_int(ask_int(p,
+                                "What should be your FSDP's minimum number of parameters for "
+                                "Default Auto Wrapping Policy? [1e8]: ",
+                                100000000, 1, 2000000000, "Please enter an integer.")));
+  }
+  if (version == 1)
+    f.set("fsdp_backward_prefetch",
+          Value::of_string(prefetch[p.choose("What should be your FSDP's backward prefetch policy?",
+                                             prefetch, 0)]));
+  const std::vector<std::string> state_dicts =
+      version == 1
+          ? std::vector<std::string>{"FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT"}
+          : std::vector<std::string>{"SHARDED_STATE_DICT", "FULL_STATE_DICT"};
+  f.set("fsdp_state_dict_type",
+        Value::of_string(
+            state_dicts[p.choose("What should be your FSDP's state dict type?", state_dicts, 0)]));
+  if (version == 1) {
+    f.set("fsdp_forward_prefetch",
+          Value::of_bool(ask_yes_no(
+              p, "Do you want to enable FSDP's forward prefetch policy? [yes/NO]: ", false)));
+    f.set("fsdp_use_orig_params",
+          Value::of_bool(ask_yes_no(
+              p, "Do you want to enable FSDP's `use_orig_params` feature? [YES/no]: ", true)));
+  }
+  const bool ram = ask_yes_no(p,
+                              "Do you want to enable CPU RAM efficient model loading? Only "
+                              "applicable for \xf0\x9f\xa4\x97 Transformers models. [YES/no]: ",
+                              true);
+  f.set("fsdp_cpu_ram_efficient_loading", Value::of_bool(ram));
+  if (version == 1)
+    f.set("fsdp_sync_module_states",
+          Value::of_bool(ram || ask_yes_no(p,
+                                           "Do you want each individually wrapped FSDP unit to "
+                                           "broadcast module parameters from rank 0 at the "
+                                           "start? [YES/no]: ",
+                                           true)));
+  f.set("fsdp_activation_checkpointing",
+        Value::of_bool(ask_yes_no(
+            p, "Do you want to enable FSDP activation checkpointing? [yes/NO]: ", false)));
+}
+
+// FSDP 2's parallelism-config questions of cluster.py.
+void ask_parallelism(Prompter& p, Value& pc) {
+  if (!ask_yes_no(p, "Do you want to use the parallelism config? [yes/NO]: ", false)) return;
+  const std::string prefix = "parallelism_config_";
+  const std::pair<const char*, const char*> sizes[] = {
+      {"dp_replicate_size", "What is the data parallelism replicate size? [1]: "},
+      {"dp_shard_size", "What is the FSDP shard size? [1]: "},
+      {"tp_size", "What is the tensor parallelism size? [1]: "},
+      {"cp_size", "What is the context parallelism size? [1]: "}};
+  for (const auto& [name, prompt] : sizes)
+    pc.set(prefix + name,
+           Value::of_int(ask_int(p, prompt, 1, 1, 1000000, "Please enter an integer.")));
+  if (pc.find(prefix + "cp_size")->integer > 1) {
+    const std::vector<std::string> strategies = {"allgather", "alltoall"};
+    pc.set(prefix + "cp_comm_strategy",
+           Value::of_string(strategies[p.choose(
+               "What is the compute parallelism communication strategy?", strategies, 0)]));
+  }
+}
+
+// The Megatron-LM questions of cluster.py.
+void ask_megatron(Prompter& p, Value& m) {
+  const int tp = ask_int(p, "What is the Tensor Parallelism degree/size? [1]:", 1, 1, 1000000,
+                         "Please enter an integer.");
+  m.set("megatron_lm_tp_degree", Value::of_int(tp));
+  if (tp > 1)
+    m.set("megatron_lm_sequence_parallelism",
+          Value::of_bool(
+              ask_yes_no(p, "Do you want to enable Sequence Parallelism? [YES/no]: ", true)));
+  const int pp = ask_int(p, "What is the Pipeline Parallelism degree/size? [1]:", 1, 1, 1000000,
+                         "Please enter an integer.");
+  m.set("megatron_lm_pp_degree", Value::of_int(pp));
+  if (pp > 1)
+    m.set("megatron_lm_num_micro_batches",
+          Value::of_int(ask_int(p, "What is the number of micro-batches? [1]:", 1, 1, 1000000,
+                                "Please enter an integer.")));
+  m.set("megatron_lm_recompute_activations",
+        Value::of_bool(ask_yes_no(
+            p, "Do you want to enable selective activation recomputation? [YES/no]: ", true)));
+  m.set("megatron_lm_use_distributed_optimizer",
+        Value::of_bool(ask_yes_no(p,
+                                  "Do you want to use distributed optimizer which shards optimizer "
+                                  "state and gradients across data parallel ranks? [YES/no]: ",
+                                  true)));
+  m.set(
+      "megatron_lm_gradient_clipping",
+      Value::of_float(ask_field<double>(
+          p, "What is the gradient clipping value based on global L2 Norm (0 to disable)? [1.0]: ",
+          [](const std::string& a) -> std::optional<double> {
+            char* end = nullptr;
+            const double v = std::strtod(a.c_str(), &end);
+            if (a.empty() || *end != '\0' || v < 0) return std::nullopt;
+            return v;
+          },
+          1.0, "Please enter a number such as 1.0.")));
+}
+
+}  // namespace
+
+ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
+  (void)facts;
+  while (p.choose("In which compute environment are you running?",
+                  {"This machine", "AWS (Amazon SageMaker)"}, 0) != 0)
+    p.say("acc-launch launches on this machine only; for SageMaker use `accelerate config`.");
+
+  std::string type;
+  while (true) {
+    type = kDistributedTypes[p.choose("Which type of machine are you using?", kMachineTypes, 0)];
+    if (type != "XLA") break;
+    p.say("acc-launch does not launch TPU runs; for TPUs use `accelerate config`.");
+  }
+  const bool multi = type != "NO";
+
+  int num_machines = 1, machine_rank = 0, port = 0;
+  std::string ip, rdzv_backend = "static";
+  bool same_network = true, debug = false;
+  if (multi) {
+    num_machines = ask_int(p,
+                           "How many different machines will you use (use more than 1 for "
+                           "multi-node training)? [1]: ",
+                           1, 1, 100000, "Please enter an integer of at least 1.");
+    if (num_machines > 1) {
+      std::vector<std::string> ranks;
+      for (int i = 0; i < num_machines; ++i) ranks.push_back(std::to_string(i));
+      machine_rank = p.choose("What is the rank of this machine?", ranks, 0);
+      ip = ask_field<std::string>(
+          p, "What is the IP address of the machine that will host the main process? ",
+          [](const std::string& a) -> std::optional<std::string> {
+            if (a.empty() || a.find(' ') != std::string::npos) return std::nullopt;
+            return a;
+          },
+          std::nullopt, "Please enter the address of machine 0, such as 10.0.0.1.");
+      port = ask_int(p, "What is the port you will use to communicate with the main process? ",
+                     std::nullopt, 1, 65535, "Please enter a port between 1 and 65535.");
+      same_network = ask_yes_no(p,
+                                "Are all the machines on the same local network? Answer `no` if "
+                                "nodes are on the cloud and/or on different network hosts "
+                                "[YES/no]: ",
+                                true);
+      if (!same_network)
+        rdzv_backend = ask_field<std::string>(
+            p, "What rendezvous backend will you use? ('static', 'c10d', ...): ",
+            [](const std::string& a) -> std::optional<std::string> {
+              if (a == "static" || a == "c10d") return a;
+              return std::nullopt;
+            },
+            std::string("static"), "Please enter static or c10d.");
+    }
+    debug = ask_yes_no(p,
+                       "Should distributed operations be checked while running for errors? This "
+                       "can avoid timeout issues but will be slower. [yes/NO]: ",
+                       false);
+  }
+
+  bool use_cpu = type == "MULTI_CPU";
+  if (type == "NO")
+    use_cpu = ask_yes_no(p,
+                         "Do you want to run your training on CPU only (even if a GPU / Apple "
+                         "Silicon / Ascend NPU device is available)? [yes/NO]:",
+                         false);
+
+  std::string hostfile;
+  if (type == "MULTI_CPU" &&
+      ask_yes_no(p, "Do you want accelerate to launch mpirun? [yes/NO]: ", false))
+    hostfile = expand_user(ask_field<std::string>(
+        p, "Please enter the path to the hostfile to use with mpirun [~/hostfile]: ",
+        [](const std::string& a) -> std::optional<std::string> { return a; },
+        std::string("~/hostfile"), ""));
+
+  Value dynamo = Value::map();
+  if (ask_yes_no(p, "Do you wish to optimize your script with torch dynamo?[yes/NO]:", false)) {
+    const int backend = p.choose("Which dynamo backend would you like to use?", kDynamoBackends, 2);
+    dynamo.set("dynamo_backend", Value::of_string(upper(kDynamoBackends[backend])));
+    if (ask_yes_no(
+            p, "Do you want to customize the defaults sent to torch.compile? [yes/NO]: ", false)) {
+      const std::vector<std::string> modes = {"default", "reduce-overhead", "max-autotune"};
+      dynamo.set("dynamo_mode",
+                 Value::of_string(modes[p.choose("Which mode do you want to use?", modes, 0)]));
+      dynamo.set("dynamo_use_fullgraph",
+                 Value::of_bool(ask_yes_no(p,
+                                           "Do you want the fullgraph mode or it is ok to break "
+                                           "model into several subgraphs? [yes/NO]: ",
+                                           false)));
+      dynamo.set("dynamo_use_dynamic",
+                 Value::of_bool(ask_yes_no(
+                     p, "Do you want to enable dynamic shape tracing? [yes/NO]: ", false)));
+      dynamo.set("dynamo_use_regional_compilation",
+                 Value::of_bool(ask_yes_no(
+                     p, "Do you want to enable regional compilation? [yes/NO]: ", false)));
+    }
+  }
+
+  const bool gpu_like = is_multi_device_type(type) || type == "NO";
+  std::string paradigm;
+  Value deepspeed = Value::map();
+  Value fsdp = Value::map();
+  Value parallelism = Value::map();
+  Value megatron = Value::map();
+  if (gpu_like && ask_yes_no(p, "Do you want to use DeepSpeed? [yes/NO]: ", false)) {
+    paradigm = "DEEPSPEED";
+    ask_deepspeed(p, num_machines, deepspeed);
+  }
+  if (paradigm.empty() && is_multi_device_type(type) &&
+      ask_yes_no(p, "Do you want to use FullyShardedDataParallel? [yes/NO]: ", false)) {
+    paradigm = "FSDP";
+    ask_fsdp(p, fsdp);
+    if (fsdp.find("fsdp_version")->integer == 2) ask_parallelism(p, parallelism);
+  }
+  if (paradigm.empty() && type == "MULTI_GPU" &&
+      ask_yes_no(p, "Do you want to use Megatron-LM ? [yes/NO]: ", false)) {
+    paradigm = "MEGATRON_LM";
+    ask_megatron(p, megatron);
+  }
+
+  int num_processes = 1;
+  if (multi || !paradigm.empty()) {
+    const std::string word = paradigm.empty() ? device_word(type) : "GPU(s)";
+    while (true) {
+      num_processes =
+          ask_int(p, "How many " + word + " should be used for distributed training? [1]:", 1, 1,
+                  1000000, "Please enter an integer of at least 1.");
+      if (num_processes % num_machines != 0) {
+        p.say("Please enter a multiple of the number of machines (" + std::to_string(num_machines) +
+              "): it counts the processes of every machine.");
+        continue;
+      }
+      if (type == "MULTI_GPU" && num_machines == 1 && num_processes == 1 && paradigm.empty()) {
+        p.say(
+            "Specified distributed type MULTI_GPU but only using 1 GPU on a single machine. "
+            "Please enter at least 2, or select `No distributed training`.");
+        continue;
+      }
+      break;
+    }
+  }
+
+  std::string gpu_ids;
+  // Asked for the plain types only: DeepSpeed, FSDP and Megatron-LM skip it (cluster.py).
+  if (gpu_like && paradigm.empty() && !use_cpu) {
+    const int per_machine = num_processes / num_machines;
+    gpu_ids = ask_field<std::string>(
+        p,
+        "What " + device_word(type == "NO" ? "MULTI_GPU" : type) +
+            " (by id) should be used for training on this machine as a comma-separated list? "
+            "[all]:",
+        [&](const std::string& a) -> std::optional<std::string> {
+          if (!valid_gpu_ids(a)) return std::nullopt;
+          if (a != "all" && count_ids(a) < per_machine) return std::nullopt;
+          return a;
+        },
+        std::string("all"),
+        "Please enter all, or at least " + std::to_string(per_machine) +
+            " comma-separated ids such as 0,1.");
+  }
+
+  bool numa = false;
+  if ((type == "NO" || type == "MULTI_GPU") && paradigm.empty() && !use_cpu)
+    numa = ask_yes_no(p,
+                      "Would you like to enable numa efficiency? (Currently only supported on "
+                      "NVIDIA hardware). [yes/NO]: ",
+                      false);
+
+  const std::vector<std::string> precisions = {"no", "fp16", "bf16", "fp8"};
+  // With a DeepSpeed JSON file, the precision is the JSON file's business (cluster.py).
+  const bool ds_json = deepspeed.find("deepspeed_config_file") != nullptr;
+  const std::string mixed_precision =
+      ds_json ? "" : precisions[p.choose("Do you wish to use mixed precision?", precisions, 0)];
+  Value fp8 = Value::map();
+  if (mixed_precision == "fp8") {
+    const std::vector<std::string> backends = {"ao", "te", "msamp"};
+    fp8.set("backend",
+            Value::of_string(
+                upper(backends[p.choose("Which FP8 backend do you want to use?", backends, 0)])));
+  }
+  if (!dynamo.entries.empty() && mixed_precision == "no" && !use_cpu)
+    p.say(
+        "Torch dynamo used without mixed precision requires TF32 to be efficient. Accelerate "
+        "will enable it by default when launching your scripts.");
+
+  // What cluster.py returns, as ClusterConfig.to_dict() writes it.
+  ClusterConfig config;
+  config.set("compute_environment", Value::of_string("LOCAL_MACHINE"));
+  config.set("debug", Value::of_bool(debug));
+  config.set("distributed_type", Value::of_string(paradigm.empty() ? type : paradigm));
+  config.set("downcast_bf16", Value::of_string("no"));
+  config.set("enable_cpu_affinity", Value::of_bool(numa));
+  if (!gpu_ids.empty()) config.set("gpu_ids", Value::of_string(gpu_ids));
+  config.set("machine_rank", Value::of_int(machine_rank));
+  if (num_machines > 1) {
+    config.set("main_process_ip", Value::of_string(ip));
+    config.set("main_process_port", Value::of_int(port));
+  }
+  config.set("main_training_function", Value::of_string("main"));
+  if (!mixed_precision.empty()) config.set("mixed_precision", Value::of_string(mixed_precision));
+  config.set("num_machines", Value::of_int(num_machines));
+  config.set("num_processes", Value::of_int(num_processes));
+  config.set("rdzv_backend", Value::of_string(rdzv_backend));
+  config.set("same_network", Value::of_bool(same_network));
+  Value empty_list;
+  empty_list.kind = Value::Kind::kList;
+  config.set("tpu_env", empty_list);
+  config.set("tpu_use_cluster", Value::of_bool(false));
+  config.set("tpu_use_sudo", Value::of_bool(false));
+  config.set("use_cpu", Value::of_bool(use_cpu));
+  if (!dynamo.entries.empty()) config.set("dynamo_config", dynamo);
+  if (!fp8.entries.empty()) config.set("fp8_config", fp8);
+  if (!deepspeed.entries.empty()) config.set("deepspeed_config", deepspeed);
+  if (!fsdp.entries.empty()) config.set("fsdp_config", fsdp);
+  if (!parallelism.entries.empty()) config.set("parallelism_config", parallelism);
+  if (!megatron.entries.empty()) config.set("megatron_lm_config", megatron);
+  if (!hostfile.empty()) {
+    Value mpirun = Value::map();
+    mpirun.set("mpirun_hostfile", Value::of_string(hostfile));
+    config.set("mpirun_config", mpirun);
+  }
+  return config;
+}
+
+}  // namespace acc::config

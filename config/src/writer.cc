@@ -1,0 +1,169 @@
+// Writing a config back, as `accelerate config` does (config_args.py to_dict/to_yaml_file/
+// to_json_file): sorted keys, null values and empty sections left out.
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "acc/common/error.h"
+#include "acc/config/cluster_config.h"
+#include "yaml_value.h"
+
+namespace acc::config {
+namespace {
+
+// to_dict(): drops None values and turns empty dicts into None (so drops them too).
+std::vector<std::pair<std::string, Value>> written_entries(const Value& map) {
+  std::vector<std::pair<std::string, Value>> out;
+  for (const auto& [key, value] : map.entries) {
+    if (value.is_null()) continue;
+    if (value.is_map() && value.entries.empty()) continue;
+    out.emplace_back(key, value);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+std::string yaml_scalar(const Value& value) {
+  switch (value.kind) {
+    case Value::Kind::kNull:
+      return "null";
+    case Value::Kind::kBool:
+      return value.boolean ? "true" : "false";
+    case Value::Kind::kInt:
+      return std::to_string(value.integer);
+    case Value::Kind::kFloat:
+      return python_float_repr(value.real);
+    default: {
+      if (!detail::needs_quotes(value.text)) return value.text;
+      std::string quoted = "'";
+      for (char c : value.text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+      return quoted + "'";
+    }
+  }
+}
+
+void write_yaml(const Value& map, int indent, std::string& out) {
+  const std::string pad(indent, ' ');
+  for (const auto& [key, value] : written_entries(map)) {
+    if (value.is_map()) {
+      out += pad + key + ":\n";
+      write_yaml(value, indent + 2, out);
+    } else if (value.kind == Value::Kind::kList) {
+      if (value.items.empty()) {
+        out += pad + key + ": []\n";
+        continue;
+      }
+      out += pad + key + ":\n";
+      for (const Value& item : value.items) out += pad + "- " + yaml_scalar(item) + "\n";
+    } else {
+      out += pad + key + ": " + yaml_scalar(value) + "\n";
+    }
+  }
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out + "\"";
+}
+
+void write_json(const Value& value, int indent, std::string& out) {
+  const std::string pad(indent + 2, ' ');
+  switch (value.kind) {
+    case Value::Kind::kMap: {
+      const auto entries = written_entries(value);
+      if (entries.empty()) {
+        out += "{}";
+        return;
+      }
+      out += "{\n";
+      for (size_t i = 0; i < entries.size(); ++i) {
+        out += pad + json_string(entries[i].first) + ": ";
+        write_json(entries[i].second, indent + 2, out);
+        out += i + 1 < entries.size() ? ",\n" : "\n";
+      }
+      out += std::string(indent, ' ') + "}";
+      return;
+    }
+    case Value::Kind::kList:
+      if (value.items.empty()) {
+        out += "[]";
+        return;
+      }
+      out += "[\n";
+      for (size_t i = 0; i < value.items.size(); ++i) {
+        out += pad;
+        write_json(value.items[i], indent + 2, out);
+        out += i + 1 < value.items.size() ? ",\n" : "\n";
+      }
+      out += std::string(indent, ' ') + "]";
+      return;
+    case Value::Kind::kString:
+      out += json_string(value.text);
+      return;
+    default:
+      out += yaml_scalar(value);
+  }
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void make_parents(const std::string& path) {
+  for (size_t slash = path.find('/', 1); slash != std::string::npos;
+       slash = path.find('/', slash + 1)) {
+    const std::string dir = path.substr(0, slash);
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+      throw ConfigError("cannot create the directory " + dir + ": " + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+std::string to_yaml(const ClusterConfig& config) {
+  std::string out;
+  write_yaml(config.root(), 0, out);
+  return out;
+}
+
+std::string to_json(const ClusterConfig& config) {
+  std::string out;
+  write_json(config.root(), 0, out);
+  return out + "\n";
+}
+
+void save_config(const ClusterConfig& config, const std::string& path, bool create_parent) {
+  if (create_parent) make_parents(path);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  ACC_CHECK(out.good(), ConfigError, "cannot write the config file ", path, ": ",
+            std::strerror(errno), "; check that its directory exists and is writable");
+  out << (ends_with(path, ".json") ? to_json(config) : to_yaml(config));
+  out.close();
+  ACC_CHECK(out.good(), ConfigError, "cannot write the config file ", path, ": ",
+            std::strerror(errno));
+}
+
+}  // namespace acc::config

@@ -1,0 +1,29 @@
+#pragma once
+
+// The subcommands beside `launch`: `acc-launch config ...`, `acc-launch env`, `acc-launch test`,
+// and the hidden worker side of `test`. Each takes the arguments after its name, prints to
+// stdout/stderr and returns the exit code; a user's mistake throws acc::ConfigError (exit 2).
+
+#include <string>
+#include <vector>
+
+namespace acc::launcher {
+
+// `acc-launch config [--config_file F]` (the questionnaire), `config default`, `config show`,
+// `config validate [F]`, `config update`.
+int run_config_command(const std::vector<std::string>& args);
+
+// `acc-launch env [--config_file F]`: versions, libraries found, GPUs, CPUs, memory, the config.
+int run_env_command(const std::vector<std::string>& args);
+
+// `acc-launch test [--config_file F]`: launches the built-in check over the configured workers.
+int run_test_command(const std::vector<std::string>& args);
+
+// The hidden subcommand each worker of `acc-launch test` runs: checks the worker environment.
+inline constexpr const char* kTestWorkerCommand = "__test_worker";
+int run_test_worker(const std::vector<std::string>& args);
+
+// Number of NVIDIA GPUs, without CUDA: /proc/driver/nvidia/gpus/*, else /dev/nvidia[0-9]*.
+int count_nvidia_gpus();
+
+}  // namespace acc::launcher

@@ -1,0 +1,198 @@
+// `acc-launch config`: the questionnaire and `config default|show|validate|update`
+// (accelerate/commands/config/{config,default,update}.py).
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <regex>
+
+#include "acc/common/error.h"
+#include "acc/config/cluster_config.h"
+#include "acc/config/paths.h"
+#include "acc/config/questionnaire.h"
+#include "commands.h"
+
+namespace acc::launcher {
+namespace {
+
+namespace cfg = acc::config;
+
+const char* kUsage =
+    "usage: acc-launch config [--config_file FILE]          ask the questions, write the file\n"
+    "       acc-launch config default [--config_file FILE] [--mixed_precision no|fp16|bf16]\n"
+    "       acc-launch config show [--config_file FILE]\n"
+    "       acc-launch config validate [FILE]\n"
+    "       acc-launch config update [--config_file FILE]\n"
+    "FILE defaults to $HF_HOME/accelerate/default_config.yaml (else $XDG_CACHE_HOME/huggingface/\n"
+    "accelerate, else ~/.cache/huggingface/accelerate), as Accelerate's.\n";
+
+struct ConfigArgs {
+  std::string action;  // "", default, show, validate, update
+  std::string config_file;
+  std::string mixed_precision = "no";
+  bool help = false;
+};
+
+ConfigArgs parse(const std::vector<std::string>& args) {
+  ConfigArgs out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    std::string value;
+    const size_t eq = arg.find('=');
+    const bool inline_value = arg.rfind("--", 0) == 0 && eq != std::string::npos;
+    if (inline_value) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    auto take = [&](const std::string& flag) {
+      if (inline_value) return value;
+      ACC_CHECK(i + 1 < args.size(), ConfigError, flag, ": expected a value");
+      return args[++i];
+    };
+    if (arg == "-h" || arg == "--help") {
+      out.help = true;
+    } else if (arg == "--config_file" || arg == "--config-file") {
+      out.config_file = take("--config_file");
+    } else if (arg == "--mixed_precision" || arg == "--mixed-precision") {
+      out.mixed_precision = take("--mixed_precision");
+      ACC_CHECK(out.mixed_precision == "no" || out.mixed_precision == "fp16" ||
+                    out.mixed_precision == "bf16" || out.mixed_precision == "fp8",
+                ConfigError, "--mixed_precision ", out.mixed_precision,
+                ": expected no, fp16, bf16 or fp8");
+    } else if (out.action.empty() &&
+               (arg == "default" || arg == "show" || arg == "validate" || arg == "update")) {
+      out.action = arg;
+    } else if (out.action == "validate" && out.config_file.empty() && arg[0] != '-') {
+      out.config_file = arg;
+    } else {
+      throw ConfigError("config: unknown argument " + args[i] + "; see acc-launch config --help");
+    }
+  }
+  return out;
+}
+
+int wizard(const ConfigArgs& a) {
+  std::unique_ptr<cfg::Prompter> prompter = cfg::make_prompter(STDIN_FILENO, STDOUT_FILENO);
+  cfg::ClusterConfig config = cfg::run_questionnaire(*prompter, {count_nvidia_gpus()});
+  // Accelerate creates the cache directory for the default file, and writes an explicit path as
+  // is (its directory must exist).
+  const std::string path = a.config_file.empty() ? cfg::default_config_path() : a.config_file;
+  cfg::save_config(config, path, a.config_file.empty());
+  std::cout << "accelerate configuration saved at " << path << std::endl;
+  return 0;
+}
+
+int write_default(const ConfigArgs& a) {
+  const std::string path = a.config_file.empty() ? cfg::default_config_path() : a.config_file;
+  if (cfg::file_exists(path)) {
+    std::cout << "Configuration already exists at " << path
+              << ", will not override. Run `acc-launch config` manually or pass a different "
+                 "`--config_file`."
+              << std::endl;
+    return 0;
+  }
+  // write_basic_config(): every local GPU, else one CPU process; always JSON, even in a .yaml.
+  const int gpus = count_nvidia_gpus();
+  cfg::ClusterConfig config;
+  config.set("compute_environment", cfg::Value::of_string("LOCAL_MACHINE"));
+  config.set("debug", cfg::Value::of_bool(false));
+  config.set("distributed_type", cfg::Value::of_string(gpus > 1 ? "MULTI_GPU" : "NO"));
+  config.set("downcast_bf16", cfg::Value::of_bool(false));
+  config.set("enable_cpu_affinity", cfg::Value::of_bool(false));
+  config.set("machine_rank", cfg::Value::of_int(0));
+  config.set("main_training_function", cfg::Value::of_string("main"));
+  config.set("mixed_precision", cfg::Value::of_string(a.mixed_precision));
+  config.set("num_machines", cfg::Value::of_int(1));
+  config.set("num_processes", cfg::Value::of_int(gpus > 0 ? gpus : 1));
+  config.set("rdzv_backend", cfg::Value::of_string("static"));
+  config.set("same_network", cfg::Value::of_bool(false));
+  config.set("tpu_use_cluster", cfg::Value::of_bool(false));
+  config.set("tpu_use_sudo", cfg::Value::of_bool(false));
+  config.set("use_cpu", cfg::Value::of_bool(gpus == 0));
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::ofstream out(path, std::ios::trunc);
+  out << cfg::to_json(config);
+  out.close();
+  ACC_CHECK(out.good(), ConfigError, "cannot write the config file ", path,
+            "; check that its directory is writable");
+  std::cout << "accelerate configuration saved at " << path << std::endl;
+  return 0;
+}
+
+std::string existing_path(const ConfigArgs& a) {
+  const std::string path = a.config_file.empty() ? cfg::default_config_path() : a.config_file;
+  ACC_CHECK(cfg::file_exists(path), ConfigError, "the config file ", path,
+            " does not exist; write one with `acc-launch config` or `acc-launch config default`");
+  return path;
+}
+
+void print_warnings(const cfg::ClusterConfig& config) {
+  for (const std::string& warning : config.warnings())
+    std::cerr << "acc-launch: warning: " << warning << "\n";
+}
+
+int show(const ConfigArgs& a) {
+  const cfg::ClusterConfig config = cfg::load_config(existing_path(a));
+  print_warnings(config);
+  std::cout << "# " << config.path() << "\n" << cfg::to_yaml(config);
+  return 0;
+}
+
+int validate(const ConfigArgs& a) {
+  const cfg::ClusterConfig config = cfg::load_config(existing_path(a));
+  print_warnings(config);
+  const int n = config.num_processes();
+  std::cout << config.path() << ": valid: distributed_type " << config.distributed_type() << ", "
+            << (n == -1 ? std::string("num_processes not set (pass --num_processes)")
+                        : std::to_string(n) + " process(es)")
+            << " on " << config.num_machines() << " machine(s), mixed precision "
+            << config.mixed_precision().value_or("no") << std::endl;
+  return 0;
+}
+
+int update(const ConfigArgs& a) {
+  const std::string path = a.config_file.empty() ? cfg::default_config_path() : a.config_file;
+  ACC_CHECK(cfg::file_exists(path), ConfigError, "The passed config file located at ", path,
+            " doesn't exist; pass an existing file to --config_file");
+  const cfg::ClusterConfig config = cfg::load_config(path);
+  print_warnings(config);
+  cfg::save_config(config, path, false);
+  std::cout << "Successfully updated the configuration file at " << path << "." << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int run_config_command(const std::vector<std::string>& args) {
+  const ConfigArgs a = parse(args);
+  if (a.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (a.action == "default") return write_default(a);
+  if (a.action == "show") return show(a);
+  if (a.action == "validate") return validate(a);
+  if (a.action == "update") return update(a);
+  return wizard(a);
+}
+
+int count_nvidia_gpus() {
+  std::error_code ec;
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    (void)entry;
+    ++count;
+  }
+  if (count > 0) return count;
+  const std::regex device("nvidia[0-9]+");
+  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec))
+    if (std::regex_match(entry.path().filename().string(), device)) ++count;
+  return count;
+}
+
+}  // namespace acc::launcher

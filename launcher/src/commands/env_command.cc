@@ -1,0 +1,179 @@
+// `acc-launch env`: what a bug report needs (accelerate/commands/env.py), found without loading
+// LibTorch or CUDA: libraries and headers are looked up on disk.
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "acc/common/error.h"
+#include "acc/config/cluster_config.h"
+#include "acc/config/paths.h"
+#include "acc/launcher/version.h"
+#include "commands.h"
+
+namespace acc::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+namespace cfg = acc::config;
+
+std::vector<std::string> library_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) {
+    std::stringstream in(ld);
+    std::string dir;
+    while (std::getline(in, dir, ':'))
+      if (!dir.empty()) dirs.push_back(dir);
+  }
+  for (const char* dir :
+       {"/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib",
+        "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/opt/libtorch/lib",
+        "/usr/local/libtorch/lib"})
+    dirs.push_back(dir);
+  if (const char* torch = std::getenv("Torch_DIR"))
+    dirs.push_back(std::string(torch) + "/../../../lib");
+  // A pip-installed PyTorch ships its libraries in site-packages/torch/lib.
+  std::error_code ec;
+  for (const char* root : {"/usr/lib", "/usr/local/lib"}) {
+    for (const auto& entry : fs::directory_iterator(root, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("python3", 0) != 0) continue;
+      for (const char* site : {"dist-packages", "site-packages"})
+        dirs.push_back((entry.path() / site / "torch" / "lib").string());
+    }
+  }
+  return dirs;
+}
+
+// The first file in `dirs` whose name starts with `prefix` (libnccl.so matches libnccl.so.2).
+std::string find_library(const std::vector<std::string>& dirs, const std::string& prefix) {
+  std::error_code ec;
+  for (const std::string& dir : dirs)
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      if (entry.path().filename().string().rfind(prefix, 0) == 0) return entry.path().string();
+  return "";
+}
+
+std::string find_header(const std::vector<std::string>& candidates) {
+  std::error_code ec;
+  for (const std::string& path : candidates)
+    if (fs::exists(path, ec)) return path;
+  return "";
+}
+
+std::string found(const std::string& path) {
+  return path.empty() ? "not found" : "found (" + path + ")";
+}
+
+std::vector<std::string> gpu_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    std::ifstream info(entry.path() / "information");
+    std::string line;
+    while (std::getline(info, line))
+      if (line.rfind("Model:", 0) == 0) {
+        const size_t start = line.find_first_not_of(" \t", 6);
+        names.push_back(start == std::string::npos ? "" : line.substr(start));
+      }
+  }
+  return names;
+}
+
+std::pair<int, int> cpu_counts() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::set<std::pair<std::string, std::string>> cores;
+  std::string line, physical = "0";
+  int logical = 0;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("processor", 0) == 0) ++logical;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (line.rfind("physical id", 0) == 0) physical = value;
+    if (line.rfind("core id", 0) == 0) cores.emplace(physical, value);
+  }
+  return {logical, cores.empty() ? logical : static_cast<int>(cores.size())};
+}
+
+double memory_gb() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  long kb = 0;
+  while (meminfo >> key >> kb) {
+    if (key == "MemTotal:") return kb / 1024.0 / 1024.0;
+    meminfo.ignore(256, '\n');
+  }
+  return 0;
+}
+
+std::string self_path() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "unknown" : self.string();
+}
+
+}  // namespace
+
+int run_env_command(const std::vector<std::string>& args) {
+  std::string config_file;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if ((args[i] == "--config_file" || args[i] == "--config-file") && i + 1 < args.size())
+      config_file = args[++i];
+    else if (args[i].rfind("--config_file=", 0) == 0)
+      config_file = args[i].substr(14);
+    else
+      throw ConfigError("env: unknown argument " + args[i] +
+                        "; usage: acc-launch env [--config_file FILE]");
+  }
+  utsname host{};
+  ::uname(&host);
+  const std::vector<std::string> dirs = library_dirs();
+  const std::vector<std::string> gpus = gpu_names();
+  const auto [logical, physical] = cpu_counts();
+
+  std::ostringstream out;
+  out << "\nCopy-and-paste the text below in your GitHub issue\n\n";
+  out << "- `acc-launch` version: " << kVersion << "\n";
+  out << "- Build: " << __VERSION__ << ", C++" << (__cplusplus / 100 % 100) << "\n";
+  out << "- Platform: " << host.sysname << " " << host.release << " " << host.machine << "\n";
+  out << "- `acc-launch` location: " << self_path() << "\n";
+  out << "- LibTorch: " << found(find_library(dirs, "libtorch_cpu.so")) << "\n";
+  out << "- LibTorch headers: "
+      << found(find_header({"/usr/include/torch/csrc/api/include/torch/torch.h",
+                            "/usr/local/include/torch/csrc/api/include/torch/torch.h",
+                            "/opt/libtorch/include/torch/csrc/api/include/torch/torch.h"}))
+      << "\n";
+  out << "- CUDA runtime: " << found(find_library(dirs, "libcudart.so")) << "\n";
+  out << "- NCCL: " << found(find_library(dirs, "libnccl.so")) << "\n";
+  out << "- GPUs: " << count_nvidia_gpus();
+  for (size_t i = 0; i < gpus.size(); ++i)
+    out << (i ? ", " : " (") << gpus[i] << (i + 1 == gpus.size() ? ")" : "");
+  out << "\n";
+  out << "- CPU cores: " << logical << " logical, " << physical << " physical\n";
+  char ram[32];
+  std::snprintf(ram, sizeof ram, "%.2f", memory_gb());
+  out << "- System RAM: " << ram << " GB\n";
+
+  const bool passed = !config_file.empty();
+  const std::string path = passed ? config_file : cfg::default_config_path();
+  out << "- `Accelerate` " << (passed ? "config passed" : "default config") << ": ";
+  if (!cfg::file_exists(path)) {
+    out << "Not found (" << path << ")\n";
+    std::cout << out.str();
+    return 0;
+  }
+  out << path << "\n";
+  std::cout << out.str() << std::flush;
+  const cfg::ClusterConfig config = cfg::load_config(path);  // a bad file: exit 2 with its lines
+  for (const auto& [key, value] : config.root().entries)
+    std::cout << "\t- " << key << ": " << value.python_str() << "\n";
+  return 0;
+}
+
+}  // namespace acc::launcher

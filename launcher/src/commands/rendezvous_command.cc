@@ -1,0 +1,84 @@
+#include "rendezvous_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "acc/common/error.h"
+#include "acc/rendezvous/store_server.h"
+
+namespace acc::launcher {
+namespace {
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "acc-launch rendezvous: error: %s\n", message.c_str());
+  return code;
+}
+
+int serve(rendezvous::StoreServerOptions options) {
+  // Signals are taken synchronously by this thread: blocked before the server's thread starts so
+  // that it inherits the mask and never runs a handler itself.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  try {
+    rendezvous::StoreServer server(std::move(options));
+    server.start();
+    std::printf("acc-launch rendezvous: store listening on %s (PyTorch TCPStore protocol)\n",
+                server.address().c_str());
+    std::fflush(stdout);
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    server.stop();
+    return 0;
+  } catch (const NetworkError& e) {
+    return fail(3, e.what());
+  } catch (const ConfigError& e) {
+    return fail(2, e.what());
+  }
+}
+
+}  // namespace
+
+int run_rendezvous_command(int argc, char** argv) {
+  CLI::App app{"The rendezvous store: a server for PyTorch's TCPStore clients",
+               "acc-launch rendezvous"};
+  app.require_subcommand(1);
+  CLI::App* serve_command = app.add_subcommand(
+      "serve",
+      "Serve the store until SIGINT or SIGTERM (torchrun's c10d endpoint, or an agent "
+      "store for TORCHELASTIC_USE_AGENT_STORE=True workers)");
+  rendezvous::StoreServerOptions options;
+  std::string compat = "1.13";
+  serve_command->add_option("--host", options.host, "Address to listen on (\"::\" for IPv6 too)")
+      ->capture_default_str();
+  options.port = 29400;
+  serve_command->add_option("--port", options.port, "Port to listen on; 0 picks a free one")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  serve_command
+      ->add_option("--store-compat", compat,
+                   "PyTorch generation of clients that send no handshake: 1.13 (1.13 to 2.0) or "
+                   "2.1; 2.2+ clients are recognised either way")
+      ->check(CLI::IsMember({"1.13", "2.1"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(2, std::string(e.what()) + " (see acc-launch rendezvous serve --help)");
+  }
+  options.legacy_dialect =
+      compat == "2.1" ? rendezvous::Dialect::kV2_1 : rendezvous::Dialect::kV1_13;
+  return serve(std::move(options));
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,81 @@
+#pragma once
+
+// A small blocking client of the store, speaking the 2.2+ dialect of PyTorch's TCPStore protocol.
+// It is for the launcher, which must not link LibTorch; workers keep using PyTorch's own clients.
+// Keys get the "/" prefix PyTorch's clients add, so both see the same keys: a value set here under
+// "MASTER_ADDR" is what torch.distributed.TCPStore.get("MASTER_ADDR") returns.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace acc::rendezvous {
+
+struct StoreClientOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  // How long the constructor keeps retrying to connect (a server may start after its clients).
+  std::chrono::milliseconds connect_timeout{60'000};
+  // How long get() and wait() wait for keys, and any reply may take, before TimeoutError.
+  std::chrono::milliseconds timeout{300'000};
+};
+
+// Not thread-safe: one request at a time (use one client per thread). Every method blocks for one
+// round trip, or longer where it says so. Any method throws NetworkError when the connection
+// breaks and TimeoutError when a reply does not come in time; after either, the client is unusable
+// (every later call throws NetworkError).
+class StoreClient {
+ public:
+  // Connects (retrying until options.connect_timeout), then VALIDATEs and PINGs the server.
+  // Throws TimeoutError if no server answered in time, NetworkError if the host does not resolve
+  // or the server does not echo the ping.
+  explicit StoreClient(StoreClientOptions options);
+  ~StoreClient();
+  StoreClient(const StoreClient&) = delete;
+  StoreClient& operator=(const StoreClient&) = delete;
+
+  void set(std::string_view key, std::string_view value);
+  // Waits up to the timeout for the key to exist, then returns its value.
+  std::string get(std::string_view key);
+  // Adds `delta` to the integer stored under `key` (created at 0) and returns the new value.
+  // The server closes the connection if the value is not an integer (then NetworkError).
+  std::int64_t add(std::string_view key, std::int64_t delta);
+  // Sets `desired` if the value is `expected` (a missing key counts as empty) and returns the
+  // value now stored; when the key is missing and `expected` is not empty, returns `expected`.
+  std::string compare_set(std::string_view key, std::string_view expected,
+                          std::string_view desired);
+  // Blocks until every key exists or `timeout` passes (TimeoutError naming the keys; the client
+  // stays usable since the wait is cancelled on the server).
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  void wait(const std::vector<std::string>& keys) { wait(keys, options_.timeout); }
+  // True when every key exists now; never blocks on the keys.
+  bool check(const std::vector<std::string>& keys);
+  // Waits for all keys (as get()), then returns their values in order.
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys);
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
+  void append(std::string_view key, std::string_view value);
+  // True when the key existed.
+  bool delete_key(std::string_view key);
+  // Keys in the store, counting those of every client (PyTorch's "init/" key included).
+  std::int64_t num_keys();
+
+ private:
+  void send(std::string_view bytes);
+  // Reads exactly `size` bytes; false when `timeout` passed first.
+  bool receive(char* data, std::size_t size, std::chrono::milliseconds timeout);
+  // As receive(), but a timeout closes the connection and throws TimeoutError.
+  void receive_all(char* data, std::size_t size, std::chrono::milliseconds timeout);
+  std::uint8_t receive_u8(std::chrono::milliseconds timeout);
+  std::int64_t receive_i64();
+  std::string receive_bytes();
+  [[noreturn]] void broken(const std::string& what);
+  std::string prefixed(std::string_view key) const;
+  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const;
+
+  StoreClientOptions options_;
+  int fd_ = -1;
+};
+
+}  // namespace acc::rendezvous

@@ -1,0 +1,79 @@
+#pragma once
+
+// A key-value store server that speaks PyTorch's TCPStore wire protocol, so that PyTorch's own
+// clients (C++ c10d::TCPStore, Python torch.distributed.TCPStore with is_master=False) and our
+// StoreClient connect to it unchanged. Each connection's dialect (1.13-2.0, or 2.2+) is told from
+// its first bytes; docs/rendezvous.md has the grammar and the limits.
+//
+// One Boost.Asio io_context on one thread, non-blocking: a malformed, oversized or stalled
+// connection is closed alone and the others go on. Every socket it opens is close-on-exec, so a
+// process that forks and execs workers while the server runs leaks none of them.
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "acc/rendezvous/protocol.h"
+
+namespace acc::rendezvous {
+
+struct StoreServerOptions {
+  // Address to listen on: "0.0.0.0" (all IPv4), "::" (all IPv6 and IPv4), an address or a name.
+  std::string host = "0.0.0.0";
+  // Port to listen on; 0 picks a free one (see StoreServer::port()).
+  int port = 0;
+  // Bounds on a single request; a request over one closes its connection.
+  Limits limits;
+  // Most keys (plus queues) the store holds; a SET of a new key past it closes the connection.
+  std::size_t max_keys = 1 << 20;
+  // A connection that leaves a request half-sent, or does not read its replies, for this long
+  // is closed. Idle connections between requests are kept (PyTorch clients hold them for hours).
+  std::chrono::milliseconds stall_timeout{30'000};
+  // Most reply bytes queued for a connection that does not read them before it is closed.
+  std::size_t max_pending_reply_bytes = 64 * 1024 * 1024;
+  // The dialect of connections that do not start with VALIDATE: kV1_13 (PyTorch 1.13 to 2.0) or
+  // kV2_1 (PyTorch 2.1). The two cannot be told apart from their bytes.
+  Dialect legacy_dialect = Dialect::kV1_13;
+  // Raise the soft RLIMIT_NOFILE to the hard limit, for thousands of connections.
+  bool raise_fd_limit = true;
+  // Receives one line per closed misbehaving connection; default: stderr.
+  std::function<void(std::string_view)> log;
+};
+
+class StoreServer {
+ public:
+  // Resolves the host, binds and listens now (serving starts with start() or run()).
+  // Throws NetworkError naming host:port when the address is in use or cannot be bound, and
+  // ConfigError when the host does not resolve or the port is out of range.
+  explicit StoreServer(StoreServerOptions options);
+  // Stops (as stop()) and releases the socket.
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  // The bound port (the chosen one when options.port was 0). Thread-safe.
+  int port() const;
+  // "host:port" as bound, for messages. Thread-safe.
+  std::string address() const;
+
+  // Serves on a background thread and returns at once. Call at most once, and not with run().
+  void start();
+  // Serves on the calling thread; blocks until stop() is called from another thread.
+  void run();
+  // Closes the listener and every connection, and joins the background thread if start() made
+  // one. Thread-safe, idempotent, does not throw. Not async-signal-safe: from a signal, wake a
+  // thread that calls it.
+  void stop();
+
+  // Connections open right now. Thread-safe (reads a counter the loop updates).
+  std::size_t num_connections() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace acc::rendezvous

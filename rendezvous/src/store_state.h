@@ -1,0 +1,78 @@
+#pragma once
+
+// The store's data and its waiters, as pure logic: a decoded request goes in, reply bytes come out
+// through a ReplySink. The Asio server (store_server.cc) and the unit tests both drive it; neither
+// needs the other. Not thread-safe: the server calls it from its one event-loop thread.
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "acc/rendezvous/protocol.h"
+
+namespace acc::rendezvous::detail {
+
+using ConnectionId = std::uint64_t;
+
+// Where replies go: the output buffer of a connection, or nullptr if it is gone.
+class ReplySink {
+ public:
+  virtual ~ReplySink() = default;
+  virtual std::string* buffer_for(ConnectionId connection) = 0;
+};
+
+class StoreState {
+ public:
+  explicit StoreState(std::size_t max_keys) : max_keys_(max_keys) {}
+
+  // Applies `request` from `connection` (which speaks `dialect`), appending replies to the sink's
+  // buffers: to `connection` itself and, for WAITs now satisfied or watched keys, to others.
+  // Returns false with `error` set when the request cannot be served (a non-numeric value under
+  // ADD, a full store, VALIDATE with a wrong magic); the caller then closes the connection.
+  bool apply(ConnectionId connection, Dialect dialect, const Request& request, ReplySink& sink,
+             std::string& error);
+
+  // Forgets the connection's pending waits and watches (it was closed).
+  void drop_connection(ConnectionId connection);
+
+  std::size_t num_keys() const { return values_.size(); }
+  std::size_t num_pending_waits() const { return waits_.size(); }
+
+ private:
+  struct PendingWait {
+    ConnectionId connection = 0;
+    std::size_t remaining = 0;
+    std::vector<std::string> keys;  // the keys it still counts on, to unregister on cancel
+  };
+
+  bool present(const std::string& key) const;
+  void reply(ReplySink& sink, ConnectionId connection, std::string_view bytes);
+  bool store(const std::string& key, std::string value, std::string& error);
+  void wake_waiters(const std::string& key, ReplySink& sink, bool only_one = false);
+  void notify_watchers(const std::string& key, std::uint8_t type, std::string_view old_value,
+                       std::string_view new_value, ReplySink& sink);
+  void register_wait(ConnectionId connection, const std::vector<std::string>& keys,
+                     ReplySink& sink);
+  void cancel_waits(ConnectionId connection);
+  bool add(ConnectionId connection, const Request& request, ReplySink& sink, std::string& error);
+  void compare_set(ConnectionId connection, const Request& request, ReplySink& sink);
+  void queue_pop(ConnectionId connection, const std::string& key, ReplySink& sink);
+
+  std::size_t max_keys_;
+  std::unordered_map<std::string, std::string> values_;
+  std::unordered_map<std::string, std::deque<std::string>> queues_;
+  std::uint64_t next_wait_id_ = 1;
+  std::unordered_map<std::uint64_t, PendingWait> waits_;
+  std::unordered_map<std::string, std::vector<std::uint64_t>> waits_by_key_;
+  std::unordered_map<ConnectionId, std::vector<std::uint64_t>> waits_by_connection_;
+  std::unordered_map<std::string, std::vector<ConnectionId>> watchers_;
+};
+
+// Parses a stored value as ADD does (std::stoll: leading blanks, a sign, decimal digits, anything
+// after them ignored). Returns false when there are no digits or the number overflows int64.
+bool parse_counter(std::string_view text, std::int64_t& out);
+
+}  // namespace acc::rendezvous::detail

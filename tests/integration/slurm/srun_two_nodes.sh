@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A real SLURM on this machine (slurmctld, two slurmd nodes, munge), and
+#   srun -N2 -c2 acc-launch ddp_check.py
+# with no other flag: acc-launch reads nodes, ranks, address and port from SLURM, and the
+# 4-rank PyTorch job passes its all_reduce check.
+# Usage: srun_two_nodes.sh ACC_LAUNCH. Exits 77 (skipped) without slurm-wlm, munge or torch.
+set -uo pipefail
+launcher=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+python=/usr/bin/python3
+for tool in slurmctld slurmd srun munged; do
+  command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
+done
+$python -c 'import torch.distributed' 2>/dev/null || { echo "SKIP: no python3-torch"; exit 77; }
+[ "$(id -u)" = 0 ] || { echo "SKIP: SLURM daemons need root here"; exit 77; }
+
+dir=$(mktemp -d /tmp/acc-slurm-XXXXXX)
+chmod 755 "$dir"
+mkdir -p "$dir/state" "$dir/spool/n1" "$dir/spool/n2" "$dir/log"
+# Ports of our own, so that a SLURM on this machine's defaults is left alone.
+base=$((17000 + RANDOM % 2000))
+cat > "$dir/slurm.conf" <<CONF
+ClusterName=acc
+SlurmctldHost=localhost
+SlurmctldPort=$base
+SlurmdPort=$((base + 1))
+AuthType=auth/munge
+SlurmUser=root
+SlurmdUser=root
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+MpiDefault=none
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.%n.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.%n.log
+NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=2 State=UNKNOWN
+NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 3)) CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
+CONF
+export SLURM_CONF=$dir/slurm.conf
+
+started_munge=
+cleanup() {
+  for pidfile in "$dir"/slurmd.*.pid "$dir"/slurmctld.pid; do
+    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null
+  done
+  sleep 0.5
+  for pidfile in "$dir"/slurmd.*.pid "$dir"/slurmctld.pid; do
+    [ -f "$pidfile" ] && kill -9 "$(cat "$pidfile")" 2>/dev/null
+  done
+  [ -n "$started_munge" ] && kill "$started_munge" 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+if ! pgrep -x munged >/dev/null; then
+  mkdir -p /run/munge && chown munge:munge /run/munge 2>/dev/null
+  [ -f /etc/munge/munge.key ] || { mungekey -c 2>/dev/null || /usr/sbin/create-munge-key -f; }
+  munged --force || { echo "FAIL: munged did not start"; exit 1; }
+  started_munge=$(pgrep -x munged | head -1)
+fi
+slurmctld -f "$SLURM_CONF" || { echo "FAIL: slurmctld"; cat "$dir/log/slurmctld.log"; exit 1; }
+slurmd -f "$SLURM_CONF" -N n1 && slurmd -f "$SLURM_CONF" -N n2 || { echo "FAIL: slurmd"; exit 1; }
+for _ in $(seq 100); do
+  [ "$(sinfo -h -o '%t' 2>/dev/null | sort -u)" = "idle" ] && break
+  sleep 0.2
+done
+sinfo -h -o '%N %t' 2>&1 | sed 's/^/sinfo: /'
+
+cd "$dir"
+[ -n "${ACC_SLURM_DEBUG:-}" ] && srun -N2 --ntasks-per-node=1 "$launcher" --dry_run ./x | grep -E "detected|dry run"
+out=$(PYTHON_EXEC=$python timeout 240 srun -N2 --ntasks-per-node=1 --cpus-per-task=2 "$launcher" \
+        "$here/../pytorch/ddp_check.py" 2>"$dir/srun.err")
+rc=$?
+echo "$out" | sed 's/^/srun: /'
+if [ $rc -ne 0 ]; then
+  echo "FAIL: srun exited $rc"; sed 's/^/stderr: /' "$dir/srun.err" | tail -30; exit 1
+fi
+if ! echo "$out" | grep -q '^\[rank0\]: RESULT world=4 all_reduce=10 '; then
+  echo "FAIL: no 4-rank all_reduce result"; sed 's/^/stderr: /' "$dir/srun.err" | tail -30; exit 1
+fi
+echo "PASS: srun -N2 acc-launch ran a 4-rank job"

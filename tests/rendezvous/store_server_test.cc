@@ -1,0 +1,323 @@
+#include "acc/rendezvous/store_server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <future>
+#include <thread>
+
+#include "acc/common/error.h"
+#include "acc/rendezvous/store_client.h"
+#include "raw_socket.h"
+
+namespace acc::rendezvous {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::RawSocket;
+
+StoreServerOptions loopback(std::chrono::milliseconds stall_timeout = 30s) {
+  StoreServerOptions options;
+  options.host = "127.0.0.1";
+  options.stall_timeout = stall_timeout;
+  options.log = [](std::string_view) {};
+  return options;
+}
+
+StoreClient connect(const StoreServer& server, std::chrono::milliseconds timeout = 20s) {
+  StoreClientOptions options;
+  options.port = server.port();
+  options.connect_timeout = 10s;
+  options.timeout = timeout;
+  return StoreClient(options);
+}
+
+std::string legacy(Request request) {
+  std::string bytes;
+  encode_request(request, Dialect::kV1_13, bytes);
+  return bytes;
+}
+
+std::string i64(std::int64_t value) {
+  std::string out;
+  append_i64(out, value);
+  return out;
+}
+
+TEST(StoreServerTest, WaitReturnsWhenAnotherClientSetsTheKey) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient waiter = connect(server);
+  auto waited = std::async(std::launch::async, [&] { return waiter.get("ready"); });
+  EXPECT_EQ(waited.wait_for(200ms), std::future_status::timeout);
+  StoreClient setter = connect(server);
+  setter.set("ready", "yes");
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(waited.get(), "yes");
+}
+
+TEST(StoreServerTest, ClientOperationsSeeOneSharedStore) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient a = connect(server);
+  StoreClient b = connect(server);
+  a.set("k", std::string("\0bin", 4));
+  EXPECT_EQ(b.get("k"), std::string("\0bin", 4));
+  EXPECT_EQ(a.add("n", 5), 5);
+  EXPECT_EQ(b.add("n", -2), 3);
+  EXPECT_EQ(a.compare_set("k", "wrong", "x"), std::string("\0bin", 4));
+  EXPECT_EQ(a.compare_set("k", std::string("\0bin", 4), "x"), "x");
+  EXPECT_TRUE(b.check({"k", "n"}));
+  EXPECT_FALSE(b.check({"k", "absent"}));
+  b.multi_set({"m1", "m2"}, {"1", "2"});
+  EXPECT_EQ(a.multi_get({"m2", "m1"}), (std::vector<std::string>{"2", "1"}));
+  a.append("m1", "+");
+  EXPECT_EQ(b.get("m1"), "1+");
+  EXPECT_EQ(a.num_keys(), 4);
+  EXPECT_TRUE(a.delete_key("m1"));
+  EXPECT_FALSE(a.delete_key("m1"));
+  EXPECT_EQ(b.num_keys(), 3);
+}
+
+TEST(StoreServerTest, WaitTimesOutWithTimeoutErrorAndTheClientStaysUsable) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient client = connect(server);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(client.wait({"never"}, 150ms), TimeoutError);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 150ms);
+  client.set("after", "1");
+  EXPECT_EQ(client.get("after"), "1");
+  // The cancelled wait must not fire later and desynchronise the stream.
+  StoreClient other = connect(server);
+  other.set("never", "now");
+  EXPECT_EQ(client.add("counter", 1), 1);
+}
+
+TEST(StoreServerTest, BytesOfAPytorch113ClientAreServedOnTheSameKeys) {
+  StoreServer server(loopback());
+  server.start();
+  RawSocket old_client(server.port());
+  ASSERT_TRUE(old_client.connected());
+  // 1.13's set("k", "v") as seen on the wire, then ADD "/n" 7, then GET "/k".
+  ASSERT_TRUE(old_client.send(
+      std::string("\x00\x02\x00\x00\x00\x00\x00\x00\x00/k\x01\x00\x00\x00\x00\x00\x00\x00v", 20)));
+  ASSERT_TRUE(old_client.send(legacy({Op::kAdd, {"/n"}, {}, 7})));
+  EXPECT_EQ(old_client.receive(8, 5s), i64(7));
+  StoreClient client = connect(server);
+  EXPECT_EQ(client.get("k"), "v");
+  EXPECT_EQ(client.add("n", 1), 8);
+  ASSERT_TRUE(old_client.send(legacy({Op::kGet, {"/n"}, {}, 0})));
+  EXPECT_EQ(old_client.receive(9, 5s), i64(1) + "8");
+}
+
+TEST(StoreServerTest, A22ClientHandshakeThenPingQueuesAndListAreServed) {
+  StoreServer server(loopback());
+  server.start();
+  RawSocket client(server.port());
+  auto send = [&](Request request) {
+    std::string bytes;
+    ASSERT_TRUE(encode_request(request, Dialect::kV2_2, bytes));
+    ASSERT_TRUE(client.send(bytes));
+  };
+  send({Op::kValidate, {}, {}, kValidationMagic});
+  send({Op::kPing, {}, {}, 0x01020304});
+  std::string pong;
+  append_u32(pong, 0x01020304);
+  EXPECT_EQ(client.receive(4, 5s), pong);
+  send({Op::kQueuePush, {"/q"}, {"a"}, 0});
+  send({Op::kQueuePush, {"/q"}, {"b"}, 0});
+  send({Op::kQueueLen, {"/q"}, {}, 0});
+  EXPECT_EQ(client.receive(8, 5s), i64(2));
+  send({Op::kQueuePop, {"/q"}, {}, 0});
+  std::string popped = i64(2);
+  append_bytes(popped, "a");
+  EXPECT_EQ(client.receive(popped.size(), 5s), popped);
+  send({Op::kSet, {"/k"}, {"v"}, 0});
+  send({Op::kList, {}, {}, 0});
+  std::string listed = i64(1);
+  append_bytes(listed, "/k");
+  EXPECT_EQ(client.receive(listed.size(), 5s), listed);
+  send({Op::kCancelWait, {}, {}, 0});
+  EXPECT_EQ(client.receive(1, 5s), std::string(1, static_cast<char>(kWaitCanceled)));
+}
+
+TEST(StoreServerTest, MalformedConnectionIsClosedAloneWhileOthersContinue) {
+  std::atomic<int> logged{0};
+  StoreServerOptions options = loopback();
+  options.log = [&](std::string_view) { ++logged; };
+  StoreServer server(options);
+  server.start();
+  StoreClient good = connect(server);
+  good.set("a", "1");
+  RawSocket bad(server.port());
+  ASSERT_TRUE(bad.send("\x63garbage"));  // opcode 99 does not exist
+  EXPECT_TRUE(bad.closed_by_peer(5s));
+  EXPECT_EQ(good.get("a"), "1");
+  EXPECT_EQ(good.add("n", 1), 1);
+  EXPECT_EQ(logged.load(), 1);
+}
+
+TEST(StoreServerTest, OversizedKeyClosesItsConnectionBeforeTheBytesArrive) {
+  StoreServerOptions options = loopback();
+  options.limits.max_key_bytes = 1024;
+  StoreServer server(options);
+  server.start();
+  StoreClient good = connect(server);
+  RawSocket bad(server.port());
+  std::string header;
+  append_u8(header, *opcode_of(Op::kSet, Dialect::kV1_13));
+  append_u64(header, 1u << 30);  // announces a 1 GiB key and sends none of it
+  ASSERT_TRUE(bad.send(header));
+  EXPECT_TRUE(bad.closed_by_peer(5s));
+  good.set("still", "here");
+  EXPECT_EQ(good.get("still"), "here");
+}
+
+TEST(StoreServerTest, StalledHalfRequestIsClosedButAnIdleConnectionIsKept) {
+  StoreServer server(loopback(200ms));
+  server.start();
+  RawSocket idle(server.port());
+  RawSocket stalled(server.port());
+  ASSERT_TRUE(stalled.send(std::string("\x00\x05\x00", 3)));  // a SET cut inside its key length
+  EXPECT_TRUE(stalled.closed_by_peer(5s));
+  EXPECT_FALSE(idle.closed_by_peer(300ms));
+  ASSERT_TRUE(idle.send(legacy({Op::kAdd, {"/n"}, {}, 3})));
+  EXPECT_EQ(idle.receive(8, 5s), i64(3));
+}
+
+TEST(StoreServerTest, ThousandsOfConnectionsAreServedAtOnce) {
+  StoreServer server(loopback());
+  server.start();
+  constexpr int kConnections = 3000;
+  std::vector<RawSocket> sockets;
+  sockets.reserve(kConnections);
+  for (int i = 0; i < kConnections; ++i) {
+    sockets.emplace_back(server.port());
+    ASSERT_TRUE(sockets.back().connected()) << i;
+  }
+  for (auto& socket : sockets) ASSERT_TRUE(socket.send(legacy({Op::kAdd, {"/n"}, {}, 1})));
+  std::vector<bool> seen(kConnections + 1, false);
+  for (auto& socket : sockets) {
+    std::string reply = socket.receive(8, 10s);
+    ASSERT_EQ(reply.size(), 8u);
+    auto value = static_cast<std::int64_t>(load_u64(reply));
+    ASSERT_TRUE(value >= 1 && value <= kConnections && !seen[value]) << value;
+    seen[value] = true;
+  }
+  EXPECT_EQ(server.num_connections(), static_cast<std::size_t>(kConnections));
+  StoreClient client = connect(server);
+  EXPECT_EQ(client.get("n"), std::to_string(kConnections));
+}
+
+TEST(StoreServerTest, ClientThatStopsReadingIsClosedAfterTheStallTimeout) {
+  StoreServer server(loopback(300ms));
+  server.start();
+  StoreClient writer = connect(server);
+  writer.set("big", std::string(4 << 20, 'x'));
+  ASSERT_TRUE(writer.check({"big"}));  // a round trip: the SET has landed
+  // A small receive window, so that the replies cannot all sit in the kernel's buffers
+  // (this machine lets a loopback socket buffer 32 MiB).
+  RawSocket reader(server.port(), 4096);
+  ASSERT_TRUE(reader.send(legacy({Op::kAdd, {"/m"}, {}, 1})));
+  ASSERT_EQ(reader.receive(8, 5s), i64(1));  // accepted and served
+  ASSERT_EQ(server.num_connections(), 2u);
+  std::string gets;
+  for (int i = 0; i < 8; ++i) gets += legacy({Op::kGet, {"/big"}, {}, 0});
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(reader.send(gets));  // 32 MiB of replies that are never read
+  auto until = start + 10s;
+  while (server.num_connections() > 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(server.num_connections(), 1u);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+  EXPECT_EQ(writer.add("n", 1), 1);
+}
+
+TEST(StoreServerTest, ClientThatLeavesBeforeItsRepliesDoesNotDisturbTheServer) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient writer = connect(server);
+  writer.set("big", std::string(1 << 20, 'x'));
+  ASSERT_TRUE(writer.check({"big"}));
+  for (int i = 0; i < 20; ++i) {
+    RawSocket leaver(server.port());
+    std::string gets;
+    for (int j = 0; j < 4; ++j) gets += legacy({Op::kGet, {"/big"}, {}, 0});
+    ASSERT_TRUE(leaver.send(gets));
+  }  // each closes with replies in flight: writes to it must fail quietly (no SIGPIPE)
+  EXPECT_EQ(writer.add("n", 1), 1);
+  EXPECT_EQ(writer.get("big").size(), 1u << 20);
+}
+
+TEST(StoreServerTest, APortInUseThrowsNetworkErrorNamingTheAddress) {
+  StoreServer first(loopback());
+  StoreServerOptions options = loopback();
+  options.port = first.port();
+  try {
+    StoreServer second(options);
+    FAIL() << "a second server bound the same port";
+  } catch (const NetworkError& error) {
+    std::string expected = "127.0.0.1:" + std::to_string(first.port()) + " is already in use";
+    EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
+  }
+}
+
+TEST(StoreServerTest, StopClosesEveryConnectionAndReturns) {
+  StoreServer server(loopback());
+  server.start();
+  RawSocket one(server.port());
+  RawSocket two(server.port());
+  ASSERT_TRUE(one.send(legacy({Op::kWait, {"/never"}, {}, 0})));
+  StoreClient client = connect(server);  // a round trip: both raw sockets are accepted by now
+  server.stop();
+  EXPECT_TRUE(one.closed_by_peer(5s));
+  EXPECT_TRUE(two.closed_by_peer(5s));
+  server.stop();  // idempotent
+}
+
+TEST(StoreServerTest, RunServesOnTheCallingThreadUntilStop) {
+  StoreServer server(loopback());
+  std::thread loop([&] { server.run(); });
+  StoreClient client = connect(server);
+  EXPECT_EQ(client.add("n", 2), 2);
+  server.stop();
+  loop.join();
+  EXPECT_EQ(server.num_connections(), 0u);
+}
+
+TEST(StoreServerTest, ChildProcessesInheritNoServerSocket) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient client = connect(server);
+  EXPECT_EQ(client.add("n", 1), 1);
+  // popen forks and execs a shell, as the launcher does for workers; the child lists its
+  // descriptors. Only the pipe popen made (and std streams) may be there, not a socket.
+  FILE* listing = ::popen("ls -l /proc/self/fd 2>/dev/null", "r");
+  ASSERT_NE(listing, nullptr);
+  std::string text;
+  char buffer[4096];
+  while (std::size_t n = std::fread(buffer, 1, sizeof(buffer), listing)) text.append(buffer, n);
+  ::pclose(listing);
+  ASSERT_NE(text.find("pipe:"), std::string::npos) << text;
+  EXPECT_EQ(text.find("socket:"), std::string::npos) << text;
+}
+
+TEST(StoreServerTest, ReplyToAPipelinedBurstArrivesInOrder) {
+  StoreServer server(loopback());
+  server.start();
+  RawSocket socket(server.port());
+  std::string burst;
+  for (int i = 1; i <= 1000; ++i) burst += legacy({Op::kAdd, {"/n"}, {}, 1});
+  ASSERT_TRUE(socket.send(burst));
+  std::string replies = socket.receive(8000, 10s);
+  ASSERT_EQ(replies.size(), 8000u);
+  for (int i = 0; i < 1000; ++i) {
+    EXPECT_EQ(static_cast<std::int64_t>(load_u64(replies.substr(8 * i))), i + 1);
+  }
+}
+
+}  // namespace
+}  // namespace acc::rendezvous

@@ -1,0 +1,209 @@
+#include "store_state.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace acc::rendezvous::detail {
+namespace {
+
+// Collects replies per connection, as the server's output buffers would.
+class RecordingSink : public ReplySink {
+ public:
+  std::string* buffer_for(ConnectionId connection) override { return &out[connection]; }
+  std::string take(ConnectionId connection) { return std::exchange(out[connection], {}); }
+  std::map<ConnectionId, std::string> out;
+};
+
+class StoreStateTest : public ::testing::Test {
+ protected:
+  bool apply(ConnectionId connection, Request request) {
+    error_.clear();
+    return state_.apply(connection, Dialect::kV2_2, request, sink_, error_);
+  }
+  std::string reply(ConnectionId connection) { return sink_.take(connection); }
+
+  static std::string i64(std::int64_t value) {
+    std::string out;
+    append_i64(out, value);
+    return out;
+  }
+  static std::string bytes(std::string_view value) {
+    std::string out;
+    append_bytes(out, value);
+    return out;
+  }
+  static std::string byte(std::uint8_t value) { return std::string(1, static_cast<char>(value)); }
+
+  StoreState state_{1000};
+  RecordingSink sink_;
+  std::string error_;
+};
+
+TEST_F(StoreStateTest, WaitIsAnsweredExactlyOnceWhenTheLastKeyAppears) {
+  ASSERT_TRUE(apply(1, {Op::kWait, {"/a", "/b"}, {}, 0}));
+  EXPECT_EQ(reply(1), "");
+  ASSERT_TRUE(apply(2, {Op::kSet, {"/a"}, {"x"}, 0}));
+  EXPECT_EQ(reply(1), "");
+  ASSERT_TRUE(apply(2, {Op::kSet, {"/b"}, {"y"}, 0}));
+  EXPECT_EQ(reply(1), byte(kStopWaiting));
+  ASSERT_TRUE(apply(2, {Op::kSet, {"/b"}, {"z"}, 0}));
+  ASSERT_TRUE(apply(2, {Op::kAdd, {"/a2"}, {}, 1}));
+  EXPECT_EQ(reply(1), "");
+  EXPECT_EQ(state_.num_pending_waits(), 0u);
+}
+
+TEST_F(StoreStateTest, WaitOnKeysThatExistIsAnsweredAtOnce) {
+  ASSERT_TRUE(apply(1, {Op::kSet, {"/a"}, {"x"}, 0}));
+  ASSERT_TRUE(apply(1, {Op::kWait, {"/a"}, {}, 0}));
+  EXPECT_EQ(reply(1), byte(kStopWaiting));
+}
+
+TEST_F(StoreStateTest, EveryWaiterOnAKeyIsWokenByAdd) {
+  for (ConnectionId c = 1; c <= 3; ++c) ASSERT_TRUE(apply(c, {Op::kWait, {"/n"}, {}, 0}));
+  ASSERT_TRUE(apply(9, {Op::kAdd, {"/n"}, {}, 2}));
+  for (ConnectionId c = 1; c <= 3; ++c) EXPECT_EQ(reply(c), byte(kStopWaiting)) << c;
+  EXPECT_EQ(reply(9), i64(2));
+}
+
+TEST_F(StoreStateTest, CancelWaitAnswersWaitCanceledAndTheWaitNeverFires) {
+  ASSERT_TRUE(apply(1, {Op::kWait, {"/a"}, {}, 0}));
+  ASSERT_TRUE(apply(1, {Op::kCancelWait, {}, {}, 0}));
+  EXPECT_EQ(reply(1), byte(kWaitCanceled));
+  ASSERT_TRUE(apply(2, {Op::kSet, {"/a"}, {"x"}, 0}));
+  EXPECT_EQ(reply(1), "");
+  // With nothing pending it still answers, as 2.x clients expect.
+  ASSERT_TRUE(apply(1, {Op::kCancelWait, {}, {}, 0}));
+  EXPECT_EQ(reply(1), byte(kWaitCanceled));
+}
+
+TEST_F(StoreStateTest, DroppedConnectionIsNotWokenAndLeavesNoWait) {
+  ASSERT_TRUE(apply(1, {Op::kWait, {"/a"}, {}, 0}));
+  state_.drop_connection(1);
+  EXPECT_EQ(state_.num_pending_waits(), 0u);
+  ASSERT_TRUE(apply(2, {Op::kSet, {"/a"}, {"x"}, 0}));
+  EXPECT_EQ(reply(1), "");
+}
+
+TEST_F(StoreStateTest, AddParsesTheStoredTextLikeStoll) {
+  ASSERT_TRUE(apply(1, {Op::kSet, {"/n"}, {" 41abc"}, 0}));
+  ASSERT_TRUE(apply(1, {Op::kAdd, {"/n"}, {}, 1}));
+  EXPECT_EQ(reply(1), i64(42));
+  ASSERT_TRUE(apply(1, {Op::kGet, {"/n"}, {}, 0}));
+  EXPECT_EQ(reply(1), bytes("42"));
+  ASSERT_TRUE(apply(1, {Op::kAdd, {"/n"}, {}, -50}));
+  EXPECT_EQ(reply(1), i64(-8));
+}
+
+TEST_F(StoreStateTest, AddOnANonNumericValueIsRefused) {
+  ASSERT_TRUE(apply(1, {Op::kSet, {"/n"}, {"hello"}, 0}));
+  EXPECT_FALSE(apply(1, {Op::kAdd, {"/n"}, {}, 1}));
+  EXPECT_NE(error_.find("not an integer"), std::string::npos) << error_;
+}
+
+TEST_F(StoreStateTest, ParseCounterRejectsOverflowAndAcceptsTheExtremes) {
+  std::int64_t value = 0;
+  EXPECT_TRUE(parse_counter("-9223372036854775808", value));
+  EXPECT_EQ(value, INT64_MIN);
+  EXPECT_TRUE(parse_counter("+9223372036854775807", value));
+  EXPECT_EQ(value, INT64_MAX);
+  EXPECT_FALSE(parse_counter("9223372036854775808", value));
+  EXPECT_FALSE(parse_counter("", value));
+  EXPECT_FALSE(parse_counter("-", value));
+}
+
+TEST_F(StoreStateTest, CompareSetFollowsPytorchSemantics) {
+  // Missing key, expected empty: created.
+  ASSERT_TRUE(apply(1, {Op::kCompareSet, {"/k"}, {"", "one"}, 0}));
+  EXPECT_EQ(reply(1), bytes("one"));
+  // Present and equal: replaced.
+  ASSERT_TRUE(apply(1, {Op::kCompareSet, {"/k"}, {"one", "two"}, 0}));
+  EXPECT_EQ(reply(1), bytes("two"));
+  // Present and different: unchanged, current value returned.
+  ASSERT_TRUE(apply(1, {Op::kCompareSet, {"/k"}, {"one", "three"}, 0}));
+  EXPECT_EQ(reply(1), bytes("two"));
+  // Missing key, expected not empty: not created, `expected` returned.
+  ASSERT_TRUE(apply(1, {Op::kCompareSet, {"/m"}, {"x", "y"}, 0}));
+  EXPECT_EQ(reply(1), bytes("x"));
+  ASSERT_TRUE(apply(1, {Op::kCheck, {"/m"}, {}, 0}));
+  EXPECT_EQ(reply(1), byte(kCheckNotReady));
+}
+
+TEST_F(StoreStateTest, CheckDeleteAndNumKeys) {
+  ASSERT_TRUE(apply(1, {Op::kMultiSet, {"/a", "/b"}, {"1", "2"}, 0}));
+  ASSERT_TRUE(apply(1, {Op::kCheck, {"/a", "/b"}, {}, 0}));
+  EXPECT_EQ(reply(1), byte(kCheckReady));
+  ASSERT_TRUE(apply(1, {Op::kGetNumKeys, {}, {}, 0}));
+  EXPECT_EQ(reply(1), i64(2));
+  ASSERT_TRUE(apply(1, {Op::kDeleteKey, {"/a"}, {}, 0}));
+  EXPECT_EQ(reply(1), i64(1));
+  ASSERT_TRUE(apply(1, {Op::kDeleteKey, {"/a"}, {}, 0}));
+  EXPECT_EQ(reply(1), i64(0));
+  ASSERT_TRUE(apply(1, {Op::kCheck, {"/a", "/b"}, {}, 0}));
+  EXPECT_EQ(reply(1), byte(kCheckNotReady));
+  EXPECT_EQ(state_.num_keys(), 1u);
+}
+
+TEST_F(StoreStateTest, GetAndMultiGetReadMissingKeysAsEmpty) {
+  ASSERT_TRUE(apply(1, {Op::kAppend, {"/a"}, {"x"}, 0}));
+  ASSERT_TRUE(apply(1, {Op::kAppend, {"/a"}, {"y"}, 0}));
+  ASSERT_TRUE(apply(1, {Op::kMultiGet, {"/a", "/missing"}, {}, 0}));
+  EXPECT_EQ(reply(1), bytes("xy") + bytes(""));
+}
+
+TEST_F(StoreStateTest, QueuesPopInOrderAndReportLengthFirst) {
+  ASSERT_TRUE(apply(1, {Op::kWait, {"/q"}, {}, 0}));
+  ASSERT_TRUE(apply(2, {Op::kWait, {"/q"}, {}, 0}));
+  ASSERT_TRUE(apply(3, {Op::kQueuePush, {"/q"}, {"first"}, 0}));
+  // One push wakes one waiter.
+  EXPECT_EQ(reply(1) + reply(2), byte(kStopWaiting));
+  ASSERT_TRUE(apply(3, {Op::kQueuePush, {"/q"}, {"second"}, 0}));
+  ASSERT_TRUE(apply(3, {Op::kQueueLen, {"/q"}, {}, 0}));
+  EXPECT_EQ(reply(3), i64(2));
+  ASSERT_TRUE(apply(3, {Op::kQueuePop, {"/q"}, {}, 0}));
+  EXPECT_EQ(reply(3), i64(2) + bytes("first"));
+  ASSERT_TRUE(apply(3, {Op::kQueuePop, {"/q"}, {}, 0}));
+  EXPECT_EQ(reply(3), i64(1) + bytes("second"));
+  ASSERT_TRUE(apply(3, {Op::kQueuePop, {"/q"}, {}, 0}));
+  EXPECT_EQ(reply(3), i64(0));
+}
+
+TEST_F(StoreStateTest, ListNamesEveryKey) {
+  ASSERT_TRUE(apply(1, {Op::kSet, {"/only"}, {"v"}, 0}));
+  ASSERT_TRUE(apply(1, {Op::kList, {}, {}, 0}));
+  EXPECT_EQ(reply(1), i64(1) + bytes("/only"));
+}
+
+TEST_F(StoreStateTest, WatchedKeyPushesCreateUpdateAndDelete) {
+  ASSERT_TRUE(apply(5, {Op::kWatchKey, {"/w"}, {}, 0}));
+  EXPECT_EQ(reply(5), byte(kWatchCallbackRegistered));
+  ASSERT_TRUE(apply(1, {Op::kSet, {"/w"}, {"a"}, 0}));
+  ASSERT_TRUE(apply(1, {Op::kSet, {"/w"}, {"b"}, 0}));
+  ASSERT_TRUE(apply(1, {Op::kDeleteKey, {"/w"}, {}, 0}));
+  EXPECT_EQ(reply(5), byte(kWatchKeyCreated) + bytes("/w") + bytes("") + bytes("a") +
+                          byte(kWatchKeyUpdated) + bytes("/w") + bytes("a") + bytes("b") +
+                          byte(kWatchKeyDeleted) + bytes("/w") + bytes("b") + bytes(""));
+}
+
+TEST_F(StoreStateTest, PingEchoesAndWrongValidateIsRefused) {
+  ASSERT_TRUE(apply(1, {Op::kPing, {}, {}, 77}));
+  std::string echo;
+  append_u32(echo, 77);
+  EXPECT_EQ(reply(1), echo);
+  EXPECT_TRUE(apply(1, {Op::kValidate, {}, {}, kValidationMagic}));
+  EXPECT_FALSE(apply(1, {Op::kValidate, {}, {}, 1}));
+}
+
+TEST_F(StoreStateTest, ANewKeyPastTheLimitIsRefusedButUpdatesStillWork) {
+  StoreState small(2);
+  RecordingSink sink;
+  std::string error;
+  ASSERT_TRUE(small.apply(1, Dialect::kV2_2, {Op::kSet, {"/a"}, {"1"}, 0}, sink, error));
+  ASSERT_TRUE(small.apply(1, Dialect::kV2_2, {Op::kSet, {"/b"}, {"1"}, 0}, sink, error));
+  EXPECT_FALSE(small.apply(1, Dialect::kV2_2, {Op::kSet, {"/c"}, {"1"}, 0}, sink, error));
+  EXPECT_NE(error.find("full"), std::string::npos);
+  EXPECT_TRUE(small.apply(1, Dialect::kV2_2, {Op::kSet, {"/a"}, {"2"}, 0}, sink, error));
+}
+
+}  // namespace
+}  // namespace acc::rendezvous::detail
