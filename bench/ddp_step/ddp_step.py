@@ -1,0 +1,79 @@
+"""One DDP training step of BasicNet with PyTorch's Python DDP (Gloo), timed as ddp_step.cc does.
+Run under torchrun; prints on rank 0: "ddp_step impl=python steps=N median_ms=X wait_ms=Y"."""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class BasicNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3)
+        self.conv2 = nn.Conv2d(32, 64, 3)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(9216, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.relu(self.conv2(x))
+        x = torch.flatten(self.dropout1(F.max_pool2d(x, 2)), 1)
+        x = self.dropout2(F.relu(self.fc1(x)))
+        return F.log_softmax(self.fc2(x), dim=1)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=32)
+    args = parser.parse_args()
+    dist.init_process_group("gloo", init_method="env://")
+    torch.manual_seed(0)
+    model = DDP(BasicNet())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(args.batch, 1, 28, 28)
+    y = torch.randint(0, 10, (args.batch,))
+
+    last_grad = [0.0]
+
+    def hook(grad):
+        last_grad[0] = max(last_grad[0], time.perf_counter())
+        return grad
+
+    for p in model.parameters():
+        p.register_hook(hook)
+
+    steps, waits = [], []
+    for i in range(args.warmup + args.steps):
+        dist.barrier()
+        start = time.perf_counter()
+        loss = F.nll_loss(model(x), y)
+        last_grad[0] = 0.0
+        loss.backward()
+        backward_end = time.perf_counter()
+        opt.step()
+        opt.zero_grad()
+        end = time.perf_counter()
+        if i >= args.warmup:
+            steps.append((end - start) * 1e3)
+            waits.append((backward_end - last_grad[0]) * 1e3)
+    medians = torch.tensor([statistics.median(steps), statistics.median(waits)], dtype=torch.double)
+    out = [torch.zeros(2, dtype=torch.double) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, medians)
+    if dist.get_rank() == 0:
+        per_rank = torch.stack(out)
+        print(f"ddp_step impl=python steps={args.steps} median_ms={per_rank[:, 0].max():.2f} "
+              f"wait_ms={per_rank[:, 1].max():.2f}")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,403 @@
+#include "acc/runtime/accelerator.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <torch/version.h>
+
+#if ACC_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "acc/common/error.h"
+#include "accelerator_impl.h"
+
+namespace acc {
+namespace {
+
+// c10d reports failures as c10::Error or std::runtime_error; users get acc::BackendError.
+template <typename F>
+auto run_collective(const char* what, F&& fn) {
+  try {
+    return fn();
+  } catch (const acc::Error&) {
+    throw;
+  } catch (const c10::Error& e) {
+    throw BackendError(detail::concat(what, " failed: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    throw BackendError(detail::concat(what, " failed: ", e.what()));
+  }
+}
+
+// Gloo has no bool type: such tensors travel as bytes.
+torch::Tensor to_wire(const torch::Tensor& tensor) {
+  return tensor.scalar_type() == torch::kBool ? tensor.to(torch::kUInt8) : tensor;
+}
+
+std::shared_ptr<spdlog::logger> make_logger(const WorkerEnv& env) {
+  auto logger =
+      std::make_shared<spdlog::logger>("acc", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  logger->set_pattern(
+      detail::concat("[%H:%M:%S.%e] [rank ", env.rank, "/", env.world_size, "] [%l] %v"));
+  const char* level = std::getenv("ACC_LOG_LEVEL");
+  logger->set_level(level != nullptr ? spdlog::level::from_str(level) : spdlog::level::info);
+  return logger;
+}
+
+}  // namespace
+
+MixedPrecision parse_mixed_precision(const std::string& value) {
+  if (value == "no" || value.empty()) return MixedPrecision::kNo;
+  if (value == "fp16") return MixedPrecision::kFp16;
+  if (value == "bf16") return MixedPrecision::kBf16;
+  throw ConfigError(detail::concat("mixed precision '", value,
+                                   "' is not one of no, fp16, bf16 (ACCELERATE_MIXED_PRECISION)"));
+}
+
+Accelerator::Accelerator(AcceleratorOptions options)
+    : env_(options.env ? *options.env : worker_env_from_process()),
+      options_(std::move(options)),
+      gradient_state_(std::make_shared<GradientState>()),
+      impl_(std::make_unique<Impl>()) {
+  logger_ = make_logger(env_);
+  if (options_.apply_omp_num_threads) {
+    // OMP_NUM_THREADS wins (launchers set it per worker); otherwise the local processes share
+    // the cores. OpenMP's own default can be 1 in containers, which wastes a lone process's cores.
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    const int threads = env_.omp_num_threads > 0 ? env_.omp_num_threads
+                                                 : std::max(1, cores / env_.local_world_size);
+    torch::set_num_threads(threads);
+  }
+
+  const bool cpu = options_.cpu || env_.use_cpu || !torch::cuda::is_available();
+  if (!cpu) {
+#if ACC_WITH_CUDA
+    const auto count = static_cast<int>(torch::cuda::device_count());
+    device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank % count));
+    c10::cuda::set_device(device_.index());
+#endif
+  }
+  mixed_precision_ = options_.mixed_precision ? *options_.mixed_precision
+                                              : parse_mixed_precision(env_.mixed_precision);
+  ACC_CHECK(!(mixed_precision_ == MixedPrecision::kFp16 && device_.is_cpu()), ConfigError,
+            "fp16 mixed precision needs a CUDA device; on CPU use bf16 or no "
+            "(ACCELERATE_MIXED_PRECISION / --mixed_precision)");
+  if (mixed_precision_ == MixedPrecision::kFp16) {
+    impl_->scaler = true;
+    impl_->scale = torch::full({1}, 65536.0, torch::TensorOptions().device(device_));
+    impl_->growth_tracker =
+        torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt).device(device_));
+    impl_->found_inf = torch::zeros({1}, torch::TensorOptions().device(device_));
+  }
+  gradient_accumulation_steps_ = options_.gradient_accumulation_steps > 0
+                                     ? options_.gradient_accumulation_steps
+                                     : std::max(1, env_.gradient_accumulation_steps);
+
+  if (env_.world_size > 1) {
+    impl_->group = runtime::detail::join_group(env_, device_.is_cuda(), options_.timeout);
+    logger_->debug("joined {} processes through {}:{} ({})", env_.world_size, env_.master_addr,
+                   env_.master_port, device_.is_cuda() ? "nccl" : "gloo");
+  }
+}
+
+Accelerator::~Accelerator() {
+  try {
+    end_training();
+  } catch (const std::exception& e) {
+    logger_->warn("leaving the process group: {}", e.what());
+  }
+}
+
+void Accelerator::end_training() {
+  impl_->data_parallel.clear();
+  impl_->group = {};
+}
+
+// ---- prepare ----
+
+void Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
+  ACC_CHECK(module != nullptr, ConfigError, "prepare: the model is null");
+  module->to(device_);
+  impl_->models.push_back(module);
+  if (!use_distributed()) return;
+  ACC_CHECK(impl_->group.group, BackendError, "prepare after end_training()");
+  runtime::detail::DataParallelOptions dp{
+      options_.first_bucket_cap_bytes, options_.bucket_cap_bytes, options_.find_unused_parameters,
+      options_.broadcast_buffers};
+  run_collective("broadcasting the model from rank 0", [&] {
+    impl_->data_parallel.push_back(
+        std::make_unique<runtime::detail::DataParallel>(module, impl_->group.group, dp));
+  });
+}
+
+AcceleratedOptimizer Accelerator::prepare(torch::optim::Optimizer& optimizer) {
+  impl_->optimizers.push_back(&optimizer);
+  return AcceleratedOptimizer(optimizer, *this);
+}
+
+DataLoader Accelerator::prepare(DataLoader loader) {
+  loader.shard(process_index(), num_processes(), options_.even_batches, device_, gradient_state_);
+  impl_->loader_epochs.push_back(loader.epoch_counter());
+  return loader;
+}
+
+// ---- training ----
+
+void Accelerator::backward(const torch::Tensor& loss) {
+  torch::Tensor scaled = loss;
+  if (gradient_accumulation_steps_ > 1) scaled = scaled / gradient_accumulation_steps_;
+  if (impl_->scaler) scaled = scaled * impl_->scale.to(scaled.scalar_type());
+  run_collective("synchronising gradients", [&] {
+    for (auto& dp : impl_->data_parallel) dp->before_backward(scaled, reducer_sync_);
+    scaled.backward();
+  });
+}
+
+SyncGuard Accelerator::accumulate() {
+  if (gradient_state_->end_of_dataloader) {
+    accumulation_counter_ = 0;
+    sync_gradients_ = true;
+  } else {
+    ++accumulation_counter_;
+    sync_gradients_ = accumulation_counter_ % gradient_accumulation_steps_ == 0;
+  }
+  SyncGuard guard(this, reducer_sync_);
+  reducer_sync_ = reducer_sync_ && sync_gradients_;
+  return guard;
+}
+
+SyncGuard Accelerator::no_sync() {
+  SyncGuard guard(this, reducer_sync_);
+  reducer_sync_ = false;
+  return guard;
+}
+
+SyncGuard::SyncGuard(Accelerator* accelerator, bool previous)
+    : accelerator_(accelerator), previous_(previous) {}
+SyncGuard::SyncGuard(SyncGuard&& other) noexcept
+    : accelerator_(other.accelerator_), previous_(other.previous_) {
+  other.accelerator_ = nullptr;
+}
+SyncGuard::~SyncGuard() {
+  if (accelerator_ != nullptr) accelerator_->set_reducer_sync(previous_);
+}
+
+void Accelerator::unscale_gradients(torch::optim::Optimizer* optimizer) {
+  if (!impl_->scaler || impl_->unscaled) return;
+  std::vector<torch::Tensor> grads;
+  auto collect = [&](torch::optim::Optimizer& opt) {
+    for (auto& group : opt.param_groups())
+      for (auto& p : group.params())
+        if (p.grad().defined()) grads.push_back(p.grad());
+  };
+  if (optimizer != nullptr) {
+    collect(*optimizer);
+  } else {
+    for (auto* opt : impl_->optimizers) collect(*opt);
+  }
+  impl_->found_inf.zero_();
+  auto inv_scale = impl_->scale.to(torch::kDouble).reciprocal().to(torch::kFloat);
+  at::_amp_foreach_non_finite_check_and_unscale_(grads, impl_->found_inf, inv_scale);
+  impl_->unscaled = true;
+}
+
+void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer) {
+  if (impl_->scaler) {
+    unscale_gradients(&optimizer);
+    // The gradients were averaged over the ranks already, so found_inf agrees everywhere.
+    if (impl_->found_inf.item<float>() == 0.0f) optimizer.step();
+    at::_amp_update_scale_(impl_->scale, impl_->growth_tracker, impl_->found_inf, 2.0, 0.5, 2000);
+    impl_->unscaled = false;
+  } else {
+    optimizer.step();
+  }
+  ++step_;
+}
+
+void AcceleratedOptimizer::step() {
+  if (accelerator_->sync_gradients()) accelerator_->optimizer_step(*optimizer_);
+}
+
+void AcceleratedOptimizer::zero_grad() {
+  if (accelerator_->sync_gradients()) optimizer_->zero_grad();
+}
+
+double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
+                                    double norm_type) {
+  unscale_gradients(nullptr);
+  return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
+}
+
+void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
+                                   double clip_value) {
+  unscale_gradients(nullptr);
+  torch::nn::utils::clip_grad_value_(parameters, clip_value);
+}
+
+std::unique_ptr<AutocastGuard> Accelerator::autocast() const {
+  return std::make_unique<AutocastGuard>(mixed_precision_, device_);
+}
+
+AutocastGuard::AutocastGuard(MixedPrecision precision, torch::Device device) {
+  if (precision == MixedPrecision::kNo) return;
+  active_ = true;
+  cuda_ = device.is_cuda();
+  const auto dtype = precision == MixedPrecision::kBf16 ? at::kBFloat16 : at::kHalf;
+  const auto type = cuda_ ? at::kCUDA : at::kCPU;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  previous_enabled_ = at::autocast::is_autocast_enabled(type);
+  previous_dtype_ = at::autocast::get_autocast_dtype(type);
+  at::autocast::set_autocast_enabled(type, true);
+  at::autocast::set_autocast_dtype(type, dtype);
+#else
+  if (type == at::kCUDA) {
+    previous_enabled_ = at::autocast::is_enabled();
+    previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_enabled(true);
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    previous_enabled_ = at::autocast::is_cpu_enabled();
+    previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!active_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  const auto type = cuda_ ? at::kCUDA : at::kCPU;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_enabled(type, previous_enabled_);
+  at::autocast::set_autocast_dtype(type, previous_dtype_);
+#else
+  if (type == at::kCUDA) {
+    at::autocast::set_enabled(previous_enabled_);
+    at::autocast::set_autocast_gpu_dtype(previous_dtype_);
+  } else {
+    at::autocast::set_cpu_enabled(previous_enabled_);
+    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
+  }
+#endif
+}
+
+// ---- collectives ----
+
+torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
+  torch::Tensor input = tensor.dim() == 0 ? tensor.reshape({1}) : tensor;
+  if (!use_distributed()) return input;
+  const auto dtype = input.scalar_type();
+  input = to_wire(input).contiguous();
+  return run_collective("gather", [&] {
+    std::vector<std::vector<torch::Tensor>> outputs(1);
+    for (int i = 0; i < num_processes(); ++i) outputs[0].push_back(torch::empty_like(input));
+    std::vector<torch::Tensor> inputs{input};
+    impl_->group.group->allgather(outputs, inputs)->wait();
+    return torch::cat(outputs[0], 0).to(dtype);
+  });
+}
+
+torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& tensor) {
+  torch::Tensor all = gather(tensor);
+  if (gradient_state_->end_of_dataloader && gradient_state_->remainder > 0)
+    return all.slice(0, 0, static_cast<int64_t>(gradient_state_->remainder));
+  return all;
+}
+
+torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reduction, double scale) {
+  torch::Tensor out = tensor.clone().contiguous();
+  if (use_distributed()) {
+    run_collective("reduce", [&] {
+      std::vector<torch::Tensor> tensors{out};
+      c10d::AllreduceOptions opts;
+      opts.reduceOp = reduction == Reduction::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+      impl_->group.group->allreduce(tensors, opts)->wait();
+    });
+    if (reduction == Reduction::kMean) out = out / num_processes();
+  }
+  if (scale != 1.0) out = out * scale;
+  return out;
+}
+
+torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int from_process) {
+  ACC_CHECK(from_process >= 0 && from_process < num_processes(), ConfigError,
+            "broadcast: from_process ", from_process, " is not a rank of ", num_processes());
+  torch::Tensor out = to_wire(tensor).clone().contiguous();
+  if (!use_distributed()) return out.to(tensor.scalar_type());
+  run_collective("broadcast", [&] {
+    std::vector<torch::Tensor> tensors{out};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = from_process;
+    impl_->group.group->broadcast(tensors, opts)->wait();
+  });
+  return out.to(tensor.scalar_type());
+}
+
+std::string Accelerator::broadcast_string(const std::string& value, int from_process) {
+  if (!use_distributed()) return value;
+  auto length = broadcast(torch::tensor({static_cast<int64_t>(value.size())}), from_process);
+  auto bytes = torch::zeros({length.item<int64_t>()}, torch::kUInt8);
+  if (process_index() == from_process)
+    std::copy(value.begin(), value.end(), bytes.data_ptr<uint8_t>());
+  bytes = broadcast(bytes, from_process);
+  const auto* data = bytes.data_ptr<uint8_t>();
+  return std::string(data, data + bytes.numel());
+}
+
+torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int64_t dim,
+                                                double pad_index, bool pad_first) {
+  if (!use_distributed() || tensor.dim() == 0) return tensor;
+  const int64_t d = dim < 0 ? dim + tensor.dim() : dim;
+  ACC_CHECK(d >= 0 && d < tensor.dim(), ConfigError, "pad_across_processes: dim ", dim,
+            " is out of range for a tensor of ", tensor.dim(), " dimensions");
+  auto sizes = gather(torch::tensor({tensor.size(d)}));
+  const int64_t longest = sizes.max().item<int64_t>();
+  if (longest == tensor.size(d)) return tensor;
+  auto shape = tensor.sizes().vec();
+  shape[static_cast<size_t>(d)] = longest;
+  auto out = torch::full(shape, pad_index, tensor.options());
+  const int64_t start = pad_first ? longest - tensor.size(d) : 0;
+  out.narrow(d, start, tensor.size(d)).copy_(tensor);
+  return out;
+}
+
+void Accelerator::wait_for_everyone() {
+  if (!use_distributed()) return;
+  run_collective("wait_for_everyone", [&] { impl_->group.group->barrier()->wait(); });
+}
+
+std::pair<size_t, size_t> Accelerator::split_range(size_t length) const {
+  const auto n = static_cast<size_t>(num_processes());
+  const auto i = static_cast<size_t>(process_index());
+  const size_t q = length / n;
+  const size_t r = length % n;
+  const size_t begin = i * q + std::min(i, r);
+  return {begin, begin + q + (i < r ? 1 : 0)};
+}
+
+torch::Tensor Accelerator::split_between_processes(const torch::Tensor& tensor) const {
+  auto [begin, end] = split_range(static_cast<size_t>(tensor.size(0)));
+  return tensor.slice(0, static_cast<int64_t>(begin), static_cast<int64_t>(end));
+}
+
+// ---- output and seeds ----
+
+void Accelerator::log_info(const std::string& message, bool main_process_only) const {
+  if (main_process_only && !is_main_process()) return;
+  logger_->info(message);
+}
+
+void Accelerator::log_warning(const std::string& message) const {
+  logger_->warn(message);
+}
+
+void Accelerator::set_seed(uint64_t seed, bool device_specific) const {
+  torch::manual_seed(seed + (device_specific ? static_cast<uint64_t>(process_index()) : 0));
+}
+
+}  // namespace acc

@@ -1,0 +1,89 @@
+#include "data_parallel.h"
+
+#include <torch/version.h>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/logger.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace acc::runtime::detail {
+namespace {
+
+// PyTorch's DDP broadcasts module states in 250 MiB chunks.
+constexpr size_t kBroadcastBucketBytes = size_t{250} << 20;
+
+}  // namespace
+
+DataParallel::DataParallel(std::shared_ptr<torch::nn::Module> module,
+                           c10::intrusive_ptr<c10d::ProcessGroup> group,
+                           const DataParallelOptions& options)
+    : module_(std::move(module)), group_(std::move(group)), options_(options) {
+  std::vector<torch::Tensor> params;
+  std::unordered_map<size_t, std::string> names;
+  for (const auto& item : module_->named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    names.emplace(params.size(), item.key());
+    params.push_back(item.value());
+  }
+  for (const auto& buffer : module_->buffers()) buffers_.push_back(buffer);
+
+  // Every rank starts from rank 0's weights (DDP's _sync_module_states).
+  std::vector<torch::Tensor> states = params;
+  states.insert(states.end(), buffers_.begin(), buffers_.end());
+  if (!states.empty()) {
+    torch::NoGradGuard no_grad;
+    c10d::broadcast_coalesced(group_, states, kBroadcastBucketBytes, 0);
+  }
+  if (params.empty()) return;
+
+  // Bucket assignment as torch/nn/parallel/distributed.py: by size with a small first bucket,
+  // then reversed because gradients arrive roughly in reverse order of definition. The Reducer
+  // rebuilds the buckets in true arrival order after the first iteration.
+  const std::vector<bool> expect_sparse(params.size(), false);
+  auto assignment = c10d::compute_bucket_assignment_by_size(
+      params, {options_.first_bucket_cap_bytes, options_.bucket_cap_bytes}, expect_sparse);
+  std::vector<std::vector<size_t>> buckets = std::get<0>(assignment);
+  std::vector<size_t> limits = std::get<1>(assignment);
+  std::reverse(buckets.begin(), buckets.end());
+  std::reverse(limits.begin(), limits.end());
+
+  reducer_ = std::make_shared<c10d::Reducer>(
+      params, std::move(buckets), std::move(limits), group_, expect_sparse,
+      static_cast<int64_t>(options_.bucket_cap_bytes), options_.find_unused_parameters,
+      /*gradient_as_bucket_view=*/false, std::move(names),
+      static_cast<int64_t>(options_.first_bucket_cap_bytes));
+  logger_ = std::make_shared<c10d::Logger>(reducer_);
+  reducer_->set_logger(logger_);
+  logger_->set_construction_data_and_log(module_->name(), {}, -1, options_.broadcast_buffers,
+                                         /*has_sync_bn=*/false, /*static_graph=*/false);
+}
+
+DataParallel::~DataParallel() {
+  // The Logger reads the Reducer in its destructor: drop it first, as DDP does.
+  logger_.reset();
+  reducer_.reset();
+}
+
+void DataParallel::before_backward(const torch::Tensor& loss, bool sync) {
+  if (!reducer_) return;
+  // Buckets are rebuilt once, after the first iteration recorded the gradients' arrival order;
+  // it broadcasts the new order, so every rank calls it at the same point.
+  {
+    torch::NoGradGuard no_grad;
+    reducer_->rebuild_buckets();
+  }
+  if (options_.broadcast_buffers && !buffers_.empty() && sync) {
+    torch::NoGradGuard no_grad;
+    c10d::broadcast_coalesced(group_, buffers_, kBroadcastBucketBytes, 0);
+  }
+  if (!sync) return;
+  reducer_->prepare_for_forward();
+  if (options_.find_unused_parameters)
+    reducer_->prepare_for_backward({loss});
+  else
+    reducer_->prepare_for_backward({});
+}
+
+}  // namespace acc::runtime::detail

@@ -1,0 +1,181 @@
+// libacc with real processes: acc-launch starts runtime_worker over Gloo on the loopback.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Result {
+  int exit_code;
+  std::string output;
+};
+
+Result run(const std::string& command) {
+  Result result{-1, ""};
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string launch(int nproc, const std::string& args, const std::string& extra = "") {
+  return std::string(ACC_LAUNCH_BIN) + " --nproc_per_node " + std::to_string(nproc) + " " + extra +
+         " " + RUNTIME_WORKER_BIN + " " + args;
+}
+
+std::string read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<float> read_floats(const std::filesystem::path& path) {
+  const std::string bytes = read_bytes(path);
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::copy(bytes.begin(),
+            bytes.begin() + static_cast<std::ptrdiff_t>(values.size() * sizeof(float)),
+            reinterpret_cast<char*>(values.data()));
+  return values;
+}
+
+std::vector<long> read_ints(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<long> values;
+  for (long v = 0; in >> v;) values.push_back(v);
+  return values;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/acc-runtime-test-XXXXXX";
+    path_ = mkdtemp(pattern);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// After K steps every rank holds the same parameters, and they match one process trained on
+// the concatenated batches (float tolerance: the sums are associated differently).
+void expect_ddp_matches_one_process(int world, int steps, int accum) {
+  TempDir dir;
+  const std::string args =
+      "ddp " + dir.path() + " " + std::to_string(steps) + " " + std::to_string(accum);
+  auto ddp = run(launch(world, args));
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  auto ref = run(std::string(RUNTIME_WORKER_BIN) + " reference " + dir.path() + " " +
+                 std::to_string(steps) + " " + std::to_string(world) + " " + std::to_string(accum));
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+
+  const auto rank0 = read_bytes(dir.path() + "/params_rank0.bin");
+  ASSERT_GT(rank0.size(), 1000u);
+  for (int r = 1; r < world; ++r)
+    EXPECT_EQ(read_bytes(dir.path() + "/params_rank" + std::to_string(r) + ".bin"), rank0)
+        << "rank " << r << " differs from rank 0";
+  const auto ddp_params = read_floats(dir.path() + "/params_rank0.bin");
+  const auto ref_params = read_floats(dir.path() + "/params_reference.bin");
+  ASSERT_EQ(ddp_params.size(), ref_params.size());
+  float worst = 0;
+  for (size_t i = 0; i < ddp_params.size(); ++i)
+    worst = std::max(worst, std::abs(ddp_params[i] - ref_params[i]));
+  EXPECT_LT(worst, 1e-5f) << "largest difference from the one-process run";
+}
+
+TEST(DataParallelTest, TwoRanksStayIdenticalAndMatchOneProcessOnTheConcatenatedBatches) {
+  expect_ddp_matches_one_process(2, 6, 1);
+}
+
+TEST(DataParallelTest, ThreeRanksStayIdenticalAndMatchOneProcessOnTheConcatenatedBatches) {
+  expect_ddp_matches_one_process(3, 6, 1);
+}
+
+TEST(DataParallelTest, AccumulatingTwoMicroBatchesMatchesOneProcessOnTheirConcatenation) {
+  expect_ddp_matches_one_process(2, 3, 2);
+}
+
+TEST(CollectivesTest, EveryCollectiveGivesItsResultOnThreeRanks) {
+  auto result = run(launch(3, "collectives"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NE(result.output.find("collectives ok rank " + std::to_string(r) + " of 3"),
+              std::string::npos)
+        << result.output;
+}
+
+TEST(CollectivesTest, AWorldOfOneNeedsNoLauncher) {
+  auto result = run(std::string("env -u RANK -u WORLD_SIZE -u LOCAL_RANK ") + RUNTIME_WORKER_BIN +
+                    " collectives");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("collectives ok rank 0 of 1"), std::string::npos) << result.output;
+}
+
+TEST(MixedPrecisionTest, Bf16AutocastsOnCpuAndFp16OnCpuIsAClearError) {
+  auto result = run(std::string("env -u RANK -u WORLD_SIZE -u LOCAL_RANK ") + RUNTIME_WORKER_BIN +
+                    " mixed_precision");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("mixed precision ok"), std::string::npos) << result.output;
+}
+
+// 37 samples, batch 4, 2 ranks: the last round is padded with 3 samples from the start.
+TEST(GatherForMetricsTest, CountsEverySampleExactlyOnceWhenTheWorldDoesNotDivideTheDataset) {
+  TempDir dir;
+  auto result = run(launch(2, "metrics " + dir.path() + " 37"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  auto gathered = read_ints(dir.path() + "/gathered.txt");
+  ASSERT_EQ(gathered.size(), 37u);
+  std::sort(gathered.begin(), gathered.end());
+  for (long i = 0; i < 37; ++i) EXPECT_EQ(gathered[static_cast<size_t>(i)], i);
+}
+
+TEST(GatherForMetricsTest, TheShardedSamplerReadsEverySampleOnceAndPadsOnlyTheLastRound) {
+  TempDir dir;
+  auto result = run(launch(3, "metrics " + dir.path() + " 50"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::map<long, int> count;
+  size_t total = 0;
+  for (int r = 0; r < 3; ++r) {
+    auto seen = read_ints(dir.path() + "/train_rank" + std::to_string(r) + ".txt");
+    EXPECT_EQ(seen.size(), 20u) << "rank " << r << " reads 5 batches of 4";
+    for (long v : seen) ++count[v];
+    total += seen.size();
+  }
+  EXPECT_EQ(count.size(), 50u) << "every sample is read";
+  EXPECT_EQ(total - 50, 10u) << "only the 10 padding samples repeat";
+}
+
+// The worker dies in epoch 3 of its first attempt; acc-launch restarts the group, which loads
+// the checkpoint of epoch 2 and must end bit for bit where an uninterrupted run ends.
+TEST(CheckpointTest, AKilledAndRestartedRunEndsBitForBitLikeAnUninterruptedOne) {
+  TempDir straight, resumed;
+  auto a = run(launch(2, "resume " + straight.path() + " 4 0"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto b = run(launch(2, "resume " + resumed.path() + " 4 1", "--max_restarts 1"));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("crashing on purpose"), std::string::npos) << b.output;
+  for (int r = 0; r < 2; ++r) {
+    const std::string name = "/params_rank" + std::to_string(r) + ".bin";
+    const auto expected = read_bytes(straight.path() + name);
+    ASSERT_FALSE(expected.empty());
+    EXPECT_EQ(read_bytes(resumed.path() + name), expected) << "rank " << r;
+    EXPECT_EQ(read_ints(resumed.path() + "/steps_rank" + std::to_string(r) + ".txt"),
+              read_ints(straight.path() + "/steps_rank" + std::to_string(r) + ".txt"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(resumed.path() + "/ckpt.tmp"));
+}
+
+}  // namespace

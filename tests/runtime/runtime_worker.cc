@@ -1,0 +1,277 @@
+// The worker programs of the runtime tests, one binary with a mode per test. Started by
+// acc-launch (or directly, for a world of one); writes its results under OUT and exits non-zero
+// with a message on stderr when a check it can make itself fails.
+//
+//   runtime_worker ddp OUT STEPS ACCUM        train data-parallel, write params_rank<R>.bin
+//   runtime_worker reference OUT STEPS WORLD ACCUM  one process on the concatenated batches
+//   runtime_worker collectives                every collective against its expected result
+//   runtime_worker metrics OUT N              gather_for_metrics over N samples, and one epoch's
+//                                             training indices per rank
+//   runtime_worker resume OUT EPOCHS CRASH    train with checkpoints each epoch; with CRASH=1 die
+//                                             mid-epoch 2 on restart attempt 0
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "acc/common/error.h"
+#include "acc/runtime/runtime.h"
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) {
+  std::cerr << "runtime_worker: check failed: " << what << std::endl;
+  std::exit(1);
+}
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) fail(what);
+}
+
+struct NetImpl : torch::nn::Module {
+  explicit NetImpl(double dropout = 0.0)
+      : fc1(register_module("fc1", torch::nn::Linear(8, 32))),
+        fc2(register_module("fc2", torch::nn::Linear(32, 32))),
+        fc3(register_module("fc3", torch::nn::Linear(32, 4))),
+        drop(register_module("drop", torch::nn::Dropout(dropout))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x = drop(torch::tanh(fc1(x)));
+    return fc3(torch::tanh(fc2(x)));
+  }
+  torch::nn::Linear fc1, fc2, fc3;
+  torch::nn::Dropout drop;
+};
+TORCH_MODULE(Net);
+
+// The same synthetic regression data in every process.
+acc::TensorDataset make_data(int64_t n) {
+  torch::manual_seed(1234);
+  auto x = torch::randn({n, 8});
+  auto y = torch::randn({n, 4});
+  return {x, y};
+}
+
+// Parameters as raw float32 bytes, in registration order: compared bit for bit by the test.
+void write_params(const torch::nn::Module& module, const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  for (const auto& p : module.parameters()) {
+    auto t = p.detach().contiguous().to(torch::kFloat);
+    out.write(reinterpret_cast<const char*>(t.data_ptr<float>()),
+              static_cast<std::streamsize>(t.numel() * sizeof(float)));
+  }
+}
+
+// Small buckets so the 7 parameter tensors spread over several and the rebuild runs.
+acc::AcceleratorOptions small_buckets() {
+  acc::AcceleratorOptions options;
+  options.first_bucket_cap_bytes = 512;
+  options.bucket_cap_bytes = 2048;
+  return options;
+}
+
+void train(acc::Accelerator& acc, Net& net, acc::DataLoader& loader, int steps) {
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto [model, opt, data] = acc.prepare(net, sgd, loader);
+  int done = 0;
+  while (done < steps) {
+    for (const auto& batch : data) {
+      // As in Accelerate: zero_grad after step, so accumulated micro-batches survive.
+      auto guard = acc.accumulate();
+      auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
+      acc.backward(loss);
+      opt.step();
+      opt.zero_grad();
+      if (acc.sync_gradients() && ++done == steps) break;
+    }
+  }
+}
+
+int ddp(const std::string& out, int steps, int accum) {
+  auto options = small_buckets();
+  options.gradient_accumulation_steps = accum;
+  acc::Accelerator acc(options);
+  torch::manual_seed(static_cast<uint64_t>(100 + acc.process_index()));  // different inits:
+  Net net;  // prepare() must broadcast rank 0's
+  acc::DataLoaderOptions lo;
+  lo.batch_size = 4;
+  acc::DataLoader loader(make_data(4 * acc.num_processes() * accum * steps), lo);
+  train(acc, net, loader, steps);
+  write_params(*net, out + "/params_rank" + std::to_string(acc.process_index()) + ".bin");
+  return 0;
+}
+
+int reference(const std::string& out, int steps, int world, int accum) {
+  acc::AcceleratorOptions options;
+  options.env = acc::WorkerEnv{};
+  acc::Accelerator acc(options);
+  torch::manual_seed(100);
+  Net net;
+  acc::DataLoaderOptions lo;
+  lo.batch_size = static_cast<size_t>(4 * world * accum);
+  acc::DataLoader loader(make_data(4 * world * accum * steps), lo);
+  train(acc, net, loader, steps);
+  write_params(*net, out + "/params_reference.bin");
+  return 0;
+}
+
+int collectives() {
+  acc::Accelerator acc;
+  const int r = acc.process_index();
+  const int n = acc.num_processes();
+  auto rank_t = torch::tensor({static_cast<float>(r)});
+
+  auto g = acc.gather(torch::full({2, 3}, r, torch::kLong));
+  expect(g.sizes() == torch::IntArrayRef({2 * n, 3}), "gather shape");
+  for (int i = 0; i < n; ++i) expect(g[2 * i + 1][2].item<int64_t>() == i, "gather order");
+  expect(acc.gather(torch::tensor(r == 0)).sum().item<int64_t>() == 1, "gather of a bool scalar");
+
+  const float sum = static_cast<float>(n * (n - 1)) / 2;
+  expect(acc.reduce(rank_t).item<float>() == sum, "reduce sum");
+  expect(acc.reduce(rank_t, acc::Reduction::kMean).item<float>() == sum / n, "reduce mean");
+  expect(acc.reduce(rank_t, acc::Reduction::kMax, 2.0).item<float>() == 2.0f * (n - 1),
+         "reduce max scaled");
+  expect(rank_t.item<float>() == r, "reduce must not modify its input");
+
+  const int root = n - 1;
+  expect(acc.broadcast(rank_t + 7, root).item<float>() == root + 7, "broadcast");
+  expect(acc.broadcast_string(r == root ? "from the last" : "x", root) == "from the last",
+         "broadcast_string");
+
+  auto padded = acc.pad_across_processes(torch::ones({r + 1, 2}), 0, -1);
+  expect(padded.size(0) == n, "pad_across_processes length");
+  expect(padded.sum().item<float>() == 2 * (r + 1) - 2 * (n - r - 1), "pad_across_processes fill");
+  auto first = acc.pad_across_processes(torch::ones({r + 1}), 0, 0, /*pad_first=*/true);
+  expect(first[n - 1].item<float>() == 1 && first.sum().item<float>() == r + 1, "pad_first");
+
+  std::vector<int> items(10);
+  for (int i = 0; i < 10; ++i) items[static_cast<size_t>(i)] = i;
+  auto mine = acc.split_between_processes(items);
+  auto sizes = acc.gather(torch::tensor({static_cast<int64_t>(mine.size())}));
+  expect(sizes.sum().item<int64_t>() == 10, "split_between_processes covers every item");
+  auto firsts = acc.gather(torch::tensor({static_cast<int64_t>(mine.empty() ? -1 : mine[0])}));
+  expect(firsts[0].item<int64_t>() == 0, "split_between_processes starts at 0");
+  auto padded_split = acc.split_between_processes(items, true);
+  expect(padded_split.size() == static_cast<size_t>((10 + n - 1) / n), "split padding");
+  expect(
+      acc.split_between_processes(torch::arange(10)).size(0) == static_cast<int64_t>(mine.size()),
+      "split_between_processes of a tensor");
+
+  int order = 0;
+  acc.main_process_first([&] { order = 1; });
+  expect(order == 1, "main_process_first runs the function");
+  acc.wait_for_everyone();
+  expect(acc.is_main_process() == (r == 0) && acc.is_last_process() == (r == n - 1),
+         "process predicates");
+  std::cout << "collectives ok rank " << r << " of " << n << std::endl;
+  return 0;
+}
+
+int metrics(const std::string& out, int64_t n) {
+  acc::Accelerator acc;
+  acc::DataLoaderOptions lo;
+  lo.batch_size = 4;
+  lo.shuffle = true;
+  lo.seed = 7;
+  auto ids = torch::arange(n);
+  auto loader = acc.prepare(acc::DataLoader({ids, ids}, lo));
+  std::ofstream seen(out + "/train_rank" + std::to_string(acc.process_index()) + ".txt");
+  for (const auto& batch : loader)
+    for (int64_t i = 0; i < batch.data.size(0); ++i) seen << batch.data[i].item<int64_t>() << "\n";
+  std::vector<int64_t> gathered;
+  for (const auto& batch : loader) {
+    auto all = acc.gather_for_metrics(batch.target);
+    for (int64_t i = 0; i < all.size(0); ++i) gathered.push_back(all[i].item<int64_t>());
+  }
+  if (acc.is_main_process()) {
+    std::ofstream metric(out + "/gathered.txt");
+    for (auto v : gathered) metric << v << "\n";
+  }
+  return 0;
+}
+
+// bf16 autocast on CPU, and fp16 on CPU refused with a ConfigError.
+int mixed_precision() {
+  acc::AcceleratorOptions options;
+  options.mixed_precision = acc::MixedPrecision::kBf16;
+  acc::Accelerator acc(options);
+  torch::nn::Linear net(8, 4);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto [model, opt] = acc.prepare(net, sgd);
+  torch::Tensor out;
+  {
+    auto autocast = acc.autocast();
+    out = model->forward(torch::randn({2, 8}));
+  }
+  expect(out.scalar_type() == torch::kBFloat16, "bf16 autocast on CPU");
+  expect(model->forward(torch::randn({2, 8})).scalar_type() == torch::kFloat,
+         "autocast ends with its guard");
+  acc.backward(out.to(torch::kFloat).pow(2).mean());
+  opt.step();
+  expect(model->weight.grad().defined() && model->weight.dtype() == torch::kFloat,
+         "fp32 master weights get gradients");
+  options.mixed_precision = acc::MixedPrecision::kFp16;
+  try {
+    acc::Accelerator fp16(options);
+    fail("fp16 on CPU must be refused");
+  } catch (const acc::ConfigError& e) {
+    expect(std::string(e.what()).find("fp16") != std::string::npos, "the error names fp16");
+  }
+  std::cout << "mixed precision ok" << std::endl;
+  return 0;
+}
+
+int resume(const std::string& out, int epochs, bool crash) {
+  acc::Accelerator acc;
+  auto dataset = make_data(4 * acc.num_processes() * 6);
+  acc.set_seed(5, /*device_specific=*/true);  // each rank drops out differently
+  Net net(0.3);                               // dropout: the RNG state must come back too
+  torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(1e-2));
+  acc::DataLoaderOptions lo;
+  lo.batch_size = 4;
+  lo.shuffle = true;
+  auto [model, opt, loader] = acc.prepare(net, adamw, acc::DataLoader(dataset, lo));
+  const std::string ckpt = out + "/ckpt";
+  if (std::filesystem::exists(ckpt)) acc.load_state(ckpt);
+  const bool first_attempt = acc.env().restart_count == 0;
+  for (auto epoch = static_cast<int>(loader.epoch()); epoch < epochs; ++epoch) {
+    int step = 0;
+    for (const auto& batch : loader) {
+      opt.zero_grad();
+      acc.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+      opt.step();
+      if (crash && first_attempt && epoch == 2 && ++step == 3) {
+        std::cerr << "runtime_worker: crashing on purpose" << std::endl;
+        std::_Exit(3);
+      }
+    }
+    acc.save_state(ckpt);
+  }
+  write_params(*net, out + "/params_rank" + std::to_string(acc.process_index()) + ".bin");
+  std::ofstream(out + "/steps_rank" + std::to_string(acc.process_index()) + ".txt")
+      << acc.step() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    auto arg = [&](int i) { return i < argc ? std::string(argv[i]) : std::string("0"); };
+    if (mode == "ddp") return ddp(arg(2), std::stoi(arg(3)), std::stoi(arg(4)));
+    if (mode == "reference")
+      return reference(arg(2), std::stoi(arg(3)), std::stoi(arg(4)), std::stoi(arg(5)));
+    if (mode == "collectives") return collectives();
+    if (mode == "metrics") return metrics(arg(2), std::stoll(arg(3)));
+    if (mode == "mixed_precision") return mixed_precision();
+    if (mode == "resume") return resume(arg(2), std::stoi(arg(3)), arg(4) == "1");
+    std::cerr << "runtime_worker: unknown mode '" << mode << "'\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "runtime_worker: " << e.what() << std::endl;
+    return 1;
+  }
+}
