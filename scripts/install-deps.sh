@@ -11,7 +11,7 @@ packages=(
   libtorch-dev libgloo-dev python3-torch
   dataset-fashion-mnist
   procps iproute2 util-linux
-  slurm-wlm munge
+  slurm-wlm munge openmpi-bin
 )
 
 missing=()
