@@ -103,7 +103,9 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
   std::vector<char*> envp = c_strings(request.env);
   const pid_t launcher = ::getpid();
 
-  const pid_t pid = ::fork();
+  // vfork: no copy of the launcher's page tables (the child only makes system calls until it
+  // execs, on its own stack frame); the launcher resumes once the child has exec'd or failed.
+  const pid_t pid = ::vfork();
   if (pid == 0) run_child(request, argv.data(), envp.data(), launcher, out, err, status.write);
   close_fd(out.write);
   close_fd(err.write);

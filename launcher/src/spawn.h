@@ -25,10 +25,10 @@ struct SpawnedProcess {
   std::string name;         // argv[0], for messages
 };
 
-// Forks and execs. The child leads its own process group, gets SIGKILL if the launcher dies
+// vforks and execs. The child leads its own process group, gets SIGKILL if the launcher dies
 // (PR_SET_PDEATHSIG, checked against a launcher that died before the call), and starts with
-// default signal handling. Returns at once, so that many workers exec in parallel; await_exec
-// says whether the exec happened. Throws LaunchError when it cannot fork. Only
+// default signal handling. Returns once the child has exec'd or failed to (vfork); await_exec
+// then says which. Throws LaunchError when it cannot fork. Only
 // async-signal-safe calls run between fork and exec.
 SpawnedProcess spawn_process(const SpawnRequest& request);
 
