@@ -42,8 +42,12 @@ int main(int argc, char** argv) {
   BasicNet net;
   torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(1e-3));
   auto [model, opt] = acc.prepare(net, adamw);
-  auto x = torch::randn({batch, 1, 28, 28});
-  auto y = torch::randint(0, 10, {batch});
+  auto x = torch::randn({batch, 1, 28, 28}).to(acc.device());
+  auto y = torch::randint(0, 10, {batch}).to(acc.device());
+  // On a GPU the step's kernels run asynchronously: its time ends when they have finished.
+  auto finish = [&] {
+    if (acc.device().is_cuda()) torch::cuda::synchronize();
+  };
 
   // The moment the last parameter gradient of this backward was computed.
   std::atomic<int64_t> last_grad_ns{0};
@@ -67,13 +71,15 @@ int main(int argc, char** argv) {
     const auto backward_end = Clock::now();
     opt.step();
     opt.zero_grad();
+    finish();
     const auto end = Clock::now();
     if (i < warmup) continue;
     step_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
     const auto last = Clock::time_point(Clock::duration(last_grad_ns.load()));
     wait_ms.push_back(std::chrono::duration<double, std::milli>(backward_end - last).count());
   }
-  auto medians = acc.gather(torch::tensor({median(step_ms), median(wait_ms)}, torch::kDouble));
+  auto medians = acc.gather(
+      torch::tensor({median(step_ms), median(wait_ms)}, torch::kDouble).to(acc.device()));
   if (acc.is_main_process()) {
     // The slowest rank sets the pace.
     auto per_rank = medians.reshape({-1, 2});

@@ -1,6 +1,8 @@
-"""One DDP training step of BasicNet with PyTorch's Python DDP (Gloo), timed as ddp_step.cc does.
+"""One DDP training step of BasicNet with PyTorch's Python DDP (Gloo on CPU, NCCL with --device
+cuda), timed as ddp_step.cc does.
 Run under torchrun; prints on rank 0: "ddp_step impl=python steps=N median_ms=X wait_ms=Y"."""
 import argparse
+import os
 import statistics
 import time
 
@@ -34,13 +36,18 @@ def main():
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
-    dist.init_process_group("gloo", init_method="env://")
+    cuda = args.device == "cuda"
+    device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if cuda else "gloo", init_method="env://")
     torch.manual_seed(0)
-    model = DDP(BasicNet())
+    model = DDP(BasicNet().to(device))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randn(args.batch, 1, 28, 28)
-    y = torch.randint(0, 10, (args.batch,))
+    x = torch.randn(args.batch, 1, 28, 28).to(device)
+    y = torch.randint(0, 10, (args.batch,)).to(device)
 
     last_grad = [0.0]
 
@@ -61,12 +68,15 @@ def main():
         backward_end = time.perf_counter()
         opt.step()
         opt.zero_grad()
+        if cuda:
+            torch.cuda.synchronize()
         end = time.perf_counter()
         if i >= args.warmup:
             steps.append((end - start) * 1e3)
             waits.append((backward_end - last_grad[0]) * 1e3)
-    medians = torch.tensor([statistics.median(steps), statistics.median(waits)], dtype=torch.double)
-    out = [torch.zeros(2, dtype=torch.double) for _ in range(dist.get_world_size())]
+    medians = torch.tensor([statistics.median(steps), statistics.median(waits)],
+                           dtype=torch.double, device=device)
+    out = [torch.zeros(2, dtype=torch.double, device=device) for _ in range(dist.get_world_size())]
     dist.all_gather(out, medians)
     if dist.get_rank() == 0:
         per_rank = torch.stack(out)

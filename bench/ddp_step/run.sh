@@ -3,6 +3,8 @@
 # on Debian's LibTorch 1.13 with Gloo, BasicNet, global batch 64 over 2 processes. The two
 # alternate for ROUNDS rounds in this one invocation so machine load hits both alike.
 #   bench/ddp_step/run.sh BUILD_DIR      (STEPS=60 WARMUP=10 ROUNDS=3)
+# On a GPU machine: DEVICE=cuda NPROC=<GPUs> BATCH=64 PYTHON=python3 (NCCL on both sides; the
+# peer launcher is ../shared/peers/torchrun_debian.py where it exists, else torch's own).
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -10,14 +12,20 @@ steps=${STEPS:-60}
 warmup=${WARMUP:-10}
 rounds=${ROUNDS:-3}
 python=${PYTHON:-/usr/bin/python3}
-args=(--steps "$steps" --warmup "$warmup" --batch 32)
+device=${DEVICE:-cpu}
+nproc=${NPROC:-2}
+args=(--steps "$steps" --warmup "$warmup" --batch "${BATCH:-32}")
+cpu_flag=()
+[ "$device" = cpu ] && cpu_flag=(--cpu)
+peer=(../shared/peers/torchrun_debian.py)
+[ -f "${peer[0]}" ] || peer=(-m torch.distributed.run)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for round in $(seq "$rounds"); do
-  OMP_NUM_THREADS=1 "$build/launcher/acc-launch" --nproc_per_node 2 \
+  OMP_NUM_THREADS=1 "$build/launcher/acc-launch" --nproc_per_node "$nproc" "${cpu_flag[@]}" \
     "$build/bench/ddp_step/ddp_step" "${args[@]}" 2>/dev/null | sed -n 's/^.*\(ddp_step impl=\)/\1/p' | tee -a "$out"
-  OMP_NUM_THREADS=1 "$python" ../shared/peers/torchrun_debian.py --nproc_per_node 2 \
-    bench/ddp_step/ddp_step.py "${args[@]}" 2>/dev/null | sed -n 's/^.*\(ddp_step impl=\)/\1/p' | tee -a "$out"
+  OMP_NUM_THREADS=1 "$python" "${peer[@]}" --nproc_per_node "$nproc" \
+    bench/ddp_step/ddp_step.py "${args[@]}" --device "$device" 2>/dev/null | sed -n 's/^.*\(ddp_step impl=\)/\1/p' | tee -a "$out"
 done
 # The median over rounds of each round's median: one round disturbed by the shared machine
 # does not move it.

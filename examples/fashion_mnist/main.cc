@@ -134,7 +134,11 @@ int run(const Args& args) {
   for (int epoch = static_cast<int>(train.epoch()); epoch < args.epochs; ++epoch) {
     size_t done = 0;
     for (const auto& batch : train) {
-      auto loss = torch::nll_loss(model->forward(batch.data), batch.target);
+      torch::Tensor loss;
+      {
+        auto autocast = acc.autocast();  // --mixed_precision bf16/fp16; a no-op otherwise
+        loss = torch::nll_loss(model->forward(batch.data), batch.target);
+      }
       acc.backward(loss);
       optimizer.step();
       optimizer.zero_grad();

@@ -1,7 +1,5 @@
 #include "acc/runtime/accelerator.h"
 
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 #include <torch/version.h>
 
 #if ACC_WITH_CUDA
@@ -14,6 +12,7 @@
 
 #include "acc/common/error.h"
 #include "accelerator_impl.h"
+#include "log.h"
 
 namespace acc {
 namespace {
@@ -37,16 +36,6 @@ torch::Tensor to_wire(const torch::Tensor& tensor) {
   return tensor.scalar_type() == torch::kBool ? tensor.to(torch::kUInt8) : tensor;
 }
 
-std::shared_ptr<spdlog::logger> make_logger(const WorkerEnv& env) {
-  auto logger =
-      std::make_shared<spdlog::logger>("acc", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  logger->set_pattern(
-      detail::concat("[%H:%M:%S.%e] [rank ", env.rank, "/", env.world_size, "] [%l] %v"));
-  const char* level = std::getenv("ACC_LOG_LEVEL");
-  logger->set_level(level != nullptr ? spdlog::level::from_str(level) : spdlog::level::info);
-  return logger;
-}
-
 }  // namespace
 
 MixedPrecision parse_mixed_precision(const std::string& value) {
@@ -62,7 +51,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
       options_(std::move(options)),
       gradient_state_(std::make_shared<GradientState>()),
       impl_(std::make_unique<Impl>()) {
-  logger_ = make_logger(env_);
+  logger_ = runtime::detail::make_logger(env_.rank, env_.world_size);
   if (options_.apply_omp_num_threads) {
     // OMP_NUM_THREADS wins (launchers set it per worker); otherwise the local processes share
     // the cores. OpenMP's own default can be 1 in containers, which wastes a lone process's cores.
@@ -96,10 +85,14 @@ Accelerator::Accelerator(AcceleratorOptions options)
                                      ? options_.gradient_accumulation_steps
                                      : std::max(1, env_.gradient_accumulation_steps);
 
-  if (env_.world_size > 1) {
+  distributed_ = env_.world_size > 1 || (env_.launched && device_.is_cuda());
+  if (distributed_) {
+    backend_ = device_.is_cuda() ? "nccl" : "gloo";
     impl_->group = runtime::detail::join_group(env_, device_.is_cuda(), options_.timeout);
-    logger_->debug("joined {} processes through {}:{} ({})", env_.world_size, env_.master_addr,
-                   env_.master_port, device_.is_cuda() ? "nccl" : "gloo");
+    runtime::detail::log(
+        *logger_, runtime::detail::LogLevel::kDebug,
+        detail::concat("joined ", env_.world_size, " processes through ", env_.master_addr, ":",
+                       env_.master_port, " (", backend_, ")"));
   }
 }
 
@@ -107,12 +100,14 @@ Accelerator::~Accelerator() {
   try {
     end_training();
   } catch (const std::exception& e) {
-    logger_->warn("leaving the process group: {}", e.what());
+    runtime::detail::log(*logger_, runtime::detail::LogLevel::kWarn,
+                         detail::concat("leaving the process group: ", e.what()));
   }
 }
 
 void Accelerator::end_training() {
   impl_->data_parallel.clear();
+  if (impl_->group.shutdown) impl_->group.shutdown();
   impl_->group = {};
 }
 
@@ -208,13 +203,18 @@ void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer) {
   if (impl_->scaler) {
     unscale_gradients(&optimizer);
     // The gradients were averaged over the ranks already, so found_inf agrees everywhere.
-    if (impl_->found_inf.item<float>() == 0.0f) optimizer.step();
+    step_was_skipped_ = impl_->found_inf.item<float>() != 0.0f;
+    if (!step_was_skipped_) optimizer.step();
     at::_amp_update_scale_(impl_->scale, impl_->growth_tracker, impl_->found_inf, 2.0, 0.5, 2000);
     impl_->unscaled = false;
   } else {
     optimizer.step();
   }
   ++step_;
+}
+
+double Accelerator::loss_scale() const {
+  return impl_->scaler ? impl_->scale.item<double>() : 1.0;
 }
 
 void AcceleratedOptimizer::step() {
@@ -389,11 +389,11 @@ torch::Tensor Accelerator::split_between_processes(const torch::Tensor& tensor) 
 
 void Accelerator::log_info(const std::string& message, bool main_process_only) const {
   if (main_process_only && !is_main_process()) return;
-  logger_->info(message);
+  runtime::detail::log(*logger_, runtime::detail::LogLevel::kInfo, message);
 }
 
 void Accelerator::log_warning(const std::string& message) const {
-  logger_->warn(message);
+  runtime::detail::log(*logger_, runtime::detail::LogLevel::kWarn, message);
 }
 
 void Accelerator::set_seed(uint64_t seed, bool device_specific) const {

@@ -1,18 +1,34 @@
 // Accelerator::save_state / load_state: the checkpoint directory and its atomic replacement.
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <spdlog/spdlog.h>
+#include <ftw.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <string>
 
 #include "acc/common/error.h"
 #include "accelerator_impl.h"
+#include "log.h"
 
 namespace acc {
 namespace fs = std::filesystem;
 namespace {
+
+// Removes `path` and everything under it, as fs::remove_all would. Not fs::remove_all itself: a
+// PyTorch wheel's libtorch.so exports a std::filesystem of its own, whose remove_all crashes
+// (PyTorch 2.11, seen on the GPU machine).
+void remove_tree(const fs::path& path) {
+  auto remove_one = [](const char* name, const struct stat*, int, FTW*) {
+    return std::remove(name);
+  };
+  if (nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
+    throw ConfigError(detail::concat("cannot remove ", path.string(), ": ", std::strerror(errno),
+                                     "; check the checkpoint directory's permissions"));
+}
 
 std::string indexed(const std::string& stem, size_t i) {
   return i == 0 ? stem + ".pt" : stem + "_" + std::to_string(i) + ".pt";
@@ -48,14 +64,15 @@ void load_module(torch::nn::Module& module, const fs::path& path) {
   }
 }
 
-torch::Tensor cpu_rng_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
+// The default generator of `device`'s type (CPU, or that CUDA device's).
+torch::Tensor rng_state(torch::Device device) {
+  auto generator = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(generator.mutex());
   return generator.get_state();
 }
 
-void set_cpu_rng_state(const torch::Tensor& state) {
-  auto generator = at::detail::getDefaultCPUGenerator();
+void set_rng_state(torch::Device device, const torch::Tensor& state) {
+  auto generator = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
 }
@@ -67,7 +84,7 @@ void Accelerator::save_state(const std::string& dir) {
   const fs::path tmp_dir = final_dir.string() + ".tmp";
   const fs::path old_dir = final_dir.string() + ".old";
   if (is_main_process()) {
-    fs::remove_all(tmp_dir);
+    remove_tree(tmp_dir);
     fs::create_directories(tmp_dir);
   }
   wait_for_everyone();
@@ -75,7 +92,8 @@ void Accelerator::save_state(const std::string& dir) {
   // Every rank's own RNG state: dropout on rank 1 draws differently from rank 0.
   {
     torch::serialize::OutputArchive archive;
-    archive.write("cpu_rng_state", cpu_rng_state());
+    archive.write("cpu_rng_state", rng_state(torch::kCPU));
+    if (device_.is_cuda()) archive.write("cuda_rng_state", rng_state(device_));
     archive.write("step", torch::tensor({step_}));
     auto epochs = torch::zeros({static_cast<int64_t>(impl_->loader_epochs.size())}, torch::kLong);
     for (size_t i = 0; i < impl_->loader_epochs.size(); ++i)
@@ -101,13 +119,14 @@ void Accelerator::save_state(const std::string& dir) {
   if (is_main_process()) {
     // rename() cannot replace a non-empty directory: move the old one aside first. A crash in
     // between leaves `dir.old` complete, and load_state falls back to it.
-    fs::remove_all(old_dir);
+    remove_tree(old_dir);
     if (fs::exists(final_dir)) fs::rename(final_dir, old_dir);
     fs::rename(tmp_dir, final_dir);
-    fs::remove_all(old_dir);
+    remove_tree(old_dir);
   }
   wait_for_everyone();
-  logger_->debug("saved state (step {}) to {}", step_, dir);
+  runtime::detail::log(*logger_, runtime::detail::LogLevel::kDebug,
+                       detail::concat("saved state (step ", step_, ") to ", dir));
 }
 
 void Accelerator::load_state(const std::string& dir) {
@@ -139,8 +158,10 @@ void Accelerator::load_state(const std::string& dir) {
   }
   auto rng_path = from / ("random_states_" + std::to_string(process_index()) + ".pt");
   if (!fs::exists(rng_path)) {
-    logger_->warn("{} is missing (the world size changed?): using rank 0's RNG state",
-                  rng_path.string());
+    runtime::detail::log(*logger_, runtime::detail::LogLevel::kWarn,
+                         detail::concat(rng_path.string(),
+                                        " is missing (the world size "
+                                        "changed?): using rank 0's RNG state"));
     rng_path = from / "random_states_0.pt";
   }
   torch::serialize::InputArchive archive;
@@ -150,14 +171,17 @@ void Accelerator::load_state(const std::string& dir) {
   archive.read("step", step);
   archive.read("loader_epochs", epochs);
   archive.read("accumulation_counter", counter);
-  set_cpu_rng_state(rng);
+  set_rng_state(torch::kCPU, rng);
+  if (torch::Tensor cuda_rng; device_.is_cuda() && archive.try_read("cuda_rng_state", cuda_rng))
+    set_rng_state(device_, cuda_rng);
   step_ = step.item<int64_t>();
   accumulation_counter_ = counter.item<int64_t>();
   for (size_t i = 0; i < impl_->loader_epochs.size() && static_cast<int64_t>(i) < epochs.numel();
        ++i)
     *impl_->loader_epochs[i] =
         static_cast<uint64_t>(epochs[static_cast<int64_t>(i)].item<int64_t>());
-  logger_->debug("loaded state (step {}) from {}", step_, from.string());
+  runtime::detail::log(*logger_, runtime::detail::LogLevel::kDebug,
+                       detail::concat("loaded state (step ", step_, ") from ", from.string()));
 }
 
 }  // namespace acc

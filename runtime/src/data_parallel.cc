@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include <algorithm>
+#include <type_traits>
 #include <unordered_map>
 
 namespace acc::runtime::detail {
@@ -13,6 +14,41 @@ namespace {
 
 // PyTorch's DDP broadcasts module states in 250 MiB chunks.
 constexpr size_t kBroadcastBucketBytes = size_t{250} << 20;
+
+// c10d::Reducer's constructor differs between LibTorch versions; this picks the form the one
+// compiled against has (a template, so that only the chosen call is compiled).
+template <typename Reducer = c10d::Reducer>
+std::shared_ptr<Reducer> make_reducer(std::vector<torch::Tensor> params,
+                                      std::vector<std::vector<size_t>> buckets,
+                                      std::vector<size_t> limits,
+                                      c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                      std::vector<bool> expect_sparse,
+                                      std::unordered_map<size_t, std::string> names,
+                                      const DataParallelOptions& options) {
+  const auto cap = static_cast<int64_t>(options.bucket_cap_bytes);
+  const auto first_cap = static_cast<int64_t>(options.first_bucket_cap_bytes);
+  constexpr bool kHasSizeLimits =
+      std::is_constructible_v<Reducer, std::vector<torch::Tensor>, std::vector<std::vector<size_t>>,
+                              std::vector<size_t>, c10::intrusive_ptr<c10d::ProcessGroup>,
+                              std::vector<bool>, int64_t, bool, bool,
+                              std::unordered_map<size_t, std::string>, int64_t>;
+  if constexpr (kHasSizeLimits) {
+    // LibTorch 1.13 to 2.x: each bucket's size limit follows the indices.
+    return std::make_shared<Reducer>(
+        std::move(params), std::move(buckets), std::move(limits), std::move(group),
+        std::move(expect_sparse), cap, options.find_unused_parameters,
+        /*gradient_as_bucket_view=*/false, std::move(names), first_cap);
+  } else {
+    // LibTorch 2.11: no limits argument (an empty bucket_bytes_cap_list keeps cap and first_cap),
+    // then skip_all_reduce_unused_params and use_python_reducer.
+    (void)limits;
+    return std::make_shared<Reducer>(std::move(params), std::move(buckets), std::move(group),
+                                     std::move(expect_sparse), cap, options.find_unused_parameters,
+                                     /*gradient_as_bucket_view=*/false, std::move(names), first_cap,
+                                     /*skip_all_reduce_unused_params=*/false,
+                                     /*use_python_reducer=*/false, std::vector<int64_t>{});
+  }
+}
 
 }  // namespace
 
@@ -49,11 +85,8 @@ DataParallel::DataParallel(std::shared_ptr<torch::nn::Module> module,
   std::reverse(buckets.begin(), buckets.end());
   std::reverse(limits.begin(), limits.end());
 
-  reducer_ = std::make_shared<c10d::Reducer>(
-      params, std::move(buckets), std::move(limits), group_, expect_sparse,
-      static_cast<int64_t>(options_.bucket_cap_bytes), options_.find_unused_parameters,
-      /*gradient_as_bucket_view=*/false, std::move(names),
-      static_cast<int64_t>(options_.first_bucket_cap_bytes));
+  reducer_ = make_reducer(params, std::move(buckets), std::move(limits), group_, expect_sparse,
+                          std::move(names), options_);
   logger_ = std::make_shared<c10d::Logger>(reducer_);
   reducer_->set_logger(logger_);
   logger_->set_construction_data_and_log(module_->name(), {}, -1, options_.broadcast_buffers,

@@ -2,8 +2,16 @@
 
 #include <torch/version.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+// A PyTorch wheel's LibTorch is built with Gloo but ships no gloo headers, which
+// ProcessGroupGloo.hpp includes: there the runtime has NCCL only.
+#if __has_include(<gloo/algorithm.h>)
+#define ACC_WITH_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#else
+#define ACC_WITH_GLOO 0
+#endif
 
 #if ACC_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -41,6 +49,7 @@ c10::intrusive_ptr<c10d::Store> connect_store(const WorkerEnv& env,
       "/worker/attempt_" + std::to_string(env.restart_count), store);
 }
 
+#if ACC_WITH_GLOO
 std::shared_ptr<::gloo::transport::Device> gloo_device(const WorkerEnv& env) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname)
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
@@ -49,6 +58,7 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const WorkerEnv& env) {
     return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
+#endif
 
 // LibTorch 1.x: ProcessGroupGloo/NCCL are ProcessGroups. 2.x: they are Backends that a
 // ProcessGroup dispatches to, registered as distributed_c10d.py's _new_process_group_helper
@@ -90,15 +100,18 @@ GroupHandle join_group(const WorkerEnv& env, bool cuda, std::chrono::millisecond
 #if ACC_WITH_NCCL
       auto opts = c10d::ProcessGroupNCCL::Options::create();
       opts->timeout = timeout;
-      handle.group = as_process_group(
-          pg_store, env,
-          c10::make_intrusive<c10d::ProcessGroupNCCL>(pg_store, env.rank, env.world_size, opts),
-          true, timeout);
+      auto nccl =
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(pg_store, env.rank, env.world_size, opts);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+      handle.shutdown = [nccl] { nccl->shutdown(); };
+#endif
+      handle.group = as_process_group(pg_store, env, nccl, true, timeout);
 #else
       throw BackendError(
           "this LibTorch has no NCCL: run on CPU (ACCELERATE_USE_CPU=1) for the Gloo backend");
 #endif
     } else {
+#if ACC_WITH_GLOO
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
       opts->devices.push_back(gloo_device(env));
       opts->threads = 2;
@@ -106,6 +119,11 @@ GroupHandle join_group(const WorkerEnv& env, bool cuda, std::chrono::millisecond
           pg_store, env,
           c10::make_intrusive<c10d::ProcessGroupGloo>(pg_store, env.rank, env.world_size, opts),
           false, timeout);
+#else
+      throw BackendError(
+          "the CPU backend (Gloo) is not compiled in: this LibTorch ships no gloo headers (a "
+          "PyTorch wheel's); run on GPUs (NCCL) or build against a LibTorch with gloo headers");
+#endif
     }
   } catch (const acc::Error&) {
     throw;

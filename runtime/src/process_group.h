@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <functional>
 
 #include "acc/runtime/worker_env.h"
 
@@ -14,6 +15,9 @@ namespace acc::runtime::detail {
 struct GroupHandle {
   c10::intrusive_ptr<c10d::Store> store;  // prefixed with this restart attempt
   c10::intrusive_ptr<c10d::ProcessGroup> group;
+  // Releases the backend's resources (NCCL communicators) before the group is dropped, as
+  // destroy_process_group() does; empty where there is nothing to release.
+  std::function<void()> shutdown;
 };
 
 // Connects to MASTER_ADDR:MASTER_PORT (rank 0 hosts a c10d::TCPStore unless the agent store is

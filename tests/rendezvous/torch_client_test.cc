@@ -9,6 +9,7 @@
 #include <future>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "acc/rendezvous/store_client.h"
@@ -110,11 +111,18 @@ TEST_F(TorchClientTest, WatchKeyCallbackSeesEveryUpdate) {
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<std::string> seen;
-  watcher->watchKey("w", [&](c10::optional<std::string>, c10::optional<std::string> value) {
-    std::lock_guard lock(mutex);
-    seen.push_back(value.value_or("<none>"));
-    changed.notify_all();
-  });
+  try {
+    watcher->watchKey("w", [&](c10::optional<std::string>, c10::optional<std::string> value) {
+      std::lock_guard lock(mutex);
+      seen.push_back(value.value_or("<none>"));
+      changed.notify_all();
+    });
+  } catch (const c10::Error& e) {
+    // PyTorch 2.x's client dropped watchKey ("deprecated, no implementation support it").
+    if (std::string(e.what()).find("deprecated") != std::string::npos)
+      GTEST_SKIP() << "this LibTorch's TCPStore has no watchKey";
+    throw;
+  }
   writer->set("w", bytes("one"));
   writer->set("w", bytes("two"));
   std::unique_lock lock(mutex);

@@ -49,6 +49,46 @@ def test_basic_operations(port):
     check(store.num_keys() == 3, "num_keys drops after delete_key")
 
 
+def test_extended_operations(port):
+    """The 2.2+ dialect's operations, those this client has (PyTorch 1.13's has none)."""
+    store, other = client(port), client(port)
+    ran = []
+    if hasattr(store, "append"):
+        store.append("log", "a")
+        store.append("log", b"bc")
+        check(store.get("log") == b"abc", "append creates, then concatenates")
+        ran.append("append")
+    if hasattr(store, "multi_set"):
+        store.multi_set(["m1", "m2"], ["x", b"\x00y"])
+        check(store.multi_get(["m2", "m1"]) == [b"\x00y", b"x"], "multi_get keeps the keys' order")
+        ran.append("multi_set+multi_get")
+    if hasattr(store, "queue_push"):
+        store.queue_push("q", "first")
+        store.queue_push("q", "second")
+        check(store.queue_len("q") == 2, "queue_len counts the pushed items")
+        check(store.queue_pop("q") == b"first", "queue_pop is first in, first out")
+        check(store.queue_pop("q", block=False) == b"second", "a non-blocking pop takes what is there")
+        got = []
+        thread = threading.Thread(target=lambda: got.append(other.queue_pop("q2")))
+        thread.start()
+        time.sleep(0.2)
+        store.queue_push("q2", "late")
+        thread.join(10)
+        check(got == [b"late"], f"a blocking pop is woken by another client's push (got {got})")
+        try:
+            store.queue_pop("q", block=False)
+            check(False, "a non-blocking pop of an empty queue raises")
+        except Exception as error:  # PyTorch raises its own error type for this
+            check("empty" in str(error).lower() or "Empty" in type(error).__name__,
+                  f"an empty non-blocking pop says the queue is empty (got {error!r})")
+        ran.append("queue_push+queue_pop+queue_len")
+    if hasattr(store, "list_keys"):
+        keys = store.list_keys()
+        check({"log", "m1", "m2"} <= set(keys), f"list_keys lists the keys (got {keys})")
+        ran.append("list_keys")
+    print("extended operations run:", ", ".join(ran) or "none (this client has none)")
+
+
 def test_wait_without_and_with_timeout(port):
     waiter, setter = client(port), client(port)
     done = threading.Event()
@@ -141,7 +181,8 @@ def main():
                               text=True)
     try:
         port = int(server.stdout.readline())
-        for test in (test_basic_operations, test_wait_without_and_with_timeout,
+        for test in (test_basic_operations, test_extended_operations,
+                     test_wait_without_and_with_timeout,
                      test_world_size_and_prefix_store, test_many_clients_at_once,
                      test_gloo_process_group_rendezvous_through_the_agent_store):
             test(port)

@@ -1,18 +1,26 @@
-// libacc with real processes: acc-launch starts runtime_worker over Gloo on the loopback.
+// libacc with real processes: acc-launch starts runtime_worker over Gloo on the loopback, and on
+// a machine with GPUs over NCCL (the Cuda*Test ones, skipped without one).
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace {
+
+// Every test but the Cuda*Test ones is a Gloo test: its processes stay on the CPU even where CUDA
+// is available (their 2 or 3 ranks would otherwise share one GPU, which NCCL refuses).
+[[maybe_unused]] const bool kGlooTests = setenv("ACCELERATE_USE_CPU", "1", 1) == 0;
 
 struct Result {
   int exit_code;
@@ -63,7 +71,8 @@ class TempDir {
     char pattern[] = "/tmp/acc-runtime-test-XXXXXX";
     path_ = mkdtemp(pattern);
   }
-  ~TempDir() { std::filesystem::remove_all(path_); }
+  // Not std::filesystem::remove_all: a PyTorch wheel's libtorch.so brings its own, which crashes.
+  ~TempDir() { [[maybe_unused]] int rc = std::system(("rm -rf '" + path_ + "'").c_str()); }
   const std::string& path() const { return path_; }
 
  private:
@@ -72,13 +81,14 @@ class TempDir {
 
 // After K steps every rank holds the same parameters, and they match one process trained on
 // the concatenated batches (float tolerance: the sums are associated differently).
-void expect_ddp_matches_one_process(int world, int steps, int accum) {
+// `env` prefixes both commands (the CUDA test's lets the processes see the GPU).
+void expect_ddp_matches_one_process(int world, int steps, int accum, const std::string& env = "") {
   TempDir dir;
   const std::string args =
       "ddp " + dir.path() + " " + std::to_string(steps) + " " + std::to_string(accum);
-  auto ddp = run(launch(world, args));
+  auto ddp = run(env + launch(world, args));
   ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
-  auto ref = run(std::string(RUNTIME_WORKER_BIN) + " reference " + dir.path() + " " +
+  auto ref = run(env + std::string(RUNTIME_WORKER_BIN) + " reference " + dir.path() + " " +
                  std::to_string(steps) + " " + std::to_string(world) + " " + std::to_string(accum));
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
 
@@ -160,14 +170,16 @@ TEST(GatherForMetricsTest, TheShardedSamplerReadsEverySampleOnceAndPadsOnlyTheLa
 
 // The worker dies in epoch 3 of its first attempt; acc-launch restarts the group, which loads
 // the checkpoint of epoch 2 and must end bit for bit where an uninterrupted run ends.
-TEST(CheckpointTest, AKilledAndRestartedRunEndsBitForBitLikeAnUninterruptedOne) {
+// `env` prefixes the launches (the CUDA test's lets the processes see the GPU).
+void expect_resume_matches_uninterrupted_run(int world, const std::string& env = "") {
   TempDir straight, resumed;
-  auto a = run(launch(2, "resume " + straight.path() + " 4 0"));
+  const std::string n = std::to_string(world);
+  auto a = run(env + launch(world, "resume " + straight.path() + " 4 0"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  auto b = run(launch(2, "resume " + resumed.path() + " 4 1", "--max_restarts 1"));
+  auto b = run(env + launch(world, "resume " + resumed.path() + " 4 1", "--max_restarts 1"));
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_NE(b.output.find("crashing on purpose"), std::string::npos) << b.output;
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < world; ++r) {
     const std::string name = "/params_rank" + std::to_string(r) + ".bin";
     const auto expected = read_bytes(straight.path() + name);
     ASSERT_FALSE(expected.empty());
@@ -178,4 +190,40 @@ TEST(CheckpointTest, AKilledAndRestartedRunEndsBitForBitLikeAnUninterruptedOne) 
   EXPECT_FALSE(std::filesystem::exists(resumed.path() + "/ckpt.tmp"));
 }
 
+TEST(CheckpointTest, AKilledAndRestartedRunEndsBitForBitLikeAnUninterruptedOne) {
+  expect_resume_matches_uninterrupted_run(2);
+}
+
 }  // namespace
+
+// The NCCL and CUDA paths, one rank per GPU: a group joined over NCCL, a collective on CUDA
+// tensors, DDP steps in fp32, under bf16 autocast, and under fp16 autocast with the gradient
+// scaler (an overflowing step skipped, the scale halved). Skipped where CUDA is not available.
+class CudaPrecisionTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaPrecisionTest, NcclGroupCollectiveAndDdpStepsRunOnTheGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only LibTorch)";
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  auto result = run("env -u ACCELERATE_USE_CPU " + launch(gpus, "cuda " + GetParam()));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("cuda " + GetParam() + " ok: " + std::to_string(gpus) +
+                               " rank(s) over nccl"),
+            std::string::npos)
+      << result.output;
+  std::cout << result.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, CudaPrecisionTest, ::testing::Values("no", "bf16", "fp16"));
+
+TEST(CudaDataParallelTest, DdpOnTheGpuMatchesOneProcessOnTheConcatenatedBatches) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only LibTorch)";
+  expect_ddp_matches_one_process(static_cast<int>(torch::cuda::device_count()), 6, 1,
+                                 "env -u ACCELERATE_USE_CPU ");
+}
+
+// Dropout draws from the CUDA generator here: its state must come back with the checkpoint.
+TEST(CudaCheckpointTest, AKilledAndRestartedRunOnTheGpuEndsBitForBitLikeAnUninterruptedOne) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device (or a CPU-only LibTorch)";
+  expect_resume_matches_uninterrupted_run(static_cast<int>(torch::cuda::device_count()),
+                                          "env -u ACCELERATE_USE_CPU ");
+}

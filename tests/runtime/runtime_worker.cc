@@ -9,13 +9,17 @@
 //                                             training indices per rank
 //   runtime_worker resume OUT EPOCHS CRASH    train with checkpoints each epoch; with CRASH=1 die
 //                                             mid-epoch 2 on restart attempt 0
+//   runtime_worker cuda PRECISION             NCCL, collectives and DDP steps on the GPU under
+//                                             PRECISION (no, bf16, fp16)
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "acc/common/error.h"
 #include "acc/runtime/runtime.h"
@@ -58,7 +62,7 @@ acc::TensorDataset make_data(int64_t n) {
 void write_params(const torch::nn::Module& module, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
   for (const auto& p : module.parameters()) {
-    auto t = p.detach().contiguous().to(torch::kFloat);
+    auto t = p.detach().to(torch::kCPU, torch::kFloat).contiguous();
     out.write(reinterpret_cast<const char*>(t.data_ptr<float>()),
               static_cast<std::streamsize>(t.numel() * sizeof(float)));
   }
@@ -106,6 +110,7 @@ int ddp(const std::string& out, int steps, int accum) {
 int reference(const std::string& out, int steps, int world, int accum) {
   acc::AcceleratorOptions options;
   options.env = acc::WorkerEnv{};
+  options.env->use_cpu = acc::worker_env_from_process().use_cpu;  // where the ddp run trained
   acc::Accelerator acc(options);
   torch::manual_seed(100);
   Net net;
@@ -223,6 +228,91 @@ int mixed_precision() {
   return 0;
 }
 
+std::vector<torch::Tensor> detached(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> copies;
+  for (const auto& t : tensors) copies.push_back(t.detach().clone());
+  return copies;
+}
+
+bool same(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].equal(b[i])) return false;
+  return true;
+}
+
+// The GPU paths: the NCCL group (joined even by a lone launched process, as in Accelerate), a
+// collective on CUDA tensors, DDP steps under autocast with every rank's parameters identical
+// afterwards, and with fp16 the gradient scaler skipping an overflowing step.
+int cuda(const std::string& precision) {
+  acc::AcceleratorOptions options;
+  options.mixed_precision = acc::parse_mixed_precision(precision);
+  acc::Accelerator acc(options);
+  expect(acc.device().is_cuda(), "the device is CUDA");
+  expect(acc.backend() == "nccl", "the backend is nccl, not '" + acc.backend() + "'");
+  const int n = acc.num_processes();
+  auto mine = torch::full({3}, acc.process_index() + 1.0, torch::device(acc.device()));
+  auto sum = acc.reduce(mine, acc::Reduction::kSum);
+  expect(sum.is_cuda() && sum.eq(n * (n + 1) / 2.0).all().item<bool>(), "reduce over NCCL");
+
+  torch::manual_seed(static_cast<uint64_t>(100 + acc.process_index()));  // prepare broadcasts
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.05));
+  acc::DataLoaderOptions lo;
+  lo.batch_size = 16;
+  auto [model, opt, loader] = acc.prepare(net, sgd, acc::DataLoader(make_data(16 * n * 40), lo));
+  const auto autocast_type = precision == "bf16"   ? torch::kBFloat16
+                             : precision == "fp16" ? torch::kHalf
+                                                   : torch::kFloat;
+  double first_loss = 0;
+  double last_loss = 0;
+  int steps = 0;
+  int skipped = 0;
+  torch::Tensor last_input;
+  for (const auto& batch : loader) {
+    expect(batch.data.is_cuda(), "batches arrive on the GPU");
+    torch::Tensor prediction;
+    {
+      auto autocast = acc.autocast();
+      prediction = model->forward(batch.data);
+    }
+    expect(prediction.scalar_type() == autocast_type,
+           "the forward pass runs in " + precision + ", got " +
+               std::string(c10::toString(prediction.scalar_type())));
+    auto loss = torch::mse_loss(prediction.to(torch::kFloat), batch.target);
+    opt.zero_grad();
+    acc.backward(loss);
+    opt.step();
+    skipped += acc.optimizer_step_was_skipped() ? 1 : 0;
+    const double mean_loss = acc.reduce(loss.detach(), acc::Reduction::kMean).item<double>();
+    if (steps++ == 0) first_loss = mean_loss;
+    last_loss = mean_loss;
+    last_input = batch.data;
+  }
+  expect(net->fc1->weight.scalar_type() == torch::kFloat, "master weights stay float32");
+  expect(last_loss < first_loss,
+         "the loss falls: " + std::to_string(first_loss) + " -> " + std::to_string(last_loss));
+  std::vector<torch::Tensor> flat;
+  for (const auto& p : net->parameters()) flat.push_back(p.detach().flatten());
+  auto all = acc.gather(torch::cat(flat).unsqueeze(0));
+  expect((all - all[0]).abs().max().item<float>() == 0.0f, "every rank holds the same parameters");
+
+  if (precision == "fp16") {
+    // An overflow: the step is skipped on every rank, the parameters stay and the scale halves.
+    const double scale = acc.loss_scale();
+    const auto before = detached(net->parameters());
+    opt.zero_grad();
+    acc.backward(model->forward(last_input).sum() * std::numeric_limits<float>::infinity());
+    opt.step();
+    expect(acc.optimizer_step_was_skipped(), "an overflowing fp16 step is skipped");
+    expect(same(before, net->parameters()), "a skipped step leaves the parameters");
+    expect(acc.loss_scale() == scale / 2, "the loss scale halves after an overflow");
+  }
+  acc.print("cuda ", precision, " ok: ", n, " rank(s) over ", acc.backend(), " on ",
+            static_cast<int>(torch::cuda::device_count()), " GPU(s), ", steps, " steps (", skipped,
+            " skipped), loss ", first_loss, " -> ", last_loss, ", scale ", acc.loss_scale());
+  return 0;
+}
+
 int resume(const std::string& out, int epochs, bool crash) {
   acc::Accelerator acc;
   auto dataset = make_data(4 * acc.num_processes() * 6);
@@ -268,6 +358,7 @@ int main(int argc, char** argv) {
     if (mode == "metrics") return metrics(arg(2), std::stoll(arg(3)));
     if (mode == "mixed_precision") return mixed_precision();
     if (mode == "resume") return resume(arg(2), std::stoi(arg(3)), arg(4) == "1");
+    if (mode == "cuda") return cuda(arg(2));
     std::cerr << "runtime_worker: unknown mode '" << mode << "'\n";
     return 2;
   } catch (const std::exception& e) {

@@ -145,7 +145,11 @@ class Accelerator {
   bool is_main_process() const { return env_.rank == 0; }
   bool is_local_main_process() const { return env_.local_rank == 0; }
   bool is_last_process() const { return env_.rank == env_.world_size - 1; }
-  bool use_distributed() const { return env_.world_size > 1; }
+  // True when the process takes part in a process group: more than one process, or (as in
+  // Accelerate) a launched process on CUDA, which joins NCCL even alone.
+  bool use_distributed() const { return distributed_; }
+  // The process group's backend: "nccl", "gloo", or "" when there is none.
+  const std::string& backend() const { return backend_; }
   torch::Device device() const { return device_; }
   MixedPrecision mixed_precision() const { return mixed_precision_; }
   const WorkerEnv& env() const { return env_; }
@@ -207,6 +211,10 @@ class Accelerator {
   [[nodiscard]] std::unique_ptr<AutocastGuard> autocast() const;
   // Optimizer steps taken (AcceleratedOptimizer::step that ran), saved by save_state.
   int64_t step() const { return step_; }
+  // fp16: whether the last optimizer step was skipped because its gradients overflowed.
+  bool optimizer_step_was_skipped() const { return step_was_skipped_; }
+  // fp16: the gradient scaler's current loss scale (GradScaler.get_scale()); 1 otherwise.
+  double loss_scale() const;
 
   // ---- collectives (blocking; every rank must call them) ----
   // All ranks' tensors concatenated along dim 0 (a scalar counts as one row). Shapes must
@@ -268,9 +276,9 @@ class Accelerator {
   // Seeds torch's generators (CPU and CUDA) with seed, plus process_index() when device_specific.
   void set_seed(uint64_t seed, bool device_specific = false) const;
   // Saves the prepared models (model.pt, model_1.pt, ...), optimizers (optimizer.pt, ...), the
-  // fp16 scaler, every rank's RNG state (random_states_<rank>.pt), step() and the loaders'
-  // epochs into `dir`. The checkpoint appears at `dir` atomically: it is written into a sibling
-  // temporary directory and renamed by the main process. Blocks (two barriers).
+  // fp16 scaler, every rank's RNG states (CPU and its CUDA device; random_states_<rank>.pt), step()
+  // and the loaders' epochs into `dir`. The checkpoint appears at `dir` atomically: it is written
+  // into a sibling temporary directory and renamed by the main process. Blocks (two barriers).
   void save_state(const std::string& dir);
   // Restores what save_state wrote (prepare everything first, in the same order). A resumed run
   // continues bit for bit. Throws acc::ConfigError when `dir` is not a complete checkpoint.
@@ -294,6 +302,9 @@ class Accelerator {
   AcceleratorOptions options_;
   torch::Device device_ = torch::kCPU;
   MixedPrecision mixed_precision_ = MixedPrecision::kNo;
+  bool distributed_ = false;
+  std::string backend_;
+  bool step_was_skipped_ = false;
   int gradient_accumulation_steps_ = 1;
   int64_t accumulation_counter_ = 0;
   bool sync_gradients_ = true;
