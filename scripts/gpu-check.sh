@@ -77,6 +77,11 @@ step "PyTorch's DDP script under acc-launch: its 2.x workers use our store (Gloo
 logged python_ddp "$build/launcher/acc-launch" --nproc_per_node 2 --python "$python" \
   examples/python/ddp_train.py --steps 20
 
+step "HuggingFace Accelerate's Accelerator under acc-launch and under accelerate launch"
+show='accelerate launch:|acc-launch:|PASS|FAIL|SKIP' logged accelerate_state \
+  bash tests/integration/accelerate/same_state_as_accelerate_launch.sh "$build/launcher/acc-launch" \
+  "$python"
+
 step "two ranks on one GPU: NCCL refuses them, the launcher must say so and stop cleanly"
 if [ "$(nvidia-smi -L | wc -l)" -eq 1 ]; then
   "$build/launcher/acc-launch" --nproc_per_node 2 "$build/tests/runtime/runtime_worker" cuda no \

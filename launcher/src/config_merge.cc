@@ -113,6 +113,7 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
   if (!given("debug")) o.debug = o.debug || config.debug();
   if (!given("cpu")) o.cpu = config.use_cpu() || config.distributed_type() == "MULTI_CPU";
   o.multi_gpu = mode.path != cfg::LaunchPath::kSimple;
+  o.simple_launcher = !workers && o.num_processes.value_or(1) == 1 && machines == 1;
 
   const std::string devices = cfg::visible_devices_variable(config.distributed_type());
   if (!given("gpu_ids")) {

@@ -219,6 +219,7 @@ void resolve_logs(const LaunchOptions& o, LaunchPlan& plan) {
 
 void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
   plan.env = accelerate_env(o);
+  plan.single_process = o.simple_launcher && plan.world_size == 1;
   plan.env_defaults = {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
                        {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
   const bool sets_omp = std::any_of(plan.env.begin(), plan.env.end(),
@@ -301,6 +302,11 @@ int global_rank(const LaunchPlan& plan, const Round& round, int local_rank) {
 
 EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
                    const std::string& error_file) {
+  if (plan.single_process) {
+    EnvList env = {{"TORCHELASTIC_ERROR_FILE", error_file}};
+    env.insert(env.end(), plan.env.begin(), plan.env.end());
+    return env;
+  }
   const std::string rank = std::to_string(global_rank(plan, round, worker.local_rank));
   const std::string world_size = std::to_string(round.nnodes * plan.nproc_per_node);
   EnvList env = {

@@ -128,6 +128,25 @@ TEST(PlanTest, OmpThreadsDefaultToOneOnlyWhenUnsetAndSeveralWorkers) {
   EXPECT_EQ(value_of(build_plan(o, host()).env, "OMP_NUM_THREADS"), "3");
 }
 
+// distributed_type NO: accelerate launch runs the script alone, without RANK or LOCAL_RANK
+// (with them Accelerate would join a process group of one on a GPU machine).
+TEST(PlanTest, AccelerateSimpleLauncherGivesItsOneProcessNoTorchrunContract) {
+  LaunchOptions o = program();
+  o.simple_launcher = true;
+  o.mixed_precision = "bf16";
+  LaunchPlan plan = build_plan(o, host());
+  EnvList env = worker_env(plan, plan.workers[0], static_round(plan, 29500, 0), "/logs/e.json");
+  for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
+    EXPECT_EQ(value_of(env, name), "<unset>") << name;
+  EXPECT_EQ(value_of(env, "TORCHELASTIC_ERROR_FILE"), "/logs/e.json");
+  EXPECT_EQ(value_of(env, "ACCELERATE_MIXED_PRECISION"), "bf16");
+  // More than one process (--num_processes with distributed_type NO) is a distributed job.
+  o.nproc_per_node = "2";
+  plan = build_plan(o, host());
+  env = worker_env(plan, plan.workers[1], static_round(plan, 29500, 0), "/logs/e.json");
+  EXPECT_EQ(value_of(env, "LOCAL_RANK"), "1");
+}
+
 TEST(PlanTest, WorkerEnvironmentIsTheTorchrunContract) {
   LaunchOptions o = program();
   o.nproc_per_node = "2";

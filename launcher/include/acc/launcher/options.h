@@ -47,6 +47,9 @@ struct LaunchOptions {
   std::optional<std::string> gpu_ids;  // comma list or "all"
   bool cpu = false;
   bool multi_gpu = false;
+  // A config file chose Accelerate's simple launcher (distributed_type NO, or use_cpu) for one
+  // process: the worker gets no torchrun variables, as under `accelerate launch`.
+  bool simple_launcher = false;
   std::optional<std::string> mixed_precision;  // no, fp16, bf16, fp8
   std::optional<int> num_cpu_threads_per_process;
   bool debug = false;

@@ -75,7 +75,10 @@ struct LaunchPlan {
   std::string log_line_prefix;        // template; see expand_prefix
   bool quiet = false;
   bool dry_run = false;
-  std::string program;   // as the user named it, for messages
+  std::string program;  // as the user named it, for messages
+  // Accelerate's simple launcher: one process that is not a distributed job, so its worker gets
+  // no torchrun contract (with RANK/LOCAL_RANK set, Accelerate would join a group of one).
+  bool single_process = false;
   EnvList env;           // set in every worker (after the contract variables)
   EnvList env_defaults;  // set in every worker unless the launcher has it already
   std::vector<WorkerSpec> workers;
@@ -95,8 +98,9 @@ LaunchPlan build_plan(const LaunchOptions& options, const HostInfo& host);
 StreamSpec parse_stream_spec(const std::string& value, const std::string& flag);
 
 // The variables acc-launch sets for one worker of one attempt, in a stable order: the torchrun
-// contract, then plan.env. The worker inherits the launcher's environment beneath these, plus
-// plan.env_defaults where the launcher has no value.
+// contract (only TORCHELASTIC_ERROR_FILE of it when plan.single_process), then plan.env. The worker
+// inherits the launcher's environment beneath these, plus plan.env_defaults where the launcher has
+// no value.
 EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
                    const std::string& error_file);
 
