@@ -1,6 +1,8 @@
 #include "acc/rendezvous/elastic_rendezvous.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "acc/common/error.h"
 
@@ -56,10 +58,14 @@ RendezvousInfo ElasticRendezvous::next_rendezvous() {
     store_.set(round_key(round - 1, "next"), "open");
   }
   for (;;) {
-    int rank = static_cast<int>(store_.add(round_key(round, "joined"), 1) - 1);
-    if (rank + 1 == options_.max_nodes) close_round(round, options_.max_nodes);
-    int num_nodes = await_close(round, rank, deadline);
-    if (rank < num_nodes) {
+    // The arrival slot (ADD's order) decides who takes part; the rank is the node id's place
+    // among the participants', so the same nodes get the same ranks however they raced.
+    int slot = static_cast<int>(store_.add(round_key(round, "joined"), 1) - 1);
+    store_.set(round_key(round, "slot/" + std::to_string(slot)), node_id_);
+    if (slot + 1 == options_.max_nodes) close_round(round, options_.max_nodes);
+    int num_nodes = await_close(round, slot, deadline);
+    if (slot < num_nodes) {
+      const int rank = assign_rank(round, slot, num_nodes, deadline);
       store_.multi_set({round_key(round, "node/" + std::to_string(rank)),
                         round_key(round, "heartbeat/" + std::to_string(rank))},
                        {node_id_, "0"});
@@ -81,11 +87,11 @@ RendezvousInfo ElasticRendezvous::next_rendezvous() {
   }
 }
 
-int ElasticRendezvous::await_close(std::int64_t round, int rank, Clock::time_point deadline) {
+int ElasticRendezvous::await_close(std::int64_t round, int slot, Clock::time_point deadline) {
   std::vector<std::string> closed = {round_key(round, "closed")};
-  if (rank + 1 >= options_.min_nodes) {
+  if (slot + 1 >= options_.min_nodes) {
     // Enough nodes: last call. Whoever's last call ends first closes the round with the count
-    // joined by then; ADD's order makes that count agree with the ranks handed out.
+    // joined by then; ADD's order makes that count agree with the slots that take part.
     try {
       store_.wait(closed, std::min(options_.last_call_timeout, remaining(deadline)));
     } catch (const TimeoutError&) {
@@ -104,6 +110,44 @@ int ElasticRendezvous::await_close(std::int64_t round, int rank, Clock::time_poi
     }
   }
   return std::stoi(store_.get(closed[0]));
+}
+
+int ElasticRendezvous::assign_rank(std::int64_t round, int slot, int num_nodes,
+                                   Clock::time_point deadline) {
+  const std::string mine = round_key(round, "rank/" + std::to_string(slot));
+  if (slot == 0) {
+    // The first arrival sorts the participants' ids and publishes each slot's rank: O(n) work
+    // for this one node, one read and one write; every other node reads its own rank only.
+    std::vector<std::string> slot_keys;
+    for (int i = 0; i < num_nodes; ++i)
+      slot_keys.push_back(round_key(round, "slot/" + std::to_string(i)));
+    const std::vector<std::string> ids = store_.multi_get(slot_keys);
+    std::vector<int> order(static_cast<std::size_t>(num_nodes));
+    for (int i = 0; i < num_nodes; ++i) order[static_cast<std::size_t>(i)] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return ids[static_cast<std::size_t>(a)] < ids[static_cast<std::size_t>(b)];
+    });
+    std::vector<std::string> rank_keys, ranks;
+    int own = 0;
+    for (int rank = 0; rank < num_nodes; ++rank) {
+      const int of = order[static_cast<std::size_t>(rank)];
+      rank_keys.push_back(round_key(round, "rank/" + std::to_string(of)));
+      ranks.push_back(std::to_string(rank));
+      if (of == slot) own = rank;
+    }
+    store_.multi_set(rank_keys, ranks);
+    return own;
+  }
+  try {
+    store_.wait({mine}, remaining(deadline));
+  } catch (const TimeoutError&) {
+    throw TimeoutError(detail::concat(
+        "rendezvous '", options_.run_id, "': round ", round, " closed with ", num_nodes,
+        " nodes but their ranks were not published within ", options_.join_timeout.count(),
+        " ms (the node that sorts them, the round's first "
+        "arrival, stopped?)"));
+  }
+  return std::stoi(store_.get(mine));
 }
 
 void ElasticRendezvous::close_round(std::int64_t round, int num_nodes) {

@@ -197,6 +197,8 @@ std::int64_t StoreClient::num_keys() {
 
 void StoreClient::send(std::string_view bytes) {
   if (fd_ < 0) broken("the connection is closed after an earlier error");
+  ++traffic_.requests;
+  traffic_.bytes_sent += static_cast<std::int64_t>(bytes.size());
   while (!bytes.empty()) {
     ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
@@ -217,6 +219,7 @@ bool StoreClient::receive(char* data, std::size_t size, milliseconds timeout) {
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) broken("the store server closed the connection");
     if (n < 0) broken(std::string("receive failed: ") + std::strerror(errno));
+    traffic_.bytes_received += n;
     data += n;
     size -= static_cast<std::size_t>(n);
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -74,6 +75,34 @@ TEST_F(ElasticRendezvousTest, MaxNodesJoiningGetDistinctRanksAndCloseWithoutLast
     ranks.insert(info.node_rank);
   }
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
+}
+
+// torchrun sorts its node descriptors: ranks follow the node ids, not who got there first.
+TEST_F(ElasticRendezvousTest, RanksFollowTheSortedNodeIdsWhateverTheArrivalOrder) {
+  const std::vector<std::string> ids = {"10.0.0.3:77", "10.0.0.1:99", "10.0.0.2:12", "10.0.0.1:5"};
+  for (int trial = 0; trial < 3; ++trial) {
+    auto options = rendezvous(4, 4);
+    options.run_id = "sorted" + std::to_string(trial);
+    std::vector<Node> nodes;
+    for (const auto& id : ids) nodes.push_back(node(options, id));
+    std::vector<std::future<RendezvousInfo>> joins;
+    // Arrivals in a different order each trial: rotated, one at a time.
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      auto& n = nodes[(k + static_cast<size_t>(trial)) % nodes.size()];
+      joins.push_back(
+          std::async(std::launch::async, [&n] { return n.handler->next_rendezvous(); }));
+      std::this_thread::sleep_for(20ms);
+    }
+    std::map<std::string, int> rank_of;
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const size_t i = (k + static_cast<size_t>(trial)) % nodes.size();
+      rank_of[ids[i]] = joins[k].get().node_rank;
+    }
+    EXPECT_EQ(rank_of,
+              (std::map<std::string, int>{
+                  {"10.0.0.1:5", 0}, {"10.0.0.1:99", 1}, {"10.0.0.2:12", 2}, {"10.0.0.3:77", 3}}))
+        << "trial " << trial;
+  }
 }
 
 TEST_F(ElasticRendezvousTest, LastCallAdmitsNodesArrivingBeforeItEnds) {
@@ -148,11 +177,12 @@ TEST_F(ElasticRendezvousTest, AJoinWritesTheSameNumberOfKeysWhateverTheNodeCount
   };
   auto keys_for_2 = measure("two", 2);
   auto keys_for_8 = measure("eight", 8);
-  // Linear with a constant slope: a fixed set of round keys plus two keys per node (its id and
-  // its heartbeat), never a key that lists every node.
+  // Linear with a constant slope: a fixed set of round keys plus four keys per node (its id by
+  // arrival slot, its rank by slot, its id by rank and its heartbeat), never a key that lists
+  // every node.
   auto per_node = (keys_for_8 - keys_for_2) / 6;
   EXPECT_EQ(per_node * 6, keys_for_8 - keys_for_2);
-  EXPECT_EQ(per_node, 2);
+  EXPECT_EQ(per_node, 4);
   EXPECT_EQ(keys_for_2 - 2 * per_node, 3);  // round counter, joined counter, closed count
 }
 

@@ -1,14 +1,18 @@
 #pragma once
 
 // Elastic rendezvous over the store, after torchelastic's c10d handler: nodes join numbered
-// rounds; a round closes when max_nodes have joined, or a last-call period after min_nodes have;
-// every node of a closed round gets the same node count and a distinct node rank (its arrival
-// order in the round, fixed by the store's ADD). Nodes that arrive after a round closed wait for
-// the next one, which starts when a participant calls next_rendezvous() again (an agent does so
-// when num_nodes_waiting() > 0 or a node died).
+// rounds; a round closes when max_nodes have joined, or a last-call period after min_nodes have.
+// The store's ADD orders the arrivals, and the first num_nodes arrivals take part. Every node of
+// a closed round gets the same node count and a distinct node rank: its node id's place among the
+// participants' ids sorted (as torchrun sorts its node descriptors), so the same nodes get the
+// same ranks whatever order they arrived in. Nodes that arrive after a round closed wait for the
+// next one, which starts when a participant calls next_rendezvous() again (an agent does so when
+// num_nodes_waiting() > 0 or a node died).
 //
 // Cost: a join is a constant number of store operations on a constant number of keys, whatever
-// the node count (no key lists all nodes). Keys live under "rdzv/<run_id>/".
+// the node count (no key lists all nodes), except for the round's first arrival, which reads the
+// participants' ids and writes their ranks in one request each. Keys live under
+// "rdzv/<run_id>/".
 
 #include <chrono>
 #include <cstdint>
@@ -73,8 +77,12 @@ class ElasticRendezvous {
   void check_open();
   // Blocks until `round` closes and returns its node count; closes it after the last call when
   // this node's arrival made the minimum.
-  int await_close(std::int64_t round, int rank, std::chrono::steady_clock::time_point deadline);
+  int await_close(std::int64_t round, int slot, std::chrono::steady_clock::time_point deadline);
   void close_round(std::int64_t round, int num_nodes);
+  // The rank of the participant that arrived in `slot`: the first arrival sorts the ids and
+  // publishes every slot's rank; the others wait for theirs (TimeoutError past the deadline).
+  int assign_rank(std::int64_t round, int slot, int num_nodes,
+                  std::chrono::steady_clock::time_point deadline);
 
   StoreClient& store_;
   RendezvousOptions options_;

@@ -61,6 +61,14 @@ class StoreClient {
   // Keys in the store, counting those of every client (PyTorch's "init/" key included).
   std::int64_t num_keys();
 
+  // What this client has exchanged so far (the rendezvous benchmark reports it per node).
+  struct Traffic {
+    std::int64_t requests = 0;  // requests written (the connection's VALIDATE and PING go as one)
+    std::int64_t bytes_sent = 0;
+    std::int64_t bytes_received = 0;
+  };
+  const Traffic& traffic() const { return traffic_; }
+
  private:
   void send(std::string_view bytes);
   // Reads exactly `size` bytes; false when `timeout` passed first.
@@ -76,6 +84,7 @@ class StoreClient {
 
   StoreClientOptions options_;
   int fd_ = -1;
+  Traffic traffic_;
 };
 
 }  // namespace acc::rendezvous
