@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -112,9 +112,10 @@ void* run_node(void* arg) {
     ro.run_id = "scale";
     ro.min_nodes = ro.max_nodes = node.nodes;
     ro.join_timeout = node.timeout;
-    rdzv::ElasticRendezvous rendezvous(client, ro, "10.0." + std::to_string(node.index / 250) +
-                                                       "." + std::to_string(node.index % 250) +
-                                                       ":" + std::to_string(1000 + node.index));
+    rdzv::ElasticRendezvous rendezvous(client, ro,
+                                       "10.0." + std::to_string(node.index / 250) + "." +
+                                           std::to_string(node.index % 250) + ":" +
+                                           std::to_string(1000 + node.index));
     node.info = rendezvous.next_rendezvous();
     node.done_at = Clock::now();
     node.traffic.requests = client.traffic().requests - before.requests;
@@ -127,7 +128,9 @@ void* run_node(void* arg) {
   return nullptr;
 }
 
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 struct Stats {
   double mean = 0;
@@ -202,12 +205,13 @@ bool measure(const std::string& launcher, int count, std::chrono::milliseconds t
     return false;
   }
   const auto requests = stats(nodes, [](const Node& n) { return n.traffic.requests; });
-  const auto bytes = stats(
-      nodes, [](const Node& n) { return n.traffic.bytes_sent + n.traffic.bytes_received; });
-  std::printf("%7d  acc-launch  connect %7.3f s  round %7.3f s  requests/node %5.2f (max %3lld)"
-              "  bytes/node %7.1f (max %5lld)\n",
-              count, seconds(connected_all - start_connect), seconds(last - start), requests.mean,
-              static_cast<long long>(requests.max), bytes.mean, static_cast<long long>(bytes.max));
+  const auto bytes =
+      stats(nodes, [](const Node& n) { return n.traffic.bytes_sent + n.traffic.bytes_received; });
+  std::printf(
+      "%7d  acc-launch  connect %7.3f s  round %7.3f s  requests/node %5.2f (max %3lld)"
+      "  bytes/node %7.1f (max %5lld)\n",
+      count, seconds(connected_all - start_connect), seconds(last - start), requests.mean,
+      static_cast<long long>(requests.max), bytes.mean, static_cast<long long>(bytes.max));
   std::fflush(stdout);
   return true;
 }
@@ -223,8 +227,9 @@ void raise_fd_limit() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: rendezvous_scale ACC_LAUNCH [--nodes 100,1000,10000] "
-                         "[--timeout-s 60]\n");
+    std::fprintf(stderr,
+                 "usage: rendezvous_scale ACC_LAUNCH [--nodes 100,1000,10000] "
+                 "[--timeout-s 60]\n");
     return 2;
   }
   const std::string launcher = argv[1];
