@@ -3,9 +3,17 @@
 // and against PyTorch's TCPStore server in the same process and run. Prints ops/s, p50 and p99
 // per server and the ratios.
 //
-// Usage: store_bench [--seconds S] [--clients 1,8,32] [--rounds R]
+// Usage: store_bench [--seconds S] [--clients 1,8,32] [--rounds R] [--minimal 0|1]
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,11 +22,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "acc/rendezvous/protocol.h"
 #include "acc/rendezvous/store_server.h"
 
 namespace {
@@ -121,12 +131,115 @@ std::vector<int> parse_list(const char* text) {
   return out;
 }
 
+// The ceiling any server could reach with these clients on this machine: one epoll thread
+// that parses the same 1.13 frames with our codec and answers at once, with no store behind it
+// (GET returns a fixed value, ADD a counter), reading up to 64 KiB and writing its replies once
+// per read. Not a store: a yardstick for the row above it.
+class MinimalServer {
+ public:
+  MinimalServer() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    ::listen(listener_, 4096);
+    socklen_t length = sizeof(address);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    add(listener_);
+    add(wake_);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~MinimalServer() {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_, &one, sizeof(one));
+    thread_.join();
+    for (auto& [fd, buffer] : inputs_) ::close(fd);
+    ::close(listener_);
+    ::close(wake_);
+    ::close(epoll_);
+  }
+  int port() const { return port_; }
+
+ private:
+  void add(int fd) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = fd;
+    ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event);
+  }
+
+  void loop() {
+    namespace rdzv = acc::rendezvous;
+    const std::string value(64, 'v');
+    std::int64_t counter = 0;
+    std::vector<char> chunk(64 * 1024);
+    std::string replies;
+    rdzv::Request request;
+    epoll_event events[256];
+    for (;;) {
+      const int ready = ::epoll_wait(epoll_, events, 256, -1);
+      for (int e = 0; e < ready; ++e) {
+        const int fd = events[e].data.fd;
+        if (fd == wake_) return;
+        if (fd == listener_) {
+          for (int client; (client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) {
+            int on = 1;
+            ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+            inputs_[client];
+            add(client);
+          }
+          continue;
+        }
+        const ssize_t n = ::recv(fd, chunk.data(), chunk.size(), MSG_DONTWAIT);
+        if (n <= 0) {
+          if (n < 0 && errno == EAGAIN) continue;
+          ::close(fd);
+          inputs_.erase(fd);
+          continue;
+        }
+        std::string& input = inputs_[fd];
+        input.append(chunk.data(), static_cast<std::size_t>(n));
+        std::size_t offset = 0;
+        replies.clear();
+        for (;;) {
+          auto parsed = rdzv::parse_request(std::string_view(input).substr(offset),
+                                            rdzv::Dialect::kV1_13, rdzv::Limits{}, request);
+          if (parsed.status != rdzv::ParseStatus::kComplete) break;
+          offset += parsed.consumed;
+          if (request.op == rdzv::Op::kGet) {
+            rdzv::append_u64(replies, value.size());
+            replies += value;
+          } else if (request.op == rdzv::Op::kAdd) {
+            rdzv::append_i64(replies, ++counter);
+          } else if (request.op == rdzv::Op::kWait) {  // the 1.13 client's get() waits first
+            rdzv::append_u8(replies, rdzv::kStopWaiting);
+          }
+        }
+        input.erase(0, offset);
+        if (!replies.empty()) ::send(fd, replies.data(), replies.size(), MSG_NOSIGNAL);
+      }
+    }
+  }
+
+  int listener_ = -1;
+  int epoll_ = -1;
+  int wake_ = -1;
+  int port_ = 0;
+  std::map<int, std::string> inputs_;
+  std::thread thread_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   double seconds = 2.0;
   int rounds = 1;
   std::vector<int> client_counts = {1, 8, 32};
+  bool with_minimal = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--seconds") == 0)
       seconds = std::atof(argv[i + 1]);
@@ -134,6 +247,8 @@ int main(int argc, char** argv) {
       client_counts = parse_list(argv[i + 1]);
     else if (std::strcmp(argv[i], "--rounds") == 0)
       rounds = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--minimal") == 0)
+      with_minimal = std::strcmp(argv[i + 1], "0") != 0;
   }
 
   acc::rendezvous::StoreServerOptions options;
@@ -146,6 +261,8 @@ int main(int argc, char** argv) {
   torch_options.isServer = true;
   torch_options.waitWorkers = false;
   c10d::TCPStore torch_server("127.0.0.1", torch_options);
+
+  MinimalServer minimal;
 
   std::printf("c10d::TCPStore clients doing set+get+add for %.1f s each, %u hardware threads\n",
               seconds, std::thread::hardware_concurrency());
@@ -166,6 +283,13 @@ int main(int argc, char** argv) {
                   mine.ops_per_second, mine.p50_us, mine.p99_us, mine.server_cpu_us_per_op);
       std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "PyTorch TCPStore",
                   theirs.ops_per_second, theirs.p50_us, theirs.p99_us, theirs.server_cpu_us_per_op);
+      if (with_minimal) {
+        const Result bound = measure(minimal.port(), clients, seconds);
+        std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "minimal (bound)",
+                    bound.ops_per_second, bound.p50_us, bound.p99_us, bound.server_cpu_us_per_op);
+        std::printf("%8d %-16s %11.2fx\n", clients, "bound/torch",
+                    bound.ops_per_second / theirs.ops_per_second);
+      }
       std::printf("%8d %-16s %11.2fx %9.2fx %9.2fx %13.2fx\n", clients, "ratio acc/torch",
                   mine.ops_per_second / theirs.ops_per_second, mine.p50_us / theirs.p50_us,
                   mine.p99_us / theirs.p99_us,
