@@ -85,8 +85,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
                                      ? options_.gradient_accumulation_steps
                                      : std::max(1, env_.gradient_accumulation_steps);
 
-  distributed_ = env_.world_size > 1 || (env_.launched && device_.is_cuda());
-  if (distributed_) {
+  if (env_.world_size > 1 || (env_.launched && device_.is_cuda())) {
     backend_ = device_.is_cuda() ? "nccl" : "gloo";
     impl_->group = runtime::detail::join_group(env_, device_.is_cuda(), options_.timeout);
     runtime::detail::log(

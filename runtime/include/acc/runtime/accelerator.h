@@ -147,7 +147,7 @@ class Accelerator {
   bool is_last_process() const { return env_.rank == env_.world_size - 1; }
   // True when the process takes part in a process group: more than one process, or (as in
   // Accelerate) a launched process on CUDA, which joins NCCL even alone.
-  bool use_distributed() const { return distributed_; }
+  bool use_distributed() const { return !backend_.empty(); }
   // The process group's backend: "nccl", "gloo", or "" when there is none.
   const std::string& backend() const { return backend_; }
   torch::Device device() const { return device_; }
@@ -302,7 +302,6 @@ class Accelerator {
   AcceleratorOptions options_;
   torch::Device device_ = torch::kCPU;
   MixedPrecision mixed_precision_ = MixedPrecision::kNo;
-  bool distributed_ = false;
   std::string backend_;
   bool step_was_skipped_ = false;
   int gradient_accumulation_steps_ = 1;
