@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Installs, from Debian's archive only, every package acc-launch needs to build, test and run its
-# demo. Idempotent: a machine that already has them all returns at once without touching apt.
+# Installs, from Debian's archive only, the packages acc-launch needs. Idempotent: a machine that
+# already has them all returns at once without touching apt.
+#
+#   scripts/install-deps.sh          what building and `make demo` need
+#   scripts/install-deps.sh --test   that, plus what only the tests use: schedulers, daemons and
+#                                    debuggers (SLURM, Open MPI, sshd, etcd, eu-stack, gdb) and
+#                                    PyTorch's Python peer. `make test` asks for these; `make`,
+#                                    `make demo` and `make install` never install a daemon.
 set -euo pipefail
 
 packages=(
@@ -8,11 +14,22 @@ packages=(
   clang clang-format libclang-rt-14-dev
   libcli11-dev libyaml-cpp-dev libboost-dev libboost-system-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
-  libtorch-dev libgloo-dev python3-torch
+  libtorch-dev libgloo-dev
   dataset-fashion-mnist
+)
+test_packages=(
+  python3-torch
   procps iproute2 util-linux
   slurm-wlm munge openmpi-bin
+  openssh-server openssh-client etcd-server etcd-client
+  elfutils gdb
 )
+
+case "${1:-}" in
+  --test) packages+=("${test_packages[@]}") ;;
+  "") ;;
+  *) echo "install-deps: usage: install-deps.sh [--test]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -27,4 +44,12 @@ fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# A daemon installed for the tests must not start (or stay enabled) on the machine itself: the
+# tests start their own instances on loopback or in network namespaces.
+policy=/usr/sbin/policy-rc.d
+made_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1
+fi
+trap '[ $made_policy -eq 1 ] && rm -f "$policy"' EXIT
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
