@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 
+#include "acc/common/error.h"
 #include "acc/config/schema.h"
 
 namespace acc::config {
@@ -232,7 +233,9 @@ void add_parallelism(const ClusterConfig& config, EnvEntries& env) {
 void add_deepspeed(const ClusterConfig& config, bool mixed_precision_from_config, EnvEntries& env) {
   const Value& section = config.section("deepspeed_config");
   std::string fields;
-  for (const auto& [key, value] : section.entries) fields += (fields.empty() ? "" : ",") + key;
+  // Accelerate lists the file's deepspeed_config keys: not those only a flag set (no mark).
+  for (const auto& [key, value] : section.entries)
+    if (value.key_mark.line > 0 || value.mark.line > 0) fields += (fields.empty() ? "" : ",") + key;
   if (mixed_precision_from_config)
     fields += (fields.empty() ? "" : ",") + std::string("mixed_precision");
   Args a;
@@ -261,15 +264,27 @@ void add_deepspeed(const ClusterConfig& config, bool mixed_precision_from_config
 
 }  // namespace
 
-LaunchMode launch_mode(const ClusterConfig& config, bool cli_cpu, bool cli_multi_gpu) {
+LaunchMode launch_mode(const ClusterConfig& config, const ModeFlags& flags) {
+  // launch.py _validate_launch_command's sanity checks, in its words.
+  ACC_CHECK(flags.cpu + flags.multi_gpu + flags.use_deepspeed + flags.use_fsdp <= 1, ConfigError,
+            "You can only use one of --cpu, --multi_gpu, --use_deepspeed, --use_fsdp at a time");
+  if (flags.use_parallelism_config) {
+    const Value* version = config.section("fsdp_config").find("fsdp_version");
+    ACC_CHECK(flags.use_fsdp && version && version->python_str() == "2", ConfigError,
+              "--use_parallelism_config needs --use_fsdp and --fsdp_version 2");
+  }
   LaunchMode mode;
-  if (cli_cpu) return mode;
-  if (cli_multi_gpu) {
-    mode.path = LaunchPath::kMultiGpu;
+  if (flags.cpu) return mode;
+  if (flags.multi_gpu || flags.use_deepspeed || flags.use_fsdp || flags.use_megatron_lm) {
+    mode.path = flags.use_deepspeed ? LaunchPath::kDeepSpeed : LaunchPath::kMultiGpu;
+    mode.use_fsdp = flags.use_fsdp;
+    mode.use_megatron_lm = flags.use_megatron_lm;
+    mode.use_parallelism_config = flags.use_parallelism_config;
     return mode;
   }
   const std::string type = config.distributed_type();
-  mode.use_parallelism_config = !config.section("parallelism_config").entries.empty();
+  mode.use_parallelism_config =
+      flags.use_parallelism_config || !config.section("parallelism_config").entries.empty();
   if (type == "DEEPSPEED") {
     mode.path = LaunchPath::kDeepSpeed;
   } else if (type == "FSDP") {

@@ -62,7 +62,7 @@ std::string make_run_dir(const LaunchPlan& plan) {
   fs::create_directories(base, ec);
   std::string pattern =
       (base / ((plan.log_dir.empty() ? "acc-launch-" : "") + plan.run_id + "_XXXXXX")).string();
-  ACC_CHECK(::mkdtemp(pattern.data()) != nullptr, LaunchError, "cannot create a log directory in ",
+  ACC_CHECK(::mkdtemp(pattern.data()) != nullptr, SystemError, "cannot create a log directory in ",
             base.string(), ": ", std::strerror(errno));
   return pattern;
 }
@@ -204,7 +204,7 @@ class Agent::Impl {
     for (int s : kForwardedSignals) sigaddset(&mask, s);
     ::sigprocmask(SIG_BLOCK, &mask, nullptr);
     signal_fd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    ACC_CHECK(signal_fd_ >= 0, LaunchError, "signalfd: ", std::strerror(errno));
+    ACC_CHECK(signal_fd_ >= 0, SystemError, "signalfd: ", std::strerror(errno));
     ::signal(SIGPIPE, SIG_IGN);
     // Orphaned grandchildren of the workers come to us, so none outlives the job unreaped.
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -304,7 +304,7 @@ class Agent::Impl {
     if (redirected || teed || !plan_.log_dir.empty()) {
       const std::string path = worker.dir + "/" + file_name;
       stream.file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      ACC_CHECK(stream.file_fd >= 0, LaunchError, "cannot write ", path, ": ",
+      ACC_CHECK(stream.file_fd >= 0, SystemError, "cannot write ", path, ": ",
                 std::strerror(errno));
       if (redirected || teed) keep_run_dir_ = true;
     }
@@ -335,7 +335,7 @@ class Agent::Impl {
       timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
     }
     const int ready = ::poll(fds.data(), fds.size(), timeout);
-    if (ready < 0 && errno != EINTR) throw LaunchError(std::string("poll: ") + strerror(errno));
+    if (ready < 0 && errno != EINTR) throw SystemError(std::string("poll: ") + strerror(errno));
 
     for (size_t i = 1; i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 
+#include "acc/config/schema.h"
 #include "acc/launcher/version.h"
 
 namespace acc::launcher {
@@ -73,6 +75,21 @@ class FlagTable {
   CLI::Option* flag(const std::string& name, bool& target, const std::string& help,
                     const std::string& short_name = "", bool torchrun = false) {
     return track(name, torchrun, app_.add_flag(spec(name, short_name), target, help));
+  }
+
+  // A flag whose value (or, for a switch, its presence) is kept as text by `store`.
+  CLI::Option* text(const std::string& name, bool takes_value, const std::string& help,
+                    std::function<void(const std::string&)> store) {
+    CLI::Option* option =
+        takes_value ? app_.add_option_function<std::string>(spec(name, ""), std::move(store), help)
+                    : app_.add_flag_callback(
+                          spec(name, ""), [store = std::move(store)] { store(""); }, help);
+    return track(name, false, option);
+  }
+
+  bool has(const std::string& name) const {
+    return std::any_of(options_by_name_.begin(), options_by_name_.end(),
+                       [&](const auto& entry) { return entry.first == name; });
   }
 
   void record_given() {
@@ -160,6 +177,42 @@ void add_accelerate_flags(FlagTable& t, LaunchOptions& o) {
   t.flag("debug", o.debug, "ACCELERATE_DEBUG_MODE=true in the workers");
   t.flag("quiet", o.quiet, "less launcher output", "-q");
   t.value("config_file", o.config_file, "accelerate config file");
+  t.flag("use_deepspeed", o.use_deepspeed, "DeepSpeed launch (its variables for the workers)");
+  t.flag("use_fsdp", o.use_fsdp, "FSDP launch (FSDP_* variables for the workers)");
+  t.flag("use_megatron_lm", o.use_megatron_lm, "Megatron-LM launch (MEGATRON_LM_* variables)");
+  t.flag("use_parallelism_config", o.use_parallelism_config,
+         "ParallelismConfig (FSDP 2): PARALLELISM_CONFIG_* variables");
+}
+
+// accelerate launch's TPU and SageMaker flags: acc-launch starts local processes only, so these
+// are refused in one line, as configs for those platforms are.
+void add_refused_flags(FlagTable& t, std::vector<std::string>& refused) {
+  const std::pair<const char*, bool> kRefused[] = {{"tpu", false},
+                                                   {"tpu_cluster", false},
+                                                   {"no_tpu_cluster", false},
+                                                   {"tpu_use_sudo", false},
+                                                   {"vm", true},
+                                                   {"env", true},
+                                                   {"aws_access_key_id", true},
+                                                   {"aws_secret_access_key", true}};
+  for (const auto& [name, takes_value] : kRefused) {
+    const std::string flag = name;
+    t.text(flag, takes_value, "TPU / SageMaker only: refused (use accelerate launch there)",
+           [&refused, flag](const std::string&) { refused.push_back(flag); });
+  }
+}
+
+// Every config key that `accelerate launch` also takes as `--<key>` (the schema is the one table
+// of them), unless registered above with a meaning of its own (--num_processes, --gpu_ids, ...).
+void add_config_key_flags(FlagTable& t, LaunchOptions& o) {
+  for (const acc::config::LaunchFlag& flag : acc::config::launch_flags()) {
+    const std::string name(flag.spec->name);
+    if (t.has(name)) continue;
+    std::string help(flag.spec->doc);
+    if (help.empty()) help = std::string(flag.section) + ": " + std::string(flag.spec->env);
+    t.text(name, flag.spec->flag_arg != acc::config::FlagArg::kSwitch, help,
+           [&o, name](const std::string& value) { o.config_flags.emplace_back(name, value); });
+  }
 }
 
 void add_own_flags(FlagTable& t, LaunchOptions& o) {
@@ -208,6 +261,9 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   add_torchrun_flags(table, options);
   add_accelerate_flags(table, options);
   add_own_flags(table, options);
+  std::vector<std::string> refused;
+  add_refused_flags(table, refused);
+  add_config_key_flags(table, options);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -224,6 +280,10 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
     return usage_error(e.what());
   }
   table.record_given();
+  if (!refused.empty())
+    return usage_error("--" + refused.front() +
+                       ": TPU and SageMaker launches are not supported; acc-launch starts local "
+                       "processes (use accelerate launch on a TPU VM or for SageMaker)");
 
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());

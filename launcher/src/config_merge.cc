@@ -1,46 +1,27 @@
 #include "config_merge.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <set>
+#include <map>
 #include <utility>
 
 #include "acc/common/error.h"
 #include "acc/config/launch_env.h"
 #include "acc/config/paths.h"
+#include "acc/config/schema.h"
 
 namespace acc::launcher {
 namespace {
 
 namespace cfg = acc::config;
 
-std::optional<int> positive_env(const char* name) {
-  const char* value = std::getenv(name);
-  if (!value || !*value) return std::nullopt;
+std::optional<int> positive(const std::map<std::string, std::string>& env, const char* name) {
+  auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return std::nullopt;
   char* end = nullptr;
-  const long parsed = std::strtol(value, &end, 10);
+  const long parsed = std::strtol(it->second.c_str(), &end, 10);
   if (*end != '\0' || parsed <= 0) return std::nullopt;
   return static_cast<int>(parsed);
-}
-
-int count_physical_cores() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::set<std::pair<std::string, std::string>> cores;
-  std::string line, physical_id = "0";
-  while (std::getline(cpuinfo, line)) {
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
-    std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (key == "physical id") physical_id = value;
-    if (key == "core id") cores.emplace(physical_id, value);
-  }
-  if (!cores.empty()) return static_cast<int>(cores.size());
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  return online > 0 ? static_cast<int>(online) : 1;
 }
 
 // env_var_path_add(): the existing entries, then the new one.
@@ -58,20 +39,20 @@ std::string path_add(const std::string& list, const std::string& entry) {
 
 }  // namespace
 
-MergeEnvironment MergeEnvironment::from_process() {
+MergeEnvironment MergeEnvironment::from_host(const HostInfo& host) {
   MergeEnvironment env;
-  env.omp_num_threads = positive_env("OMP_NUM_THREADS");
+  env.omp_num_threads = positive(host.environment, "OMP_NUM_THREADS");
   for (const char* name :
        {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_LOCAL_SIZE"}) {
-    if (auto size = positive_env(name)) {
+    if (auto size = positive(host.environment, name)) {
       env.mpi_local_size = size;
       break;
     }
   }
-  env.physical_cores = count_physical_cores();
-  if (const char* pythonpath = std::getenv("PYTHONPATH")) env.pythonpath = pythonpath;
-  char cwd[4096];
-  if (::getcwd(cwd, sizeof cwd)) env.cwd = cwd;
+  env.physical_cores = host.physical_cores;
+  if (auto it = host.environment.find("PYTHONPATH"); it != host.environment.end())
+    env.pythonpath = it->second;
+  env.cwd = host.cwd;
   return env;
 }
 
@@ -80,7 +61,14 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
   const std::string file = config.path().empty() ? "config" : config.path();
   ACC_CHECK(!(o.cpu && o.multi_gpu), ConfigError,
             "--cpu and --multi_gpu: give one of them (--cpu runs one process on the CPU)");
-  const cfg::LaunchMode mode = cfg::launch_mode(config, o.cpu, o.multi_gpu);
+  cfg::ModeFlags flags;
+  flags.cpu = o.cpu;
+  flags.multi_gpu = o.multi_gpu;
+  flags.use_deepspeed = o.use_deepspeed;
+  flags.use_fsdp = o.use_fsdp;
+  flags.use_megatron_lm = o.use_megatron_lm;
+  flags.use_parallelism_config = o.use_parallelism_config;
+  const cfg::LaunchMode mode = cfg::launch_mode(config, flags);
   const bool workers = cfg::launches_workers(config, mode);
   auto given = [&](const char* name, const char* twin = nullptr) {
     return o.was_given(name) || (twin && o.was_given(twin));
@@ -104,6 +92,7 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
   // Accelerate ignores these two from the file (their flags default to non-None values);
   // acc-launch honours them (docs/config.md, "Divergences").
   if (!given("rdzv_backend") && config.has("rdzv_backend")) o.rdzv_backend = config.rdzv_backend();
+  o.same_network = config.same_network();
 
   bool mixed_precision_from_config = false;
   if (!given("mixed_precision")) {
@@ -143,20 +132,73 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
     o.extra_env.push_back(std::move(entry));
 }
 
-void apply_config_file(LaunchOptions& options) {
+void apply_config_flags(const LaunchOptions& options, cfg::ClusterConfig& config) {
+  for (const auto& [name, text] : options.config_flags) {
+    for (const cfg::LaunchFlag& flag : cfg::launch_flags()) {
+      if (flag.spec->name != name) continue;
+      cfg::Value value = cfg::flag_value(*flag.spec, text);
+      if (flag.section.empty()) {
+        config.set(name, std::move(value));
+        continue;
+      }
+      // A key the file wrote stays the file's key (Accelerate lists those in
+      // ACCELERATE_CONFIG_DS_FIELDS) with the flag's value.
+      const std::string section(flag.section);
+      if (const cfg::Value* old = config.section(section).find(name))
+        value.key_mark = old->key_mark;
+      config.set_section_key(section, name, std::move(value));
+    }
+  }
+}
+
+namespace {
+
+std::vector<std::string> ignored_flag_notices(const LaunchOptions& options) {
+  std::vector<std::string> notices;
+  for (const auto& [name, text] : options.config_flags) {
+    const cfg::KeySpec* spec = cfg::find_cluster_key(name);
+    if (spec && spec->doc.find("accepted and unused") != std::string_view::npos)
+      notices.push_back("--" + name + " ignored: " + std::string(spec->doc.substr(0, 8)) +
+                        " only (as accelerate launch ignores it elsewhere)");
+  }
+  return notices;
+}
+
+bool any_accelerate_flag(const LaunchOptions& o) {
+  return !o.config_flags.empty() || o.use_deepspeed || o.use_fsdp || o.use_megatron_lm ||
+         o.use_parallelism_config;
+}
+
+}  // namespace
+
+void apply_config_file(LaunchOptions& options, const MergeEnvironment& environment) {
   std::string path = options.config_file;
+  // accelerate launch skips the default file with --cpu (launch.py L1212), a quirk acc-launch
+  // does not copy (docs/config.md, "Divergences").
   if (path.empty()) {
     path = cfg::default_config_path();
-    if (!cfg::file_exists(path)) return;
-    // Accelerate applies its default file silently (huggingface/accelerate#1133); say so.
-    if (!options.quiet)
+    if (!cfg::file_exists(path)) {
+      path.clear();
+    } else if (!options.quiet) {
+      // Accelerate applies its default file silently (huggingface/accelerate#1133); say so.
       std::cerr << "acc-launch: using the config file " << path
                 << " (pass --config_file to choose another)\n";
+    }
   }
-  const cfg::ClusterConfig config = cfg::load_config(path);
-  for (const std::string& warning : config.warnings())
-    std::cerr << "acc-launch: warning: " << warning << "\n";
-  merge_config(config, MergeEnvironment::from_process(), options);
+  if (path.empty() && !any_accelerate_flag(options)) return;
+  cfg::ClusterConfig config;
+  if (!path.empty()) {
+    config = cfg::load_config(path);
+    for (const std::string& warning : config.warnings())
+      std::cerr << "acc-launch: warning: " << warning << "\n";
+  } else if (!options.num_processes && !options.was_given("nproc_per_node")) {
+    // No file: the flags alone, as `accelerate launch` without a config (one process unless
+    // told otherwise).
+    config.set("num_processes", cfg::Value::of_int(1));
+  }
+  apply_config_flags(options, config);
+  for (std::string& notice : ignored_flag_notices(options)) options.notices.push_back(notice);
+  merge_config(config, environment, options);
 }
 
 }  // namespace acc::launcher

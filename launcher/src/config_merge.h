@@ -9,6 +9,7 @@
 
 #include "acc/config/cluster_config.h"
 #include "acc/launcher/options.h"
+#include "acc/launcher/plan.h"
 
 namespace acc::launcher {
 
@@ -20,8 +21,8 @@ struct MergeEnvironment {
   std::string pythonpath;              // $PYTHONPATH
   std::string cwd;                     // the current directory
 
-  // Reads them from this process (environment, /proc/cpuinfo, getcwd).
-  static MergeEnvironment from_process();
+  // Takes them from the host facts (detect_host()).
+  static MergeEnvironment from_host(const HostInfo& host);
 };
 
 // Fills the options the user did not give from `config` and appends the config's worker
@@ -31,9 +32,16 @@ struct MergeEnvironment {
 void merge_config(const acc::config::ClusterConfig& config, const MergeEnvironment& environment,
                   LaunchOptions& options);
 
+// Sets the command line's config-key flags (options.config_flags) on `config`, each converted as
+// argparse converts that flag, so that a flag beats the file. Throws ConfigError naming a flag
+// whose value does not fit.
+void apply_config_flags(const LaunchOptions& options, acc::config::ClusterConfig& config);
+
 // Resolves the config file (--config_file, else Accelerate's default file when it exists: see
-// acc/config/paths.h), loads and validates it, prints its warnings to stderr and merges it.
-// Does nothing when no file applies. Throws ConfigError with one line per problem in the file.
-void apply_config_file(LaunchOptions& options);
+// acc/config/paths.h), loads and validates it, prints its warnings to stderr, applies the command
+// line's config-key flags over it and merges it. Without a file, the flags alone are merged over an
+// empty config; with neither, nothing happens. Throws ConfigError with one line per problem in the
+// file.
+void apply_config_file(LaunchOptions& options, const MergeEnvironment& environment);
 
 }  // namespace acc::launcher

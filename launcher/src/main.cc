@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "acc/common/error.h"
+#include "acc/common/exit_code.h"
 #include "acc/launcher/agent.h"
 #include "acc/launcher/cli.h"
 #include "acc/launcher/cluster.h"
@@ -60,7 +61,7 @@ int launch(const std::vector<std::string>& args) {
   HostInfo host = detect_host();
   apply_cluster_facts(cluster_facts(parsed.options, host), parsed.options);
   // After the scheduler's facts: they count as given, and a config file fills only the rest.
-  apply_config_file(parsed.options);
+  apply_config_file(parsed.options, MergeEnvironment::from_host(host));
   LaunchPlan plan = build_plan(parsed.options, host);
   if (plan.dry_run) {
     const int port = plan.master_port != 0 ? plan.master_port : pick_free_port();
@@ -93,19 +94,7 @@ int dispatch(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     return dispatch(argc, argv);
-  } catch (const acc::ConfigError& e) {
-    return fail(2, e.what());
-  } catch (const acc::StoreError& e) {
-    return fail(3, e.what());
-  } catch (const acc::NetworkError& e) {
-    return fail(3, e.what());
-  } catch (const acc::TimeoutError& e) {
-    return fail(4, e.what());
-  } catch (const acc::BackendError& e) {
-    return fail(6, e.what());
-  } catch (const acc::LaunchError& e) {
-    return fail(127, e.what());
   } catch (const std::exception& e) {
-    return fail(1, std::string("internal error: ") + e.what());
+    return fail(acc::exit_code_for(e), acc::exit_message_for(e));
   }
 }

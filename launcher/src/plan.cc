@@ -140,8 +140,20 @@ std::string random_run_id() {
   return id.str();
 }
 
+// accelerate launch on several machines (utils/launch.py prepare_multi_gpu_env): unless the
+// machines share a network, --main_process_ip/port is torchrun's --rdzv_endpoint, so with
+// --rdzv_backend c10d the nodes meet there in a c10d rendezvous (and need no --machine_rank:
+// Accelerate's SLURM recipe gives none).
+std::string accelerate_rdzv_endpoint(const LaunchOptions& o) {
+  if (!o.rdzv_endpoint.empty() || o.same_network || o.rdzv_backend != "c10d")
+    return o.rdzv_endpoint;
+  if (!o.num_machines || *o.num_machines < 2 || !o.main_process_ip) return o.rdzv_endpoint;
+  return *o.main_process_ip + ":" + std::to_string(o.main_process_port.value_or(29500));
+}
+
 void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
   LaunchOptions merged = o;
+  merged.rdzv_endpoint = accelerate_rdzv_endpoint(o);
   if (o.num_machines)
     fold(o, std::optional(std::to_string(*o.num_machines)), "num_machines", "nnodes", merged.nnodes,
          o.nnodes);
@@ -161,7 +173,7 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
   std::tie(plan.min_nodes, plan.max_nodes) =
       o.standalone ? std::pair(1, 1) : resolve_nnodes(merged.nnodes);
   plan.local_addr = o.local_addr;
-  if (plan.rdzv_backend == "c10d") resolve_elastic(o, plan);
+  if (plan.rdzv_backend == "c10d") resolve_elastic(merged, plan);
   ACC_CHECK(plan.rdzv_backend == "c10d" || plan.min_nodes == plan.max_nodes, ConfigError,
             "--nnodes ", merged.nnodes,
             ": elastic membership (MIN:MAX) needs --rdzv_backend c10d and --rdzv_endpoint");
@@ -274,6 +286,7 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.quiet = o.quiet;
   plan.dry_run = o.dry_run;
   plan.program = o.program;
+  plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
 
   const std::vector<std::string> argv = worker_argv(o);
   for (int local_rank = 0; local_rank < plan.nproc_per_node; ++local_rank) {

@@ -26,7 +26,7 @@ struct Pipe {
   int write = -1;
   void open() {
     int fds[2];
-    ACC_CHECK(::pipe2(fds, O_CLOEXEC) == 0, LaunchError,
+    ACC_CHECK(::pipe2(fds, O_CLOEXEC) == 0, SystemError,
               "cannot create a pipe: ", std::strerror(errno));
     read = fds[0];
     write = fds[1];
@@ -115,7 +115,7 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
     out.close();
     err.close();
     status.close();
-    throw LaunchError(std::string("cannot fork a worker: ") + std::strerror(error));
+    throw SystemError(std::string("cannot fork a worker: ") + std::strerror(error));
   }
   // Also set here so that the group exists before we might signal it.
   ::setpgid(pid, pid);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "acc/common/error.h"
+#include "acc/common/exit_code.h"
 #include "acc/rendezvous/store_server.h"
 
 namespace acc::launcher {
@@ -36,10 +37,8 @@ int serve(rendezvous::StoreServerOptions options) {
     sigwait(&signals, &signal_number);
     server.stop();
     return 0;
-  } catch (const NetworkError& e) {
-    return fail(3, e.what());
-  } catch (const ConfigError& e) {
-    return fail(2, e.what());
+  } catch (const Error& e) {
+    return fail(exit_code_for(e), exit_message_for(e));
   }
 }
 
@@ -74,7 +73,7 @@ int run_rendezvous_command(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return fail(2, std::string(e.what()) + " (see acc-launch rendezvous serve --help)");
+    return fail(kExitConfig, std::string(e.what()) + " (see acc-launch rendezvous serve --help)");
   }
   options.legacy_dialect =
       compat == "2.1" ? rendezvous::Dialect::kV2_1 : rendezvous::Dialect::kV1_13;

@@ -1,13 +1,9 @@
 // `acc-launch test`: launches acc-launch itself as the workers of the configured run
 // (/proc/self/exe __test_worker). Each worker checks the environment contract, then the ranks
-// meet at MASTER_ADDR:MASTER_PORT as env:// would make them; passes when every worker passes, as
-// `accelerate test` does with its test script.
+// meet through the store at MASTER_ADDR:MASTER_PORT as env:// would make them (a single process
+// of distributed_type NO only checks that it got no distributed variables); passes when every
+// worker passes, as `accelerate test` does with its test script.
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,10 +14,9 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
-#include <set>
-#include <thread>
 
 #include "acc/common/error.h"
+#include "acc/rendezvous/store_client.h"
 #include "commands.h"
 
 namespace acc::launcher {
@@ -36,125 +31,48 @@ std::optional<long> env_int(const char* name) {
   return parsed;
 }
 
-// Connects to host:port within `timeout_ms`; false when nothing listens there.
-bool reachable(const std::string& host, long port, int timeout_ms) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
-  bool ok = false;
-  for (addrinfo* a = found; a && !ok; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-      ok = true;
-    } else if (errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      int error = 0;
-      socklen_t len = sizeof error;
-      ok = ::poll(&p, 1, timeout_ms) == 1 &&
-           ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0;
-    }
-    ::close(fd);
-  }
-  ::freeaddrinfo(found);
-  return ok;
-}
-
-// A line from `fd`, waiting until `deadline`; "" on timeout or a closed socket.
-std::string read_line(int fd, std::chrono::steady_clock::time_point deadline) {
-  std::string line;
-  char c;
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
-    pollfd p{fd, POLLIN, 0};
-    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return "";
-    if (::read(fd, &c, 1) != 1) return "";
-    if (c == '\n') return line;
-    line += c;
+// The meeting env:// makes, through the store the launcher serves at MASTER_ADDR:MASTER_PORT
+// (the agent store, as torchrun's): every rank adds itself to a counter and waits until all
+// WORLD_SIZE ranks have. Returns "" or the problem.
+std::string meet(const std::string& addr, long port, long world) {
+  try {
+    rendezvous::StoreClientOptions options;
+    options.host = addr;
+    options.port = static_cast<int>(port);
+    options.connect_timeout = std::chrono::seconds(30);
+    options.timeout = std::chrono::seconds(60);
+    rendezvous::StoreClient store(options);
+    if (store.add("acc-launch/test/arrived", 1) == world) store.set("acc-launch/test/all", "1");
+    store.wait({"acc-launch/test/all"});
+    return "";
+  } catch (const Error& e) {
+    return std::string("the ranks did not meet through the store at MASTER_ADDR:MASTER_PORT: ") +
+           e.what();
   }
 }
 
-void send_line(int fd, const std::string& line) {
-  const std::string text = line + "\n";
-  (void)!::write(fd, text.data(), text.size());
-}
-
-// The rendezvous torch.distributed's env:// does, without PyTorch: rank 0 listens on
-// MASTER_PORT, every other rank connects to MASTER_ADDR:MASTER_PORT and says its rank; rank 0
-// answers once it has heard from every rank exactly once. Returns "" or the problem.
-std::string rendezvous(const std::string& addr, long port, long rank, long world) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  if (rank == 0) {
-    const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const int one = 1;
-    ::setsockopt(server, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in any{};
-    any.sin_family = AF_INET;
-    any.sin_port = htons(static_cast<uint16_t>(port));
-    any.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (::bind(server, reinterpret_cast<sockaddr*>(&any), sizeof any) != 0 ||
-        ::listen(server, 128) != 0) {
-      const std::string error = std::strerror(errno);
-      ::close(server);
-      return "rank 0 cannot listen on MASTER_PORT " + std::to_string(port) + ": " + error;
+// Accelerate's simple launcher (distributed_type NO): one process, no torchrun variables.
+int check_single_process() {
+  for (const char* name : {"WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"}) {
+    if (std::getenv(name)) {
+      std::cout << "FAIL: RANK is missing but " << name << " is set\n";
+      return 1;
     }
-    std::vector<int> peers;
-    std::set<long> seen;
-    std::string problem;
-    while (static_cast<long>(seen.size()) < world - 1 && problem.empty()) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            deadline - std::chrono::steady_clock::now())
-                            .count();
-      pollfd p{server, POLLIN, 0};
-      if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) {
-        problem = "only " + std::to_string(seen.size() + 1) + " of " + std::to_string(world) +
-                  " ranks reached rank 0 within 60 s";
-        break;
-      }
-      const int peer = ::accept4(server, nullptr, nullptr, SOCK_CLOEXEC);
-      if (peer < 0) continue;
-      peers.push_back(peer);
-      const std::string hello = read_line(peer, deadline);
-      char* end = nullptr;
-      const long other = std::strtol(hello.c_str() + std::min<size_t>(hello.size(), 5), &end, 10);
-      if (hello.rfind("rank ", 0) != 0 || other < 1 || other >= world || !seen.insert(other).second)
-        problem = "rank 0 got an unexpected hello '" + hello + "' (a rank twice, or out of range)";
-    }
-    for (int peer : peers) {
-      send_line(peer, problem.empty() ? "ok" : "fail");
-      ::close(peer);
-    }
-    ::close(server);
-    return problem;
   }
-  while (std::chrono::steady_clock::now() < deadline) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    if (::getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &found) != 0)
-      return "MASTER_ADDR " + addr + " does not resolve";
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const bool connected = ::connect(fd, found->ai_addr, found->ai_addrlen) == 0;
-    ::freeaddrinfo(found);
-    if (connected) {
-      send_line(fd, "rank " + std::to_string(rank));
-      const std::string answer = read_line(fd, deadline);
-      ::close(fd);
-      return answer == "ok" ? "" : "rank 0 did not confirm the rendezvous";
-    }
-    ::close(fd);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0 is not listening yet
+  if (!std::getenv("ACCELERATE_MIXED_PRECISION")) {
+    std::cout << "FAIL: ACCELERATE_MIXED_PRECISION is missing\n";
+    return 1;
   }
-  return "could not reach rank 0 at " + addr + ":" + std::to_string(port) + " within 60 s";
+  std::cout << "ok: one process (distributed_type NO: no process group, as under accelerate "
+               "launch), mixed precision "
+            << std::getenv("ACCELERATE_MIXED_PRECISION") << std::endl;
+  return 0;
 }
 
 }  // namespace
 
 int run_test_worker(const std::vector<std::string>&) {
+  if (!std::getenv("RANK")) return check_single_process();
   std::vector<std::string> problems;
   auto need = [&](const char* name) {
     auto v = env_int(name);
@@ -178,16 +96,9 @@ int run_test_worker(const std::vector<std::string>&) {
     if (!std::getenv("ACCELERATE_MIXED_PRECISION"))
       problems.push_back("ACCELERATE_MIXED_PRECISION is missing");
   }
-  if (problems.empty()) {
-    const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-    if (agent_store && std::string(agent_store) == "True") {
-      // The launcher serves a store there: it must answer.
-      if (!reachable(addr, port, 5000))
-        problems.push_back("the store at MASTER_ADDR:MASTER_PORT is not reachable");
-    } else if (std::string problem = rendezvous(addr, port, rank, world); !problem.empty()) {
+  if (problems.empty())
+    if (std::string problem = meet(addr, port, world); !problem.empty())
       problems.push_back(problem);
-    }
-  }
   if (!problems.empty()) {
     for (const std::string& p : problems) std::cout << "FAIL: " << p << "\n";
     return 1;
@@ -201,7 +112,7 @@ int run_test_worker(const std::vector<std::string>&) {
 int run_test_command(const std::vector<std::string>& args) {
   std::error_code ec;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  ACC_CHECK(!ec, LaunchError, "cannot find this executable through /proc/self/exe: ", ec.message());
+  ACC_CHECK(!ec, SystemError, "cannot find this executable through /proc/self/exe: ", ec.message());
   std::vector<std::string> argv = {self};
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--config_file" || args[i] == "--config-file") {
@@ -221,7 +132,7 @@ int run_test_command(const std::vector<std::string>& args) {
   std::cout << std::endl;
 
   const pid_t child = ::fork();
-  ACC_CHECK(child >= 0, LaunchError, "fork failed: ", std::strerror(errno));
+  ACC_CHECK(child >= 0, SystemError, "fork failed: ", std::strerror(errno));
   if (child == 0) {
     std::vector<char*> raw;
     for (std::string& a : argv) raw.push_back(a.data());

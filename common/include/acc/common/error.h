@@ -36,13 +36,19 @@ class TimeoutError : public Error {
  public:
   using Error::Error;
 };
-// A worker could not be started. Exit code 5.
+// The program cannot be run (not found, not executable, exec failed). Exit code 127, as a shell.
 class LaunchError : public Error {
  public:
   using Error::Error;
 };
 // A communication backend (Gloo, NCCL) failed or is missing. Exit code 6.
 class BackendError : public Error {
+ public:
+  using Error::Error;
+};
+// The operating system refused acc-launch something it needs (poll, signalfd, fork, a temporary
+// directory): not the user's program nor input. Exit code 1.
+class SystemError : public Error {
  public:
   using Error::Error;
 };

@@ -26,9 +26,21 @@ struct LaunchMode {
   bool use_parallelism_config = false;
 };
 
-// The mode for a config, given the --cpu and --multi_gpu flags of the command line. --multi_gpu
-// overrides distributed_type entirely and --cpu forces one simple launch, as in Accelerate.
-LaunchMode launch_mode(const ClusterConfig& config, bool cli_cpu, bool cli_multi_gpu);
+// The launch-mode flags of `accelerate launch`'s command line.
+struct ModeFlags {
+  bool cpu = false;
+  bool multi_gpu = false;
+  bool use_deepspeed = false;
+  bool use_fsdp = false;
+  bool use_megatron_lm = false;
+  bool use_parallelism_config = false;
+};
+
+// The mode for a config, given the mode flags of the command line. Any of --multi_gpu,
+// --use_deepspeed, --use_fsdp, --use_megatron_lm overrides distributed_type entirely and --cpu
+// forces one simple launch, as in Accelerate. Throws ConfigError for flags Accelerate refuses
+// together (two modes; --use_parallelism_config without --use_fsdp and FSDP 2).
+LaunchMode launch_mode(const ClusterConfig& config, const ModeFlags& flags);
 
 // Whether the mode starts one worker per process of num_processes (every path but the simple
 // one, where Accelerate starts one process; MULTI_CPU is started here too, see docs/config.md).

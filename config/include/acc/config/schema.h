@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "acc/config/value.h"
+
 namespace acc::config {
 
 enum class KeyType {
@@ -20,12 +22,26 @@ enum class KeyType {
   kDict,        // a nested section
 };
 
+// How `accelerate launch` takes a key as a flag (`--<key>`, launch.py) and how argparse turns the
+// text into the value whose str() a worker sees: `--gradient_clipping 1` gives "1.0" (float),
+// `--megatron_lm_use_custom_fsdp false` gives "True" (Python's bool() of a non-empty string).
+enum class FlagArg {
+  kNone,       // not a launch flag
+  kSwitch,     // store_true: no value; True when given
+  kText,       // str: the text as given
+  kInt,        // int()
+  kFloat,      // float()
+  kPyBool,     // bool(): True unless the text is empty
+  kStrToBool,  // str_to_bool(): yes/true/1/... -> 1, no/false/0/... -> 0
+};
+
 struct KeySpec {
   std::string_view name;
   KeyType type;
   std::string_view default_text;          // as docs/config.md shows it; "" when none
   std::vector<std::string_view> choices;  // empty: any value of the type
   std::string_view flag;                  // the acc-launch flag that overrides it, or ""
+  FlagArg flag_arg;                       // kNone unless `--<name>` is a launch flag
   std::string_view env;                   // the worker variable it sets, or ""
   std::string_view doc;
   bool nullable = true;  // `key: null` is accepted (means "not set")
@@ -50,6 +66,20 @@ std::string canonical_section_key(std::string_view section, std::string_view key
 
 // The candidate closest to `name` by edit distance, or "" when none is close enough to suggest.
 std::string nearest(std::string_view name, const std::vector<std::string>& candidates);
+
+// A key that `accelerate launch` also takes as the flag `--<key>`, and the section it belongs to
+// ("" for a top-level key). Every launch flag of that kind comes from this list, so the schema is
+// the one table of them.
+struct LaunchFlag {
+  const KeySpec* spec;
+  std::string_view section;
+};
+const std::vector<LaunchFlag>& launch_flags();
+
+// The value a flag's text gives, as argparse converts it for that flag (FlagArg). Throws
+// ConfigError naming the flag when the text is not a number where one is needed, or outside
+// the key's choices.
+Value flag_value(const KeySpec& spec, const std::string& text);
 
 // Distributed types Accelerate defines, and those acc-launch launches.
 const std::vector<std::string_view>& distributed_types();

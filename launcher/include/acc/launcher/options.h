@@ -55,6 +55,18 @@ struct LaunchOptions {
   bool debug = false;
   bool quiet = false;
   std::string config_file;
+  // Accelerate's launch-mode flags (--cpu and --multi_gpu above).
+  bool use_deepspeed = false;
+  bool use_fsdp = false;
+  bool use_megatron_lm = false;
+  bool use_parallelism_config = false;
+  // `--<key> VALUE` for the config keys `accelerate launch` also takes as flags (config/schema.h
+  // launch_flags(): FSDP, DeepSpeed, Megatron-LM, FP8, dynamo, parallelism, same_network, ...),
+  // as given; "" for a switch. They override the config file's keys.
+  std::vector<std::pair<std::string, std::string>> config_flags;
+  // Machines share a network (--same_network, or the file): multi-node jobs meet at
+  // --main_process_ip/port directly instead of a rendezvous endpoint there.
+  bool same_network = false;
 
   // Hostfile launches (DeepSpeed / Horovod / Open MPI syntax).
   std::string hostfile;
@@ -72,6 +84,8 @@ struct LaunchOptions {
   // Where settings not given on the command line came from (a scheduler, a hostfile), one line
   // each; --dry_run shows them.
   std::vector<std::string> detected;
+  // One-line notices for the user, printed when the workers start (e.g. a flag that is ignored).
+  std::vector<std::string> notices;
 
   // The program and its arguments, verbatim.
   std::string program;

@@ -15,11 +15,20 @@ namespace acc::launcher {
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 
-// Facts about the machine the plan is made on (host.h reads the real ones).
+// Facts about the machine the plan is made on (host.h reads the real ones: detect_host() is the
+// only place that reads them).
 struct HostInfo {
   std::string hostname = "localhost";
-  int cpu_count = 1;
+  int cpu_count = 1;       // online CPUs (logical)
+  int physical_cores = 1;  // cores, not hyper-threads
+  // Accelerators this process may use, as PyTorch counts them: those of the first vendor found
+  // (NVIDIA, else AMD, else Intel), restricted by that vendor's visibility variables
+  // (CUDA_VISIBLE_DEVICES; HIP_/ROCR_VISIBLE_DEVICES; ZE_AFFINITY_MASK).
   int gpu_count = 0;
+  std::string gpu_vendor;              // "nvidia", "amd", "intel", or "" without GPUs
+  std::vector<std::string> gpu_names;  // model names of the visible GPUs, where the kernel says
+  double memory_gb = 0;
+  std::string cwd;
   std::map<std::string, std::string> environment;  // the launcher's own environment
 };
 

@@ -1,0 +1,40 @@
+#pragma once
+
+// The one map from errors to acc-launch's exit codes (docs/errors.md has the table). Every
+// command's main catches at its edge and calls exit_code_for().
+
+#include <exception>
+#include <string>
+
+#include "acc/common/error.h"
+
+namespace acc {
+
+// Exit codes of acc-launch itself, when it stops before or without its workers' status.
+inline constexpr int kExitInternal = 1;     // a bug, or the OS refused something (SystemError)
+inline constexpr int kExitConfig = 2;       // ConfigError: a bad flag, file or variable
+inline constexpr int kExitNetwork = 3;      // NetworkError, StoreError
+inline constexpr int kExitTimeout = 4;      // TimeoutError: a rendezvous or wait ran out of time
+inline constexpr int kExitBackend = 6;      // BackendError: Gloo or NCCL missing or failing
+inline constexpr int kExitCannotRun = 127;  // LaunchError: the program cannot be run
+
+// The exit code for an exception caught at a command's edge. Never throws.
+inline int exit_code_for(const std::exception& error) {
+  if (dynamic_cast<const ConfigError*>(&error)) return kExitConfig;
+  if (dynamic_cast<const StoreError*>(&error)) return kExitNetwork;
+  if (dynamic_cast<const NetworkError*>(&error)) return kExitNetwork;
+  if (dynamic_cast<const TimeoutError*>(&error)) return kExitTimeout;
+  if (dynamic_cast<const BackendError*>(&error)) return kExitBackend;
+  if (dynamic_cast<const LaunchError*>(&error)) return kExitCannotRun;
+  return kExitInternal;
+}
+
+// The one-line message for it: the error's own words, or "internal error: ..." for what is not
+// an acc::Error (a bug).
+inline std::string exit_message_for(const std::exception& error) {
+  if (dynamic_cast<const SystemError*>(&error)) return std::string("system error: ") + error.what();
+  if (dynamic_cast<const Error*>(&error)) return error.what();
+  return std::string("internal error: ") + error.what();
+}
+
+}  // namespace acc
