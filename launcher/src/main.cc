@@ -20,6 +20,7 @@
 #include "commands/rendezvous_command.h"
 #include "config_merge.h"
 #include "console.h"
+#include "remote_nodes.h"
 
 namespace {
 
@@ -57,6 +58,7 @@ int launch(const std::vector<std::string>& args) {
     write_all(parsed.exit_code == 0 ? STDOUT_FILENO : STDERR_FILENO, parsed.message + "\n");
     return parsed.exit_code;
   }
+  if (auto status = fan_out_if_asked(parsed.options, args)) return *status;
   HostInfo host = detect_host();
   apply_cluster_facts(cluster_facts(parsed.options, host), parsed.options);
   // After the scheduler's facts: they count as given, and a config file fills only the rest.
