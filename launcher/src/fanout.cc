@@ -61,10 +61,11 @@ bool valid_name(const std::string& name) {
 // Flags the head sets per node, or that only the head reads; all take a value.
 const std::set<std::string>& head_only_flags() {
   static const std::set<std::string> flags = {
-      "hostfile",    "include",       "exclude",          "launcher",       "ssh_port",
-      "ssh_option",  "env_passthrough", "nnodes",         "node_rank",      "nproc_per_node",
-      "master_addr", "master_port",   "rdzv_id",          "gpu_ids",        "num_processes",
-      "num_machines", "machine_rank", "main_process_ip",  "main_process_port"};
+      "hostfile",     "include",         "exclude",         "launcher",          "ssh_port",
+      "ssh_option",   "env_passthrough", "nnodes",          "node_rank",         "nproc_per_node",
+      "master_addr",  "master_port",     "rdzv_id",         "gpu_ids",           "num_processes",
+      "num_machines", "machine_rank",    "main_process_ip", "main_process_port",
+  };
   return flags;
 }
 
@@ -102,8 +103,8 @@ std::vector<RemoteNode> select_nodes(const std::vector<HostfileEntry>& hosts,
       for (int slot = 0; slot < entry.slots; ++slot) slots.push_back(slot);
     if (auto it = excluded.find(entry.host); it != excluded.end()) {
       if (it->second.empty()) continue;  // the whole host
-      for (int slot : it->second) slots.erase(std::remove(slots.begin(), slots.end(), slot),
-                                              slots.end());
+      for (int slot : it->second)
+        slots.erase(std::remove(slots.begin(), slots.end(), slot), slots.end());
       if (slots.empty()) continue;
     }
     RemoteNode node;
@@ -151,8 +152,7 @@ std::vector<std::pair<std::string, std::string>> parse_env_file(const std::strin
     if (start == std::string::npos || line[start] == '#') continue;
     const size_t equals = line.find('=');
     const std::string name = equals == std::string::npos ? "" : line.substr(start, equals - start);
-    ACC_CHECK(valid_name(name), ConfigError, path, ":", number, ": '", line,
-              "' is not NAME=VALUE");
+    ACC_CHECK(valid_name(name), ConfigError, path, ":", number, ": '", line, "' is not NAME=VALUE");
     entries.emplace_back(name, line.substr(equals + 1));
   }
   return entries;
@@ -179,20 +179,13 @@ std::vector<std::pair<std::string, std::string>> env_to_pass(
 }
 
 std::vector<std::string> node_launcher_argv(const FanoutJob& job, const RemoteNode& node) {
-  std::vector<std::string> argv = {job.launcher_path,
-                                   "--stop_on_stdin_eof",
-                                   "--nnodes",
-                                   std::to_string(job.nnodes),
-                                   "--node_rank",
-                                   std::to_string(node.node_rank),
-                                   "--nproc_per_node",
-                                   std::to_string(node.slots),
-                                   "--master_addr",
-                                   job.master_addr,
-                                   "--master_port",
-                                   std::to_string(job.master_port),
-                                   "--rdzv_id",
-                                   job.rdzv_id};
+  std::vector<std::string> argv = {job.launcher_path,  "--stop_on_stdin_eof",
+                                   "--nnodes",         std::to_string(job.nnodes),
+                                   "--node_rank",      std::to_string(node.node_rank),
+                                   "--nproc_per_node", std::to_string(node.slots),
+                                   "--master_addr",    job.master_addr,
+                                   "--master_port",    std::to_string(job.master_port),
+                                   "--rdzv_id",        job.rdzv_id};
   if (node.gpu_ids) argv.insert(argv.end(), {"--gpu_ids", *node.gpu_ids});
   // The head's name for the host: in every namespace or container it may be the same hostname.
   if (!job.own_prefix)
@@ -206,7 +199,8 @@ std::vector<std::string> node_launcher_argv(const FanoutJob& job, const RemoteNo
 std::string node_shell_command(const FanoutJob& job, const RemoteNode& node) {
   std::string command = "cd " + quote_for_shell(job.working_dir) + " && exec env";
   for (const auto& [name, value] : job.env) command += " " + quote_for_shell(name + "=" + value);
-  for (const std::string& arg : node_launcher_argv(job, node)) command += " " + quote_for_shell(arg);
+  for (const std::string& arg : node_launcher_argv(job, node))
+    command += " " + quote_for_shell(arg);
   return command;
 }
 
@@ -249,13 +243,13 @@ std::vector<std::string> single_command_argv(const std::string& launcher, const 
   }
   node_argv.erase(rank, rank + 2);  // the scheduler's node rank (detect_cluster)
   if (launcher == "srun") {
-    argv = {"srun", "--nodes", count, "--ntasks-per-node", "1", "--nodelist", join(hosts, ","),
-            "--chdir", job.working_dir, "--export", "ALL"};
+    argv = {"srun",           "--nodes", count,           "--ntasks-per-node", "1",  "--nodelist",
+            join(hosts, ","), "--chdir", job.working_dir, "--export",          "ALL"};
   } else {
     ACC_CHECK(launcher == "mpirun", ConfigError, "--launcher ", launcher,
               ": expected ssh, pdsh, srun, mpirun or none");
-    argv = {"mpirun", "-np", count, "--host", join(hosts, ","), "--map-by", "ppr:1:node",
-            "-wdir", job.working_dir};
+    argv = {"mpirun",   "-np",        count,   "--host",       join(hosts, ","),
+            "--map-by", "ppr:1:node", "-wdir", job.working_dir};
     for (const auto& [name, value] : job.env) argv.insert(argv.end(), {"-x", name + "=" + value});
   }
   if (launcher == "srun" && !job.env.empty()) {

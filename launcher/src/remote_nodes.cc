@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -223,12 +223,12 @@ class RemoteJob {
     }
     if (!root_cause_) return 0;
     const int status = exit_status_of(root_cause_->status);
-    write_all(STDERR_FILENO,
-              "acc-launch: error: node " + std::to_string(root_cause_->node.node_rank) + " (" +
-                  root_cause_->node.host + ") failed" +
-                  (status == 255 ? " or its ssh connection broke (ssh exited 255)"
-                                 : " with exit status " + std::to_string(status)) +
-                  "; stopped the other nodes\n");
+    write_all(STDERR_FILENO, "acc-launch: error: node " +
+                                 std::to_string(root_cause_->node.node_rank) + " (" +
+                                 root_cause_->node.host + ") failed" +
+                                 (status == 255 ? " or its ssh connection broke (ssh exited 255)"
+                                                : " with exit status " + std::to_string(status)) +
+                                 "; stopped the other nodes\n");
     return status;
   }
 
@@ -281,8 +281,8 @@ class RemoteJob {
     std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
     std::vector<std::pair<int*, LineSplitter*>> streams;
     for (auto& p : processes_) {
-      for (auto [fd, lines] : {std::pair{&p->out_fd, p->out_lines.get()},
-                               std::pair{&p->err_fd, p->err_lines.get()}}) {
+      for (auto [fd, lines] :
+           {std::pair{&p->out_fd, p->out_lines.get()}, std::pair{&p->err_fd, p->err_lines.get()}}) {
         if (*fd < 0) continue;
         fds.push_back({*fd, POLLIN, 0});
         streams.emplace_back(fd, lines);
@@ -349,8 +349,8 @@ class RemoteJob {
   // End of file on every node's stdin: each stops its workers and exits (--stop_on_stdin_eof).
   void begin_stop() {
     stopping_ = true;
-    kill_deadline_ = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
-                                        stop_grace_ * 1000));
+    kill_deadline_ =
+        Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(stop_grace_ * 1000));
     for (auto& p : processes_) {
       if (p->stdin_fd >= 0) ::close(p->stdin_fd);
       p->stdin_fd = -1;

@@ -82,10 +82,21 @@ TEST(FanoutTest, FiltersNamingUnknownHostsOrSlotsAreRefused) {
 }
 
 TEST(FanoutTest, TheHeadKeepsItsOwnFlagsAndForwardsTheRest) {
-  const Strings args = {"--hostfile", "hosts",         "--nproc-per-node=2", "--max_restarts",
-                        "1",          "--ssh_option",  "IdentityFile=k",     "--master-port",
-                        "1234",       "--include=w1",  "-m",                 "--",
-                        "train",      "--hostfile",    "x"};
+  const Strings args = {"--hostfile",
+                        "hosts",
+                        "--nproc-per-node=2",
+                        "--max_restarts",
+                        "1",
+                        "--ssh_option",
+                        "IdentityFile=k",
+                        "--master-port",
+                        "1234",
+                        "--include=w1",
+                        "-m",
+                        "--",
+                        "train",
+                        "--hostfile",
+                        "x"};
   EXPECT_EQ(forwarded_launcher_args(args, 3), (Strings{"--max_restarts", "1", "-m"}))
       << "and never the program's own arguments";
 }
@@ -99,8 +110,9 @@ TEST(FanoutTest, EnvFilesReadNameValueLines) {
 
 TEST(FanoutTest, UsualPrefixesAndNamedVariablesAreSentAndFilesWin) {
   const std::map<std::string, std::string> environment = {
-      {"NCCL_DEBUG", "INFO"}, {"GLOO_SOCKET_IFNAME", "eth1"}, {"PYTHONPATH", "/src"},
-      {"HOME", "/root"},      {"WANDB_KEY", "k"},             {"CUDA_HOME", "/cuda"}};
+      {"NCCL_DEBUG", "INFO"}, {"GLOO_SOCKET_IFNAME", "eth1"},
+      {"PYTHONPATH", "/src"}, {"HOME", "/root"},
+      {"WANDB_KEY", "k"},     {"CUDA_HOME", "/cuda"}};
   EXPECT_EQ(env_to_pass(environment, "WANDB_KEY", {{"NCCL_DEBUG", "WARN"}}),
             (Env{{"CUDA_HOME", "/cuda"},
                  {"GLOO_SOCKET_IFNAME", "eth1"},
@@ -113,12 +125,30 @@ TEST(FanoutTest, EachNodeGetsItsRankSlotsStoreAndHostPrefix) {
   FanoutJob job = job_for({"train.py", "--lr", "0.1"});
   job.forwarded_args = {"--max_restarts", "1"};
   RemoteNode node{"w2", 1, 2, "0,2"};
-  EXPECT_EQ(node_launcher_argv(job, node),
-            (Strings{"/opt/acc/bin/acc-launch", "--stop_on_stdin_eof", "--nnodes", "2",
-                     "--node_rank", "1", "--nproc_per_node", "2", "--master_addr", "w1",
-                     "--master_port", "29500", "--rdzv_id", "job7", "--gpu_ids", "0,2",
-                     "--log_line_prefix_template", "[w2 rank${rank}]: ", "--max_restarts", "1",
-                     "--", "train.py", "--lr", "0.1"}));
+  EXPECT_EQ(node_launcher_argv(job, node), (Strings{"/opt/acc/bin/acc-launch",
+                                                    "--stop_on_stdin_eof",
+                                                    "--nnodes",
+                                                    "2",
+                                                    "--node_rank",
+                                                    "1",
+                                                    "--nproc_per_node",
+                                                    "2",
+                                                    "--master_addr",
+                                                    "w1",
+                                                    "--master_port",
+                                                    "29500",
+                                                    "--rdzv_id",
+                                                    "job7",
+                                                    "--gpu_ids",
+                                                    "0,2",
+                                                    "--log_line_prefix_template",
+                                                    "[w2 rank${rank}]: ",
+                                                    "--max_restarts",
+                                                    "1",
+                                                    "--",
+                                                    "train.py",
+                                                    "--lr",
+                                                    "0.1"}));
   job.own_prefix = true;
   const Strings argv = node_launcher_argv(job, node);
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "--log_line_prefix_template"), 0);
@@ -142,11 +172,14 @@ TEST(FanoutTest, ArgumentsWithSpacesAndQuotesReachTheRemoteProgramIntact) {
   job.env = {{"GREETING", "hello 'world' $USER"}};
   const std::string command = node_shell_command(job, RemoteNode{"w2", 1, 2, {}});
 
-  FILE* shell = ::popen(("/bin/sh -c " + std::string("'") + [&] {
-                          std::string escaped;
-                          for (char c : command) escaped += c == '\'' ? "'\\''" : std::string(1, c);
-                          return escaped;
-                        }() + "'")
+  FILE* shell = ::popen(("/bin/sh -c " + std::string("'") +
+                         [&] {
+                           std::string escaped;
+                           for (char c : command)
+                             escaped += c == '\'' ? "'\\''" : std::string(1, c);
+                           return escaped;
+                         }() +
+                         "'")
                             .c_str(),
                         "r");
   ASSERT_NE(shell, nullptr);
@@ -178,7 +211,8 @@ TEST(FanoutTest, SingleCommandLaunchersLetTheSchedulerGiveTheNodeRank) {
   job.env = {{"NCCL_DEBUG", "INFO"}};
   const auto nodes = select_nodes(two_hosts(), "", "");
   const Strings pdsh = single_command_argv("pdsh", job, nodes);
-  EXPECT_EQ(Strings(pdsh.begin(), pdsh.begin() + 6), (Strings{"pdsh", "-S", "-f", "1024", "-w", "w1,w2"}));
+  EXPECT_EQ(Strings(pdsh.begin(), pdsh.begin() + 6),
+            (Strings{"pdsh", "-S", "-f", "1024", "-w", "w1,w2"}));
   EXPECT_NE(pdsh.back().find("--node_rank %n"), std::string::npos) << pdsh.back();
   EXPECT_EQ(pdsh.back().find("--stop_on_stdin_eof"), std::string::npos)
       << "pdsh gives the remote no stdin";

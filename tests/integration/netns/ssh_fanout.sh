@@ -7,8 +7,9 @@
 #   2. a worker on node 1 (10.231.9.2) is killed once all four run: node 0 is stopped, the head
 #      exits with the worker's status (137) and names the host;
 #   3. SIGINT to the head stops every node;
-#   4. an unreachable host is refused in one line before any worker starts.
-# After 2 and 3 nothing but sshd may be left in either namespace. GLOO_SOCKET_IFNAME reaches
+#   4. SIGKILL to the head stops every node too;
+#   5. an unreachable host is refused in one line before any worker starts.
+# After 2, 3 and 4 nothing but sshd may be left in either namespace. GLOO_SOCKET_IFNAME reaches
 # every node from the head's environment (GLOO_* is passed through), so the nodes' interfaces
 # share one name, accnet0, each in its own namespace.
 # Usage: ssh_fanout.sh ACC_LAUNCH TEST_WORKER. Exits 77 (skipped) without sshd, netns rights
@@ -101,7 +102,7 @@ nothing_left() {
     [ -z "$left" ] && return 0
     sleep 0.1
   done
-  echo "processes left:"; ps -o pid,args -p ${left// /,}
+  echo "processes left:"; ps -o pid,args -p "$(echo $left | tr ' ' ',')"
   return 1
 }
 
@@ -147,7 +148,22 @@ rc=$?
 nothing_left || { echo "FAIL: left running after SIGINT"; cat "$work/3.err"; exit 1; }
 echo "PASS: SIGINT to the head stopped both nodes (exit 130); 0 processes left"
 
-# 4. An unreachable host: one line, and no worker anywhere.
+# 4. The head killed outright (SIGKILL): its ssh children die with it, every remote launcher
+# sees its stdin end and stops.
+mkdir "$work/5"
+# env execs the launcher: $! is the head itself, not a subshell.
+env GLOO_SOCKET_IFNAME=accnet0 "$launcher" --hostfile "$work/hosts" "${ssh_options[@]}" \
+  --no_python "$worker" wait "$work/5" >"$work/5.out" 2>"$work/5.err" &
+head_pid=$!
+for _ in $(seq 300); do [ "$(ls "$work/5" | grep -c '\.ready$')" -eq 4 ] && break; sleep 0.1; done
+[ "$(ls "$work/5" | grep -c '\.ready$')" -eq 4 ] || { echo "FAIL: the 4 workers never started"; cat "$work/5.err"; exit 1; }
+kill -9 $head_pid
+wait $head_pid 2>/dev/null
+ps -p $head_pid >/dev/null && { echo "FAIL: the head survived SIGKILL?"; exit 1; }
+nothing_left || { echo "FAIL: left running after the head was killed"; exit 1; }
+echo "PASS: head killed with SIGKILL: 0 processes left on either node"
+
+# 5. An unreachable host: one line, and no worker anywhere.
 mkdir "$work/4"
 printf '10.231.9.1 slots=2\n10.231.9.254 slots=2\n' >"$work/hosts"
 head --no_python "$worker" wait "$work/4" >"$work/4.out" 2>"$work/4.err"
