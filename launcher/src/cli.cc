@@ -189,6 +189,8 @@ void add_fanout_flags(FlagTable& t, LaunchOptions& o) {
   t.value("env_passthrough", o.env_passthrough,
           "variables sent to every node besides NCCL_* PYTHON* UCX_* CUDA_* ACC_* GLOO_* "
           "(comma list)");
+  t.value("node_slots", o.node_slots,
+          "every node's workers in node order, e.g. 1,3 (set by the head when hosts differ)");
   t.flag("stop_on_stdin_eof", o.stop_on_stdin_eof,
          "stop the job when stdin closes (set by the head on each remote launcher)");
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -61,10 +62,10 @@ bool valid_name(const std::string& name) {
 // Flags the head sets per node, or that only the head reads; all take a value.
 const std::set<std::string>& head_only_flags() {
   static const std::set<std::string> flags = {
-      "hostfile",     "include",         "exclude",         "launcher",          "ssh_port",
-      "ssh_option",   "env_passthrough", "nnodes",          "node_rank",         "nproc_per_node",
-      "master_addr",  "master_port",     "rdzv_id",         "gpu_ids",           "num_processes",
-      "num_machines", "machine_rank",    "main_process_ip", "main_process_port",
+      "hostfile",    "include",         "exclude",      "launcher",        "ssh_port",
+      "ssh_option",  "env_passthrough", "nnodes",       "node_rank",       "nproc_per_node",
+      "master_addr", "master_port",     "rdzv_id",      "gpu_ids",         "num_processes",
+      "node_slots",  "num_machines",    "machine_rank", "main_process_ip", "main_process_port",
   };
   return flags;
 }
@@ -178,6 +179,35 @@ std::vector<std::pair<std::string, std::string>> env_to_pass(
   return env;
 }
 
+std::string node_slots_of(const std::vector<RemoteNode>& nodes) {
+  std::vector<std::string> slots;
+  bool differ = false;
+  for (const RemoteNode& node : nodes) {
+    slots.push_back(std::to_string(node.slots));
+    differ = differ || node.slots != nodes.front().slots;
+  }
+  return differ ? join(slots, ",") : "";
+}
+
+void apply_node_slots(const LaunchOptions& options, LaunchPlan& plan) {
+  if (options.node_slots.empty()) return;
+  for (const std::string& slots : split(options.node_slots, ',')) {
+    const bool number = slots.find_first_not_of("0123456789") == std::string::npos;
+    ACC_CHECK(number && std::stoi(slots) > 0, ConfigError, "--node_slots ", options.node_slots,
+              ": expected every node's workers, e.g. 1,3");
+    plan.node_slots.push_back(std::stoi(slots));
+  }
+  ACC_CHECK(plan.rdzv_backend == "static", ConfigError,
+            "--node_slots: only a static job (--rdzv_backend static) has nodes of fixed sizes");
+  ACC_CHECK(static_cast<int>(plan.node_slots.size()) == plan.nnodes, ConfigError, "--node_slots ",
+            options.node_slots, ": ", plan.node_slots.size(), " nodes, but --nnodes is ",
+            plan.nnodes);
+  ACC_CHECK(plan.node_slots[plan.node_rank] == plan.nproc_per_node, ConfigError, "--node_slots ",
+            options.node_slots, ": node ", plan.node_rank, " has ", plan.node_slots[plan.node_rank],
+            " but --nproc_per_node is ", plan.nproc_per_node);
+  plan.world_size = std::accumulate(plan.node_slots.begin(), plan.node_slots.end(), 0);
+}
+
 std::vector<std::string> node_launcher_argv(const FanoutJob& job, const RemoteNode& node) {
   std::vector<std::string> argv = {job.launcher_path,  "--stop_on_stdin_eof",
                                    "--nnodes",         std::to_string(job.nnodes),
@@ -186,6 +216,7 @@ std::vector<std::string> node_launcher_argv(const FanoutJob& job, const RemoteNo
                                    "--master_addr",    job.master_addr,
                                    "--master_port",    std::to_string(job.master_port),
                                    "--rdzv_id",        job.rdzv_id};
+  if (!job.node_slots.empty()) argv.insert(argv.end(), {"--node_slots", job.node_slots});
   if (node.gpu_ids) argv.insert(argv.end(), {"--gpu_ids", *node.gpu_ids});
   // The head's name for the host: in every namespace or container it may be the same hostname.
   if (!job.own_prefix)

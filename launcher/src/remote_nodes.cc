@@ -96,6 +96,7 @@ FanoutJob make_job(const LaunchOptions& options, const std::vector<std::string>&
     job.master_port = *options.main_process_port;
   else
     job.master_port = port_for_job(job.rdzv_id);
+  job.node_slots = node_slots_of(nodes);
   job.own_prefix = options.was_given("log_line_prefix_template");
   job.env = env_to_pass(environment, options.env_passthrough, env_file_entries(environment));
   job.program = program_of(options);
@@ -106,14 +107,8 @@ FanoutJob make_job(const LaunchOptions& options, const std::vector<std::string>&
 std::vector<RemoteNode> nodes_of(const LaunchOptions& options) {
   auto text = read_file(options.hostfile);
   ACC_CHECK(text, ConfigError, "--hostfile ", options.hostfile, ": cannot read it");
-  std::vector<RemoteNode> nodes = select_nodes(parse_hostfile(*text, options.hostfile),
-                                               options.include_hosts, options.exclude_hosts);
-  for (const RemoteNode& node : nodes)
-    ACC_CHECK(node.slots == nodes.front().slots, ConfigError,
-              "--hostfile: every host needs the same number of workers for a static job (",
-              nodes.front().host, " has ", nodes.front().slots, ", ", node.host, " has ",
-              node.slots, "); select equal slots with --include host:0,1@host2:0,1");
-  return nodes;
+  return select_nodes(parse_hostfile(*text, options.hostfile), options.include_hosts,
+                      options.exclude_hosts);
 }
 
 int exit_status_of(int wait_status) {

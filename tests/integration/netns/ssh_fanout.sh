@@ -4,6 +4,7 @@
 # running its own sshd started here (root, key only, port 2222):
 #   1. a 2 node x 2 worker PyTorch Gloo job passes its all_reduce check, every line prefixed
 #      with its host;
+#      and hosts of 1 and 3 slots number their ranks 0 | 1-3 in a world of 4;
 #   2. a worker on node 1 (10.231.9.2) is killed once all four run: node 0 is stopped, the head
 #      exits with the worker's status (137) and names the host;
 #   3. SIGINT to the head stops every node;
@@ -116,6 +117,18 @@ if [ $rc -ne 0 ] || ! grep -q '^\[10.231.9.1 rank0\]: RESULT world=4 all_reduce=
   echo "FAIL: 2 node x 2 worker job over ssh (exit $rc)"; tail -30 "$work/1.err" "$work/sshd.log"; exit 1
 fi
 echo "PASS: 4-rank Gloo job across two namespaces from one command (exit 0, ${took}s)"
+
+# 1b. Hosts of different sizes (1 and 3 slots): ranks run on across them.
+printf '10.231.9.1 slots=1\n10.231.9.2 slots=3\n' >"$work/hosts_1_3"
+GLOO_SOCKET_IFNAME=accnet0 "$launcher" --hostfile "$work/hosts_1_3" "${ssh_options[@]}" \
+  --no_python "$worker" env >"$work/1b.out" 2>"$work/1b.err"
+rc=$?
+for expected in '[10.231.9.1 rank0]: RANK=0' '[10.231.9.2 rank1]: RANK=1' '[10.231.9.2 rank3]: RANK=3' \
+                '[10.231.9.2 rank3]: WORLD_SIZE=4' '[10.231.9.2 rank3]: LOCAL_WORLD_SIZE=3'; do
+  grep -qxF "$expected" "$work/1b.out" || { echo "FAIL: 1+3 slots: no '$expected' (exit $rc)"; cat "$work/1b.out" "$work/1b.err"; exit 1; }
+done
+[ $rc -eq 0 ] || { echo "FAIL: 1+3 slots exited $rc"; exit 1; }
+echo "PASS: hosts with 1 and 3 slots make one 4-rank world (ranks 0 | 1-3)"
 
 # 2. Rank 3, on node 1, fails once all four run: node 0 is stopped.
 mkdir "$work/2"

@@ -17,6 +17,7 @@
 
 #include "acc/launcher/cluster.h"
 #include "acc/launcher/options.h"
+#include "acc/launcher/plan.h"
 
 namespace acc::launcher {
 
@@ -36,6 +37,7 @@ struct FanoutJob {
   int master_port = 0;
   std::string rdzv_id;
   int nnodes = 1;
+  std::string node_slots;   // "1,3": every node's workers, when hosts' slots differ
   bool own_prefix = false;  // the user gave --log_line_prefix_template: keep theirs
   std::vector<std::pair<std::string, std::string>> env;  // sent to every node, in order
   std::vector<std::string> forwarded_args;  // the user's launcher flags the remotes also get
@@ -71,6 +73,14 @@ std::vector<std::pair<std::string, std::string>> parse_env_file(const std::strin
 std::vector<std::pair<std::string, std::string>> env_to_pass(
     const std::map<std::string, std::string>& environment, const std::string& passthrough,
     const std::vector<std::pair<std::string, std::string>>& from_files);
+
+// Every node's workers, "1,3", when they differ between hosts; empty when all are equal.
+std::string node_slots_of(const std::vector<RemoteNode>& nodes);
+
+// On a node of such a job (--node_slots): checks the list against --nnodes, --node_rank and
+// --nproc_per_node and sets plan.node_slots and the world size, so that global ranks run on
+// across nodes of different sizes. Static jobs only. Throws ConfigError naming --node_slots.
+void apply_node_slots(const LaunchOptions& options, LaunchPlan& plan);
 
 // The acc-launch command line one node runs, as argv (before any shell quoting).
 std::vector<std::string> node_launcher_argv(const FanoutJob& job, const RemoteNode& node);

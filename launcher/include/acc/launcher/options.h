@@ -90,6 +90,7 @@ struct LaunchOptions {
   std::vector<std::string> ssh_options;  // each passed as `ssh -o OPTION`
   std::string env_passthrough;           // comma list of variable names sent to every node
   bool stop_on_stdin_eof = false;        // a remote launcher: stop the job when stdin closes
+  std::string node_slots;  // every node's workers in node order, "1,3", when hosts differ
 };
 
 }  // namespace acc::launcher
