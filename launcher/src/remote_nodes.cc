@@ -383,8 +383,9 @@ class RemoteJob {
 };
 
 // A remote launcher: end of file on stdin means the head stopped us, or is gone. A thread with
-// every signal blocked waits for it and raises SIGHUP at the process, which the agent reads from
-// its signalfd and handles as a hangup: stop the workers, exit 129.
+// every signal blocked waits for it and raises SIGTERM at the process, which the agent reads from
+// its signalfd: SIGTERM to the workers (the signal a training script checkpoints on, as when
+// another worker fails), SIGKILL after --shutdown_timeout, exit 143.
 void start_stdin_watch() {
   std::thread([] {
     sigset_t all;
@@ -395,7 +396,7 @@ void start_stdin_watch() {
       const ssize_t got = ::read(STDIN_FILENO, buffer, sizeof(buffer));
       if (got == 0 || (got < 0 && errno != EINTR)) break;
     }
-    ::kill(::getpid(), SIGHUP);
+    ::kill(::getpid(), SIGTERM);
   }).detach();
 }
 

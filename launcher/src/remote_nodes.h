@@ -6,7 +6,7 @@
 // interrupted.
 //
 // Stopping: the head closes each ssh's stdin; ssh passes the end of file on, and the remote
-// launcher (--stop_on_stdin_eof) stops its workers as on SIGHUP and exits, which ends the ssh.
+// launcher (--stop_on_stdin_eof) stops its workers as on SIGTERM and exits, which ends the ssh.
 // The same end of file reaches it when the connection drops or the head dies (its ssh children
 // get SIGKILL with it, PR_SET_PDEATHSIG): no remote launcher outlives its session. Unlike
 // `ssh -tt`, stdout and stderr stay apart and lines are not rewritten with '\r'.

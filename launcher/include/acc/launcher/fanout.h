@@ -7,7 +7,7 @@
 // How a remote launcher knows not to fan out again: its command carries no --hostfile, and an
 // explicit --node_rank, --nnodes and --nproc_per_node, so it is an ordinary static node of the
 // job. It also carries --stop_on_stdin_eof: ssh closes its stdin when the head stops it or dies,
-// and it then stops its workers as on SIGHUP.
+// and it then stops its workers as on SIGTERM.
 
 #include <map>
 #include <optional>
