@@ -4,7 +4,8 @@
 # running its own sshd started here (root, key only, port 2222):
 #   1. a 2 node x 2 worker PyTorch Gloo job passes its all_reduce check, every line prefixed
 #      with its host;
-#      and hosts of 1 and 3 slots number their ranks 0 | 1-3 in a world of 4;
+#      and hosts of 1 and 3 slots number their ranks 0 | 1-3 in a world of 4; arguments with
+#      spaces and quotes reach the program intact;
 #   2. a worker on node 1 (10.231.9.2) is killed once all four run: node 0 is stopped, the head
 #      exits with the worker's status (137) and names the host;
 #   3. SIGINT to the head stops every node;
@@ -129,6 +130,14 @@ for expected in '[10.231.9.1 rank0]: RANK=0' '[10.231.9.2 rank1]: RANK=1' '[10.2
 done
 [ $rc -eq 0 ] || { echo "FAIL: 1+3 slots exited $rc"; exit 1; }
 echo "PASS: hosts with 1 and 3 slots make one 4-rank world (ranks 0 | 1-3)"
+
+# 1c. Arguments with spaces, quotes and shell characters reach the program intact over ssh.
+head --no_python printf '<%s>' 'a b' "it's" '"q"' '$HOME' '' 'x;y' >"$work/1c.out" 2>"$work/1c.err"
+rc=$?
+expected="[10.231.9.2 rank3]: <a b><it's><\"q\"><\$HOME><><x;y>"
+[ $rc -eq 0 ] && grep -qxF "$expected" "$work/1c.out" \
+  || { echo "FAIL: arguments changed on the way (exit $rc)"; cat "$work/1c.out" "$work/1c.err"; exit 1; }
+echo "PASS: arguments arrive intact: $expected"
 
 # 2. Rank 3, on node 1, fails once all four run: node 0 is stopped.
 mkdir "$work/2"
