@@ -169,7 +169,9 @@ std::vector<std::pair<std::string, std::string>> env_to_pass(
     const bool listed = std::find(named.begin(), named.end(), name) != named.end();
     const bool prefixed = std::any_of(std::begin(kPrefixes), std::end(kPrefixes),
                                       [&](const char* p) { return name.rfind(p, 0) == 0; });
-    if ((listed || prefixed) && valid_name(name)) env.emplace_back(name, value);
+    // The head's GPU selection (often a login node's) says nothing about another host's GPUs.
+    const bool head_gpus = name == "CUDA_VISIBLE_DEVICES";
+    if ((listed || (prefixed && !head_gpus)) && valid_name(name)) env.emplace_back(name, value);
   }
   for (const auto& entry : from_files) {
     auto same = [&](const auto& e) { return e.first == entry.first; };

@@ -144,15 +144,22 @@ TEST(FanoutTest, EnvFilesReadNameValueLines) {
 
 TEST(FanoutTest, UsualPrefixesAndNamedVariablesAreSentAndFilesWin) {
   const std::map<std::string, std::string> environment = {
-      {"NCCL_DEBUG", "INFO"}, {"GLOO_SOCKET_IFNAME", "eth1"},
-      {"PYTHONPATH", "/src"}, {"HOME", "/root"},
-      {"WANDB_KEY", "k"},     {"CUDA_HOME", "/cuda"}};
+      {"NCCL_DEBUG", "INFO"},       {"GLOO_SOCKET_IFNAME", "eth1"},
+      {"PYTHONPATH", "/src"},       {"HOME", "/root"},
+      {"WANDB_KEY", "k"},           {"CUDA_HOME", "/cuda"},
+      {"CUDA_VISIBLE_DEVICES", "0"}};
   EXPECT_EQ(env_to_pass(environment, "WANDB_KEY", {{"NCCL_DEBUG", "WARN"}}),
             (Env{{"CUDA_HOME", "/cuda"},
                  {"GLOO_SOCKET_IFNAME", "eth1"},
                  {"PYTHONPATH", "/src"},
                  {"WANDB_KEY", "k"},
-                 {"NCCL_DEBUG", "WARN"}}));
+                 {"NCCL_DEBUG", "WARN"}}))
+      << "not the head's CUDA_VISIBLE_DEVICES";
+  const Env named = env_to_pass(environment, "CUDA_VISIBLE_DEVICES", {});
+  EXPECT_NE(std::find(named.begin(), named.end(),
+                      std::make_pair(std::string("CUDA_VISIBLE_DEVICES"), std::string("0"))),
+            named.end())
+      << "unless named";
 }
 
 TEST(FanoutTest, EachNodeGetsItsRankSlotsStoreAndHostPrefix) {

@@ -68,8 +68,9 @@ std::vector<std::pair<std::string, std::string>> parse_env_file(const std::strin
                                                                 const std::string& path);
 
 // The variables every node gets: those of `environment` named in `passthrough` (comma list) or
-// with a usual prefix (NCCL_ PYTHON UCX_ CUDA_ ACC_ GLOO_), then the env files' entries, which
-// win over the environment (as DeepSpeed's .deepspeed_env does).
+// with a usual prefix (NCCL_ PYTHON UCX_ CUDA_ ACC_ GLOO_; not CUDA_VISIBLE_DEVICES unless named:
+// GPUs are chosen per host, --include host:0,2), then the env files' entries, which win over the
+// environment (as DeepSpeed's .deepspeed_env does).
 std::vector<std::pair<std::string, std::string>> env_to_pass(
     const std::map<std::string, std::string>& environment, const std::string& passthrough,
     const std::vector<std::pair<std::string, std::string>>& from_files);
