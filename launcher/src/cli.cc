@@ -228,6 +228,26 @@ void add_own_flags(FlagTable& t, LaunchOptions& o) {
   t.flag("dry_run", o.dry_run, "print each worker's command and environment, start nothing");
 }
 
+// Starting every node from one command (docs/clusters.md, "One command for all nodes").
+void add_fanout_flags(FlagTable& t, LaunchOptions& o) {
+  t.value("launcher", o.launcher,
+          "with --hostfile: how the head starts each node's launcher: ssh, pdsh, srun, "
+          "mpirun, or none (run the same command on every node yourself)")
+      ->check(CLI::IsMember({"ssh", "pdsh", "srun", "mpirun", "none"}));
+  t.value("ssh_port", o.ssh_port, "port of sshd on every host")
+      ->check(whole_number(1) & CLI::Range(1, 65535).description(""));
+  t.value("ssh_option", o.ssh_options,
+          "an ssh -o option, e.g. IdentityFile=~/.ssh/job (repeatable)")
+      ->allow_extra_args(false);
+  t.value("env_passthrough", o.env_passthrough,
+          "variables sent to every node besides NCCL_* PYTHON* UCX_* CUDA_* ACC_* GLOO_* "
+          "(comma list)");
+  t.value("node_slots", o.node_slots,
+          "every node's workers in node order, e.g. 1,3 (set by the head when hosts differ)");
+  t.flag("stop_on_stdin_eof", o.stop_on_stdin_eof,
+         "stop the job when stdin closes (set by the head on each remote launcher)");
+}
+
 // CLI11 messages name the flag already; we make them one line and add our prefix.
 std::string one_line(std::string message) {
   std::replace(message.begin(), message.end(), '\n', ' ');
@@ -261,9 +281,10 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   add_torchrun_flags(table, options);
   add_accelerate_flags(table, options);
   add_own_flags(table, options);
+  add_fanout_flags(table, options);
   std::vector<std::string> refused;
   add_refused_flags(table, refused);
-  add_config_key_flags(table, options);
+  add_config_key_flags(table, options);  // last: it skips the names registered above
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {

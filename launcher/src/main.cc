@@ -21,6 +21,7 @@
 #include "commands/rendezvous_command.h"
 #include "config_merge.h"
 #include "console.h"
+#include "remote_nodes.h"
 
 namespace {
 
@@ -59,6 +60,7 @@ int launch(const std::vector<std::string>& args) {
     return parsed.exit_code;
   }
   HostInfo host = detect_host();
+  if (auto status = fan_out_if_asked(parsed.options, args, host)) return *status;
   apply_cluster_facts(cluster_facts(parsed.options, host), parsed.options);
   // After the scheduler's facts: they count as given, and a config file fills only the rest.
   apply_config_file(parsed.options, MergeEnvironment::from_host(host));

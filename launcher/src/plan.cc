@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
 #include <tuple>
 
 #include "acc/common/error.h"
+#include "acc/launcher/fanout.h"
 #include "accelerate_env.h"
 
 namespace acc::launcher {
@@ -276,6 +278,7 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   ACC_CHECK(!o.program.empty(), ConfigError, "no PROGRAM given");
   LaunchPlan plan;
   resolve_topology(o, host, plan);
+  apply_node_slots(o, plan);
   resolve_logs(o, plan);
   resolve_environment(o, host, plan);
   plan.run_id = o.standalone && o.rdzv_id == "none" ? random_run_id() : o.rdzv_id;
@@ -310,6 +313,9 @@ Round static_round(const LaunchPlan& plan, int master_port, int restart_count) {
 }
 
 int global_rank(const LaunchPlan& plan, const Round& round, int local_rank) {
+  if (!plan.node_slots.empty())
+    return std::accumulate(plan.node_slots.begin(), plan.node_slots.begin() + round.node_rank, 0) +
+           local_rank;
   return round.node_rank * plan.nproc_per_node + local_rank;
 }
 
@@ -321,7 +327,8 @@ EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round
     return env;
   }
   const std::string rank = std::to_string(global_rank(plan, round, worker.local_rank));
-  const std::string world_size = std::to_string(round.nnodes * plan.nproc_per_node);
+  const std::string world_size = std::to_string(
+      plan.node_slots.empty() ? round.nnodes * plan.nproc_per_node : plan.world_size);
   EnvList env = {
       {"LOCAL_RANK", std::to_string(worker.local_rank)},
       {"RANK", rank},

@@ -53,6 +53,8 @@ struct Pipe {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);
+  if (request.stdin_fd >= 0 && ::dup2(request.stdin_fd, STDIN_FILENO) < 0)
+    child_fail(status_fd, errno);
   if (request.capture_stdout && ::dup2(out.write, STDOUT_FILENO) < 0) child_fail(status_fd, errno);
   if (request.capture_stderr && ::dup2(err.write, STDERR_FILENO) < 0) child_fail(status_fd, errno);
   ::execve(request.executable.c_str(), argv, envp);

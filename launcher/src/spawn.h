@@ -15,6 +15,7 @@ struct SpawnRequest {
   std::vector<std::string> env;   // the complete environment, "KEY=VALUE"
   bool capture_stdout = true;     // else inherits the launcher's stdout
   bool capture_stderr = true;
+  int stdin_fd = -1;  // becomes the child's stdin when >= 0, else it inherits the launcher's
 };
 
 struct SpawnedProcess {

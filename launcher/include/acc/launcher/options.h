@@ -96,6 +96,15 @@ struct LaunchOptions {
   std::set<std::string> given;
 
   bool was_given(const std::string& name) const { return given.count(name) > 0; }
+
+  // Fan-out from one command (fanout.h): with --hostfile and no --node_rank, the head starts one
+  // launcher per host over `launcher`; each remote one gets --stop_on_stdin_eof.
+  std::string launcher = "ssh";  // ssh, pdsh, srun, mpirun, or none (every node runs it itself)
+  std::optional<int> ssh_port;
+  std::vector<std::string> ssh_options;  // each passed as `ssh -o OPTION`
+  std::string env_passthrough;           // comma list of variable names sent to every node
+  bool stop_on_stdin_eof = false;        // a remote launcher: stop the job when stdin closes
+  std::string node_slots;  // every node's workers in node order, "1,3", when hosts differ
 };
 
 }  // namespace acc::launcher

@@ -92,6 +92,10 @@ struct LaunchPlan {
   EnvList env_defaults;  // set in every worker unless the launcher has it already
   std::vector<WorkerSpec> workers;
   std::vector<std::string> notices;  // one-line messages for the user (e.g. OMP_NUM_THREADS)
+
+  // A fan-out over hosts with different slots (fanout.h): every node's workers, in node order;
+  // ranks and the world size follow from them. Empty: nproc_per_node on every node.
+  std::vector<int> node_slots;
 };
 
 // The round of a static job: the plan's own node rank and count.
