@@ -82,6 +82,14 @@ struct LaunchOptions {
   std::set<std::string> given;
 
   bool was_given(const std::string& name) const { return given.count(name) > 0; }
+
+  // Console output and CPU binding (docs/launch.md, "Collapsed output" and "CPU binding").
+  bool dedup_lines = false;   // identical lines of several ranks printed once, [rank0-7]
+  int dedup_window_ms = 150;  // how long a line waits for the same line from other ranks
+  std::string numa_binding;   // torchrun: node, socket, exclusive or core-complex; empty: none
+  bool enable_cpu_affinity = false;  // Accelerate: the CPUs of each GPU's NUMA node
+  bool bind_cores_to_rank = false;   // DeepSpeed: an even split of the cores
+  std::string bind_core_list;        // DeepSpeed: the CPUs to split, 0-7,16-23
 };
 
 }  // namespace acc::launcher

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "acc/launcher/options.h"
+#include "acc/launcher/topology.h"
 
 namespace acc::launcher {
 
@@ -21,6 +22,7 @@ struct HostInfo {
   int cpu_count = 1;
   int gpu_count = 0;
   std::map<std::string, std::string> environment;  // the launcher's own environment
+  CpuTopology topology;                            // CPUs, NUMA nodes, GPUs' nodes (for binding)
 };
 
 // Which of a worker's streams a --redirects or --tee spec selects: "3", or "0:1,1:2" per local
@@ -83,6 +85,13 @@ struct LaunchPlan {
   EnvList env_defaults;  // set in every worker unless the launcher has it already
   std::vector<WorkerSpec> workers;
   std::vector<std::string> notices;  // one-line messages for the user (e.g. OMP_NUM_THREADS)
+
+  // Console output and CPU binding.
+  bool dedup_lines = false;  // collapse identical lines of several ranks (line_dedup.h)
+  int dedup_window_ms = 150;
+  // The CPUs of each local rank (index), set in the child before exec, with OMP_NUM_THREADS
+  // their count unless the user set it; empty: no binding (cpu_binding.h).
+  std::vector<std::vector<int>> worker_cpus;
 };
 
 // The round of a static job: the plan's own node rank and count.
