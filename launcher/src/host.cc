@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "acc/common/error.h"
+#include "acc/launcher/topology.h"
 
 extern char** environ;
 
@@ -66,6 +68,9 @@ HostInfo detect_host() {
   const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   host.cpu_count = cpus > 0 ? static_cast<int>(cpus) : 1;
   host.gpu_count = count_gpus();
+  const char* root = std::getenv("ACC_HOST_ROOT");
+  host.topology = read_cpu_topology(root && *root ? root : "/");
+  host.topology.allowed_cpus = allowed_cpus_of_this_process();
   for (char** entry = environ; *entry; ++entry) {
     const char* equals = std::strchr(*entry, '=');
     if (equals)

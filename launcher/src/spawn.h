@@ -15,6 +15,7 @@ struct SpawnRequest {
   std::vector<std::string> env;   // the complete environment, "KEY=VALUE"
   bool capture_stdout = true;     // else inherits the launcher's stdout
   bool capture_stderr = true;
+  std::vector<int> cpus;  // the CPUs the child may run on (sched_setaffinity); empty: inherited
 };
 
 struct SpawnedProcess {
