@@ -81,7 +81,8 @@ std::vector<int> device_nodes(const CpuTopology& topology, const Usable& usable,
   return nodes;
 }
 
-// Where rank `rank` stands among the ranks whose device is on the same node, and how many those are.
+// Where rank `rank` stands among the ranks whose device is on the same node, and how many those
+// are.
 std::pair<int, int> place_on_node(const std::vector<int>& nodes, int rank) {
   int before = 0, count = 0;
   for (int other = 0; other < static_cast<int>(nodes.size()); ++other) {
@@ -135,8 +136,8 @@ std::vector<CpuSet> split_core_list(const Usable& usable, const CpuBindingChoice
               " is not one acc-launch may use (", format_int_ranges(usable.all()),
               "); list only those");
   const size_t per_rank = list.size() / static_cast<size_t>(local_ranks);
-  ACC_CHECK(per_rank >= 1, ConfigError, choice.flag, ": ", list.size(), " CPU(s) for ",
-            local_ranks, " workers; give at least one CPU per worker");
+  ACC_CHECK(per_rank >= 1, ConfigError, choice.flag, ": ", list.size(), " CPU(s) for ", local_ranks,
+            " workers; give at least one CPU per worker");
   std::vector<CpuSet> sets;
   for (int rank = 0; rank < local_ranks; ++rank) {
     CpuSet cpus(list.begin() + rank * per_rank, list.begin() + (rank + 1) * per_rank);
@@ -199,8 +200,7 @@ CpuBindingChoice choose_cpu_binding(const LaunchOptions& o) {
               ": expected node, socket, exclusive or core-complex");
     asked.push_back({mode->second, "--numa-binding " + o.numa_binding, {}});
   }
-  if (o.enable_cpu_affinity)
-    asked.push_back({CpuBindingMode::kNode, "--enable_cpu_affinity", {}});
+  if (o.enable_cpu_affinity) asked.push_back({CpuBindingMode::kNode, "--enable_cpu_affinity", {}});
   if (o.bind_cores_to_rank || !o.bind_core_list.empty()) {
     CpuBindingChoice choice{CpuBindingMode::kCoreList, "--bind_cores_to_rank", {}};
     if (!o.bind_core_list.empty()) {
@@ -213,10 +213,9 @@ CpuBindingChoice choose_cpu_binding(const LaunchOptions& o) {
     asked.push_back(choice);
   }
   // A config file's enable_cpu_affinity (ACCELERATE_CPU_AFFINITY=1) gives way to any flag.
-  const bool config_affinity =
-      std::any_of(o.extra_env.begin(), o.extra_env.end(), [](const auto& kv) {
-        return kv.first == "ACCELERATE_CPU_AFFINITY" && kv.second == "1";
-      });
+  const bool config_affinity = std::any_of(
+      o.extra_env.begin(), o.extra_env.end(),
+      [](const auto& kv) { return kv.first == "ACCELERATE_CPU_AFFINITY" && kv.second == "1"; });
   if (asked.empty() && config_affinity)
     asked.push_back({CpuBindingMode::kNode, "enable_cpu_affinity (config file)", {}});
   ACC_CHECK(asked.size() <= 1, ConfigError, asked.size() > 1 ? asked[0].flag : "", " and ",
@@ -227,9 +226,11 @@ CpuBindingChoice choose_cpu_binding(const LaunchOptions& o) {
 void resolve_cpu_binding(const LaunchOptions& options, const HostInfo& host, LaunchPlan& plan) {
   const CpuBindingChoice choice = choose_cpu_binding(options);
   plan.worker_cpus = plan_cpu_binding(host.topology, choice, plan.nproc_per_node);
-  const bool has_flag = std::any_of(plan.env.begin(), plan.env.end(),
-                                    [](const auto& kv) { return kv.first == "ACCELERATE_CPU_AFFINITY"; });
-  if (options.enable_cpu_affinity && !has_flag) plan.env.emplace_back("ACCELERATE_CPU_AFFINITY", "1");
+  const bool has_flag = std::any_of(plan.env.begin(), plan.env.end(), [](const auto& kv) {
+    return kv.first == "ACCELERATE_CPU_AFFINITY";
+  });
+  if (options.enable_cpu_affinity && !has_flag)
+    plan.env.emplace_back("ACCELERATE_CPU_AFFINITY", "1");
 }
 
 }  // namespace acc::launcher

@@ -61,13 +61,16 @@ bool LineDedup::take_one(std::optional<Clock::time_point> now, std::string& out)
   for (const auto& [seen, id] : heads) {
     const std::string text = sources_[id].queue.front().text;
     const std::vector<int> group = sharing_head(text);
-    bool everyone = true;     // every source that may still print has it at its head
-    bool passed_by = true;    // every other source has moved on without printing it
+    bool everyone = true;   // every source that may still print has it at its head
+    bool passed_by = true;  // every other source has moved on without printing it
     for (const auto& [other, s] : sources_) {
       if (std::find(group.begin(), group.end(), other) != group.end()) continue;
       if (s.finished && s.queue.empty()) continue;
       everyone = false;
-      if (s.queue.empty() || s.pending.count(text)) passed_by = false;
+      // Moved on: it printed lines after this one was seen, none of them this text. (A source
+      // that printed nothing since may just be behind, about to print it too.)
+      const bool moved_on = !s.queue.empty() && (!now || s.queue.back().seen > seen);
+      if (!moved_on || s.pending.count(text)) passed_by = false;
     }
     if (everyone || passed_by || (now && *now >= seen + window_)) {
       emit(text, group);

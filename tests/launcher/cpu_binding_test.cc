@@ -41,7 +41,8 @@ using V = std::vector<std::string>;
 
 TEST(CpuBindingTest, NodeGivesEveryCpuOfTheGpusNumaNode) {
   const CpuTopology t = machine(2, 1, 4, 2, {0, 0, 1, 1});
-  EXPECT_EQ(plan(t, CpuBindingMode::kNode, 4), (V{"0-3,8-11", "0-3,8-11", "4-7,12-15", "4-7,12-15"}));
+  EXPECT_EQ(plan(t, CpuBindingMode::kNode, 4),
+            (V{"0-3,8-11", "0-3,8-11", "4-7,12-15", "4-7,12-15"}));
 }
 
 TEST(CpuBindingTest, TheGpuNotTheRankPicksTheNode) {
@@ -150,8 +151,9 @@ TEST(CpuBindingTest, TwoBindingFlagsOrABadListAreOneClearError) {
     choose_cpu_binding(o);
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(),
-                 "--numa-binding node and --bind_cores_to_rank both bind the workers' CPUs; give one");
+    EXPECT_STREQ(
+        e.what(),
+        "--numa-binding node and --bind_cores_to_rank both bind the workers' CPUs; give one");
   }
   LaunchOptions bad;
   bad.bind_core_list = "0-x";

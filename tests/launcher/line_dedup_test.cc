@@ -74,6 +74,7 @@ TEST(LineDedupTest, ALineTheOthersWentPastComesOutAtOnceAndTheSharedOneAfterIt) 
   Fixture f(2);
   f.add(0, "rank 0 alone");
   f.add(0, "shared");
+  f.now += milliseconds(1);
   f.add(1, "shared");
   EXPECT_EQ(f.due(), "[rank0]: rank 0 alone\n[rank0-1]: shared\n");
 }
@@ -82,8 +83,11 @@ TEST(LineDedupTest, ALineWaitsWhileAnotherSourceHasPrintedNothingSinceTheLastOne
   Fixture f(2);
   f.add(0, "maybe shared");
   EXPECT_EQ(f.due(), "") << "rank 1 may print it yet";
+  f.add(1, "older than it");  // read in the same instant: rank 1 may be a line behind
+  EXPECT_EQ(f.due(), "");
+  f.now += milliseconds(1);
   f.add(1, "something else");
-  EXPECT_EQ(f.due(), "[rank0]: maybe shared\n") << "rank 0 may print rank 1's line yet";
+  EXPECT_EQ(f.due(), "[rank0]: maybe shared\n") << "rank 0 may print rank 1's lines yet";
 }
 
 TEST(LineDedupTest, ASourceThatEndedIsNotWaitedFor) {

@@ -8,7 +8,7 @@
 // source's lines come out in the order it printed them. A head comes out, together with the
 // equal heads of other sources, as soon as
 //   - every source has it at its head (the line everyone prints: "[rank0-7]: ..."), or
-//   - every other source has pending lines and none of them is this text (it went past it), or
+//   - every other source went past it: printed lines since it was seen, none of them this text, or
 //   - it was first seen one window ago (so a line only one rank prints waits at most a window).
 // A source whose stream ended stops being waited for.
 

@@ -11,16 +11,16 @@ namespace acc::launcher {
 
 struct CpuInfo {
   int id = 0;
-  int package = 0;   // socket: topology/physical_package_id
-  int core = 0;      // topology/core_id, unique within its package
-  int l3_group = -1; // lowest CPU sharing its L3 cache (cache/index3/shared_cpu_list); -1 unknown
+  int package = 0;    // socket: topology/physical_package_id
+  int core = 0;       // topology/core_id, unique within its package
+  int l3_group = -1;  // lowest CPU sharing its L3 cache (cache/index3/shared_cpu_list); -1 unknown
 };
 
 struct CpuTopology {
-  std::vector<CpuInfo> cpus;                      // online CPUs, ascending id
-  std::map<int, std::vector<int>> numa_nodes;     // node -> its online CPUs; empty when unknown
-  std::vector<int> gpu_numa_nodes;                // NVIDIA GPUs in PCI address order -> NUMA node
-  std::vector<int> allowed_cpus;                  // CPUs the launcher may run on; empty: all
+  std::vector<CpuInfo> cpus;                   // online CPUs, ascending id
+  std::map<int, std::vector<int>> numa_nodes;  // node -> its online CPUs; empty when unknown
+  std::vector<int> gpu_numa_nodes;             // NVIDIA GPUs in PCI address order -> NUMA node
+  std::vector<int> allowed_cpus;               // CPUs the launcher may run on; empty: all
 };
 
 // Reads <root>/sys/devices/system/{cpu,node} and <root>/sys/bus/pci/devices (NVIDIA display and
