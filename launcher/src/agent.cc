@@ -22,6 +22,7 @@
 #include "acc/common/error.h"
 #include "acc/launcher/failure_report.h"
 #include "acc/launcher/host.h"
+#include "acc/launcher/int_ranges.h"
 #include "acc/launcher/line_dedup.h"
 #include "acc/launcher/line_splitter.h"
 #include "acc/launcher/membership.h"
@@ -588,6 +589,11 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
   for (const WorkerSpec& worker : plan.workers) {
     out << "\n# rank " << global_rank(plan, round, worker.local_rank) << " (local rank "
         << worker.local_rank << ")\n";
+    if (worker.local_rank < static_cast<int>(plan.worker_cpus.size())) {
+      const std::vector<int>& cpus = plan.worker_cpus[worker.local_rank];
+      out << "# cpus " << format_int_ranges(cpus) << " (OMP_NUM_THREADS=" << cpus.size()
+          << " unless set)\n";
+    }
     for (const auto& [key, value] : worker_env(plan, worker, round, "<log dir>/error.json"))
       out << key << "=" << value << "\n";
     for (const auto& [key, value] : plan.env_defaults)

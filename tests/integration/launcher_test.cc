@@ -450,6 +450,13 @@ TEST(LaunchTest, NumaBindingPinsEachWorkerToItsGpusNodeBeforeItStarts) {
   EXPECT_NE(split.out.find("[rank0]: cpus=0 omp=1\n"), std::string::npos) << split.out;
   EXPECT_NE(split.out.find("[rank1]: cpus=1 omp=1\n"), std::string::npos) << split.out;
 
+  LaunchRun dry = run_launcher(
+      worker({"--nproc_per_node", "2", "--numa-binding", "socket", "--dry_run"}, {"affinity"}),
+      env);
+  EXPECT_NE(dry.out.find("# rank 0 (local rank 0)\n# cpus 1 (OMP_NUM_THREADS=1 unless set)\n"),
+            std::string::npos)
+      << dry.out;
+
   LaunchRun both = run_launcher(worker({"--bind_cores_to_rank"}, {"affinity"}), env);
   EXPECT_EQ(both.out, "[rank0]: cpus=0,1 omp=2\n") << "OMP_NUM_THREADS follows the CPU count";
 
