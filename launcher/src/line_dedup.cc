@@ -24,8 +24,8 @@ void LineDedup::add_source(int source) {
 
 void LineDedup::add(int source, std::string_view line, Clock::time_point now) {
   Source& s = sources_[source];
-  s.queue.push_back({std::string(line), now});
-  ++s.pending[s.queue.back().text];
+  s.queue.push_back({std::string(line), std::hash<std::string_view>{}(line), now});
+  ++s.pending[s.queue.back().hash];
 }
 
 void LineDedup::finish_source(int source) {
@@ -48,18 +48,21 @@ bool LineDedup::take_one(std::optional<Clock::time_point> now, std::string& out)
   std::sort(heads.begin(), heads.end());
   if (heads.empty()) return false;
   auto emit = [&](const std::string& text, const std::vector<int>& group) {
-    out += prefix_(group);
+    auto prefix = prefixes_.find(group);
+    if (prefix == prefixes_.end()) prefix = prefixes_.emplace(group, prefix_(group)).first;
+    out += prefix->second;
     out += text;
     if (text.empty() || (text.back() != '\n' && text.back() != '\r')) out += '\n';
     for (int member : group) {
       Source& s = sources_[member];
-      auto count = s.pending.find(s.queue.front().text);
+      auto count = s.pending.find(s.queue.front().hash);
       if (--count->second == 0) s.pending.erase(count);
       s.queue.pop_front();
     }
   };
   for (const auto& [seen, id] : heads) {
-    const std::string text = sources_[id].queue.front().text;
+    const Line& head = sources_[id].queue.front();
+    const std::string& text = head.text;  // valid until emit pops it
     const std::vector<int> group = sharing_head(text);
     bool everyone = true;   // every source that may still print has it at its head
     bool passed_by = true;  // every other source has moved on without printing it
@@ -70,7 +73,7 @@ bool LineDedup::take_one(std::optional<Clock::time_point> now, std::string& out)
       // Moved on: it printed lines after this one was seen, none of them this text. (A source
       // that printed nothing since may just be behind, about to print it too.)
       const bool moved_on = !s.queue.empty() && (!now || s.queue.back().seen > seen);
-      if (!moved_on || s.pending.count(text)) passed_by = false;
+      if (!moved_on || s.pending.count(head.hash)) passed_by = false;
     }
     if (everyone || passed_by || (now && *now >= seen + window_)) {
       emit(text, group);
@@ -80,7 +83,7 @@ bool LineDedup::take_one(std::optional<Clock::time_point> now, std::string& out)
   if (now) return false;
   // Nothing more will come and the heads wait on each other (one source printed a then b, another
   // b then a): the oldest goes first.
-  const std::string text = sources_[heads.front().second].queue.front().text;
+  const std::string& text = sources_[heads.front().second].queue.front().text;
   emit(text, sharing_head(text));
   return true;
 }

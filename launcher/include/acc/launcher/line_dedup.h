@@ -54,11 +54,14 @@ class LineDedup {
  private:
   struct Line {
     std::string text;
+    size_t hash;  // of text, computed once: lines are compared with every other queue
     Clock::time_point seen;
   };
   struct Source {
     std::deque<Line> queue;
-    std::unordered_map<std::string, int> pending;  // text -> how many times in queue
+    // Hash of text -> how many lines of the queue have it. A collision only makes a line wait
+    // for a copy that will not come, at most one window.
+    std::unordered_map<size_t, int> pending;
     bool finished = false;
   };
   // Takes the first head that may come out at `now` (nullopt: the end, when one always may);
@@ -69,6 +72,7 @@ class LineDedup {
   std::chrono::milliseconds window_;
   PrefixFn prefix_;
   std::map<int, Source> sources_;
+  std::map<std::vector<int>, std::string> prefixes_;  // by group: expanding costs more than a line
 };
 
 // The log line prefix template for a group of ranks: ${rank} and ${local_rank} become ranges
