@@ -278,6 +278,15 @@ TEST(LaunchTest, TheErrorFileAndStderrTailAppearInTheReport) {
   EXPECT_NE(run.err.find("| about to fail"), std::string::npos);
 }
 
+TEST(LaunchTest, DedupLinesLeavesTheReportsStderrTailAlone) {
+  LaunchRun run = run_launcher(worker({"--nproc_per_node", "2", "--dedup_lines"}, {"record"}));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("[rank0]: about to fail\n"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("| about to fail"), std::string::npos) << run.err;
+  EXPECT_LT(run.err.find("[rank0]: about to fail"), run.err.find("| about to fail"))
+      << "the console lines come out before the report";
+}
+
 TEST(LaunchTest, LogDirKeepsPerAttemptPerRankFiles) {
   const std::string dir = make_temp_dir();
   LaunchRun run = run_launcher(worker(
