@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include "acc/common/error.h"
@@ -223,9 +224,33 @@ CpuBindingChoice choose_cpu_binding(const LaunchOptions& o) {
   return asked.empty() ? CpuBindingChoice{} : asked.front();
 }
 
+CpuTopology with_visible_gpus(CpuTopology topology, const std::string& visible) {
+  auto ids = parse_int_ranges(visible);
+  // UUIDs (GPU-...) or MIG names cannot be matched to PCI addresses here: PCI order stays.
+  if (!ids || visible.find('-') != std::string::npos || visible.empty()) return topology;
+  std::vector<int> nodes;
+  std::stringstream list(visible);
+  for (std::string id; std::getline(list, id, ',');) {
+    const int index = std::stoi(id);
+    if (index < static_cast<int>(topology.gpu_numa_nodes.size()))
+      nodes.push_back(topology.gpu_numa_nodes[index]);
+  }
+  topology.gpu_numa_nodes = nodes;
+  return topology;
+}
+
 void resolve_cpu_binding(const LaunchOptions& options, const HostInfo& host, LaunchPlan& plan) {
   const CpuBindingChoice choice = choose_cpu_binding(options);
-  plan.worker_cpus = plan_cpu_binding(host.topology, choice, plan.nproc_per_node);
+  if (choice.mode == CpuBindingMode::kNone) return;
+  // The worker's GPU i is the i-th of CUDA_VISIBLE_DEVICES (--gpu_ids, else the launcher's).
+  std::string visible;
+  if (auto it = host.environment.find("CUDA_VISIBLE_DEVICES"); it != host.environment.end())
+    visible = it->second;
+  for (const auto& [key, value] : plan.env)
+    if (key == "CUDA_VISIBLE_DEVICES") visible = value;
+  plan.worker_cpus =
+      plan_cpu_binding(visible.empty() ? host.topology : with_visible_gpus(host.topology, visible),
+                       choice, plan.nproc_per_node);
   const bool has_flag = std::any_of(plan.env.begin(), plan.env.end(), [](const auto& kv) {
     return kv.first == "ACCELERATE_CPU_AFFINITY";
   });

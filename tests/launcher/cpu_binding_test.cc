@@ -160,6 +160,24 @@ TEST(CpuBindingTest, TwoBindingFlagsOrABadListAreOneClearError) {
   EXPECT_THROW(choose_cpu_binding(bad), ConfigError);
 }
 
+TEST(CpuBindingTest, CudaVisibleDevicesPicksWhichGpuEachRankHas) {
+  const CpuTopology t = machine(2, 1, 2, 1, {0, 0, 1, 1});
+  EXPECT_EQ(with_visible_gpus(t, "2,0").gpu_numa_nodes, (std::vector<int>{1, 0}));
+  EXPECT_EQ(with_visible_gpus(t, "GPU-5d1c,GPU-77aa").gpu_numa_nodes, t.gpu_numa_nodes);
+  LaunchOptions o;
+  o.numa_binding = "node";
+  HostInfo host;
+  host.topology = t;
+  host.environment["CUDA_VISIBLE_DEVICES"] = "3";
+  LaunchPlan p;
+  p.nproc_per_node = 1;
+  resolve_cpu_binding(o, host, p);
+  EXPECT_EQ(p.worker_cpus, (std::vector<std::vector<int>>{{2, 3}}));
+  p.env = {{"CUDA_VISIBLE_DEVICES", "0"}};  // --gpu_ids wins over the launcher's environment
+  resolve_cpu_binding(o, host, p);
+  EXPECT_EQ(p.worker_cpus, (std::vector<std::vector<int>>{{0, 1}}));
+}
+
 TEST(CpuBindingTest, EnableCpuAffinitySetsAcceleratesVariable) {
   LaunchOptions o;
   o.enable_cpu_affinity = true;

@@ -41,7 +41,12 @@ CpuBindingChoice choose_cpu_binding(const LaunchOptions& options);
 std::vector<std::vector<int>> plan_cpu_binding(const CpuTopology& topology,
                                                const CpuBindingChoice& choice, int local_ranks);
 
-// Fills plan.worker_cpus from the options and host.topology, and ACCELERATE_CPU_AFFINITY=1 in
+// `topology` with its GPUs as CUDA numbers them under CUDA_VISIBLE_DEVICES=`visible` ("2,3": GPU
+// 0 is the third in PCI order). Unchanged when `visible` names GPUs by UUID.
+CpuTopology with_visible_gpus(CpuTopology topology, const std::string& visible);
+
+// Fills plan.worker_cpus from the options and host.topology (its GPUs as CUDA_VISIBLE_DEVICES,
+// from --gpu_ids or the launcher's environment, numbers them), and ACCELERATE_CPU_AFFINITY=1 in
 // plan.env for --enable_cpu_affinity. Throws ConfigError as above.
 void resolve_cpu_binding(const LaunchOptions& options, const HostInfo& host, LaunchPlan& plan);
 
