@@ -71,8 +71,9 @@ bool LineDedup::take_one(std::optional<Clock::time_point> now, std::string& out)
       if (s.finished && s.queue.empty()) continue;
       everyone = false;
       // Moved on: it printed lines after this one was seen, none of them this text. (A source
-      // that printed nothing since may just be behind, about to print it too.)
-      const bool moved_on = !s.queue.empty() && (!now || s.queue.back().seen > seen);
+      // that printed nothing since may just be behind, about to print it too; one that ended is
+      // not.)
+      const bool moved_on = !s.queue.empty() && (!now || s.finished || s.queue.back().seen > seen);
       if (!moved_on || s.pending.count(head.hash)) passed_by = false;
     }
     if (everyone || passed_by || (now && *now >= seen + window_)) {

@@ -96,6 +96,10 @@ TEST(LineDedupTest, ASourceThatEndedIsNotWaitedFor) {
   f.add(0, "x");
   f.add(1, "x");
   EXPECT_EQ(f.due(), "[rank0-1]: x\n");
+  f.add(2, "its last line, read as it ended");
+  f.add(0, "y");  // in the same instant: rank 2 cannot have moved on in time, but it ended
+  f.add(1, "y");
+  EXPECT_EQ(f.due(), "[rank0-1]: y\n");
 }
 
 TEST(LineDedupTest, ALateCopyAfterTheWindowIsPrintedAgain) {
