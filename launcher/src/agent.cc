@@ -27,6 +27,7 @@
 #include "acc/launcher/line_splitter.h"
 #include "acc/launcher/membership.h"
 #include "console.h"
+#include "deduped_console.h"
 #include "error_file.h"
 #include "spawn.h"
 #include "watchdog.h"
@@ -317,7 +318,7 @@ class Agent::Impl {
     stream.prefix = prefix;
     stream.console_fd = redirected || !shown ? -1 : console;
     stream.local_rank = local_rank;
-    stream.dedup = stream.console_fd < 0 ? nullptr : dedup_for(console);
+    stream.dedup = stream.console_fd < 0 || !dedup_ ? nullptr : dedup_->for_console(console);
     if (stream.dedup) stream.dedup->add_source(local_rank);
     if (redirected || teed || !plan_.log_dir.empty()) {
       const std::string path = worker.dir + "/" + file_name;
@@ -347,7 +348,8 @@ class Agent::Impl {
     std::optional<Clock::time_point> wake;
     if (stopping_ && !killed_) wake = kill_deadline_;
     if (!stopping_ && membership_->poll_interval().count() > 0) wake = next_membership_check_;
-    if (auto due = dedup_due()) wake = wake ? std::min(*wake, *due) : *due;
+    if (auto due = dedup_ ? dedup_->next_due() : std::nullopt)
+      wake = wake ? std::min(*wake, *due) : *due;
     int timeout = -1;
     if (wake) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - Clock::now());
@@ -367,7 +369,7 @@ class Agent::Impl {
         stream->fd = -1;
       }
     }
-    write_deduped(false);
+    if (dedup_) dedup_->write(false);
     if (fds[0].revents & POLLIN) handle_signals();
     if (!stopping_ && membership_->poll_interval().count() > 0 &&
         Clock::now() >= next_membership_check_) {
@@ -464,13 +466,12 @@ class Agent::Impl {
       w->out.close_all();
       w->err.close_all();
     }
-    write_deduped(true);
+    if (dedup_) dedup_->write(true);
   }
 
-  // --dedup_lines: one LineDedup per console stream, fed by Stream::on_line, written from here.
+  // --dedup_lines: the console lines of this attempt go through one DedupedConsole.
   void start_dedup() {
-    dedup_out_.reset();
-    dedup_err_.reset();
+    dedup_.reset();
     if (!plan_.dedup_lines) return;
     auto prefix = [this](const std::vector<int>& local_ranks) {
       std::vector<int> ranks;
@@ -478,28 +479,8 @@ class Agent::Impl {
       return expand_group_prefix(plan_.log_line_prefix, ranks, local_ranks, plan_.role,
                                  plan_.hostname);
     };
-    const std::chrono::milliseconds window(plan_.dedup_window_ms);
-    dedup_out_ = std::make_unique<LineDedup>(window, prefix);
-    dedup_err_ = std::make_unique<LineDedup>(window, prefix);
-  }
-  LineDedup* dedup_for(int console) const {
-    return console == STDOUT_FILENO ? dedup_out_.get() : dedup_err_.get();
-  }
-  std::optional<Clock::time_point> dedup_due() const {
-    std::optional<Clock::time_point> due;
-    for (LineDedup* dedup : {dedup_out_.get(), dedup_err_.get()})
-      if (auto next = dedup ? dedup->next_due() : std::nullopt)
-        due = due ? std::min(*due, *next) : *next;
-    return due;
-  }
-  void write_deduped(bool all) {
-    for (int console : {STDOUT_FILENO, STDERR_FILENO}) {
-      LineDedup* dedup = dedup_for(console);
-      const std::string text = !dedup ? ""
-                               : all  ? dedup->take_all()
-                                      : dedup->take_due(Clock::now());
-      if (!text.empty()) write_all(console, text);
-    }
+    dedup_ =
+        std::make_unique<DedupedConsole>(std::chrono::milliseconds(plan_.dedup_window_ms), prefix);
   }
 
   // --- reporting -----------------------------------------------------------------------------
@@ -562,8 +543,7 @@ class Agent::Impl {
   bool keep_run_dir_ = false;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Watchdog> watchdog_;
-  std::unique_ptr<LineDedup> dedup_out_;
-  std::unique_ptr<LineDedup> dedup_err_;
+  std::unique_ptr<DedupedConsole> dedup_;
   Worker* root_cause_ = nullptr;
   bool stopping_ = false;
   bool killed_ = false;
