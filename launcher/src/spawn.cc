@@ -76,8 +76,9 @@ struct CpuMask {
   if (request.capture_stdout && ::dup2(out.write, STDOUT_FILENO) < 0) child_fail(status_fd, errno);
   if (request.capture_stderr && ::dup2(err.write, STDERR_FILENO) < 0) child_fail(status_fd, errno);
   // Before exec, so that the worker and every thread it starts inherit it (C++ workers too).
+  // A negative errno tells await_exec that the binding, not the exec, failed.
   if (cpus.set && ::sched_setaffinity(0, cpus.size, cpus.set.get()) != 0)
-    child_fail(status_fd, errno);
+    child_fail(status_fd, -errno);
   ::execve(request.executable.c_str(), argv, envp);
   child_fail(status_fd, errno);
 }
@@ -163,6 +164,8 @@ void await_exec(SpawnedProcess& process) {
     got = ::read(process.exec_status_fd, &child_errno, sizeof(child_errno));
   } while (got < 0 && errno == EINTR);
   close_fd(process.exec_status_fd);
+  ACC_CHECK(got <= 0 || child_errno >= 0, LaunchError, "cannot bind ", process.name,
+            " to its CPUs: ", std::strerror(-child_errno));
   ACC_CHECK(got <= 0, LaunchError, "cannot run ", process.name, ": ", std::strerror(child_errno));
 }
 

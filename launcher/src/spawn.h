@@ -34,7 +34,8 @@ struct SpawnedProcess {
 SpawnedProcess spawn_process(const SpawnRequest& request);
 
 // Blocks until the child has exec'd or failed to. Throws LaunchError naming the program and
-// the reason when it failed (the child has then exited with 127; the caller reaps it).
+// the reason when it failed (or its CPUs could not be set) (the child has then exited with 127; the
+// caller reaps it).
 void await_exec(SpawnedProcess& process);
 
 // Finds `program` as execvp would in `path` (a PATH value). Throws LaunchError naming it.
