@@ -22,9 +22,12 @@
 #include "acc/common/error.h"
 #include "acc/launcher/failure_report.h"
 #include "acc/launcher/host.h"
+#include "acc/launcher/int_ranges.h"
+#include "acc/launcher/line_dedup.h"
 #include "acc/launcher/line_splitter.h"
 #include "acc/launcher/membership.h"
 #include "console.h"
+#include "deduped_console.h"
 #include "error_file.h"
 #include "spawn.h"
 #include "watchdog.h"
@@ -77,11 +80,15 @@ struct Stream {
   std::string prefix;
   std::string console_batch;
   std::deque<std::string>* tail = nullptr;  // stderr keeps its last lines for the report
+  LineDedup* dedup = nullptr;               // --dedup_lines: the console goes through it
+  int local_rank = 0;
   LineSplitter splitter{[this](std::string_view line) { on_line(line); }};
 
   void on_line(std::string_view line) {
     if (file_fd >= 0) write_all(file_fd, line);
-    if (console_fd >= 0) {
+    if (console_fd >= 0 && dedup) {
+      dedup->add(local_rank, line, Clock::now());
+    } else if (console_fd >= 0) {
       console_batch += prefix;
       console_batch += line;
       if (line.back() != '\n' && line.back() != '\r') console_batch += '\n';
@@ -219,6 +226,7 @@ class Agent::Impl {
     membership_changed_ = false;
     workers_.clear();
     round_ = round;
+    start_dedup();
     attempt_dir_ = run_dir_ + "/attempt_" + std::to_string(attempt);
     next_membership_check_ = Clock::now() + membership_->poll_interval();
     try {
@@ -266,10 +274,13 @@ class Agent::Impl {
     const std::string error_file = worker->dir + "/error.json";
 
     std::map<std::string, std::string> env = environment_;
+    const std::vector<int> cpus = cpus_of(spec.local_rank);
+    if (!cpus.empty()) env.try_emplace("OMP_NUM_THREADS", std::to_string(cpus.size()));
     for (const auto& [key, value] : plan_.env_defaults) env.try_emplace(key, value);
     for (const auto& [key, value] : worker_env(plan_, spec, round_, error_file)) env[key] = value;
     SpawnRequest request;
     request.argv = spec.argv;
+    request.cpus = cpus;
     auto path = env.find("PATH");
     request.executable =
         resolve_executable(spec.argv.front(), path == env.end() ? "/usr/bin:/bin" : path->second);
@@ -277,8 +288,8 @@ class Agent::Impl {
     const std::string prefix = expand_prefix(plan_, spec, round_);
     setup_stream(*worker, worker->out, StreamSpec::kStdout, prefix, STDOUT_FILENO, "stdout.log");
     setup_stream(*worker, worker->err, StreamSpec::kStderr, prefix, STDERR_FILENO, "stderr.log");
-    request.capture_stdout =
-        !(worker->out.file_fd < 0 && worker->out.console_fd >= 0 && prefix.empty());
+    request.capture_stdout = plan_.dedup_lines || !(worker->out.file_fd < 0 &&
+                                                    worker->out.console_fd >= 0 && prefix.empty());
     worker->err.tail = &worker->stderr_tail;
 
     SpawnedProcess process = spawn_process(request);
@@ -292,6 +303,11 @@ class Agent::Impl {
     return process;
   }
 
+  std::vector<int> cpus_of(int local_rank) const {
+    return local_rank < static_cast<int>(plan_.worker_cpus.size()) ? plan_.worker_cpus[local_rank]
+                                                                   : std::vector<int>{};
+  }
+
   void setup_stream(Worker& worker, Stream& stream, int which, const std::string& prefix,
                     int console, const char* file_name) {
     const int local_rank = worker.spec.local_rank;
@@ -301,6 +317,9 @@ class Agent::Impl {
         plan_.console_local_ranks.empty() || plan_.console_local_ranks.count(local_rank) > 0;
     stream.prefix = prefix;
     stream.console_fd = redirected || !shown ? -1 : console;
+    stream.local_rank = local_rank;
+    stream.dedup = stream.console_fd < 0 || !dedup_ ? nullptr : dedup_->for_console(console);
+    if (stream.dedup) stream.dedup->add_source(local_rank);
     if (redirected || teed || !plan_.log_dir.empty()) {
       const std::string path = worker.dir + "/" + file_name;
       stream.file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -329,6 +348,8 @@ class Agent::Impl {
     std::optional<Clock::time_point> wake;
     if (stopping_ && !killed_) wake = kill_deadline_;
     if (!stopping_ && membership_->poll_interval().count() > 0) wake = next_membership_check_;
+    if (auto due = dedup_ ? dedup_->next_due() : std::nullopt)
+      wake = wake ? std::min(*wake, *due) : *due;
     int timeout = -1;
     if (wake) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - Clock::now());
@@ -342,11 +363,13 @@ class Agent::Impl {
       Stream* stream = streams[i - 1];
       if (stream->read_some() == Stream::Read::kEnd) {
         stream->splitter.finish();
+        if (stream->dedup) stream->dedup->finish_source(stream->local_rank);
         stream->flush_console();
         ::close(stream->fd);
         stream->fd = -1;
       }
     }
+    if (dedup_) dedup_->write(false);
     if (fds[0].revents & POLLIN) handle_signals();
     if (!stopping_ && membership_->poll_interval().count() > 0 &&
         Clock::now() >= next_membership_check_) {
@@ -443,6 +466,21 @@ class Agent::Impl {
       w->out.close_all();
       w->err.close_all();
     }
+    if (dedup_) dedup_->write(true);
+  }
+
+  // --dedup_lines: the console lines of this attempt go through one DedupedConsole.
+  void start_dedup() {
+    dedup_.reset();
+    if (!plan_.dedup_lines) return;
+    auto prefix = [this](const std::vector<int>& local_ranks) {
+      std::vector<int> ranks;
+      for (int local_rank : local_ranks) ranks.push_back(global_rank(plan_, round_, local_rank));
+      return expand_group_prefix(plan_.log_line_prefix, ranks, local_ranks, plan_.role,
+                                 plan_.hostname);
+    };
+    dedup_ =
+        std::make_unique<DedupedConsole>(std::chrono::milliseconds(plan_.dedup_window_ms), prefix);
   }
 
   // --- reporting -----------------------------------------------------------------------------
@@ -505,6 +543,7 @@ class Agent::Impl {
   bool keep_run_dir_ = false;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Watchdog> watchdog_;
+  std::unique_ptr<DedupedConsole> dedup_;
   Worker* root_cause_ = nullptr;
   bool stopping_ = false;
   bool killed_ = false;
@@ -530,6 +569,11 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
   for (const WorkerSpec& worker : plan.workers) {
     out << "\n# rank " << global_rank(plan, round, worker.local_rank) << " (local rank "
         << worker.local_rank << ")\n";
+    if (worker.local_rank < static_cast<int>(plan.worker_cpus.size())) {
+      const std::vector<int>& cpus = plan.worker_cpus[worker.local_rank];
+      out << "# cpus " << format_int_ranges(cpus) << " (OMP_NUM_THREADS=" << cpus.size()
+          << " unless set)\n";
+    }
     for (const auto& [key, value] : worker_env(plan, worker, round, "<log dir>/error.json"))
       out << key << "=" << value << "\n";
     for (const auto& [key, value] : plan.env_defaults)

@@ -248,6 +248,24 @@ void add_fanout_flags(FlagTable& t, LaunchOptions& o) {
          "stop the job when stdin closes (set by the head on each remote launcher)");
 }
 
+// Collapsed console output and CPU binding (line_dedup.h, cpu_binding.h).
+void add_output_and_binding_flags(FlagTable& t, LaunchOptions& o) {
+  t.flag("dedup_lines", o.dedup_lines,
+         "print a line that several ranks print at once a single time, as [rank0-7]: line");
+  t.value("dedup_window", o.dedup_window_ms,
+          "milliseconds a line waits for the same line from other ranks (default 150)")
+      ->check(whole_number(1));
+  t.value("numa_binding", o.numa_binding,
+          "bind each worker to CPUs near its GPU: node, socket, exclusive or core-complex")
+      ->check(CLI::IsMember({"node", "socket", "exclusive", "core-complex"}));
+  t.flag("enable_cpu_affinity", o.enable_cpu_affinity,
+         "bind each worker to the CPUs of its GPU's NUMA node (Accelerate)");
+  t.flag("bind_cores_to_rank", o.bind_cores_to_rank,
+         "split the cores evenly among the workers and bind each to its share (DeepSpeed)");
+  t.value("bind_core_list", o.bind_core_list,
+          "the CPUs --bind_cores_to_rank splits, such as 0-7,16-23 (implies it)");
+}
+
 // CLI11 messages name the flag already; we make them one line and add our prefix.
 std::string one_line(std::string message) {
   std::replace(message.begin(), message.end(), '\n', ' ');
@@ -282,6 +300,7 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   add_accelerate_flags(table, options);
   add_own_flags(table, options);
   add_fanout_flags(table, options);
+  add_output_and_binding_flags(table, options);
   std::vector<std::string> refused;
   add_refused_flags(table, refused);
   add_config_key_flags(table, options);  // last: it skips the names registered above

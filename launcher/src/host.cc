@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "acc/common/error.h"
+#include "acc/launcher/topology.h"
 
 extern char** environ;
 
@@ -305,6 +306,8 @@ HostInfo detect_host(const std::string& root_dir) {
   host.physical_cores = cpus.physical;
   host.memory_gb = read_memory_gb(root);
   read_gpus(root, host);
+  host.topology = read_cpu_topology(root_dir);
+  host.topology.allowed_cpus = allowed_cpus_of_this_process();
   char cwd[4096];
   if (::getcwd(cwd, sizeof cwd)) host.cwd = cwd;
   return host;

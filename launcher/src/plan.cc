@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "acc/common/error.h"
+#include "acc/launcher/cpu_binding.h"
 #include "acc/launcher/fanout.h"
 #include "accelerate_env.h"
 
@@ -238,7 +239,10 @@ void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPla
                        {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
   const bool sets_omp = std::any_of(plan.env.begin(), plan.env.end(),
                                     [](const auto& kv) { return kv.first == "OMP_NUM_THREADS"; });
-  if (!sets_omp && plan.nproc_per_node > 1 && !host.environment.count("OMP_NUM_THREADS")) {
+  // A CPU binding sets OMP_NUM_THREADS per worker, to the number of its CPUs.
+  const bool binds_cpus = choose_cpu_binding(o).mode != CpuBindingMode::kNone;
+  if (!sets_omp && !binds_cpus && plan.nproc_per_node > 1 &&
+      !host.environment.count("OMP_NUM_THREADS")) {
     plan.env_defaults.emplace_back("OMP_NUM_THREADS", "1");
     plan.notices.push_back(
         "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it "
@@ -281,6 +285,9 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   apply_node_slots(o, plan);
   resolve_logs(o, plan);
   resolve_environment(o, host, plan);
+  resolve_cpu_binding(o, host, plan);
+  plan.dedup_lines = o.dedup_lines;
+  plan.dedup_window_ms = o.dedup_window_ms;
   plan.run_id = o.standalone && o.rdzv_id == "none" ? random_run_id() : o.rdzv_id;
   plan.role = o.role;
   plan.hostname = host.hostname;

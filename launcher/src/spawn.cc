@@ -1,14 +1,17 @@
 #include "spawn.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <sstream>
 
 #include "acc/common/error.h"
@@ -42,8 +45,25 @@ struct Pipe {
   ::_exit(127);
 }
 
+// A CPU mask sized for the highest CPU asked for, built before vfork (the child may not
+// allocate).
+struct CpuMask {
+  std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> set{nullptr, [](cpu_set_t* s) { CPU_FREE(s); }};
+  size_t size = 0;
+  explicit CpuMask(const std::vector<int>& cpus) {
+    if (cpus.empty()) return;
+    const int count = *std::max_element(cpus.begin(), cpus.end()) + 1;
+    set.reset(CPU_ALLOC(count));
+    ACC_CHECK(set != nullptr, LaunchError, "cannot allocate a CPU mask for ", count, " CPUs");
+    size = CPU_ALLOC_SIZE(count);
+    CPU_ZERO_S(size, set.get());
+    for (int cpu : cpus) CPU_SET_S(cpu, size, set.get());
+  }
+};
+
 [[noreturn]] void run_child(const SpawnRequest& request, char* const* argv, char* const* envp,
-                            pid_t launcher, const Pipe& out, const Pipe& err, int status_fd) {
+                            pid_t launcher, const Pipe& out, const Pipe& err, int status_fd,
+                            const CpuMask& cpus) {
   ::setpgid(0, 0);
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(status_fd, errno);
   if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took hold
@@ -57,6 +77,10 @@ struct Pipe {
     child_fail(status_fd, errno);
   if (request.capture_stdout && ::dup2(out.write, STDOUT_FILENO) < 0) child_fail(status_fd, errno);
   if (request.capture_stderr && ::dup2(err.write, STDERR_FILENO) < 0) child_fail(status_fd, errno);
+  // Before exec, so that the worker and every thread it starts inherit it (C++ workers too).
+  // A negative errno tells await_exec that the binding, not the exec, failed.
+  if (cpus.set && ::sched_setaffinity(0, cpus.size, cpus.set.get()) != 0)
+    child_fail(status_fd, -errno);
   ::execve(request.executable.c_str(), argv, envp);
   child_fail(status_fd, errno);
 }
@@ -91,6 +115,7 @@ std::string resolve_executable(const std::string& program, const std::string& pa
 }
 
 SpawnedProcess spawn_process(const SpawnRequest& request) {
+  const CpuMask cpus(request.cpus);
   Pipe out, err, status;
   try {
     if (request.capture_stdout) out.open();
@@ -108,7 +133,8 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
   // vfork: no copy of the launcher's page tables (the child only makes system calls until it
   // execs, on its own stack frame); the launcher resumes once the child has exec'd or failed.
   const pid_t pid = ::vfork();
-  if (pid == 0) run_child(request, argv.data(), envp.data(), launcher, out, err, status.write);
+  if (pid == 0)
+    run_child(request, argv.data(), envp.data(), launcher, out, err, status.write, cpus);
   close_fd(out.write);
   close_fd(err.write);
   close_fd(status.write);
@@ -140,6 +166,8 @@ void await_exec(SpawnedProcess& process) {
     got = ::read(process.exec_status_fd, &child_errno, sizeof(child_errno));
   } while (got < 0 && errno == EINTR);
   close_fd(process.exec_status_fd);
+  ACC_CHECK(got <= 0 || child_errno >= 0, LaunchError, "cannot bind ", process.name,
+            " to its CPUs: ", std::strerror(-child_errno));
   ACC_CHECK(got <= 0, LaunchError, "cannot run ", process.name, ": ", std::strerror(child_errno));
 }
 

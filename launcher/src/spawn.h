@@ -15,7 +15,8 @@ struct SpawnRequest {
   std::vector<std::string> env;   // the complete environment, "KEY=VALUE"
   bool capture_stdout = true;     // else inherits the launcher's stdout
   bool capture_stderr = true;
-  int stdin_fd = -1;  // becomes the child's stdin when >= 0, else it inherits the launcher's
+  int stdin_fd = -1;      // becomes the child's stdin when >= 0, else it inherits the launcher's
+  std::vector<int> cpus;  // the CPUs the child may run on (sched_setaffinity); empty: inherited
 };
 
 struct SpawnedProcess {
@@ -34,7 +35,8 @@ struct SpawnedProcess {
 SpawnedProcess spawn_process(const SpawnRequest& request);
 
 // Blocks until the child has exec'd or failed to. Throws LaunchError naming the program and
-// the reason when it failed (the child has then exited with 127; the caller reaps it).
+// the reason when it failed (or its CPUs could not be set) (the child has then exited with 127; the
+// caller reaps it).
 void await_exec(SpawnedProcess& process);
 
 // Finds `program` as execvp would in `path` (a PATH value). Throws LaunchError naming it.

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -276,6 +278,15 @@ TEST(LaunchTest, TheErrorFileAndStderrTailAppearInTheReport) {
   EXPECT_NE(run.err.find("| about to fail"), std::string::npos);
 }
 
+TEST(LaunchTest, DedupLinesLeavesTheReportsStderrTailAlone) {
+  LaunchRun run = run_launcher(worker({"--nproc_per_node", "2", "--dedup_lines"}, {"record"}));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("[rank0]: about to fail\n"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("| about to fail"), std::string::npos) << run.err;
+  EXPECT_LT(run.err.find("[rank0]: about to fail"), run.err.find("| about to fail"))
+      << "the console lines come out before the report";
+}
+
 TEST(LaunchTest, LogDirKeepsPerAttemptPerRankFiles) {
   const std::string dir = make_temp_dir();
   LaunchRun run = run_launcher(worker(
@@ -337,6 +348,142 @@ TEST(LaunchTest, AProgramThatCannotRunIsOneClearError) {
   LaunchRun run = run_launcher({"--nproc_per_node", "2", "./no-such-program"});
   EXPECT_EQ(run.exit_code, 127);
   EXPECT_EQ(run.err, "acc-launch: error: cannot run ./no-such-program: no such file\n");
+}
+
+// "0-3,5" -> {0,1,2,3,5}
+std::vector<int> ranks_in(const std::string& text) {
+  std::vector<int> ranks;
+  std::stringstream parts(text);
+  for (std::string part; std::getline(parts, part, ',');) {
+    const size_t dash = part.find('-');
+    const int first = std::stoi(part.substr(0, dash));
+    const int last = dash == std::string::npos ? first : std::stoi(part.substr(dash + 1));
+    for (int r = first; r <= last; ++r) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+TEST(LaunchTest, DedupLinesPrintsTheLinesEveryRankPrintsOnceInOrder) {
+  const std::string dir = make_temp_dir();
+  const std::string logs = dir + "/logs";
+  // A generous window: on a loaded machine the ranks' lines must still meet (it only delays
+  // lines that some rank does not print, here the private ones).
+  LaunchRun run = run_launcher(worker(
+      {"--nproc_per_node", "8", "--dedup_lines", "--dedup_window", "2000", "--log_dir", logs},
+      {"chorus", dir, "1000"}));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+
+  std::map<int, std::vector<std::string>> seen;  // rank -> its lines, as the console shows them
+  int collapsed_shared = 0, console_lines = 0;
+  std::regex line(R"(^\[rank([0-9,-]+)\]: (.*)$)");
+  for (const std::string& text : lines_of(run.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(text, m, line)) << text;
+    ++console_lines;
+    if (m[1] == "0-7" && m[2].str().rfind("shared line ", 0) == 0) ++collapsed_shared;
+    for (int rank : ranks_in(m[1])) seen[rank].push_back(m[2]);
+  }
+  EXPECT_EQ(collapsed_shared, 1000) << "8 x 1000 shared lines come out as 1000";
+  EXPECT_EQ(console_lines, 1000 + 8 * 10);
+  for (int rank = 0; rank < 8; ++rank) {
+    std::vector<std::string> expected;
+    for (int i = 0; i < 1000; ++i) {
+      expected.push_back("shared line " + std::to_string(i));
+      if (i % 100 == 0)
+        expected.push_back("rank " + std::to_string(rank) + " private " + std::to_string(i));
+    }
+    EXPECT_EQ(seen[rank], expected) << "rank " << rank << ": every line, in its order";
+  }
+  // The per-rank log files keep every line of their rank.
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(logs)) {
+    if (entry.path().filename() != "stdout.log") continue;
+    ++files;
+    std::ifstream file(entry.path());
+    std::stringstream text;
+    text << file.rdbuf();
+    EXPECT_EQ(lines_of(text.str()).size(), 1010u) << entry.path();
+  }
+  EXPECT_EQ(files, 8);
+  expect_no_zombies();
+}
+
+// A two-socket machine as sysfs describes it, naming only CPUs 0 and 1 (those that exist here):
+// CPU 0 on socket 0 / node 0, CPU 1 on socket 1 / node 1; GPU 0 (the lower PCI address) sits on
+// node 1 and GPU 1 on node 0, so that a binding by rank alone would be caught.
+std::string fake_two_socket_sysfs() {
+  const std::string root = make_temp_dir();
+  auto write = [&](const std::string& path, const std::string& text) {
+    fs::create_directories(fs::path(root + "/" + path).parent_path());
+    std::ofstream(root + "/" + path) << text << "\n";
+  };
+  write("sys/devices/system/cpu/online", "0-1");
+  for (int cpu : {0, 1}) {
+    const std::string dir = "sys/devices/system/cpu/cpu" + std::to_string(cpu);
+    write(dir + "/topology/physical_package_id", std::to_string(cpu));
+    write(dir + "/topology/core_id", "0");
+    write(dir + "/cache/index3/shared_cpu_list", std::to_string(cpu));
+    write("sys/devices/system/node/node" + std::to_string(cpu) + "/cpulist", std::to_string(cpu));
+  }
+  for (auto [address, node] : {std::pair{"0000:01:00.0", "1"}, std::pair{"0000:81:00.0", "0"}}) {
+    const std::string dir = std::string("sys/bus/pci/devices/") + address;
+    write(dir + "/vendor", "0x10de");
+    write(dir + "/class", "0x030200");
+    write(dir + "/numa_node", node);
+  }
+  return root;
+}
+
+bool may_run_on_cpus_0_and_1() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return ::sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_ISSET(0, &set) && CPU_ISSET(1, &set);
+}
+
+TEST(LaunchTest, NumaBindingPinsEachWorkerToItsGpusNodeBeforeItStarts) {
+  if (!may_run_on_cpus_0_and_1()) GTEST_SKIP() << "this test needs CPUs 0 and 1";
+  const std::map<std::string, std::string> env{{"ACC_HOST_ROOT", fake_two_socket_sysfs()},
+                                               {"OMP_NUM_THREADS", ""}};
+  LaunchRun node =
+      run_launcher(worker({"--nproc_per_node", "2", "--numa-binding", "node"}, {"affinity"}), env);
+  ASSERT_EQ(node.exit_code, 0) << node.err;
+  EXPECT_NE(node.out.find("[rank0]: cpus=1 omp=1\n"), std::string::npos) << node.out;
+  EXPECT_NE(node.out.find("[rank1]: cpus=0 omp=1\n"), std::string::npos) << node.out;
+
+  LaunchRun accelerate =
+      run_launcher(worker({"--nproc_per_node", "2", "--enable_cpu_affinity"}, {"affinity"}), env);
+  EXPECT_NE(accelerate.out.find("[rank0]: cpus=1 omp=1\n"), std::string::npos) << accelerate.out;
+
+  LaunchRun split =
+      run_launcher(worker({"--nproc_per_node", "2", "--bind_core_list", "0-1"}, {"affinity"}), env);
+  EXPECT_NE(split.out.find("[rank0]: cpus=0 omp=1\n"), std::string::npos) << split.out;
+  EXPECT_NE(split.out.find("[rank1]: cpus=1 omp=1\n"), std::string::npos) << split.out;
+
+  LaunchRun dry = run_launcher(
+      worker({"--nproc_per_node", "2", "--numa-binding", "socket", "--dry_run"}, {"affinity"}),
+      env);
+  EXPECT_NE(dry.out.find("# rank 0 (local rank 0)\n# cpus 1 (OMP_NUM_THREADS=1 unless set)\n"),
+            std::string::npos)
+      << dry.out;
+
+  LaunchRun both = run_launcher(worker({"--bind_cores_to_rank"}, {"affinity"}), env);
+  EXPECT_EQ(both.out, "[rank0]: cpus=0,1 omp=2\n") << "OMP_NUM_THREADS follows the CPU count";
+
+  LaunchRun user_omp =
+      run_launcher(worker({"--bind_cores_to_rank"}, {"affinity"}),
+                   {{"ACC_HOST_ROOT", env.at("ACC_HOST_ROOT")}, {"OMP_NUM_THREADS", "7"}});
+  EXPECT_EQ(user_omp.out, "[rank0]: cpus=0,1 omp=7\n") << "the user's OMP_NUM_THREADS stays";
+  expect_no_zombies();
+}
+
+TEST(LaunchTest, ABindingThatCannotApplyIsOneErrorBeforeAnyWorkerStarts) {
+  const std::map<std::string, std::string> env{{"ACC_HOST_ROOT", fake_two_socket_sysfs()}};
+  LaunchRun run = run_launcher(
+      worker({"--nproc_per_node", "4", "--numa-binding", "exclusive"}, {"affinity"}), env);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(lines_of(run.err).size(), 1u) << run.err;
+  EXPECT_EQ(run.err.rfind("acc-launch: error: --numa-binding exclusive: ", 0), 0u) << run.err;
+  EXPECT_TRUE(run.out.empty()) << "no worker ran: " << run.out;
 }
 
 struct BadFlag {

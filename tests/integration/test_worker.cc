@@ -13,13 +13,19 @@
 //                            on SIGUSR1 write DIR/<rank>.usr1 and go on; on SIGTERM write
 //                            DIR/<rank>.term and exit 0
 //   ignore-term DIR          like wait, but ignore SIGTERM
+//   affinity                 print "cpus=<the CPUs it may run on> omp=<OMP_NUM_THREADS>"
+//   chorus DIR LINES         once every local rank has written DIR/<rank>.ready, print LINES
+//                            lines "shared line I" that every rank prints, and after every
+//                            hundredth one "rank R private I" that only this rank prints
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -57,6 +63,30 @@ void write_pids_and_fork_grandchild() {
   }
   touch(std::to_string(rank()) + ".child", std::to_string(child));
   touch(std::to_string(rank()) + ".ready");
+}
+
+// Every local rank has started: their lines then reach the launcher at about the same time.
+void wait_for_all_local_ranks(const std::string& dir) {
+  touch(std::to_string(rank()) + ".ready");
+  const int ranks =
+      std::atoi(std::getenv("LOCAL_WORLD_SIZE") ? std::getenv("LOCAL_WORLD_SIZE") : "1");
+  for (int waited_ms = 0; waited_ms < 30000; ++waited_ms) {
+    int ready = 0;
+    for (int r = 0; r < ranks; ++r)
+      ready += std::filesystem::exists(dir + "/" + std::to_string(r) + ".ready");
+    if (ready == ranks) return;
+    usleep(1000);
+  }
+}
+
+std::string cpus_of_this_process() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof(set), &set);
+  std::string text;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) text += (text.empty() ? "" : ",") + std::to_string(cpu);
+  return text;
 }
 
 }  // namespace
@@ -130,6 +160,21 @@ int main(int argc, char** argv) {
     signal(SIGTERM, mode == "wait" ? on_term : SIG_IGN);
     write_pids_and_fork_grandchild();
     block_forever();
+  }
+  if (mode == "affinity") {
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    std::printf("cpus=%s omp=%s\n", cpus_of_this_process().c_str(), omp ? omp : "<unset>");
+    return 0;
+  }
+  if (mode == "chorus") {
+    dir_of_test = argv[2];
+    wait_for_all_local_ranks(dir_of_test);
+    const int lines = std::atoi(argv[3]);
+    for (int i = 0; i < lines; ++i) {
+      std::printf("shared line %d\n", i);
+      if (i % 100 == 0) std::printf("rank %d private %d\n", rank(), i);
+    }
+    return 0;
   }
   std::fprintf(stderr, "test_worker: unknown mode '%s'\n", mode.c_str());
   return 64;

@@ -105,6 +105,14 @@ struct LaunchOptions {
   std::string env_passthrough;           // comma list of variable names sent to every node
   bool stop_on_stdin_eof = false;        // a remote launcher: stop the job when stdin closes
   std::string node_slots;  // every node's workers in node order, "1,3", when hosts differ
+
+  // Console output and CPU binding (docs/launch.md, "Collapsed output" and "CPU binding").
+  bool dedup_lines = false;   // identical lines of several ranks printed once, [rank0-7]
+  int dedup_window_ms = 150;  // how long a line waits for the same line from other ranks
+  std::string numa_binding;   // torchrun: node, socket, exclusive or core-complex; empty: none
+  bool enable_cpu_affinity = false;  // Accelerate: the CPUs of each GPU's NUMA node
+  bool bind_cores_to_rank = false;   // DeepSpeed: an even split of the cores
+  std::string bind_core_list;        // DeepSpeed: the CPUs to split, 0-7,16-23
 };
 
 }  // namespace acc::launcher

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "acc/launcher/options.h"
+#include "acc/launcher/topology.h"
 
 namespace acc::launcher {
 
@@ -30,6 +31,7 @@ struct HostInfo {
   double memory_gb = 0;
   std::string cwd;
   std::map<std::string, std::string> environment;  // the launcher's own environment
+  CpuTopology topology;                            // CPUs, NUMA nodes, GPUs' nodes (for binding)
 };
 
 // Which of a worker's streams a --redirects or --tee spec selects: "3", or "0:1,1:2" per local
@@ -96,6 +98,13 @@ struct LaunchPlan {
   // A fan-out over hosts with different slots (fanout.h): every node's workers, in node order;
   // ranks and the world size follow from them. Empty: nproc_per_node on every node.
   std::vector<int> node_slots;
+
+  // Console output and CPU binding.
+  bool dedup_lines = false;  // collapse identical lines of several ranks (line_dedup.h)
+  int dedup_window_ms = 150;
+  // The CPUs of each local rank (index), set in the child before exec, with OMP_NUM_THREADS
+  // their count unless the user set it; empty: no binding (cpu_binding.h).
+  std::vector<std::vector<int>> worker_cpus;
 };
 
 // The round of a static job: the plan's own node rank and count.
