@@ -175,6 +175,8 @@ void add_own_flags(FlagTable& t, LaunchOptions& o) {
   t.flag("dry_run", o.dry_run, "print each worker's command and environment, start nothing");
 }
 
+void add_stall_flags(FlagTable& t, LaunchOptions& o);
+
 // CLI11 messages name the flag already; we make them one line and add our prefix.
 std::string one_line(std::string message) {
   std::replace(message.begin(), message.end(), '\n', ' ');
@@ -208,6 +210,7 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   add_torchrun_flags(table, options);
   add_accelerate_flags(table, options);
   add_own_flags(table, options);
+  add_stall_flags(table, options);
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -234,5 +237,20 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   options.program_args.assign(rest.begin() + 1, rest.end());
   return result;
 }
+
+namespace {
+
+void add_stall_flags(FlagTable& t, LaunchOptions& o) {
+  t.value("stall_timeout", o.stall_timeout,
+          "when no worker printed a line or made a training step (libacc) for this many "
+          "seconds, print every worker's stack and stop the job (exit 4); 0: off")
+      ->check(seconds())
+      ->envname("ACC_STALL_TIMEOUT");
+  t.value("stall_action", o.stall_action,
+          "what a stall does after its report: stop (the default) or report (and go on)")
+      ->check(CLI::IsMember({"stop", "report"}));
+}
+
+}  // namespace
 
 }  // namespace acc::launcher

@@ -82,6 +82,10 @@ struct LaunchOptions {
   std::set<std::string> given;
 
   bool was_given(const std::string& name) const { return given.count(name) > 0; }
+
+  // Hang detection (--stall_timeout, ACC_STALL_TIMEOUT; docs/launch.md "When a job hangs").
+  double stall_timeout = 0;           // seconds without progress from any worker; 0: off
+  std::string stall_action = "stop";  // stop (exit status 4) or report (and go on)
 };
 
 }  // namespace acc::launcher

@@ -83,6 +83,10 @@ struct LaunchPlan {
   EnvList env_defaults;  // set in every worker unless the launcher has it already
   std::vector<WorkerSpec> workers;
   std::vector<std::string> notices;  // one-line messages for the user (e.g. OMP_NUM_THREADS)
+
+  // Hang detection: see LaunchOptions.
+  double stall_timeout = 0;
+  bool stall_stops_job = true;
 };
 
 // The round of a static job: the plan's own node rank and count.
