@@ -64,9 +64,10 @@ std::string plural_ranks(const std::vector<int>& ranks) {
 }  // namespace
 
 bool is_collective_frame(const std::string& frame) {
-  static const char* const kMarkers[] = {
-      "torch/distributed/", "c10d::", "gloo::", "nccl", "all_reduce", "allreduce", "barrier",
-      "broadcast", "all_gather", "allgather", "reduce_scatter", "all_to_all", "alltoall"};
+  // Python frames by their file (a script may well be called all_reduce_test.py), native ones by
+  // their namespace or library.
+  if (frame.rfind("File \"", 0) == 0) return frame.find("/torch/distributed/") != std::string::npos;
+  static const char* const kMarkers[] = {"c10d::", "gloo::", "nccl", "NCCL"};
   return std::any_of(std::begin(kMarkers), std::end(kMarkers),
                      [&](const char* marker) { return frame.find(marker) != std::string::npos; });
 }
@@ -81,26 +82,21 @@ OddOneOut find_odd_one_out(const std::vector<WorkerSnapshot>& workers) {
             "its stack differs from " + plural_ranks(groups[0]) + "'s"};
   }
   std::vector<int> waiting, not_waiting;
-  for (const WorkerSnapshot& w : workers) (in_collective(w) ? waiting : not_waiting).push_back(w.rank);
+  for (const WorkerSnapshot& w : workers)
+    (in_collective(w) ? waiting : not_waiting).push_back(w.rank);
   if (!waiting.empty() && !not_waiting.empty()) {
     std::sort(not_waiting.begin(), not_waiting.end());
     std::sort(waiting.begin(), waiting.end());
     return {not_waiting, "not in a collective, while " + plural_ranks(waiting) + " wait in one"};
   }
-  const auto least = std::min_element(workers.begin(), workers.end(), [](const auto& a, const auto& b) {
-    return a.progress_count < b.progress_count;
-  });
-  const auto most = std::max_element(workers.begin(), workers.end(), [](const auto& a, const auto& b) {
-    return a.progress_count < b.progress_count;
-  });
-  if (least->progress_count < most->progress_count) {
-    std::vector<int> behind;
-    for (const WorkerSnapshot& w : workers)
-      if (w.progress_count == least->progress_count) behind.push_back(w.rank);
-    std::sort(behind.begin(), behind.end());
-    return {behind, "made the least progress (" + std::to_string(least->progress_count) +
-                        " lines or beats, others up to " + std::to_string(most->progress_count) +
-                        ")"};
+  // Ranks that never printed a line nor beat while others did (a count of lines is no measure of
+  // progress beyond that: chatty and quiet ranks differ for no reason).
+  std::vector<int> silent, talking;
+  for (const WorkerSnapshot& w : workers)
+    (w.progress_count == 0 ? silent : talking).push_back(w.rank);
+  if (!silent.empty() && !talking.empty()) {
+    std::sort(silent.begin(), silent.end());
+    return {silent, "made no progress at all, while " + plural_ranks(talking) + " did"};
   }
   return {};
 }
@@ -125,8 +121,8 @@ std::string format_hang_report(const HangReport& report) {
 
   out << "acc-launch: hang";
   if (report.stalled_for > 0)
-    out << ": no worker on " << report.host << " made progress for "
-        << fixed(report.stalled_for, 1) << " s";
+    out << ": no worker on " << report.host << " made progress for " << fixed(report.stalled_for, 1)
+        << " s";
   else
     out << " report (on demand) for " << report.host;
   if (!odd.ranks.empty())
@@ -137,12 +133,11 @@ std::string format_hang_report(const HangReport& report) {
   out << "  rank  local  pid       state  quiet s  cpu s  lines+beats  stack from\n";
   for (const WorkerSnapshot& w : workers) {
     char row[256];
-    std::snprintf(row, sizeof(row), "  %-5d %-6d %-9d %-6s %-8s %-6s %-12ld %s\n", w.rank,
-                  w.local_rank, w.pid, w.state.c_str(), fixed(w.seconds_since_progress, 1).c_str(),
-                  w.cpu_seconds_since_progress < 0
-                      ? "?"
-                      : fixed(w.cpu_seconds_since_progress, 2).c_str(),
-                  w.progress_count, w.stack.source.c_str());
+    std::snprintf(
+        row, sizeof(row), "  %-5d %-6d %-9d %-6s %-8s %-6s %-12ld %s\n", w.rank, w.local_rank,
+        w.pid, w.state.c_str(), fixed(w.seconds_since_progress, 1).c_str(),
+        w.cpu_seconds_since_progress < 0 ? "?" : fixed(w.cpu_seconds_since_progress, 2).c_str(),
+        w.progress_count, w.stack.source.c_str());
     out << row;
   }
 
@@ -163,8 +158,7 @@ std::string format_hang_report(const HangReport& report) {
   if (common > 0) {
     out << "\ncommon to all ranks (outermost):\n";
     const std::vector<std::string>& lines = *stacks.front();
-    for (size_t i = lines.size() - common; i < lines.size(); ++i)
-      out << "    " << lines[i] << "\n";
+    for (size_t i = lines.size() - common; i < lines.size(); ++i) out << "    " << lines[i] << "\n";
   }
   return out.str();
 }

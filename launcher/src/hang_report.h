@@ -41,7 +41,7 @@ struct OddOneOut {
 };
 
 // In order: a rank whose stack differs from a clear majority's; else ranks outside a collective
-// while the others wait in one; else the ranks that made the least progress.
+// while the others wait in one; else the ranks that made no progress while others did.
 OddOneOut find_odd_one_out(const std::vector<WorkerSnapshot>& workers);
 
 // True for a frame inside a collective or a process-group wait (torch.distributed, c10d, Gloo,

@@ -16,7 +16,8 @@ namespace {
 // replaced, here the default one, which ends the process. The file is opened per process (its
 // name has the pid), so a Python child that inherits the environment writes its own file and
 // never truncates its parent's.
-constexpr const char* kSitecustomize = R"PY(# Written by acc-launch: on the signal in ACC_STACK_SIGNAL, every thread's traceback goes to
+constexpr const char* kSitecustomize =
+    R"PY(# Written by acc-launch: on the signal in ACC_STACK_SIGNAL, every thread's traceback goes to
 # $ACC_STACK_DIR/python_stacks.<pid>.txt (read by the launcher's hang report and
 # `acc-launch stacks`). Then the sitecustomize this one shadows, if any, runs as usual.
 import os as _acc_os
@@ -69,8 +70,8 @@ std::string install_python_stack_hook(const std::string& run_dir) {
   std::filesystem::create_directories(dir, ec);
   std::ofstream file(dir + "/sitecustomize.py");
   file << kSitecustomize;
-  ACC_CHECK(file.good(), LaunchError, "cannot write ", dir, "/sitecustomize.py: ",
-            std::strerror(errno));
+  ACC_CHECK(file.good(), LaunchError, "cannot write ", dir,
+            "/sitecustomize.py: ", std::strerror(errno));
   return dir;
 }
 

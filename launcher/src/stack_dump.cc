@@ -143,8 +143,15 @@ void start(Collection& c, const std::string& eu_stack, const std::string& gdb) {
     argv = {eu_stack, "-p", std::to_string(pid)};
   } else if (!gdb.empty()) {
     c.tool_name = "gdb";
-    argv = {gdb, "-nx", "-batch", "-iex", "set debuginfod enabled off", "-p", std::to_string(pid),
-            "-ex", "thread apply all bt"};
+    argv = {gdb,
+            "-nx",
+            "-batch",
+            "-iex",
+            "set debuginfod enabled off",
+            "-p",
+            std::to_string(pid),
+            "-ex",
+            "thread apply all bt"};
   }
   if (!argv.empty()) {
     c.file = c.target.worker_dir + "/native_stack." + std::to_string(pid) + ".txt";
@@ -154,8 +161,8 @@ void start(Collection& c, const std::string& eu_stack, const std::string& gdb) {
       return;
     }
   }
-  c.result = proc_stack(pid, argv.empty() ? "neither eu-stack nor gdb is installed"
-                                          : c.tool_name + " did not start");
+  c.result = proc_stack(
+      pid, argv.empty() ? "neither eu-stack nor gdb is installed" : c.tool_name + " did not start");
 }
 
 void poll(Collection& c) {
@@ -305,7 +312,8 @@ WorkerStack parse_gdb(std::string_view text) {
       const size_t paren = line.find(" (");
       const size_t quote = line.find('"');
       std::string header = "thread " + line.substr(7, paren == std::string::npos ? 0 : paren - 7);
-      if (quote != std::string::npos) header += " " + line.substr(quote, line.rfind('"') - quote + 1);
+      if (quote != std::string::npos)
+        header += " " + line.substr(quote, line.rfind('"') - quote + 1);
       in_main = starts_with(line, "Thread 1 ");
       stack.lines.push_back(header + ":");
       continue;

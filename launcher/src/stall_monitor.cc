@@ -4,8 +4,7 @@
 
 namespace acc::launcher {
 
-StallMonitor::StallMonitor(std::chrono::milliseconds timeout, int workers,
-                           Clock::time_point start)
+StallMonitor::StallMonitor(std::chrono::milliseconds timeout, int workers, Clock::time_point start)
     : timeout_(timeout), last_progress_(workers, start), progress_count_(workers, 0) {}
 
 void StallMonitor::progress(int index, Clock::time_point now) {

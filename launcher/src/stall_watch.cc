@@ -158,7 +158,9 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
     snapshot.pid = w.pid;
     snapshot.state = stat.ok ? stat.state : "?";
     snapshot.seconds_since_progress = seconds(now - monitor_.last_progress(static_cast<int>(i)));
-    snapshot.cpu_seconds_since_progress = stat.ok ? stat.cpu_seconds - cpu_at_progress_[i] : -1;
+    // Without a stall timeout there are no ticks, so no CPU sample at the last progress.
+    snapshot.cpu_seconds_since_progress =
+        stat.ok && enabled_ ? stat.cpu_seconds - cpu_at_progress_[i] : -1;
     snapshot.progress_count = monitor_.progress_count(static_cast<int>(i));
     report.workers.push_back(std::move(snapshot));
   }

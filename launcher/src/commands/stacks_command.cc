@@ -15,10 +15,10 @@
 #include <sstream>
 #include <thread>
 
-#include "acc/common/error.h"
-#include "commands.h"
 #include "../console.h"
 #include "../stall_watch.h"
+#include "acc/common/error.h"
+#include "commands.h"
 
 namespace acc::launcher {
 namespace {
