@@ -224,7 +224,10 @@ std::string normalize_native_frame(std::string frame) {
   }
   const size_t args = frame.rfind(" (");
   if (args != std::string::npos) frame.resize(args);
-  return trim(frame) + where;
+  frame = trim(frame);
+  // A frame without a symbol is only an address, different in every process (ASLR).
+  if (starts_with(frame, "0x") || frame.empty()) frame = "??";
+  return frame + where;
 }
 
 }  // namespace
