@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "acc/common/error.h"
 #include "acc/rendezvous/store_client.h"
@@ -29,6 +30,11 @@ double seconds(StallWatch::Clock::duration d) {
 std::string on_demand_report_path(int launcher_pid) {
   return "/tmp/acc-launch-stacks." + std::to_string(::getuid()) + "." +
          std::to_string(launcher_pid) + ".txt";
+}
+
+std::string node_summary_key(int restart_count, int node_rank) {
+  return "/acc/hang/attempt_" + std::to_string(restart_count) + "/node_" +
+         std::to_string(node_rank);
 }
 
 std::string beat_key(int restart_count, int rank) {
@@ -105,23 +111,34 @@ void StallWatch::sample_cpu() {
 
 // libacc adds to its rank's beat key in the job's store; reading it costs two round trips per
 // local worker. A store that is not there (yet, or any more) is tried again a few seconds later.
-void StallWatch::poll_beats() {
-  if (round_.master_addr.empty() || round_.master_port <= 0) return;
+rendezvous::StoreClient* StallWatch::store() {
+  if (store_ || round_.master_addr.empty() || round_.master_port <= 0) return store_.get();
   const auto now = Clock::now();
-  if (!store_ && now < next_store_connect_) return;
+  if (now < next_store_connect_) return nullptr;
   try {
-    if (!store_) {
-      rendezvous::StoreClientOptions options;
-      options.host = round_.master_addr;
-      options.port = round_.master_port;
-      options.connect_timeout = milliseconds(200);
-      options.timeout = milliseconds(1000);
-      store_ = std::make_unique<rendezvous::StoreClient>(options);
-    }
+    rendezvous::StoreClientOptions options;
+    options.host = round_.master_addr;
+    options.port = round_.master_port;
+    options.connect_timeout = milliseconds(200);
+    options.timeout = milliseconds(1000);
+    store_ = std::make_unique<rendezvous::StoreClient>(options);
+  } catch (const std::exception&) {
+    next_store_connect_ = now + std::chrono::seconds(5);
+  }
+  return store_.get();
+}
+
+// libacc adds to its rank's beat key in the job's store; reading it costs two round trips per
+// local worker. A store that is not there (yet, or any more) is tried again a few seconds later.
+void StallWatch::poll_beats() {
+  rendezvous::StoreClient* client = store();
+  if (!client) return;
+  const auto now = Clock::now();
+  try {
     for (size_t i = 0; i < workers_.size(); ++i) {
       const std::string key = beat_key(round_.restart_count, workers_[i].rank);
-      if (!store_->check({key})) continue;
-      const long long beats = std::stoll(store_->get(key));
+      if (!client->check({key})) continue;
+      const long long beats = std::stoll(client->get(key));
       if (beats > beats_seen_[i]) {
         beats_seen_[i] = beats;
         monitor_.progress(static_cast<int>(i), now);
@@ -131,6 +148,44 @@ void StallWatch::poll_beats() {
     store_.reset();
     next_store_connect_ = now + std::chrono::seconds(5);
   }
+}
+
+std::string StallWatch::with_other_nodes(const std::string& report) {
+  const std::string first_line = report.substr(0, report.find('\n'));
+  const size_t semicolon = first_line.find("; ");
+  const std::string summary =
+      semicolon == std::string::npos ? first_line : first_line.substr(semicolon + 2);
+  rendezvous::StoreClient* client = store();
+  if (!client) return report;
+  std::vector<std::string> summaries(static_cast<size_t>(round_.nnodes));
+  try {
+    client->set(node_summary_key(round_.restart_count, round_.node_rank), summary);
+    if (round_.node_rank != 0) return report;
+    // The other nodes stall at about the same time; their summaries come after their stacks.
+    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    for (int node = 1; node < round_.nnodes; ++node) {
+      const std::string key = node_summary_key(round_.restart_count, node);
+      while (!client->check({key}) && Clock::now() < deadline)
+        std::this_thread::sleep_for(milliseconds(50));
+      if (client->check({key})) summaries[static_cast<size_t>(node)] = client->get(key);
+    }
+  } catch (const std::exception&) {
+    store_.reset();
+    return report;
+  }
+  summaries[0] = summary;
+  std::string nodes = "\nnodes (each launcher's summary):\n";
+  std::vector<int> stuck;
+  for (int node = 0; node < round_.nnodes; ++node) {
+    const std::string& line = summaries[static_cast<size_t>(node)];
+    nodes += "  node " + std::to_string(node) + ": " + (line.empty() ? "no report" : line) + "\n";
+    if (line.rfind("odd one out", 0) == 0) stuck.push_back(node);
+  }
+  std::string head;
+  if (stuck.size() == 1 && stuck[0] != 0)
+    head = "acc-launch: hang: stuck node: " + std::to_string(stuck[0]) +
+           " (its report: " + summaries[static_cast<size_t>(stuck[0])] + ")\n";
+  return head + report + nodes;
 }
 
 std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
@@ -166,7 +221,8 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   }
   std::vector<WorkerStack> stacks = collect_stacks(targets, kStackBudget);
   for (size_t k = 0; k < stacks.size(); ++k) report.workers[k].stack = std::move(stacks[k]);
-  return format_hang_report(report);
+  const std::string text = format_hang_report(report);
+  return stalled && round_.nnodes > 1 ? with_other_nodes(text) : text;
 }
 
 }  // namespace acc::launcher

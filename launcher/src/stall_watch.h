@@ -27,6 +27,10 @@ std::string on_demand_report_path(int launcher_pid);
 // under the attempt's prefix, as seen by a StoreClient (which adds PyTorch's leading "/").
 std::string beat_key(int restart_count, int rank);
 
+// Where node `node_rank`'s launcher puts the one-line summary of its last stall report (its odd
+// one out, or none), so that node 0's report can name the stuck node.
+std::string node_summary_key(int restart_count, int node_rank);
+
 // Appends `report` to the file at `path` (the run directory's hang_report.txt). Never throws.
 void append_report(const std::string& path, const std::string& report);
 
@@ -62,6 +66,10 @@ class StallWatch {
  private:
   void poll_beats();
   void sample_cpu();
+  // The job's store, connected on first use; null while it cannot be reached.
+  rendezvous::StoreClient* store();
+  // Several nodes: shares this node's summary and, on node 0, adds the other nodes' to `report`.
+  std::string with_other_nodes(const std::string& report);
 
   const LaunchPlan& plan_;
   Round round_;
