@@ -127,6 +127,8 @@ std::string format_hang_report(const HangReport& report) {
     out << " report (on demand) for " << report.host;
   if (!odd.ranks.empty())
     out << "; odd one out: " << plural_ranks(odd.ranks) << " (" << odd.reason << ")\n";
+  else if (workers.size() < 2)
+    out << "; one worker on this node (look at the other nodes)\n";
   else
     out << "; no odd one out on this node: its ranks look alike (look at the other nodes)\n";
 
