@@ -64,6 +64,15 @@ TEST(StallTest, SilentWorkersAreReportedAndStoppedWithExitStatusFour) {
   fs::remove_all(dir);
 }
 
+TEST(StallTest, TheTimeoutCanComeFromTheEnvironment) {
+  const std::string dir = make_temp_dir();
+  LaunchRun run = run_launcher(waiting_workers({}, dir), {{"ACC_STALL_TIMEOUT", "0.5"}});
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_NE(run.err.find("acc-launch: hang: no worker on"), std::string::npos) << run.err;
+  expect_nothing_left(dir);
+  fs::remove_all(dir);
+}
+
 TEST(StallTest, ReportActionReportsOnceAndTheJobGoesOn) {
   const std::string dir = make_temp_dir();
   pid_t launcher = start_launcher(
