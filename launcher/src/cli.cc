@@ -203,7 +203,7 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
                "acc-launch"};
   app.footer(
       "Usage: acc-launch [launch] [options] PROGRAM [program args...]\n"
-      "       acc-launch config | env | test | rendezvous ...");
+      "       acc-launch config | env | test | stacks | rendezvous ...");
   app.prefix_command();
   app.set_version_flag("--version", std::string("acc-launch ") + kVersion);
   FlagTable table(app, options);
