@@ -73,6 +73,33 @@ TEST(StallTest, TheTimeoutCanComeFromTheEnvironment) {
   fs::remove_all(dir);
 }
 
+// The native fallbacks, chosen by what PATH offers the launcher: gdb alone, then nothing.
+TEST(StallTest, NativeStacksComeFromGdbWithoutEuStack) {
+  if (!fs::exists("/usr/bin/gdb")) GTEST_SKIP() << "gdb is not installed";
+  const std::string dir = make_temp_dir();
+  fs::create_directories(dir + "/bin");
+  fs::create_symlink("/usr/bin/gdb", dir + "/bin/gdb");
+  LaunchRun run =
+      run_launcher(waiting_workers({"--stall_timeout", "0.5"}, dir), {{"PATH", dir + "/bin"}});
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_NE(run.err.find(" gdb\n"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("block_forever"), std::string::npos) << run.err;
+  expect_nothing_left(dir);
+  fs::remove_all(dir);
+}
+
+TEST(StallTest, WithoutDebuggersTheReportSaysWhatProcShows) {
+  const std::string dir = make_temp_dir();
+  LaunchRun run =
+      run_launcher(waiting_workers({"--stall_timeout", "0.5"}, dir), {{"PATH", dir + "/none"}});
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_NE(run.err.find("/proc (neither eu-stack nor gdb is installed)"), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("(main): state S, wchan "), std::string::npos) << run.err;
+  expect_nothing_left(dir);
+  fs::remove_all(dir);
+}
+
 TEST(StallTest, ReportActionReportsOnceAndTheJobGoesOn) {
   const std::string dir = make_temp_dir();
   pid_t launcher = start_launcher(
