@@ -16,6 +16,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -29,7 +30,9 @@
 #include "console.h"
 #include "deduped_console.h"
 #include "error_file.h"
+#include "python_stack_hook.h"
 #include "spawn.h"
+#include "stall_watch.h"
 #include "watchdog.h"
 
 namespace acc::launcher {
@@ -82,9 +85,11 @@ struct Stream {
   std::deque<std::string>* tail = nullptr;  // stderr keeps its last lines for the report
   LineDedup* dedup = nullptr;               // --dedup_lines: the console goes through it
   int local_rank = 0;
+  std::function<void()> on_progress;  // a line is progress for the stall watch
   LineSplitter splitter{[this](std::string_view line) { on_line(line); }};
 
   void on_line(std::string_view line) {
+    if (on_progress) on_progress();
     if (file_fd >= 0) write_all(file_fd, line);
     if (console_fd >= 0 && dedup) {
       dedup->add(local_rank, line, Clock::now());
@@ -162,6 +167,7 @@ class Agent::Impl {
     install_signal_handling();
     watchdog_ = std::make_unique<Watchdog>();
     run_dir_ = make_run_dir(plan_);
+    python_hook_dir_ = install_python_stack_hook(run_dir_);
     int restart_count = 0;
     for (int attempt = 0;; ++attempt) {
       try {
@@ -175,6 +181,7 @@ class Agent::Impl {
                ", forwarded to the workers");
         return finish(128 + interrupted_by_);
       }
+      if (stalled_) return finish(4);  // TimeoutError's exit status (docs/errors.md)
       if (membership_changed_) {
         notice("nodes joined or left the job; meeting again (no restart used)");
         continue;
@@ -224,6 +231,8 @@ class Agent::Impl {
     stopping_ = false;
     killed_ = false;
     membership_changed_ = false;
+    stalled_ = false;
+    stall_watch_.reset();
     workers_.clear();
     round_ = round;
     start_dedup();
@@ -241,7 +250,9 @@ class Agent::Impl {
     }
     if (attempt == 0)
       for (const std::string& message : plan_.notices) notice(message);
+    start_stall_watch();
     while (any_running()) wait_for_events();
+    stall_watch_.reset();
     close_streams();
     reap_leftovers();
     ACC_CHECK(membership_error_.empty(), NetworkError,
@@ -278,6 +289,9 @@ class Agent::Impl {
     if (!cpus.empty()) env.try_emplace("OMP_NUM_THREADS", std::to_string(cpus.size()));
     for (const auto& [key, value] : plan_.env_defaults) env.try_emplace(key, value);
     for (const auto& [key, value] : worker_env(plan_, spec, round_, error_file)) env[key] = value;
+    for (const auto& [key, value] : python_stack_hook_env(
+             python_hook_dir_, worker->dir, env["PYTHONPATH"], env.count("PYTHONFAULTHANDLER") > 0))
+      env[key] = value;
     SpawnRequest request;
     request.argv = spec.argv;
     request.cpus = cpus;
@@ -288,8 +302,14 @@ class Agent::Impl {
     const std::string prefix = expand_prefix(plan_, spec, round_);
     setup_stream(*worker, worker->out, StreamSpec::kStdout, prefix, STDOUT_FILENO, "stdout.log");
     setup_stream(*worker, worker->err, StreamSpec::kStderr, prefix, STDERR_FILENO, "stderr.log");
-    request.capture_stdout = plan_.dedup_lines || !(worker->out.file_fd < 0 &&
-                                                    worker->out.console_fd >= 0 && prefix.empty());
+    // With --dedup_lines or --stall_timeout every line must pass through us.
+    request.capture_stdout =
+        plan_.dedup_lines || plan_.stall_timeout > 0 ||
+        !(worker->out.file_fd < 0 && worker->out.console_fd >= 0 && prefix.empty());
+    const int index = static_cast<int>(workers_.size());
+    worker->out.on_progress = worker->err.on_progress = [this, index] {
+      if (stall_watch_) stall_watch_->progress(index);
+    };
     worker->err.tail = &worker->stderr_tail;
 
     SpawnedProcess process = spawn_process(request);
@@ -350,6 +370,8 @@ class Agent::Impl {
     if (!stopping_ && membership_->poll_interval().count() > 0) wake = next_membership_check_;
     if (auto due = dedup_ ? dedup_->next_due() : std::nullopt)
       wake = wake ? std::min(*wake, *due) : *due;
+    if (!stopping_ && stall_watch_ && stall_watch_->next_wake() != Clock::time_point::max())
+      wake = std::min(wake.value_or(Clock::time_point::max()), stall_watch_->next_wake());
     int timeout = -1;
     if (wake) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - Clock::now());
@@ -371,6 +393,7 @@ class Agent::Impl {
     }
     if (dedup_) dedup_->write(false);
     if (fds[0].revents & POLLIN) handle_signals();
+    if (!stopping_ && stall_watch_ && stall_watch_->tick()) on_stall();
     if (!stopping_ && membership_->poll_interval().count() > 0 &&
         Clock::now() >= next_membership_check_) {
       next_membership_check_ = Clock::now() + membership_->poll_interval();
@@ -398,6 +421,8 @@ class Agent::Impl {
       const int sig = static_cast<int>(info.ssi_signo);
       if (sig == SIGCHLD) {
         reap_children();
+      } else if (sig == SIGUSR2) {
+        report_on_demand();
       } else if (!stops_the_job(sig)) {
         signal_all(sig);
       } else if (stopping_) {
@@ -483,6 +508,45 @@ class Agent::Impl {
         std::make_unique<DedupedConsole>(std::chrono::milliseconds(plan_.dedup_window_ms), prefix);
   }
 
+  // --- hangs (stall_watch.h) -------------------------------------------------------------------
+
+  void start_stall_watch() {
+    std::vector<StallWatch::Worker> watched;
+    for (const auto& w : workers_) watched.push_back({w->rank, w->spec.local_rank, w->pid, w->dir});
+    stall_watch_ = std::make_unique<StallWatch>(
+        plan_, round_, std::move(watched),
+        std::chrono::milliseconds(static_cast<int64_t>(plan_.stall_timeout * 1000)));
+  }
+
+  std::vector<bool> running_workers() const {
+    std::vector<bool> running;
+    for (const auto& w : workers_) running.push_back(w->running);
+    return running;
+  }
+
+  void on_stall() {
+    const std::string report = stall_watch_->report(running_workers(), true);
+    keep_run_dir_ = true;
+    const std::string path = run_dir_ + "/hang_report.txt";
+    append_report(path, report);
+    write_all(STDERR_FILENO, report);
+    if (!plan_.stall_stops_job) {
+      notice("hang report in " + path + "; the job goes on (--stall_action report)");
+      return;
+    }
+    notice("hang report in " + path + "; stopping the workers (--stall_timeout)");
+    stalled_ = true;
+    begin_stop(SIGTERM);
+  }
+
+  // SIGUSR2, from `acc-launch stacks`: the report to stderr and to the file that command reads.
+  void report_on_demand() {
+    const std::string report = stall_watch_ ? stall_watch_->report(running_workers(), false)
+                                            : "acc-launch: no workers are running right now\n";
+    write_all(STDERR_FILENO, report);
+    publish_on_demand_report(report);
+  }
+
   // --- reporting -----------------------------------------------------------------------------
 
   std::string describe_root_cause() const {
@@ -549,6 +613,9 @@ class Agent::Impl {
   bool killed_ = false;
   int interrupted_by_ = 0;
   Clock::time_point kill_deadline_;
+  std::string python_hook_dir_;
+  std::unique_ptr<StallWatch> stall_watch_;
+  bool stalled_ = false;
 };
 
 Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,

@@ -266,6 +266,8 @@ void add_output_and_binding_flags(FlagTable& t, LaunchOptions& o) {
           "the CPUs --bind_cores_to_rank splits, such as 0-7,16-23 (implies it)");
 }
 
+void add_stall_flags(FlagTable& t, LaunchOptions& o);
+
 // CLI11 messages name the flag already; we make them one line and add our prefix.
 std::string one_line(std::string message) {
   std::replace(message.begin(), message.end(), '\n', ' ');
@@ -292,7 +294,7 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
                "acc-launch"};
   app.footer(
       "Usage: acc-launch [launch] [options] PROGRAM [program args...]\n"
-      "       acc-launch config | env | test | rendezvous ...");
+      "       acc-launch config | env | test | stacks | rendezvous ...");
   app.prefix_command();
   app.set_version_flag("--version", std::string("acc-launch ") + kVersion);
   FlagTable table(app, options);
@@ -301,6 +303,7 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   add_own_flags(table, options);
   add_fanout_flags(table, options);
   add_output_and_binding_flags(table, options);
+  add_stall_flags(table, options);
   std::vector<std::string> refused;
   add_refused_flags(table, refused);
   add_config_key_flags(table, options);  // last: it skips the names registered above
@@ -334,5 +337,20 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   options.program_args.assign(rest.begin() + 1, rest.end());
   return result;
 }
+
+namespace {
+
+void add_stall_flags(FlagTable& t, LaunchOptions& o) {
+  t.value("stall_timeout", o.stall_timeout,
+          "when no worker printed a line or made a training step (libacc) for this many "
+          "seconds, print every worker's stack and stop the job (exit 4); 0: off")
+      ->check(seconds())
+      ->envname("ACC_STALL_TIMEOUT");
+  t.value("stall_action", o.stall_action,
+          "what a stall does after its report: stop (the default) or report (and go on)")
+      ->check(CLI::IsMember({"stop", "report"}));
+}
+
+}  // namespace
 
 }  // namespace acc::launcher

@@ -86,6 +86,7 @@ int dispatch(int argc, char** argv) {
   if (first == "config") return run_config_command(rest);
   if (first == "env") return run_env_command(rest);
   if (first == "test") return run_test_command(rest);
+  if (first == "stacks") return run_stacks_command(rest);
   if (first == kTestWorkerCommand) return run_test_worker(rest);
   if (first == "launch") return launch(rest);
   return launch(std::vector<std::string>(argv + 1, argv + argc));

@@ -297,6 +297,8 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.dry_run = o.dry_run;
   plan.program = o.program;
   plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
+  plan.stall_timeout = o.stall_timeout;
+  plan.stall_stops_job = o.stall_action != "report";
 
   const std::vector<std::string> argv = worker_argv(o);
   for (int local_rank = 0; local_rank < plan.nproc_per_node; ++local_rank) {

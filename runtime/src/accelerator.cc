@@ -88,6 +88,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
   if (env_.world_size > 1 || (env_.launched && device_.is_cuda())) {
     backend_ = device_.is_cuda() ? "nccl" : "gloo";
     impl_->group = runtime::detail::join_group(env_, device_.is_cuda(), options_.timeout);
+    impl_->beat = std::make_unique<runtime::detail::ProgressBeat>(impl_->group.store, env_.rank);
     runtime::detail::log(
         *logger_, runtime::detail::LogLevel::kDebug,
         detail::concat("joined ", env_.world_size, " processes through ", env_.master_addr, ":",
@@ -210,6 +211,7 @@ void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer) {
     optimizer.step();
   }
   ++step_;
+  if (impl_->beat) impl_->beat->step();
 }
 
 double Accelerator::loss_scale() const {

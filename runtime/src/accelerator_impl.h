@@ -8,11 +8,13 @@
 #include "acc/runtime/accelerator.h"
 #include "data_parallel.h"
 #include "process_group.h"
+#include "progress_beat.h"
 
 namespace acc {
 
 struct Accelerator::Impl {
-  runtime::detail::GroupHandle group;  // empty in a world of one
+  runtime::detail::GroupHandle group;                   // empty in a world of one
+  std::unique_ptr<runtime::detail::ProgressBeat> beat;  // with the group
   std::vector<std::shared_ptr<torch::nn::Module>> models;
   std::vector<std::unique_ptr<runtime::detail::DataParallel>> data_parallel;
   std::vector<torch::optim::Optimizer*> optimizers;

@@ -9,6 +9,10 @@
 //                                             training indices per rank
 //   runtime_worker resume OUT EPOCHS CRASH    train with checkpoints each epoch; with CRASH=1 die
 //                                             mid-epoch 2 on restart attempt 0
+//   runtime_worker silent STEPS STEP_MS STUCK_RANK STUCK_S
+//                                             train STEPS steps STEP_MS apart printing nothing;
+//                                             rank STUCK_RANK (-1: none) then sleeps STUCK_S s
+//                                             before one more step (the others wait in it)
 //   runtime_worker cuda PRECISION             NCCL, collectives and DDP steps on the GPU under
 //                                             PRECISION (no, bf16, fp16)
 
@@ -19,6 +23,7 @@
 #include <iostream>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "acc/common/error.h"
@@ -345,6 +350,27 @@ int resume(const std::string& out, int epochs, bool crash) {
   return 0;
 }
 
+// For the stall watch: beats (one per optimizer step) but no output; then, on one rank, a hang.
+int silent(int steps, int step_ms, int stuck_rank, int stuck_s) {
+  acc::Accelerator acc;
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.01));
+  auto [model, opt] = acc.prepare(net, sgd);
+  auto step = [&] {
+    auto loss = torch::mse_loss(model->forward(torch::randn({4, 8})), torch::randn({4, 4}));
+    acc.backward(loss);
+    opt.step();
+    opt.zero_grad();
+  };
+  for (int i = 0; i < steps; ++i) {
+    step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
+  }
+  if (acc.process_index() == stuck_rank) std::this_thread::sleep_for(std::chrono::seconds(stuck_s));
+  if (stuck_rank >= 0) step();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -359,6 +385,8 @@ int main(int argc, char** argv) {
     if (mode == "mixed_precision") return mixed_precision();
     if (mode == "resume") return resume(arg(2), std::stoi(arg(3)), arg(4) == "1");
     if (mode == "cuda") return cuda(arg(2));
+    if (mode == "silent")
+      return silent(std::stoi(arg(2)), std::stoi(arg(3)), std::stoi(arg(4)), std::stoi(arg(5)));
     std::cerr << "runtime_worker: unknown mode '" << mode << "'\n";
     return 2;
   } catch (const std::exception& e) {

@@ -19,6 +19,10 @@ int run_env_command(const std::vector<std::string>& args);
 // `acc-launch test [--config_file F]`: launches the built-in check over the configured workers.
 int run_test_command(const std::vector<std::string>& args);
 
+// `acc-launch stacks [LAUNCHER_PID...]`: the hang report of running jobs (stall_watch.h), which
+// go on. Without a pid, every acc-launch launcher of this user on this machine.
+int run_stacks_command(const std::vector<std::string>& args);
+
 // The hidden subcommand each worker of `acc-launch test` runs: checks the worker environment.
 inline constexpr const char* kTestWorkerCommand = "__test_worker";
 int run_test_worker(const std::vector<std::string>& args);

@@ -113,6 +113,10 @@ struct LaunchOptions {
   bool enable_cpu_affinity = false;  // Accelerate: the CPUs of each GPU's NUMA node
   bool bind_cores_to_rank = false;   // DeepSpeed: an even split of the cores
   std::string bind_core_list;        // DeepSpeed: the CPUs to split, 0-7,16-23
+
+  // Hang detection (--stall_timeout, ACC_STALL_TIMEOUT; docs/launch.md "When a job hangs").
+  double stall_timeout = 0;           // seconds without progress from any worker; 0: off
+  std::string stall_action = "stop";  // stop (exit status 4) or report (and go on)
 };
 
 }  // namespace acc::launcher

@@ -105,6 +105,10 @@ struct LaunchPlan {
   // The CPUs of each local rank (index), set in the child before exec, with OMP_NUM_THREADS
   // their count unless the user set it; empty: no binding (cpu_binding.h).
   std::vector<std::vector<int>> worker_cpus;
+
+  // Hang detection: see LaunchOptions.
+  double stall_timeout = 0;
+  bool stall_stops_job = true;
 };
 
 // The round of a static job: the plan's own node rank and count.

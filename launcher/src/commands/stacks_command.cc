@@ -1,0 +1,140 @@
+// `acc-launch stacks [LAUNCHER_PID...]`: the hang report of a running job, which goes on. It sends
+// SIGUSR2 to the launcher, which collects its workers' stacks, writes the report to its stderr
+// and to on_demand_report_path(pid), and this command prints that file.
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "../console.h"
+#include "../stall_watch.h"
+#include "acc/common/error.h"
+#include "commands.h"
+
+namespace acc::launcher {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::ostringstream out;
+  out << file.rdbuf();
+  return out.str();
+}
+
+std::vector<std::string> command_line(int pid) {
+  const std::string text = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+  std::vector<std::string> args;
+  std::istringstream in(text);
+  for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
+  return args;
+}
+
+int parent_of(int pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string state;
+  int parent = 0;
+  fields >> state >> parent;
+  return parent;
+}
+
+bool owned_by_me(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && st.st_uid == ::getuid();
+}
+
+// An acc-launch process of ours that launches workers: not a subcommand such as this one.
+bool is_launcher(int pid) {
+  if (pid == ::getpid() || !owned_by_me("/proc/" + std::to_string(pid))) return false;
+  const std::vector<std::string> args = command_line(pid);
+  if (args.empty()) return false;
+  const std::string& program = args[0];
+  const size_t slash = program.rfind('/');
+  if ((slash == std::string::npos ? program : program.substr(slash + 1)) != "acc-launch")
+    return false;
+  static const std::set<std::string> kNotLaunchers = {"stacks", "config", "env", "rendezvous",
+                                                      kTestWorkerCommand};
+  return args.size() < 2 || kNotLaunchers.count(args[1]) == 0;
+}
+
+// Every launcher of this user; the watchdog each one forks looks the same, but is its child.
+std::vector<int> find_launchers() {
+  std::vector<int> found;
+  if (DIR* dir = ::opendir("/proc")) {
+    while (dirent* entry = ::readdir(dir)) {
+      const int pid = std::atoi(entry->d_name);
+      if (pid > 0 && is_launcher(pid)) found.push_back(pid);
+    }
+    ::closedir(dir);
+  }
+  std::vector<int> launchers;
+  for (int pid : found)
+    if (std::find(found.begin(), found.end(), parent_of(pid)) == found.end())
+      launchers.push_back(pid);
+  std::sort(launchers.begin(), launchers.end());
+  return launchers;
+}
+
+std::string ask_for_report(int pid) {
+  const std::string path = on_demand_report_path(pid);
+  ::unlink(path.c_str());
+  ACC_CHECK(::kill(pid, SIGUSR2) == 0, ConfigError, "acc-launch stacks: cannot signal ", pid);
+  // Stacks take a few seconds at most (stall_watch.cc); the rest is a hang guard.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (owned_by_me(path)) {
+      std::string report = read_file(path);
+      ::unlink(path.c_str());
+      return report;
+    }
+    ACC_CHECK(::kill(pid, 0) == 0, LaunchError, "acc-launch stacks: launcher ", pid,
+              " ended before it wrote its report");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw TimeoutError("acc-launch stacks: launcher " + std::to_string(pid) +
+                     " wrote no report in 30 s");
+}
+
+}  // namespace
+
+int run_stacks_command(const std::vector<std::string>& args) {
+  std::vector<int> launchers;
+  for (const std::string& arg : args) {
+    if (arg == "-h" || arg == "--help") {
+      write_all(STDOUT_FILENO,
+                "Usage: acc-launch stacks [LAUNCHER_PID...]\n"
+                "Prints the stack of every worker of a running job (which goes on). Without a "
+                "pid: every acc-launch launcher of yours on this machine.\n");
+      return 0;
+    }
+    char* end = nullptr;
+    const long pid = std::strtol(arg.c_str(), &end, 10);
+    ACC_CHECK(*end == '\0' && pid > 0, ConfigError, "acc-launch stacks: '", arg,
+              "' is not a process id: acc-launch stacks [LAUNCHER_PID...]");
+    // SIGUSR2 ends a process that does not handle it: send it to our launchers only.
+    ACC_CHECK(is_launcher(static_cast<int>(pid)), ConfigError, "acc-launch stacks: ", pid,
+              " is not a running acc-launch launcher of yours (see `pgrep -a acc-launch`)");
+    launchers.push_back(static_cast<int>(pid));
+  }
+  if (launchers.empty()) launchers = find_launchers();
+  ACC_CHECK(!launchers.empty(), ConfigError,
+            "acc-launch stacks: no running acc-launch launcher of yours on this machine");
+  for (int pid : launchers) {
+    if (launchers.size() > 1) write_all(STDOUT_FILENO, "== launcher " + std::to_string(pid) + "\n");
+    write_all(STDOUT_FILENO, ask_for_report(pid));
+  }
+  return 0;
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,19 @@
+#include "progress_beat.h"
+
+namespace acc::runtime::detail {
+
+ProgressBeat::ProgressBeat(c10::intrusive_ptr<c10d::Store> store, int rank)
+    : store_(std::move(store)), key_("acc/beat/" + std::to_string(rank)) {}
+
+void ProgressBeat::step() {
+  const auto now = std::chrono::steady_clock::now();
+  if (broken_ || !store_ || now < next_beat_) return;
+  next_beat_ = now + std::chrono::seconds(1);
+  try {
+    store_->add(key_, 1);
+  } catch (const std::exception&) {
+    broken_ = true;
+  }
+}
+
+}  // namespace acc::runtime::detail

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Two launchers on loopback (node 0 and node 1, 2 ranks each) and rank 3, on node 1, asleep before
+# an all_reduce: each launcher reports its own ranks, and node 0's report names node 1 as the stuck
+# node in its first line, from the summary node 1 put in the job's store. Nothing is left running.
+# Usage: hang_report_two_nodes.sh ACC_LAUNCH. Exits 77 (skipped) without python3-torch.
+set -euo pipefail
+launcher=$1
+here=$(cd "$(dirname "$0")" && pwd)
+python=/usr/bin/python3
+script=$here/hang_in_all_reduce.py
+if ! $python -c 'import torch.distributed' 2>/dev/null; then
+  echo "SKIP: $python cannot import torch.distributed"; exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+token=hang-test-$$-$RANDOM
+port=$($python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+common=(--nnodes 2 --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$port"
+        --python $python --stall_timeout 3)
+set +e
+"$launcher" "${common[@]}" --node_rank 1 "$script" 3 3 "$work/never-$token" > "$work/node1" 2>&1 &
+node1=$!
+"$launcher" "${common[@]}" --node_rank 0 "$script" 3 3 "$work/never-$token" > "$work/node0" 2>&1
+status0=$?
+wait $node1
+status1=$?
+set -e
+grep -Ev ': (loading|step [0-9]+)$' "$work/node0"
+echo "--- node 1 (exit $status1)"
+grep -Ev ': (loading|step [0-9]+)$' "$work/node1"
+[ "$status0" = 4 ] || fail "node 0 exited $status0, expected 4"
+[ "$status1" != 0 ] || fail "node 1 exited 0"
+first=$(grep -m1 '^acc-launch: hang' "$work/node0")
+case "$first" in
+  "acc-launch: hang: stuck node: 1 (its report: odd one out: rank 3 ("*) ;;
+  *) fail "node 0's first line does not name node 1 and rank 3: $first";;
+esac
+left=$(pgrep -f -- "$token" || true)
+[ -z "$left" ] || fail "processes left running: $left"
+echo "PASS: node 0's report names node 1 (rank 3); 0 processes left"
