@@ -42,11 +42,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr size_t kStderrTailLines = 10;
-constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-
-bool stops_the_job(int signal) {
-  return signal != SIGUSR1 && signal != SIGUSR2;
-}
+// Handled besides --signals-to-handle: SIGUSR1 is forwarded (SLURM's pre-emption warning, a
+// script's checkpoint trigger), SIGUSR2 asks for a stack report (`acc-launch stacks`).
+constexpr int kAlwaysHandled[] = {SIGUSR1, SIGUSR2};
 
 std::string wall_time_now() {
   const auto now = std::chrono::system_clock::now();
@@ -207,6 +205,11 @@ class Agent::Impl {
     return status;
   }
 
+  bool stops_the_job(int sig) const {
+    return std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) !=
+           plan_.stop_signals.end();
+  }
+
   void notice(const std::string& message) {
     if (!plan_.quiet) write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
   }
@@ -215,7 +218,8 @@ class Agent::Impl {
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
-    for (int s : kForwardedSignals) sigaddset(&mask, s);
+    for (int s : kAlwaysHandled) sigaddset(&mask, s);
+    for (int s : plan_.stop_signals) sigaddset(&mask, s);
     ::sigprocmask(SIG_BLOCK, &mask, nullptr);
     signal_fd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     ACC_CHECK(signal_fd_ >= 0, SystemError, "signalfd: ", std::strerror(errno));
@@ -421,7 +425,7 @@ class Agent::Impl {
       const int sig = static_cast<int>(info.ssi_signo);
       if (sig == SIGCHLD) {
         reap_children();
-      } else if (sig == SIGUSR2) {
+      } else if (!stops_the_job(sig) && sig == SIGUSR2) {
         report_on_demand();
       } else if (!stops_the_job(sig)) {
         signal_all(sig);

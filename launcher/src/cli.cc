@@ -155,6 +155,49 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
           "workers",
           "", pet)
       ->check(seconds());
+  t.value("signals_to_handle", o.signals_to_handle,
+          "signals forwarded to the workers that then end the job (default "
+          "SIGTERM,SIGINT,SIGHUP,SIGQUIT; also $TORCHELASTIC_SIGNALS_TO_HANDLE)",
+          "", pet);
+  t.flag("virtual_local_rank", o.virtual_local_rank,
+         "every worker gets LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES", "", pet);
+  t.value("exit_barrier_timeout", o.exit_barrier_timeout,
+          "elastic: seconds a finished node waits for the others (default 300; also "
+          "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT)",
+          "", pet)
+      ->check(seconds());
+  t.value("logs_specs", o.logs_specs, "accepted for compatibility (acc-launch writes its logs)");
+  t.value("event_log_handler", o.event_log_handler, "accepted for compatibility", "", pet);
+  t.value("duplicate_stdout_filters", o.duplicate_stdout_filters,
+          "accepted for compatibility; not honoured", "", pet);
+  t.value("duplicate_stderr_filters", o.duplicate_stderr_filters,
+          "accepted for compatibility; not honoured", "", pet);
+  t.value("print_completion", o.print_completion, "print a shell completion script and exit")
+      ->check(CLI::IsMember({"bash", "zsh", "tcsh"}));
+}
+
+// torchrun's launcher-side variables, read as the defaults of their flags.
+void apply_torchrun_variables(LaunchOptions& o) {
+  auto variable = [](const char* name) -> const char* {
+    const char* value = std::getenv(name);
+    return value && *value ? value : nullptr;
+  };
+  if (const char* v = variable("TORCHELASTIC_SIGNALS_TO_HANDLE")) o.signals_to_handle = v;
+  if (const char* v = variable("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) o.log_line_prefix = v;
+  if (const char* v = variable("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) o.shutdown_timeout = std::atof(v);
+  if (const char* v = variable("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT"))
+    o.exit_barrier_timeout = std::atof(v);
+}
+
+// `--print-completion SHELL`: every long flag, for the shell's own completion.
+std::string completion_script(const CLI::App& app, const std::string& shell) {
+  std::string words;
+  for (const CLI::Option* option : app.get_options())
+    for (const std::string& name : option->get_lnames()) words += " --" + name;
+  if (shell == "tcsh") return "complete acc-launch 'c/--/(" + words.substr(3) + ")/'";
+  std::string script = "complete -o default -W \"" + words.substr(1) + "\" acc-launch";
+  if (shell == "zsh") script = "autoload -U +X bashcompinit && bashcompinit\n" + script;
+  return script;
 }
 
 void add_accelerate_flags(FlagTable& t, LaunchOptions& o) {
@@ -289,6 +332,7 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   ParseResult result;
   LaunchOptions& options = result.options;
   if (const char* python = std::getenv("PYTHON_EXEC"); python && *python) options.python = python;
+  apply_torchrun_variables(options);
 
   CLI::App app{"acc-launch: start one worker per GPU or CPU slot with the torchrun contract",
                "acc-launch"};
@@ -323,6 +367,11 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
     return usage_error(e.what());
   }
   table.record_given();
+  if (!options.print_completion.empty()) {
+    result.exit_now = true;
+    result.message = completion_script(app, options.print_completion);
+    return result;
+  }
   if (!refused.empty())
     return usage_error("--" + refused.front() +
                        ": TPU and SageMaker launches are not supported; acc-launch starts local "

@@ -21,7 +21,6 @@ using std::chrono::milliseconds;
 
 // How long the node serving the rendezvous store waits for the others to finish (torchrun's
 // exit barrier), so that it does not pull the store from under them.
-constexpr milliseconds kExitBarrier{300'000};
 
 std::string conf(const LaunchPlan& plan, const std::string& key, const std::string& fallback) {
   auto it = plan.rdzv_conf.find(key);
@@ -172,7 +171,8 @@ void ElasticMembership::leave(bool succeeded) {
   try {
     if (client_->add(key("finished"), 1) == num_nodes_) client_->set(key("all_finished"), "1");
     if (rendezvous_server_) {
-      client_->wait({key("all_finished")}, kExitBarrier);
+      client_->wait({key("all_finished")},
+                    milliseconds(static_cast<int64_t>(plan_.exit_barrier_timeout * 1000)));
       rendezvous_->close_run();
     }
   } catch (const Error&) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <csignal>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <set>
@@ -218,6 +220,41 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
             "every node will use");
 }
 
+// "SIGTERM,SIGINT" (names with or without SIG, or numbers) -> signal numbers.
+std::vector<int> parse_signals(const std::string& list) {
+  std::vector<int> signals;
+  for (std::string name : split(list, ',')) {
+    if (name.empty()) continue;
+    int number = to_int(name).value_or(0);
+    if (number == 0) {
+      if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+      for (int s = 1; s < NSIG && number == 0; ++s)
+        if (const char* abbrev = sigabbrev_np(s); abbrev && name == abbrev) number = s;
+    }
+    ACC_CHECK(
+        number > 0 && number < NSIG && number != SIGKILL && number != SIGSTOP && number != SIGCHLD,
+        ConfigError, "--signals-to-handle ", list, ": ", name,
+        " is not a signal acc-launch can handle; e.g. SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1");
+    signals.push_back(number);
+  }
+  return signals;
+}
+
+// The devices the workers share out under --virtual-local-rank: the list CUDA_VISIBLE_DEVICES
+// gives them (--gpu_ids, else the launcher's own), else the indices.
+std::vector<std::string> visible_devices(const LaunchPlan& plan, const HostInfo& host) {
+  std::string list;
+  for (const auto& [key, value] : plan.env)
+    if (key == "CUDA_VISIBLE_DEVICES") list = value;
+  if (list.empty())
+    if (auto it = host.environment.find("CUDA_VISIBLE_DEVICES"); it != host.environment.end())
+      list = it->second;
+  std::vector<std::string> devices;
+  for (const std::string& device : split(list, ','))
+    if (!device.empty()) devices.push_back(device);
+  return devices;
+}
+
 void resolve_logs(const LaunchOptions& o, LaunchPlan& plan) {
   plan.redirects = parse_stream_spec(o.redirects, "redirects");
   plan.tee = parse_stream_spec(o.tee, "tee");
@@ -293,6 +330,18 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.hostname = host.hostname;
   plan.max_restarts = o.max_restarts;
   plan.shutdown_timeout = o.shutdown_timeout;
+  plan.exit_barrier_timeout = o.exit_barrier_timeout;
+  plan.stop_signals = parse_signals(o.signals_to_handle);
+  plan.virtual_local_rank = o.virtual_local_rank;
+  for (const auto& [flag, value] :
+       {std::pair<std::string, std::string>{"logs_specs", o.logs_specs},
+        {"event_log_handler", o.event_log_handler == "null" ? "" : o.event_log_handler},
+        {"duplicate_stdout_filters", o.duplicate_stdout_filters},
+        {"duplicate_stderr_filters", o.duplicate_stderr_filters}})
+    if (!value.empty())
+      plan.notices.push_back("--" + flag + " " + value +
+                             " ignored: torchrun's Python plug-ins do not apply (logs are in "
+                             "--log_dir, per attempt and rank)");
   plan.quiet = o.quiet;
   plan.dry_run = o.dry_run;
   plan.program = o.program;
@@ -301,9 +350,14 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.stall_stops_job = o.stall_action != "report";
 
   const std::vector<std::string> argv = worker_argv(o);
+  const std::vector<std::string> devices = visible_devices(plan, host);
   for (int local_rank = 0; local_rank < plan.nproc_per_node; ++local_rank) {
     WorkerSpec worker;
     worker.local_rank = local_rank;
+    if (plan.virtual_local_rank)
+      worker.virtual_device = local_rank < static_cast<int>(devices.size())
+                                  ? devices[static_cast<size_t>(local_rank)]
+                                  : std::to_string(local_rank);
     for (const std::string& arg : argv)
       worker.argv.push_back(replace_all(arg, "${local_rank}", std::to_string(local_rank)));
     plan.workers.push_back(std::move(worker));
@@ -339,7 +393,7 @@ EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round
   const std::string world_size = std::to_string(
       plan.node_slots.empty() ? round.nnodes * plan.nproc_per_node : plan.world_size);
   EnvList env = {
-      {"LOCAL_RANK", std::to_string(worker.local_rank)},
+      {"LOCAL_RANK", std::to_string(plan.virtual_local_rank ? 0 : worker.local_rank)},
       {"RANK", rank},
       {"GROUP_RANK", std::to_string(round.node_rank)},
       {"ROLE_RANK", rank},
@@ -359,6 +413,12 @@ EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round
       {"TORCHELASTIC_ERROR_FILE", error_file},
   };
   env.insert(env.end(), plan.env.begin(), plan.env.end());
+  if (plan.virtual_local_rank) {
+    auto it = std::find_if(env.begin(), env.end(),
+                           [](const auto& kv) { return kv.first == "CUDA_VISIBLE_DEVICES"; });
+    if (it == env.end()) it = env.insert(env.end(), {"CUDA_VISIBLE_DEVICES", ""});
+    it->second = worker.virtual_device;
+  }
   return env;
 }
 

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include "acc/config/cluster_config.h"
+#include "acc/launcher/host.h"
 #include "commands/commands.h"
 #include "test_util.h"
 
@@ -20,7 +22,7 @@ TEST(ConfigDefaultTest, WritesJsonForThisMachineAndNeverOverwrites) {
   const std::string text = testing::read_file(path);
   EXPECT_EQ(text.substr(0, 2), "{\n");  // JSON, as write_basic_config writes, in the .yaml file
   const ClusterConfig c = load_config(path);
-  const int gpus = acc::launcher::count_nvidia_gpus();
+  const int gpus = acc::launcher::detect_host().gpu_count;
   EXPECT_EQ(c.num_processes(), gpus > 0 ? gpus : 1);
   EXPECT_EQ(c.distributed_type(), gpus > 1 ? "MULTI_GPU" : "NO");
   EXPECT_EQ(c.use_cpu(), gpus == 0);
@@ -34,6 +36,53 @@ TEST(ConfigDefaultTest, WritesJsonForThisMachineAndNeverOverwrites) {
                            ", will not override. Run `acc-launch config` manually or pass a "
                            "different `--config_file`.\n");
   EXPECT_EQ(testing::read_file(path), text);
+}
+
+// The machine's GPUs as detect_host() counts them (a fake /proc under ACC_HOST_ROOT here), with
+// CUDA_VISIBLE_DEVICES honoured as PyTorch honours it.
+TEST(ConfigDefaultTest, CountsTheGpusThisProcessMaySee) {
+  testing::TempDir root;
+  for (const char* bus : {"0000:01:00.0", "0000:02:00.0", "0000:03:00.0"}) {
+    std::filesystem::create_directories(root.path() + "/proc/driver/nvidia/gpus/" + bus);
+    root.file(std::string("proc/driver/nvidia/gpus/") + bus + "/information",
+              std::string("Model: \t\t NVIDIA H100\nGPU UUID: \t GPU-") + bus[6] + "aaa\n");
+  }
+  struct Case {
+    const char* visible;  // nullptr: unset
+    int gpus;
+  };
+  for (const Case& c : {Case{nullptr, 3}, Case{"0,2", 2}, Case{"GPU-2a,GPU-3", 2}, Case{"1,7,2", 1},
+                        Case{"-1", 0}, Case{"0,0", 0}}) {
+    testing::TempDir home;
+    std::map<std::string, std::string> env = {{"HF_HOME", home.path()},
+                                              {"ACC_HOST_ROOT", root.path()}};
+    if (c.visible) env["CUDA_VISIBLE_DEVICES"] = c.visible;
+    const testing::RunResult r = testing::run({"config", "default"}, env);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const ClusterConfig config = load_config(home.path() + "/accelerate/default_config.yaml");
+    const char* shown = c.visible ? c.visible : "(unset)";
+    EXPECT_EQ(config.num_processes(), c.gpus > 0 ? c.gpus : 1) << shown;
+    EXPECT_EQ(config.distributed_type(), c.gpus > 1 ? "MULTI_GPU" : "NO") << shown;
+  }
+}
+
+// `acc-launch config default && acc-launch test` on this machine (and on a CPU-only one, where
+// the file says distributed_type NO: one process without the torchrun variables).
+TEST(ConfigDefaultTest, TheTestCommandPassesOnTheDefaultConfig) {
+  testing::TempDir home;
+  ASSERT_EQ(testing::run({"config", "default"}, {{"HF_HOME", home.path()}}).exit_code, 0);
+  const testing::RunResult test = testing::run({"test"}, {{"HF_HOME", home.path()}});
+  EXPECT_EQ(test.exit_code, 0) << test.out << test.err;
+  EXPECT_NE(test.out.find("Test is a success!"), std::string::npos) << test.out;
+
+  testing::TempDir cpu_home;
+  ASSERT_EQ(testing::run({"config", "default"},
+                         {{"HF_HOME", cpu_home.path()}, {"ACC_HOST_ROOT", cpu_home.path()}})
+                .exit_code,
+            0);
+  const testing::RunResult cpu = testing::run({"test"}, {{"HF_HOME", cpu_home.path()}});
+  EXPECT_EQ(cpu.exit_code, 0) << cpu.out << cpu.err;
+  EXPECT_NE(cpu.out.find("ok: one process"), std::string::npos) << cpu.out;
 }
 
 TEST(ConfigDefaultTest, MixedPrecisionAndPathAreHonoured) {

@@ -27,7 +27,4 @@ int run_stacks_command(const std::vector<std::string>& args);
 inline constexpr const char* kTestWorkerCommand = "__test_worker";
 int run_test_worker(const std::vector<std::string>& args);
 
-// Number of NVIDIA GPUs, without CUDA: /proc/driver/nvidia/gpus/*, else /dev/nvidia[0-9]*.
-int count_nvidia_gpus();
-
 }  // namespace acc::launcher

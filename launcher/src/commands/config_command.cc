@@ -13,6 +13,7 @@
 #include "acc/config/cluster_config.h"
 #include "acc/config/paths.h"
 #include "acc/config/questionnaire.h"
+#include "acc/launcher/host.h"
 #include "commands.h"
 
 namespace acc::launcher {
@@ -76,7 +77,7 @@ ConfigArgs parse(const std::vector<std::string>& args) {
 
 int wizard(const ConfigArgs& a) {
   std::unique_ptr<cfg::Prompter> prompter = cfg::make_prompter(STDIN_FILENO, STDOUT_FILENO);
-  cfg::ClusterConfig config = cfg::run_questionnaire(*prompter, {count_nvidia_gpus()});
+  cfg::ClusterConfig config = cfg::run_questionnaire(*prompter, {detect_host().gpu_count});
   // Accelerate creates the cache directory for the default file, and writes an explicit path as
   // is (its directory must exist).
   const std::string path = a.config_file.empty() ? cfg::default_config_path() : a.config_file;
@@ -95,7 +96,7 @@ int write_default(const ConfigArgs& a) {
     return 0;
   }
   // write_basic_config(): every local GPU, else one CPU process; always JSON, even in a .yaml.
-  const int gpus = count_nvidia_gpus();
+  const int gpus = detect_host().gpu_count;
   cfg::ClusterConfig config;
   config.set("compute_environment", cfg::Value::of_string("LOCAL_MACHINE"));
   config.set("debug", cfg::Value::of_bool(false));
@@ -179,20 +180,6 @@ int run_config_command(const std::vector<std::string>& args) {
   if (a.action == "validate") return validate(a);
   if (a.action == "update") return update(a);
   return wizard(a);
-}
-
-int count_nvidia_gpus() {
-  std::error_code ec;
-  int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
-    (void)entry;
-    ++count;
-  }
-  if (count > 0) return count;
-  const std::regex device("nvidia[0-9]+");
-  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec))
-    if (std::regex_match(entry.path().filename().string(), device)) ++count;
-  return count;
 }
 
 }  // namespace acc::launcher

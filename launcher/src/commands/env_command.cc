@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "acc/common/error.h"
 #include "acc/config/cluster_config.h"
 #include "acc/config/paths.h"
+#include "acc/launcher/host.h"
 #include "acc/launcher/version.h"
 #include "commands.h"
 
@@ -22,9 +24,13 @@ namespace {
 namespace fs = std::filesystem;
 namespace cfg = acc::config;
 
-std::vector<std::string> library_dirs() {
+std::vector<std::string> library_dirs(const std::map<std::string, std::string>& environment) {
+  auto variable = [&](const char* name) -> const char* {
+    auto it = environment.find(name);
+    return it == environment.end() ? nullptr : it->second.c_str();
+  };
   std::vector<std::string> dirs;
-  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) {
+  if (const char* ld = variable("LD_LIBRARY_PATH")) {
     std::stringstream in(ld);
     std::string dir;
     while (std::getline(in, dir, ':'))
@@ -35,7 +41,7 @@ std::vector<std::string> library_dirs() {
         "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/opt/libtorch/lib",
         "/usr/local/libtorch/lib"})
     dirs.push_back(dir);
-  if (const char* torch = std::getenv("Torch_DIR"))
+  if (const char* torch = variable("Torch_DIR"))
     dirs.push_back(std::string(torch) + "/../../../lib");
   // A pip-installed PyTorch ships its libraries in site-packages/torch/lib.
   std::error_code ec;
@@ -70,48 +76,6 @@ std::string found(const std::string& path) {
   return path.empty() ? "not found" : "found (" + path + ")";
 }
 
-std::vector<std::string> gpu_names() {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
-    std::ifstream info(entry.path() / "information");
-    std::string line;
-    while (std::getline(info, line))
-      if (line.rfind("Model:", 0) == 0) {
-        const size_t start = line.find_first_not_of(" \t", 6);
-        names.push_back(start == std::string::npos ? "" : line.substr(start));
-      }
-  }
-  return names;
-}
-
-std::pair<int, int> cpu_counts() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::set<std::pair<std::string, std::string>> cores;
-  std::string line, physical = "0";
-  int logical = 0;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("processor", 0) == 0) ++logical;
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (line.rfind("physical id", 0) == 0) physical = value;
-    if (line.rfind("core id", 0) == 0) cores.emplace(physical, value);
-  }
-  return {logical, cores.empty() ? logical : static_cast<int>(cores.size())};
-}
-
-double memory_gb() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  long kb = 0;
-  while (meminfo >> key >> kb) {
-    if (key == "MemTotal:") return kb / 1024.0 / 1024.0;
-    meminfo.ignore(256, '\n');
-  }
-  return 0;
-}
-
 std::string self_path() {
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -133,9 +97,9 @@ int run_env_command(const std::vector<std::string>& args) {
   }
   utsname host{};
   ::uname(&host);
-  const std::vector<std::string> dirs = library_dirs();
-  const std::vector<std::string> gpus = gpu_names();
-  const auto [logical, physical] = cpu_counts();
+  const HostInfo machine = detect_host();
+  const std::vector<std::string> dirs = library_dirs(machine.environment);
+  const std::vector<std::string>& gpus = machine.gpu_names;
 
   std::ostringstream out;
   out << "\nCopy-and-paste the text below in your GitHub issue\n\n";
@@ -151,13 +115,15 @@ int run_env_command(const std::vector<std::string>& args) {
       << "\n";
   out << "- CUDA runtime: " << found(find_library(dirs, "libcudart.so")) << "\n";
   out << "- NCCL: " << found(find_library(dirs, "libnccl.so")) << "\n";
-  out << "- GPUs: " << count_nvidia_gpus();
+  out << "- GPUs: " << machine.gpu_count
+      << (machine.gpu_vendor.empty() ? "" : " " + machine.gpu_vendor);
   for (size_t i = 0; i < gpus.size(); ++i)
     out << (i ? ", " : " (") << gpus[i] << (i + 1 == gpus.size() ? ")" : "");
   out << "\n";
-  out << "- CPU cores: " << logical << " logical, " << physical << " physical\n";
+  out << "- CPU cores: " << machine.cpu_count << " logical, " << machine.physical_cores
+      << " physical\n";
   char ram[32];
-  std::snprintf(ram, sizeof ram, "%.2f", memory_gb());
+  std::snprintf(ram, sizeof ram, "%.2f", machine.memory_gb);
   out << "- System RAM: " << ram << " GB\n";
 
   const bool passed = !config_file.empty();

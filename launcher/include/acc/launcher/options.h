@@ -37,6 +37,15 @@ struct LaunchOptions {
   std::string local_ranks_filter;
   std::string local_addr;
   double shutdown_timeout = 30;  // seconds between the forwarded signal and SIGKILL
+  // Current torchrun's (2.9+).
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";  // forwarded, then the end
+  bool virtual_local_rank = false;         // LOCAL_RANK=0 and one visible device per worker
+  double exit_barrier_timeout = 300;       // seconds a finished elastic node waits for the others
+  std::string logs_specs;                  // accepted; acc-launch writes its own logs
+  std::string event_log_handler = "null";  // accepted; events are not logged elsewhere
+  std::string duplicate_stdout_filters;    // accepted; not honoured (one notice)
+  std::string duplicate_stderr_filters;
+  std::string print_completion;  // bash, zsh or tcsh: print a completion script and exit
 
   // Accelerate's launch flags. Unset optionals were not given.
   std::optional<int> num_processes;  // total over all machines

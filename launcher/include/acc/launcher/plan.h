@@ -47,6 +47,9 @@ struct StreamSpec {
 struct WorkerSpec {
   int local_rank = 0;
   std::vector<std::string> argv;
+  // --virtual-local-rank: the one device this worker sees (CUDA_VISIBLE_DEVICES), its LOCAL_RANK
+  // then 0; empty otherwise.
+  std::string virtual_device;
 };
 
 // This node's place in the job for one attempt: fixed by the flags (static rendezvous) or agreed
@@ -79,6 +82,11 @@ struct LaunchPlan {
   std::string hostname;
   int max_restarts = 0;
   double shutdown_timeout = 30;
+  // Signals that are forwarded to the workers and then end the job (--signals-to-handle). SIGUSR1
+  // is forwarded too when not listed, without ending the job; SIGUSR2 asks for a stack report.
+  std::vector<int> stop_signals;
+  bool virtual_local_rank = false;    // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=<the worker's device>
+  double exit_barrier_timeout = 300;  // elastic: seconds a finished node waits for the others
   StreamSpec redirects;
   StreamSpec tee;
   std::set<int> console_local_ranks;  // empty: every local rank is shown

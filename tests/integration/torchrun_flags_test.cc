@@ -1,0 +1,147 @@
+// Current torchrun's flags and launcher-side variables, through the real binary: the ones
+// acc-launch honours change what the workers get or how signals end the job; the ones it cannot
+// honour are accepted with one notice, never an error.
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "launcher_harness.h"
+
+namespace acc::testing {
+namespace {
+namespace fs = std::filesystem;
+using std::chrono::seconds;
+
+std::vector<std::string> worker(std::vector<std::string> launcher_args,
+                                const std::vector<std::string>& worker_args) {
+  launcher_args.push_back("--no_python");
+  launcher_args.push_back(worker_binary());
+  launcher_args.insert(launcher_args.end(), worker_args.begin(), worker_args.end());
+  return launcher_args;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+void wait_ready(const std::string& dir, int workers) {
+  for (int rank = 0; rank < workers; ++rank)
+    ASSERT_TRUE(wait_for_file(dir + "/" + std::to_string(rank) + ".ready", seconds(30)));
+}
+
+TEST(TorchrunFlagsTest, SignalsToHandleMakesAListedSignalEndTheJob) {
+  const std::string dir = make_temp_dir();
+  const pid_t launcher = start_launcher(
+      worker({"--nproc_per_node", "2", "--shutdown_timeout", "1", "--signals-to-handle",
+               "SIGTERM,SIGUSR1"}, {"wait", dir}),
+      dir);
+  wait_ready(dir, 2);
+  ::kill(launcher, SIGUSR1);
+  // Forwarded (each worker records it), then the job ends as for SIGTERM: 128 + SIGUSR1.
+  EXPECT_EQ(wait_launcher(launcher), 128 + SIGUSR1);
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_TRUE(fs::exists(dir + "/" + std::to_string(rank) + ".usr1")) << rank;
+  EXPECT_NE(read_all(dir + "/launcher.err").find("stopped by USR1"), std::string::npos);
+  EXPECT_TRUE(processes_mentioning(dir).empty());
+  reap_exited_children();
+  fs::remove_all(dir);
+}
+
+TEST(TorchrunFlagsTest, ASignalLeftOutOfTheListIsNotForwarded) {
+  // As torchrun: an unlisted SIGHUP is not handled, so it ends the launcher itself; its workers
+  // never see it (no .term file) and the watchdog still leaves nothing running.
+  const std::string dir = make_temp_dir();
+  ::setenv("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT", 1);
+  const pid_t launcher = start_launcher(worker({"--nproc_per_node", "2"}, {"wait", dir}), dir);
+  ::unsetenv("TORCHELASTIC_SIGNALS_TO_HANDLE");
+  wait_ready(dir, 2);
+  ::kill(launcher, SIGHUP);
+  EXPECT_EQ(wait_launcher(launcher), 128 + SIGHUP);
+  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
+  while (!processes_mentioning(dir).empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(processes_mentioning(dir).empty());
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_FALSE(fs::exists(dir + "/" + std::to_string(rank) + ".term")) << rank;
+  reap_exited_children();
+  fs::remove_all(dir);
+}
+
+TEST(TorchrunFlagsTest, AnUnknownSignalIsOneErrorLine) {
+  const LaunchRun run = run_launcher({"--signals-to-handle", "SIGTERM,SIGNOPE", "/bin/true"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(lines_of(run.err).size(), 1u) << run.err;
+  EXPECT_NE(run.err.find("SIGNOPE"), std::string::npos) << run.err;
+}
+
+TEST(TorchrunFlagsTest, VirtualLocalRankGivesEachWorkerLocalRankZeroAndItsOwnDevice) {
+  const LaunchRun run = run_launcher({"--virtual-local-rank", "--nproc_per_node", "2",
+                                      "--gpu_ids", "3,5", "--no_python", "/bin/sh", "-c",
+                                      "echo L=$LOCAL_RANK R=$RANK C=$CUDA_VISIBLE_DEVICES"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("[rank0]: L=0 R=0 C=3\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("[rank1]: L=0 R=1 C=5\n"), std::string::npos) << run.out;
+  // Without --gpu_ids, the launcher's own list is shared out; without either, the indices.
+  const LaunchRun inherited = run_launcher(
+      {"--virtual-local-rank", "--nproc_per_node", "2", "--no_python", "/bin/sh", "-c",
+       "echo L=$LOCAL_RANK C=$CUDA_VISIBLE_DEVICES"},
+      {{"CUDA_VISIBLE_DEVICES", "GPU-aa,GPU-bb"}});
+  ASSERT_EQ(inherited.exit_code, 0) << inherited.err;
+  EXPECT_NE(inherited.out.find("[rank1]: L=0 C=GPU-bb\n"), std::string::npos) << inherited.out;
+}
+
+TEST(TorchrunFlagsTest, LauncherSideVariablesSetTheDefaults) {
+  const LaunchRun run = run_launcher({"--nproc_per_node", "2", "--no_python", "/bin/echo", "hi"},
+                                     {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<${rank}> "}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("<1> hi\n"), std::string::npos) << run.out;
+
+  const std::string dir = make_temp_dir();
+  ::setenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "0.3", 1);
+  const pid_t launcher =
+      start_launcher(worker({"--nproc_per_node", "1"}, {"ignore-term", dir}), dir);
+  ::unsetenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+  wait_ready(dir, 1);
+  const auto start = std::chrono::steady_clock::now();
+  ::kill(launcher, SIGTERM);
+  EXPECT_EQ(wait_launcher(launcher), 128 + SIGTERM);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10));  // 0.3 s, not the default 30
+  EXPECT_NE(read_all(dir + "/launcher.err").find("sending SIGKILL"), std::string::npos);
+  reap_exited_children();
+  fs::remove_all(dir);
+}
+
+TEST(TorchrunFlagsTest, FlagsItCannotHonourAreAcceptedWithOneNoticeEach) {
+  const LaunchRun run =
+      run_launcher({"--logs-specs", "my_specs", "--event-log-handler", "console",
+                    "--duplicate-stdout-filters", "loss", "--duplicate-stderr-filters", "err",
+                    "--exit-barrier-timeout", "60", "--no_python", "/bin/echo", "ran"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("[rank0]: ran"), std::string::npos);
+  for (const char* flag : {"--logs_specs my_specs ignored", "--event_log_handler console ignored",
+                           "--duplicate_stdout_filters loss ignored",
+                           "--duplicate_stderr_filters err ignored"})
+    EXPECT_NE(run.err.find(flag), std::string::npos) << flag << "\n" << run.err;
+}
+
+TEST(TorchrunFlagsTest, PrintCompletionPrintsAScriptForTheShell) {
+  const LaunchRun bash = run_launcher({"--print-completion", "bash"});
+  ASSERT_EQ(bash.exit_code, 0) << bash.err;
+  EXPECT_EQ(bash.out.rfind("complete ", 0), 0u) << bash.out;
+  for (const char* flag : {"--nproc_per_node", "--rdzv-backend", "--fsdp_sharding_strategy"})
+    EXPECT_NE(bash.out.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(run_launcher({"--print-completion", "fish"}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace acc::testing
