@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Checks (or with --fix, applies) .clang-format on every tracked C++ file.
+# Checks (or with --fix, applies) .clang-format on every C++ file git knows or would add (tracked,
+# and untracked but not ignored: a new file is checked before its first commit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t files < <(git ls-files '*.h' '*.cc' '*.cpp' '*.hpp' 2>/dev/null || true)
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.h' '*.cc' '*.cpp' '*.hpp' 2>/dev/null | sort -u || true)
 [ ${#files[@]} -eq 0 ] && { echo "check-format: no C++ files"; exit 0; }
 if [ "${1:-}" = "--fix" ]; then
   clang-format -i "${files[@]}"

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -41,10 +41,10 @@ void wait_ready(const std::string& dir, int workers) {
 
 TEST(TorchrunFlagsTest, SignalsToHandleMakesAListedSignalEndTheJob) {
   const std::string dir = make_temp_dir();
-  const pid_t launcher = start_launcher(
-      worker({"--nproc_per_node", "2", "--shutdown_timeout", "1", "--signals-to-handle",
-               "SIGTERM,SIGUSR1"}, {"wait", dir}),
-      dir);
+  const pid_t launcher = start_launcher(worker({"--nproc_per_node", "2", "--shutdown_timeout", "1",
+                                                "--signals-to-handle", "SIGTERM,SIGUSR1"},
+                                               {"wait", dir}),
+                                        dir);
   wait_ready(dir, 2);
   ::kill(launcher, SIGUSR1);
   // Forwarded (each worker records it), then the job ends as for SIGTERM: 128 + SIGUSR1.
@@ -85,17 +85,17 @@ TEST(TorchrunFlagsTest, AnUnknownSignalIsOneErrorLine) {
 }
 
 TEST(TorchrunFlagsTest, VirtualLocalRankGivesEachWorkerLocalRankZeroAndItsOwnDevice) {
-  const LaunchRun run = run_launcher({"--virtual-local-rank", "--nproc_per_node", "2",
-                                      "--gpu_ids", "3,5", "--no_python", "/bin/sh", "-c",
+  const LaunchRun run = run_launcher({"--virtual-local-rank", "--nproc_per_node", "2", "--gpu_ids",
+                                      "3,5", "--no_python", "/bin/sh", "-c",
                                       "echo L=$LOCAL_RANK R=$RANK C=$CUDA_VISIBLE_DEVICES"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("[rank0]: L=0 R=0 C=3\n"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("[rank1]: L=0 R=1 C=5\n"), std::string::npos) << run.out;
   // Without --gpu_ids, the launcher's own list is shared out; without either, the indices.
-  const LaunchRun inherited = run_launcher(
-      {"--virtual-local-rank", "--nproc_per_node", "2", "--no_python", "/bin/sh", "-c",
-       "echo L=$LOCAL_RANK C=$CUDA_VISIBLE_DEVICES"},
-      {{"CUDA_VISIBLE_DEVICES", "GPU-aa,GPU-bb"}});
+  const LaunchRun inherited =
+      run_launcher({"--virtual-local-rank", "--nproc_per_node", "2", "--no_python", "/bin/sh", "-c",
+                    "echo L=$LOCAL_RANK C=$CUDA_VISIBLE_DEVICES"},
+                   {{"CUDA_VISIBLE_DEVICES", "GPU-aa,GPU-bb"}});
   ASSERT_EQ(inherited.exit_code, 0) << inherited.err;
   EXPECT_NE(inherited.out.find("[rank1]: L=0 C=GPU-bb\n"), std::string::npos) << inherited.out;
 }
@@ -128,9 +128,9 @@ TEST(TorchrunFlagsTest, FlagsItCannotHonourAreAcceptedWithOneNoticeEach) {
                     "--exit-barrier-timeout", "60", "--no_python", "/bin/echo", "ran"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("[rank0]: ran"), std::string::npos);
-  for (const char* flag : {"--logs_specs my_specs ignored", "--event_log_handler console ignored",
-                           "--duplicate_stdout_filters loss ignored",
-                           "--duplicate_stderr_filters err ignored"})
+  for (const char* flag :
+       {"--logs_specs my_specs ignored", "--event_log_handler console ignored",
+        "--duplicate_stdout_filters loss ignored", "--duplicate_stderr_filters err ignored"})
     EXPECT_NE(run.err.find(flag), std::string::npos) << flag << "\n" << run.err;
 }
 
