@@ -1,5 +1,7 @@
 #include "launcher_harness.h"
 
+#include <gtest/gtest.h>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -201,6 +204,27 @@ std::vector<std::string> lines_of(const std::string& text) {
   std::istringstream stream(text);
   for (std::string line; std::getline(stream, line);) lines.push_back(line);
   return lines;
+}
+
+std::vector<std::string> worker(std::vector<std::string> launcher_args,
+                                const std::vector<std::string>& worker_args) {
+  launcher_args.push_back("--no_python");
+  launcher_args.push_back(worker_binary());
+  launcher_args.insert(launcher_args.end(), worker_args.begin(), worker_args.end());
+  return launcher_args;
+}
+
+void expect_nothing_left(const std::string& marker) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!processes_mentioning(marker).empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(processes_mentioning(marker).empty()) << "processes left running for " << marker;
+  EXPECT_TRUE(zombie_children().empty()) << "the launcher left unreaped children";
+  reap_exited_children();
+}
+
+std::string read_text(const std::string& path) {
+  return read_all(path);
 }
 
 }  // namespace acc::testing

@@ -50,6 +50,17 @@ void reap_exited_children();
 // A fresh empty directory under the test temp dir.
 std::string make_temp_dir();
 
+// `launcher_args`, then `--no_python`, the test worker binary and `worker_args`.
+std::vector<std::string> worker(std::vector<std::string> launcher_args,
+                                const std::vector<std::string>& worker_args);
+
+// Waits (10 s at most) until no process mentions `marker`, then expects none and no unreaped
+// child of the test process; reaps the exited ones.
+void expect_nothing_left(const std::string& marker);
+
+// The whole of a file ("" when it cannot be read).
+std::string read_text(const std::string& path);
+
 // Lines of `text`.
 std::vector<std::string> lines_of(const std::string& text);
 

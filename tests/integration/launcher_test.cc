@@ -37,23 +37,6 @@ std::map<int, std::map<std::string, std::string>> env_by_rank(const std::string&
   return result;
 }
 
-std::vector<std::string> worker(std::vector<std::string> launcher_args,
-                                const std::vector<std::string>& worker_args) {
-  launcher_args.push_back("--no_python");
-  launcher_args.push_back(worker_binary());
-  launcher_args.insert(launcher_args.end(), worker_args.begin(), worker_args.end());
-  return launcher_args;
-}
-
-void expect_nothing_left(const std::string& marker) {
-  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
-  while (!processes_mentioning(marker).empty() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(processes_mentioning(marker).empty()) << "processes left running for " << marker;
-  EXPECT_TRUE(zombie_children().empty()) << "the launcher left unreaped children";
-  reap_exited_children();
-}
-
 // Tests that run in parallel share the worker binary: those without a marker of their own
 // check what only they can see, their unreaped children.
 void expect_no_zombies() {

@@ -25,24 +25,10 @@ std::vector<std::string> waiting_workers(std::vector<std::string> launcher_args,
   return launcher_args;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream file(path);
-  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-}
-
 size_t count(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
   return n;
-}
-
-void expect_nothing_left(const std::string& marker) {
-  const auto deadline = std::chrono::steady_clock::now() + seconds(10);
-  while (!processes_mentioning(marker).empty() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(processes_mentioning(marker).empty()) << "processes left running for " << marker;
-  EXPECT_TRUE(zombie_children().empty()) << "the launcher left unreaped children";
-  reap_exited_children();
 }
 
 TEST(StallTest, SilentWorkersAreReportedAndStoppedWithExitStatusFour) {

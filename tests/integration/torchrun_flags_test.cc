@@ -21,19 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::seconds;
 
-std::vector<std::string> worker(std::vector<std::string> launcher_args,
-                                const std::vector<std::string>& worker_args) {
-  launcher_args.push_back("--no_python");
-  launcher_args.push_back(worker_binary());
-  launcher_args.insert(launcher_args.end(), worker_args.begin(), worker_args.end());
-  return launcher_args;
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream file(path);
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-}
-
 void wait_ready(const std::string& dir, int workers) {
   for (int rank = 0; rank < workers; ++rank)
     ASSERT_TRUE(wait_for_file(dir + "/" + std::to_string(rank) + ".ready", seconds(30)));
@@ -51,7 +38,7 @@ TEST(TorchrunFlagsTest, SignalsToHandleMakesAListedSignalEndTheJob) {
   EXPECT_EQ(wait_launcher(launcher), 128 + SIGUSR1);
   for (int rank = 0; rank < 2; ++rank)
     EXPECT_TRUE(fs::exists(dir + "/" + std::to_string(rank) + ".usr1")) << rank;
-  EXPECT_NE(read_all(dir + "/launcher.err").find("stopped by USR1"), std::string::npos);
+  EXPECT_NE(read_text(dir + "/launcher.err").find("stopped by USR1"), std::string::npos);
   EXPECT_TRUE(processes_mentioning(dir).empty());
   reap_exited_children();
   fs::remove_all(dir);
@@ -116,7 +103,7 @@ TEST(TorchrunFlagsTest, LauncherSideVariablesSetTheDefaults) {
   ::kill(launcher, SIGTERM);
   EXPECT_EQ(wait_launcher(launcher), 128 + SIGTERM);
   EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(10));  // 0.3 s, not the default 30
-  EXPECT_NE(read_all(dir + "/launcher.err").find("sending SIGKILL"), std::string::npos);
+  EXPECT_NE(read_text(dir + "/launcher.err").find("sending SIGKILL"), std::string::npos);
   reap_exited_children();
   fs::remove_all(dir);
 }

@@ -9,12 +9,14 @@ worker=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-timeout=4
+# Generous against a loaded machine: the stall clock starts with the workers, before LibTorch has
+# loaded and the first step beats.
+timeout=8
 token=hang-test-$$-$RANDOM  # ignored by the worker; lets us count its processes
 
-# 40 steps 250 ms apart: twice the stall timeout with no output at all, only beats.
+# 64 steps 250 ms apart: twice the stall timeout with no output at all, only beats.
 set +e
-"$launcher" --nproc_per_node 2 --stall_timeout $timeout "$worker" silent 40 250 -1 0 "$token" \
+"$launcher" --nproc_per_node 2 --stall_timeout $timeout "$worker" silent 64 250 -1 0 "$token" \
   > "$work/quiet.out" 2>&1
 status=$?
 set -e
