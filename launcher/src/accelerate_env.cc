@@ -30,6 +30,11 @@ EnvList accelerate_env(const LaunchOptions& options) {
 
   EnvList env;
   if (simple) put(env, "ACCELERATE_USE_CPU", options.cpu ? "True" : "False");
+  if (simple && options.cpu) {
+    // prepare_simple_launcher_cmd_env(): Intel OpenMP's thread placement for CPU training.
+    put(env, "KMP_AFFINITY", "granularity=fine,compact,1,0");
+    put(env, "KMP_BLOCKTIME", "1");
+  }
   if (options.debug) put(env, "ACCELERATE_DEBUG_MODE", "true");
   if (options.gpu_ids && *options.gpu_ids != "all")
     put(env, "CUDA_VISIBLE_DEVICES", *options.gpu_ids);
