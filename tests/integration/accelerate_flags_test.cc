@@ -269,10 +269,12 @@ TEST_P(AccelerateFlagTest, WorkerGetsWhatAccelerateLaunchGives) {
     } else if (e[0] == '@') {
       EXPECT_NE(std::find(worker.command.begin(), worker.command.end(), e.substr(1)),
                 worker.command.end())
-          << e << "\n" << run.out;
+          << e << "\n"
+          << run.out;
     } else if (e[0] == '!') {
       EXPECT_EQ(worker.env.count(e.substr(1)), 0u)
-          << e << ": set to " << worker.env.at(e.substr(1)) << "\n" << run.out;
+          << e << ": set to " << worker.env.at(e.substr(1)) << "\n"
+          << run.out;
     } else {
       const size_t eq = e.find('=');
       ASSERT_NE(eq, std::string::npos) << "bad expectation " << e;
