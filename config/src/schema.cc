@@ -729,7 +729,7 @@ const std::vector<KeySpec> kFp8Keys = {
      "[false, false, false]",
      {},
      "--fp8_override_linear_precision",
-     F::kText,
+     F::kStrToBoolTuple,
      "ACCELERATE_FP8_OVERRIDE_{FPROP,DGRAD,WGRAD}",
      ""},
     {"fp8_opt_level",
@@ -1049,6 +1049,20 @@ Value flag_value(const KeySpec& spec, const std::string& text) {
       for (const char* no : {"n", "no", "f", "false", "off", "0"})
         if (word == no) return Value::of_int(0);
       throw ConfigError(flag_problem(spec, text, "not a boolean (true or false)"));
+    }
+    case FlagArg::kStrToBoolTuple: {
+      // Each item as str_to_bool gives it: the workers see 1/0, not True/False.
+      KeySpec item = spec;
+      item.flag_arg = FlagArg::kStrToBool;
+      Value list;
+      list.kind = Value::Kind::kList;
+      size_t start = 0;
+      for (size_t comma = text.find(',');; comma = text.find(',', start)) {
+        list.items.push_back(flag_value(item, text.substr(start, comma - start)));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      return list;
     }
     case FlagArg::kText:
     case FlagArg::kNone:

@@ -310,6 +310,8 @@ void add_output_and_binding_flags(FlagTable& t, LaunchOptions& o) {
 }
 
 void add_stall_flags(FlagTable& t, LaunchOptions& o);
+std::vector<std::string> split_empty_values(const CLI::App& app,
+                                            const std::vector<std::string>& args);
 
 // CLI11 messages name the flag already; we make them one line and add our prefix.
 std::string one_line(std::string message) {
@@ -352,7 +354,8 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   add_refused_flags(table, refused);
   add_config_key_flags(table, options);  // last: it skips the names registered above
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  const std::vector<std::string> split = split_empty_values(app, args);
+  std::vector<std::string> reversed(split.rbegin(), split.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
@@ -398,6 +401,36 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
   t.value("stall_action", o.stall_action,
           "what a stall does after its report: stop (the default) or report (and go on)")
       ->check(CLI::IsMember({"stop", "report"}));
+}
+
+}  // namespace
+
+namespace {
+
+// argparse reads `--flag=` as the empty value (`--megatron_lm_eod_mask_loss=` is bool('')), but
+// CLI11 would take the next word for it, even the program. So up to the program such a word
+// becomes two, `--flag` and "".
+std::vector<std::string> split_empty_values(const CLI::App& app,
+                                            const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--" || arg.size() < 2 || arg[0] != '-') break;
+    const size_t equals = arg.find('=');
+    const CLI::Option* option = app.get_option_no_throw(arg.substr(0, equals));
+    if (option && equals == arg.size() - 1) {
+      out.push_back(arg.substr(0, equals));
+      out.emplace_back();
+      continue;
+    }
+    out.push_back(arg);
+    if (option && equals == std::string::npos && option->get_expected_min() > 0 &&
+        i + 1 < args.size())
+      out.push_back(args[++i]);  // its value, whatever it looks like
+  }
+  out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  return out;
 }
 
 }  // namespace

@@ -61,6 +61,10 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
   const std::string file = config.path().empty() ? "config" : config.path();
   ACC_CHECK(!(o.cpu && o.multi_gpu), ConfigError,
             "--cpu and --multi_gpu: give one of them (--cpu runs one process on the CPU)");
+  ACC_CHECK(!o.multi_gpu || !o.was_given("num_processes") || o.num_processes.value_or(2) >= 2,
+            ConfigError,
+            "--multi_gpu needs at least 2 processes: pass --num_processes 2 or more "
+            "(or leave out --multi_gpu for one process)");
   cfg::ModeFlags flags;
   flags.cpu = o.cpu;
   flags.multi_gpu = o.multi_gpu;
@@ -123,6 +127,14 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
       if (share > 1) threads = share;
     }
     o.num_cpu_threads_per_process = threads;
+    // The 1 chosen for the user is worth a line when it limits several workers, as torchrun's.
+    const bool several = o.was_given("nproc_per_node")
+                             ? o.nproc_per_node != "1"
+                             : o.num_processes.value_or(1) / std::max(machines, 1) > 1;
+    if (threads == 1 && !environment.omp_num_threads && several)
+      o.notices.push_back(
+          "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it "
+          "yourself (or --num_cpu_threads_per_process) to tune");
   }
 
   if (mode.path == cfg::LaunchPath::kDeepSpeed)
@@ -164,9 +176,17 @@ std::vector<std::string> ignored_flag_notices(const LaunchOptions& options) {
   return notices;
 }
 
+// A flag only `accelerate launch` takes makes this an Accelerate launch, with its checks and
+// variables (OMP_NUM_THREADS, FP8, ...), file or not; torchrun's flags alone do not.
 bool any_accelerate_flag(const LaunchOptions& o) {
-  return !o.config_flags.empty() || o.use_deepspeed || o.use_fsdp || o.use_megatron_lm ||
-         o.use_parallelism_config;
+  if (!o.config_flags.empty() || o.use_deepspeed || o.use_fsdp || o.use_megatron_lm ||
+      o.use_parallelism_config || o.cpu || o.multi_gpu || o.debug)
+    return true;
+  for (const char* name :
+       {"num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
+        "mixed_precision", "gpu_ids", "num_cpu_threads_per_process"})
+    if (o.was_given(name)) return true;
+  return false;
 }
 
 }  // namespace

@@ -69,6 +69,9 @@ int launch(const std::vector<std::string>& args) {
     const int port = plan.master_port != 0 ? plan.master_port : pick_free_port();
     for (const std::string& line : parsed.options.detected)
       write_all(STDOUT_FILENO, "# detected " + line + "\n");
+    if (!plan.quiet)
+      for (const std::string& message : plan.notices)
+        write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
     write_all(STDOUT_FILENO, format_dry_run(plan, port, host.environment));
     return 0;
   }

@@ -3,7 +3,13 @@
 #   srun -N2 -c2 acc-launch ddp_check.py
 # with no other flag: acc-launch reads nodes, ranks, address and port from SLURM, and the
 # 4-rank PyTorch job passes its all_reduce check.
-# Usage: srun_two_nodes.sh ACC_LAUNCH. Exits 77 (skipped) without slurm-wlm, munge or torch.
+# With a second argument `accelerate_recipe`, the same SLURM runs Accelerate's own recipe
+# (accelerate/examples/slurm/submit_multinode.sh) with acc-launch for `accelerate launch`:
+#   srun acc-launch --num_processes $((SLURM_NNODES * GPUS_PER_NODE)) --num_machines $SLURM_NNODES
+#        --rdzv_backend c10d --main_process_ip $head_node_ip --main_process_port PORT script
+# (no --machine_rank: the nodes meet in a c10d rendezvous there), GPUS_PER_NODE=2 CPU workers.
+# Usage: srun_two_nodes.sh ACC_LAUNCH [accelerate_recipe]. Exits 77 (skipped) without slurm-wlm,
+# munge or torch.
 set -uo pipefail
 launcher=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
@@ -75,8 +81,33 @@ sinfo -h -o '%N %t' 2>&1 | sed 's/^/sinfo: /'
 
 cd "$dir"
 [ -n "${ACC_SLURM_DEBUG:-}" ] && srun -N2 --ntasks-per-node=1 "$launcher" --dry_run ./x | grep -E "detected|dry run"
-out=$(PYTHON_EXEC=$python timeout 240 srun -N2 --ntasks-per-node=1 --cpus-per-task=2 "$launcher" \
-        "$here/../pytorch/ddp_check.py" 2>"$dir/srun.err")
+if [ "${2:-}" = accelerate_recipe ]; then
+  command -v salloc >/dev/null || { echo "SKIP: salloc not installed"; exit 77; }
+  # The recipe as Accelerate writes it, two changes: the node names here (n1, n2) do not resolve,
+  # so the head node's NodeAddr stands in for its name, and the port is the test's own, not
+  # 29500, so that tests running beside this one do not meet it.
+  cat > "$dir/recipe.sh" <<RECIPE
+#!/bin/bash
+export GPUS_PER_NODE=2
+head_node=\$(scontrol show hostnames \$SLURM_JOB_NODELIST | head -n 1)
+head_node_ip=\$(scontrol show node \$head_node | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2)
+export LAUNCHER="$launcher \\
+    --num_processes \$((SLURM_NNODES * GPUS_PER_NODE)) \\
+    --num_machines \$SLURM_NNODES \\
+    --rdzv_backend c10d \\
+    --main_process_ip \$head_node_ip \\
+    --main_process_port $((base + 10)) \\
+    "
+export SCRIPT="$here/../pytorch/ddp_check.py"
+export CMD="\$LAUNCHER \$SCRIPT"
+srun \$CMD
+RECIPE
+  out=$(PYTHON_EXEC=$python timeout 240 salloc -N2 --ntasks-per-node=1 --cpus-per-task=2 \
+          bash "$dir/recipe.sh" 2>"$dir/srun.err")
+else
+  out=$(PYTHON_EXEC=$python timeout 240 srun -N2 --ntasks-per-node=1 --cpus-per-task=2 "$launcher" \
+          "$here/../pytorch/ddp_check.py" 2>"$dir/srun.err")
+fi
 rc=$?
 echo "$out" | sed 's/^/srun: /'
 if [ $rc -ne 0 ]; then
@@ -85,4 +116,4 @@ fi
 if ! echo "$out" | grep -q '^\[rank0\]: RESULT world=4 all_reduce=10 '; then
   echo "FAIL: no 4-rank all_reduce result"; sed 's/^/stderr: /' "$dir/srun.err" | tail -30; exit 1
 fi
-echo "PASS: srun -N2 acc-launch ran a 4-rank job"
+echo "PASS: srun -N2 acc-launch ran a 4-rank job${2:+ ($2)}"

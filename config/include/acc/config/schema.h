@@ -26,13 +26,14 @@ enum class KeyType {
 // text into the value whose str() a worker sees: `--gradient_clipping 1` gives "1.0" (float),
 // `--megatron_lm_use_custom_fsdp false` gives "True" (Python's bool() of a non-empty string).
 enum class FlagArg {
-  kNone,       // not a launch flag
-  kSwitch,     // store_true: no value; True when given
-  kText,       // str: the text as given
-  kInt,        // int()
-  kFloat,      // float()
-  kPyBool,     // bool(): True unless the text is empty
-  kStrToBool,  // str_to_bool(): yes/true/1/... -> 1, no/false/0/... -> 0
+  kNone,            // not a launch flag
+  kSwitch,          // store_true: no value; True when given
+  kText,            // str: the text as given
+  kInt,             // int()
+  kFloat,           // float()
+  kPyBool,          // bool(): True unless the text is empty
+  kStrToBool,       // str_to_bool(): yes/true/1/... -> 1, no/false/0/... -> 0
+  kStrToBoolTuple,  // tuple(map(str_to_bool, x.split(","))): a list of 1/0
 };
 
 struct KeySpec {
