@@ -34,6 +34,7 @@
 #include "spawn.h"
 #include "stall_watch.h"
 #include "watchdog.h"
+#include "worker_stream.h"
 
 namespace acc::launcher {
 namespace fs = std::filesystem;
@@ -41,7 +42,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr size_t kStderrTailLines = 10;
 // Handled besides --signals-to-handle: SIGUSR1 is forwarded (SLURM's pre-emption warning, a
 // script's checkpoint trigger), SIGUSR2 asks for a stack report (`acc-launch stacks`).
 constexpr int kAlwaysHandled[] = {SIGUSR1, SIGUSR2};
@@ -72,67 +72,6 @@ std::string make_run_dir(const LaunchPlan& plan) {
 }
 
 }  // namespace
-
-// One output stream (stdout or stderr) of one worker: its pipe, its file, its console.
-struct Stream {
-  int fd = -1;
-  int file_fd = -1;
-  int console_fd = -1;  // -1: not shown on the console
-  std::string prefix;
-  std::string console_batch;
-  std::deque<std::string>* tail = nullptr;  // stderr keeps its last lines for the report
-  LineDedup* dedup = nullptr;               // --dedup_lines: the console goes through it
-  int local_rank = 0;
-  std::function<void()> on_progress;  // a line is progress for the stall watch
-  LineSplitter splitter{[this](std::string_view line) { on_line(line); }};
-
-  void on_line(std::string_view line) {
-    if (on_progress) on_progress();
-    if (file_fd >= 0) write_all(file_fd, line);
-    if (console_fd >= 0 && dedup) {
-      dedup->add(local_rank, line, Clock::now());
-    } else if (console_fd >= 0) {
-      console_batch += prefix;
-      console_batch += line;
-      if (line.back() != '\n' && line.back() != '\r') console_batch += '\n';
-    }
-    if (tail) {
-      std::string_view text = line;
-      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
-      tail->emplace_back(text);
-      if (tail->size() > kStderrTailLines) tail->pop_front();
-    }
-  }
-  // Whole lines only, so no other worker's line can land inside one.
-  void flush_console() {
-    if (console_fd >= 0 && !console_batch.empty()) write_all(console_fd, console_batch);
-    console_batch.clear();
-  }
-  enum class Read { kData, kNothingYet, kEnd };
-  Read read_some() {
-    char buffer[64 * 1024];
-    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
-    if (got > 0) {
-      splitter.feed(std::string_view(buffer, static_cast<size_t>(got)));
-      flush_console();
-      return Read::kData;
-    }
-    return got < 0 && (errno == EAGAIN || errno == EINTR) ? Read::kNothingYet : Read::kEnd;
-  }
-  // Drains what the pipe holds now; a grandchild that keeps it open does not hold us.
-  void close_all() {
-    if (fd >= 0) {
-      while (read_some() == Read::kData) {
-      }
-      splitter.finish();
-      flush_console();
-      ::close(fd);
-      fd = -1;
-    }
-    if (file_fd >= 0) ::close(file_fd);
-    file_fd = -1;
-  }
-};
 
 struct Worker {
   WorkerSpec spec;
