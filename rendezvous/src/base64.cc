@@ -23,8 +23,7 @@ std::string base64_encode(std::string_view bytes) {
     std::uint32_t group = 0;
     for (size_t j = 0; j < 3; ++j)
       group = group << 8 | (j < n ? static_cast<unsigned char>(bytes[i + j]) : 0u);
-    for (size_t j = 0; j < 4; ++j)
-      out += j <= n ? kAlphabet[(group >> (18 - 6 * j)) & 63] : '=';
+    for (size_t j = 0; j < 4; ++j) out += j <= n ? kAlphabet[(group >> (18 - 6 * j)) & 63] : '=';
   }
   return out;
 }
@@ -42,7 +41,8 @@ std::optional<std::string> base64_decode(std::string_view text) {
       if (value < 0) return std::nullopt;
       group = group << 6 | static_cast<std::uint32_t>(value);
     }
-    for (size_t j = 0; j < 3 - padding; ++j) out += static_cast<char>((group >> (16 - 8 * j)) & 255);
+    for (size_t j = 0; j < 3 - padding; ++j)
+      out += static_cast<char>((group >> (16 - 8 * j)) & 255);
   }
   return out;
 }

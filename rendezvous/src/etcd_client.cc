@@ -84,7 +84,9 @@ EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options))
 
 EtcdClient::~EtcdClient() = default;
 
-const std::string& EtcdClient::endpoint() const { return members_[current_]->address(); }
+const std::string& EtcdClient::endpoint() const {
+  return members_[current_]->address();
+}
 
 std::string EtcdClient::call(std::string_view path, const std::string& body) {
   const auto deadline = Clock::now() + options_.timeout;
@@ -93,8 +95,8 @@ std::string EtcdClient::call(std::string_view path, const std::string& body) {
   for (size_t failures = 1;; ++failures) {
     HttpConnection& member = *members_[current_];
     try {
-      auto reply = member.post(path, body, std::clamp(remaining(deadline), milliseconds(1),
-                                                      kAttemptTimeout));
+      auto reply = member.post(path, body,
+                               std::clamp(remaining(deadline), milliseconds(1), kAttemptTimeout));
       if (reply.status == 200) return reply.body;
       std::string message = reply.body;
       try {
@@ -169,8 +171,8 @@ std::vector<std::string> EtcdClient::await(const std::vector<std::string>& keys,
       return values;
     }
     if (Clock::now() >= deadline)
-      throw TimeoutError(detail::concat("etcd: ", key_list(keys), " not set within ",
-                                        timeout.count(), " ms"));
+      throw TimeoutError(
+          detail::concat("etcd: ", key_list(keys), " not set within ", timeout.count(), " ms"));
     std::this_thread::sleep_for(std::min(pause, remaining(deadline)));
     pause = std::min(pause * 2, kLongestPause);
   }
@@ -220,17 +222,17 @@ std::int64_t EtcdClient::add(std::string_view key, std::int64_t delta) {
     if (delta == 0) return value;
     // Write value + delta only if nobody wrote the key since we read it (its mod revision, or
     // its absence); otherwise the failure branch reads it again and we retry from there.
-    const std::string compare =
-        seen ? "{\"target\":\"MOD\",\"result\":\"EQUAL\"," + encoded_key(name) +
-                   ",\"mod_revision\":\"" + seen->mod_revision + "\"}"
-             : "{\"target\":\"VERSION\",\"result\":\"EQUAL\"," + encoded_key(name) +
-                   ",\"version\":\"0\"}";
+    const std::string compare = seen ? "{\"target\":\"MOD\",\"result\":\"EQUAL\"," +
+                                           encoded_key(name) + ",\"mod_revision\":\"" +
+                                           seen->mod_revision + "\"}"
+                                     : "{\"target\":\"VERSION\",\"result\":\"EQUAL\"," +
+                                           encoded_key(name) + ",\"version\":\"0\"}";
     const std::string next = std::to_string(value + delta);
-    const json::Value reply = json::parse(call(
-        "/v3/kv/txn",
-        txn_body(compare,
-                 {"{\"request_put\":{" + encoded_key(name) + "," + bytes_field("value", next) + "}}"},
-                 {"{\"request_range\":{" + encoded_key(name) + "}}"})));
+    const json::Value reply = json::parse(
+        call("/v3/kv/txn", txn_body(compare,
+                                    {"{\"request_put\":{" + encoded_key(name) + "," +
+                                     bytes_field("value", next) + "}}"},
+                                    {"{\"request_range\":{" + encoded_key(name) + "}}"})));
     if (succeeded(reply)) return value + delta;
     const auto& results = responses(reply);
     seen = results.empty() ? std::nullopt : entry_in(results[0]);
@@ -240,16 +242,16 @@ std::int64_t EtcdClient::add(std::string_view key, std::int64_t delta) {
 std::string EtcdClient::compare_set(std::string_view key, std::string_view expected,
                                     std::string_view desired) {
   // etcd fails a value comparison on a missing key, so "expected empty" compares absence.
-  const std::string compare =
-      expected.empty() ? "{\"target\":\"VERSION\",\"result\":\"EQUAL\"," + encoded_key(key) +
-                             ",\"version\":\"0\"}"
-                       : "{\"target\":\"VALUE\",\"result\":\"EQUAL\"," + encoded_key(key) + "," +
-                             bytes_field("value", expected) + "}";
-  const json::Value reply = json::parse(call(
-      "/v3/kv/txn",
-      txn_body(compare,
-               {"{\"request_put\":{" + encoded_key(key) + "," + bytes_field("value", desired) + "}}"},
-               {"{\"request_range\":{" + encoded_key(key) + "}}"})));
+  const std::string compare = expected.empty() ? "{\"target\":\"VERSION\",\"result\":\"EQUAL\"," +
+                                                     encoded_key(key) + ",\"version\":\"0\"}"
+                                               : "{\"target\":\"VALUE\",\"result\":\"EQUAL\"," +
+                                                     encoded_key(key) + "," +
+                                                     bytes_field("value", expected) + "}";
+  const json::Value reply =
+      json::parse(call("/v3/kv/txn", txn_body(compare,
+                                              {"{\"request_put\":{" + encoded_key(key) + "," +
+                                               bytes_field("value", desired) + "}}"},
+                                              {"{\"request_range\":{" + encoded_key(key) + "}}"})));
   if (succeeded(reply)) return std::string(desired);
   const auto& results = responses(reply);
   const std::optional<Entry> now = results.empty() ? std::nullopt : entry_in(results[0]);

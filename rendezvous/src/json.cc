@@ -27,8 +27,8 @@ class Parser {
     throw StoreError(detail::concat("etcd sent malformed JSON: ", what, " at offset ", at_));
   }
   void skip_space() {
-    while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\r' ||
-                                  text_[at_] == '\t'))
+    while (at_ < text_.size() &&
+           (text_[at_] == ' ' || text_[at_] == '\n' || text_[at_] == '\r' || text_[at_] == '\t'))
       ++at_;
   }
   char peek() {
@@ -85,8 +85,8 @@ class Parser {
       value.kind = Value::Kind::kNull;
     } else {
       const size_t start = at_;
-      while (at_ < text_.size() && std::string_view("+-0123456789.eE").find(text_[at_]) !=
-                                       std::string_view::npos)
+      while (at_ < text_.size() &&
+             std::string_view("+-0123456789.eE").find(text_[at_]) != std::string_view::npos)
         ++at_;
       if (at_ == start) fail("expected a value");
       value.kind = Value::Kind::kNumber;
@@ -109,14 +109,31 @@ class Parser {
       if (at_ == text_.size()) fail("unterminated escape");
       const char e = text_[at_++];
       switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': append_utf8(out, parse_code_point()); break;
-        default: fail("unknown escape");
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u':
+          append_utf8(out, parse_code_point());
+          break;
+        default:
+          fail("unknown escape");
       }
     }
   }
@@ -181,17 +198,29 @@ std::string Value::text_of(std::string_view name, std::string fallback) const {
   return member ? member->text : fallback;
 }
 
-Value parse(std::string_view text) { return Parser(text).document(); }
+Value parse(std::string_view text) {
+  return Parser(text).document();
+}
 
 std::string quote(std::string_view text) {
   std::string out = "\"";
   for (const char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char escaped[8];

@@ -26,7 +26,8 @@ TEST(JsonTest, ReadsAnEtcdTransactionReply) {
 }
 
 TEST(JsonTest, ReadsEveryKindOfValueAndEscape) {
-  const Value v = parse(" [ null, false, true, -12.5e3, \"a\\\"\\\\\\/\\n\\t\\u00e9\\ud83d\\ude00\", {} ] ");
+  const Value v =
+      parse(" [ null, false, true, -12.5e3, \"a\\\"\\\\\\/\\n\\t\\u00e9\\ud83d\\ude00\", {} ] ");
   ASSERT_EQ(v.kind, Value::Kind::kArray);
   ASSERT_EQ(v.items.size(), 6u);
   EXPECT_EQ(v.items[0].kind, Value::Kind::kNull);
