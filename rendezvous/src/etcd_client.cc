@@ -1,6 +1,8 @@
 #include "acc/rendezvous/etcd_client.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 #include <thread>
 
 #include "acc/common/error.h"
@@ -75,6 +77,10 @@ std::string key_list(const std::vector<std::string>& keys) {
 }  // namespace
 
 EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options)) {
+  std::random_device entropy;
+  char id[17];
+  std::snprintf(id, sizeof id, "%08x%08x", entropy(), entropy());
+  receipt_key_ = std::string(".receipts/") + id;
   ACC_CHECK(!options_.endpoints.empty(), ConfigError,
             "--rdzv_endpoint: give the etcd members' client addresses, host:port[,host:port...]");
   for (const auto& endpoint : options_.endpoints)
@@ -82,7 +88,15 @@ EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options))
   call("/v3/maintenance/status", "{}");
 }
 
-EtcdClient::~EtcdClient() = default;
+EtcdClient::~EtcdClient() {
+  if (adds_ == 0) return;
+  // Best effort, one short try: the receipt only matters to this client's adds.
+  try {
+    members_[current_]->post("/v3/kv/deleterange", "{" + encoded_key(receipt_key_) + "}",
+                             milliseconds(500));
+  } catch (const Error&) {
+  }
+}
 
 const std::string& EtcdClient::endpoint() const {
   return members_[current_]->address();
@@ -227,15 +241,25 @@ std::int64_t EtcdClient::add(std::string_view key, std::int64_t delta) {
                                            seen->mod_revision + "\"}"
                                      : "{\"target\":\"VERSION\",\"result\":\"EQUAL\"," +
                                            encoded_key(name) + ",\"version\":\"0\"}";
+    // The same transaction also writes this client's receipt, unique to this attempt: when
+    // call() resends it after a reply was lost, the compare fails (our own write moved the
+    // revision) and the receipt tells that the add was applied, so it is not made twice.
     const std::string next = std::to_string(value + delta);
+    const std::string receipt = std::to_string(++adds_) + ":" + next;
     const json::Value reply = json::parse(
         call("/v3/kv/txn", txn_body(compare,
                                     {"{\"request_put\":{" + encoded_key(name) + "," +
-                                     bytes_field("value", next) + "}}"},
-                                    {"{\"request_range\":{" + encoded_key(name) + "}}"})));
+                                         bytes_field("value", next) + "}}",
+                                     "{\"request_put\":{" + encoded_key(receipt_key_) + "," +
+                                         bytes_field("value", receipt) + "}}"},
+                                    {"{\"request_range\":{" + encoded_key(name) + "}}",
+                                     "{\"request_range\":{" + encoded_key(receipt_key_) + "}}"})));
     if (succeeded(reply)) return value + delta;
     const auto& results = responses(reply);
-    seen = results.empty() ? std::nullopt : entry_in(results[0]);
+    ACC_CHECK(results.size() == 2, StoreError, "etcd answered ", results.size(),
+              " of the 2 reads of an add");
+    if (auto mine = entry_in(results[1]); mine && mine->value == receipt) return value + delta;
+    seen = entry_in(results[0]);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <future>
 #include <set>
@@ -170,6 +171,98 @@ TEST_F(EtcdClientTest, NoMemberAnsweringIsANetworkErrorNamingTheEndpoints) {
   }
   options.endpoints.clear();
   EXPECT_THROW(EtcdClient{options}, ConfigError);
+}
+
+// Reads one HTTP message (headers, then Content-Length bytes) from `fd`; empty on EOF.
+std::string read_message(int fd) {
+  std::string data;
+  char buffer[4096];
+  for (;;) {
+    const size_t end = data.find("\r\n\r\n");
+    if (end != std::string::npos) {
+      const size_t at = data.find("Content-Length: ");
+      const size_t length = at < end ? std::stoul(data.substr(at + 16)) : 0;
+      if (data.size() >= end + 4 + length) return data;
+    }
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) return "";
+    data.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A proxy in front of etcd that passes on every request but, once, drops the reply to the first
+// transaction that writes (closes the connection instead): a reply lost after etcd applied it.
+class ReplyDroppingProxy {
+ public:
+  explicit ReplyDroppingProxy(int etcd_port) : etcd_port_(etcd_port) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    ::listen(listener_, 8);
+    socklen_t length = sizeof address;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ReplyDroppingProxy() {
+    ::shutdown(listener_, SHUT_RDWR);
+    ::close(listener_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  int dropped() const { return dropped_; }
+
+ private:
+  void serve() {
+    for (;;) {
+      const int client = ::accept(listener_, nullptr, nullptr);
+      if (client < 0) return;
+      const int upstream = connect_to(etcd_port_);
+      for (;;) {
+        const std::string request = read_message(client);
+        if (request.empty() || ::write(upstream, request.data(), request.size()) < 0) break;
+        const std::string reply = read_message(upstream);
+        if (dropped_ == 0 && request.find("request_put") != std::string::npos) {
+          ++dropped_;
+          break;
+        }
+        if (reply.empty() || ::write(client, reply.data(), reply.size()) < 0) break;
+      }
+      ::close(upstream);
+      ::close(client);
+    }
+  }
+
+  int etcd_port_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<int> dropped_{0};
+  std::thread thread_;
+};
+
+TEST_F(EtcdClientTest, AnAddWhoseReplyWasLostIsNotMadeTwice) {
+  auto direct = client();
+  ReplyDroppingProxy proxy(std::stoi(endpoint_.substr(endpoint_.rfind(':') + 1)));
+  auto through_proxy = client({"127.0.0.1:" + std::to_string(proxy.port())});
+  EXPECT_EQ(through_proxy->add("n", 1), 1);
+  EXPECT_EQ(proxy.dropped(), 1);
+  EXPECT_EQ(direct->get("n"), "1");
+  EXPECT_EQ(through_proxy->add("n", 2), 3);
 }
 
 TEST_F(EtcdClientTest, ThreeNodesMeetInOneRoundWithDistinctRanks) {

@@ -9,9 +9,9 @@
 // Several members can be given: the client talks to one at a time and moves on to the next when
 // it cannot be reached or answers with a server error (no leader during an election, a member
 // shutting down), so the rendezvous outlives any minority of the cluster. A request that broke
-// after the member received it may have been applied: retrying a set or compare_set is harmless,
-// retrying an add with a non-zero delta may add twice (the rendezvous adds to heartbeat counters,
-// where that does not matter, and to a round's arrival counter, once per node and round).
+// after the member received it may have been applied: resending a set or compare_set is
+// harmless, and an add checks a receipt it wrote in the same transaction, so that it never adds
+// twice.
 
 #include <chrono>
 #include <cstdint>
@@ -83,6 +83,10 @@ class EtcdClient : public KeyValueStore {
   EtcdClientOptions options_;
   std::vector<std::unique_ptr<HttpConnection>> members_;
   size_t current_ = 0;
+  // add() writes "<attempt>:<value>" here in the same transaction (see add()); removed by the
+  // destructor.
+  std::string receipt_key_;
+  std::uint64_t adds_ = 0;
 };
 
 }  // namespace acc::rendezvous
