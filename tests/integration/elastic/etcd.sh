@@ -2,8 +2,8 @@
 # The elastic rendezvous on a 3-member etcd cluster (Debian's etcd-server, on loopback), three
 # launchers each a "node" with 1 PyTorch Gloo worker, --nnodes 2:3 --rdzv_backend etcd-v2:
 #   1. the three nodes meet in round 0 through etcd and start a 3-rank job;
-#   2. the etcd leader is killed (SIGKILL) mid-job: a new one is elected, the nodes' heartbeats
-#      go on through the other members;
+#   2. the etcd leader, the member the nodes talk to (first in their --rdzv_endpoint), is killed
+#      (SIGKILL) mid-job: a new one is elected, the nodes' heartbeats go on through the others;
 #   3. node c's launcher is killed (SIGKILL): a and b meet again in round 1 on the 2 members left
 #      and finish the job as a 2-rank world.
 # Nothing may be left running (etcd members, launchers, workers), no data dir left behind.
@@ -71,11 +71,14 @@ await_leader() {  # await_leader [OLD]: until a leader other than OLD is elected
 }
 first_leader=$(await_leader) || { echo "FAIL: the etcd cluster never elected a leader"; tail -n 5 "$work"/m*.log; exit 1; }
 echo "etcd cluster up at $endpoints; leader m$first_leader"
+# The nodes list the leader first, so they talk to it and must move on when it dies.
+node_endpoints=$(client $first_leader)
+for i in 0 1 2; do [ $i = "$first_leader" ] || node_endpoints="$node_endpoints,$(client $i)"; done
 
 steps=300
 node() {  # node NAME: one launcher, output in $work/NAME.{out,err}
   exec env PYTHON_EXEC=$python HF_HOME=/nonexistent/acc-launch-tests "$launcher" \
-    --nnodes 2:3 --nproc_per_node 1 --rdzv_backend etcd-v2 --rdzv_endpoint "$endpoints" \
+    --nnodes 2:3 --nproc_per_node 1 --rdzv_backend etcd-v2 --rdzv_endpoint "$node_endpoints" \
     --rdzv_id "job$$" --max_restarts 3 --shutdown_timeout 5 \
     --rdzv_conf last_call_timeout=1,keep_alive_interval=1,join_timeout=30 \
     "$work/job.py" $steps >"$work/$1.out" 2>"$work/$1.err"
@@ -99,10 +102,35 @@ kill -9 "${members[$first_leader]}"
 new_leader=$(await_leader "$first_leader") ||
   { echo "FAIL: no new etcd leader after killing m$first_leader"; exit 1; }
 echo "killed the etcd leader m$first_leader; m$new_leader leads now"
-# Two more heartbeats of every node (keep_alive_interval=1) go through the remaining members.
+# Every node's heartbeat counter (bumped each keep_alive_interval=1 s) moves on by 2 through the
+# members left, and the workers go on.
+heartbeats() {
+  for rank in 0 1 2; do
+    etcdctl --endpoints "$endpoints" --command-timeout 1s get --print-value-only \
+      "/acc-launch/rdzv/job$$/0/heartbeat/$rank" 2>/dev/null | head -n 1
+  done | xargs
+}
+moved_on() {  # every counter in $now at least 2 past its value in $before
+  [ ${#before[@]} = 3 ] && [ ${#now[@]} = 3 ] || return 1
+  for i in 0 1 2; do [ "${now[$i]}" -ge $((before[i] + 2)) ] || return 1; done
+}
+before=($(heartbeats))
+for _ in $(seq 200); do
+  now=($(heartbeats))
+  moved_on && break
+  sleep 0.05
+done
+echo "heartbeats after the leader's death: ${before[*]:-none} -> ${now[*]:-none}"
+moved_on || { echo "FAIL: the nodes' heartbeats stopped with the etcd leader"; tail -n 20 "$work"/*.err; exit 1; }
 step=$(grep -h '^\[rank0\]: step' "$work"/{a,b,c}.out | tail -n 1 | grep -o '[0-9]*$')
-wait_for_step $((step + 80)) "$work"/{a,b,c}.out ||
+wait_for_step $((step + 20)) "$work"/{a,b,c}.out ||
   { echo "FAIL: the job stalled after the etcd leader was killed"; tail -n 20 "$work"/*.err; exit 1; }
+
+# Not one node met again over it: the leader's death cost the job nothing.
+if grep -q 'rendezvous round 1' "$work"/{a,b,c}.err; then
+  echo "FAIL: killing the etcd leader made the nodes meet again"; tail -n 20 "$work"/*.err; exit 1
+fi
+echo "PASS: the job went on through the leader's death, still in round 0"
 
 kill -9 "${launchers[2]}"
 wait "${launchers[0]}"; rc_a=$?
