@@ -103,11 +103,11 @@ std::vector<std::string> resolve_etcd_endpoints(const std::string& text) {
 }
 
 void resolve_elastic(const LaunchOptions& o, LaunchPlan& plan) {
+  plan.rdzv_conf = parse_rdzv_conf(o.rdzv_conf);
+  ACC_CHECK(o.rdzv_id != "none" || !o.was_given("rdzv_id"), ConfigError,
+            "--rdzv_id none: give the job an id every node shares");
   if (plan.rdzv_backend == "etcd-v2") {
     plan.etcd_endpoints = resolve_etcd_endpoints(o.rdzv_endpoint);
-    plan.rdzv_conf = parse_rdzv_conf(o.rdzv_conf);
-    ACC_CHECK(o.rdzv_id != "none" || !o.was_given("rdzv_id"), ConfigError,
-              "--rdzv_id none: give the job an id every node shares");
     return;
   }
   ACC_CHECK(!o.rdzv_endpoint.empty(), ConfigError,
@@ -121,9 +121,6 @@ void resolve_elastic(const LaunchOptions& o, LaunchPlan& plan) {
               ": the port must be 1-65535");
     plan.rdzv_port = *port;
   }
-  plan.rdzv_conf = parse_rdzv_conf(o.rdzv_conf);
-  ACC_CHECK(o.rdzv_id != "none" || !o.was_given("rdzv_id"), ConfigError,
-            "--rdzv_id none: give the job an id every node shares");
 }
 
 // Folds Accelerate's spellings into torchrun's; the same setting given both ways must agree.
@@ -207,8 +204,9 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
       o.standalone ? std::pair(1, 1) : resolve_nnodes(merged.nnodes);
   plan.local_addr = o.local_addr;
   if (elastic) resolve_elastic(merged, plan);
-  ACC_CHECK(elastic || plan.min_nodes == plan.max_nodes, ConfigError, "--nnodes ", merged.nnodes,
-            ": elastic membership (MIN:MAX) needs --rdzv_backend c10d and --rdzv_endpoint");
+  ACC_CHECK(
+      elastic || plan.min_nodes == plan.max_nodes, ConfigError, "--nnodes ", merged.nnodes,
+      ": elastic membership (MIN:MAX) needs --rdzv_backend c10d or etcd-v2 and --rdzv_endpoint");
   // An elastic node learns its rank and the node count in each round; the plan holds the most.
   plan.nnodes = plan.max_nodes;
   plan.node_rank = elastic ? 0 : merged.node_rank;
