@@ -10,6 +10,7 @@
 
 #include "acc/common/error.h"
 #include "acc/rendezvous/elastic_rendezvous.h"
+#include "acc/rendezvous/etcd_client.h"
 #include "acc/rendezvous/store_client.h"
 #include "acc/rendezvous/store_server.h"
 #include "console.h"
@@ -86,6 +87,25 @@ std::string ElasticMembership::key(const std::string& name) const {
 }
 
 void ElasticMembership::connect() {
+  client_ = connect_store();
+  rendezvous::RendezvousOptions options;
+  options.run_id = plan_.run_id;
+  options.min_nodes = plan_.min_nodes;
+  options.max_nodes = plan_.max_nodes;
+  options.join_timeout = seconds_conf(plan_, "join_timeout", 600);
+  options.last_call_timeout = seconds_conf(plan_, "last_call_timeout", 30);
+  rendezvous_ = std::make_unique<rendezvous::ElasticRendezvous>(
+      *client_, options, address_ + ":" + std::to_string(::getpid()));
+}
+
+std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
+  if (plan_.rdzv_backend == "etcd-v2") {
+    // The cluster outlives any node: nobody hosts it, and it must be up before the job starts.
+    rendezvous::EtcdClientOptions etcd;
+    etcd.endpoints = plan_.etcd_endpoints;
+    etcd.timeout = seconds_conf(plan_, "read_timeout", 60);
+    return std::make_unique<rendezvous::EtcdClient>(etcd);
+  }
   const std::optional<bool> is_host = bool_conf(plan_, "is_host");
   if (is_host.value_or(is_local_address(plan_.rdzv_host))) {
     try {
@@ -106,15 +126,7 @@ void ElasticMembership::connect() {
   client.port = plan_.rdzv_port;
   client.connect_timeout = seconds_conf(plan_, "join_timeout", 600);
   client.timeout = seconds_conf(plan_, "read_timeout", 60);
-  client_ = std::make_unique<rendezvous::StoreClient>(client);
-  rendezvous::RendezvousOptions options;
-  options.run_id = plan_.run_id;
-  options.min_nodes = plan_.min_nodes;
-  options.max_nodes = plan_.max_nodes;
-  options.join_timeout = seconds_conf(plan_, "join_timeout", 600);
-  options.last_call_timeout = seconds_conf(plan_, "last_call_timeout", 30);
-  rendezvous_ = std::make_unique<rendezvous::ElasticRendezvous>(
-      *client_, options, address_ + ":" + std::to_string(::getpid()));
+  return std::make_unique<rendezvous::StoreClient>(client);
 }
 
 Round ElasticMembership::join(int restart_count) {
@@ -169,19 +181,21 @@ bool ElasticMembership::changed() {
 void ElasticMembership::leave(bool succeeded) {
   if (!succeeded || !client_) return;
   try {
-    if (client_->add(key("finished"), 1) == num_nodes_) client_->set(key("all_finished"), "1");
-    if (rendezvous_server_) {
+    const bool last = client_->add(key("finished"), 1) == num_nodes_;
+    if (last) client_->set(key("all_finished"), "1");
+    // The workers' store goes with node 0 and, for c10d, the rendezvous store with its host:
+    // those wait for the others. An etcd cluster stays, so there the last node closes the run.
+    if (rendezvous_server_ || worker_store_)
       client_->wait({key("all_finished")},
                     milliseconds(static_cast<int64_t>(plan_.exit_barrier_timeout * 1000)));
-      rendezvous_->close_run();
-    }
+    if (rendezvous_server_ || last) rendezvous_->close_run();
   } catch (const Error&) {
     // The job succeeded here; a node that never reports done is its own failure.
   }
 }
 
 std::unique_ptr<Membership> make_membership(const LaunchPlan& plan, const std::string& hostname) {
-  if (plan.rdzv_backend == "c10d") return std::make_unique<ElasticMembership>(plan, hostname);
+  if (plan.rdzv_backend != "static") return std::make_unique<ElasticMembership>(plan, hostname);
   return std::make_unique<StaticMembership>(plan);
 }
 

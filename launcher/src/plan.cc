@@ -83,7 +83,33 @@ std::map<std::string, std::string> parse_rdzv_conf(const std::string& text) {
   return conf;
 }
 
+// --rdzv_backend etcd-v2: the members' client addresses, host[:2379] each, comma-separated.
+std::vector<std::string> resolve_etcd_endpoints(const std::string& text) {
+  ACC_CHECK(!text.empty(), ConfigError,
+            "--rdzv_backend etcd-v2: give --rdzv_endpoint host:2379[,host:2379...], the client "
+            "addresses of the etcd cluster's members");
+  std::vector<std::string> endpoints;
+  for (const std::string& item : split(text, ',')) {
+    const size_t colon = item.rfind(':');
+    const std::string host = item.substr(0, colon);
+    const auto port =
+        colon == std::string::npos ? std::optional<int>(2379) : to_int(item.substr(colon + 1));
+    ACC_CHECK(!host.empty() && port && *port > 0 && *port < 65536, ConfigError, "--rdzv_endpoint ",
+              text, ": '", item,
+              "' is not host:port; give the etcd members as host:2379[,host:2379...]");
+    endpoints.push_back(host + ":" + std::to_string(*port));
+  }
+  return endpoints;
+}
+
 void resolve_elastic(const LaunchOptions& o, LaunchPlan& plan) {
+  plan.rdzv_conf = parse_rdzv_conf(o.rdzv_conf);
+  ACC_CHECK(o.rdzv_id != "none" || !o.was_given("rdzv_id"), ConfigError,
+            "--rdzv_id none: give the job an id every node shares");
+  if (plan.rdzv_backend == "etcd-v2") {
+    plan.etcd_endpoints = resolve_etcd_endpoints(o.rdzv_endpoint);
+    return;
+  }
   ACC_CHECK(!o.rdzv_endpoint.empty(), ConfigError,
             "--rdzv_backend c10d: give --rdzv_endpoint host[:port], the address of the "
             "rendezvous store (one of the nodes, or `acc-launch rendezvous serve`)");
@@ -95,9 +121,6 @@ void resolve_elastic(const LaunchOptions& o, LaunchPlan& plan) {
               ": the port must be 1-65535");
     plan.rdzv_port = *port;
   }
-  plan.rdzv_conf = parse_rdzv_conf(o.rdzv_conf);
-  ACC_CHECK(o.rdzv_id != "none" || !o.was_given("rdzv_id"), ConfigError,
-            "--rdzv_id none: give the job an id every node shares");
 }
 
 // Folds Accelerate's spellings into torchrun's; the same setting given both ways must agree.
@@ -147,10 +170,10 @@ std::string random_run_id() {
 
 // accelerate launch on several machines (utils/launch.py prepare_multi_gpu_env): unless the
 // machines share a network, --main_process_ip/port is torchrun's --rdzv_endpoint, so with
-// --rdzv_backend c10d the nodes meet there in a c10d rendezvous (and need no --machine_rank:
+// --rdzv_backend c10d (or etcd) the nodes meet there in rounds (and need no --machine_rank:
 // Accelerate's SLURM recipe gives none).
 std::string accelerate_rdzv_endpoint(const LaunchOptions& o) {
-  if (!o.rdzv_endpoint.empty() || o.same_network || o.rdzv_backend != "c10d")
+  if (!o.rdzv_endpoint.empty() || o.same_network || o.rdzv_backend == "static")
     return o.rdzv_endpoint;
   if (!o.num_machines || *o.num_machines < 2 || !o.main_process_ip) return o.rdzv_endpoint;
   return *o.main_process_ip + ":" + std::to_string(o.main_process_port.value_or(29500));
@@ -172,19 +195,21 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
     port_given = o.main_process_port;
   }
 
-  ACC_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d", ConfigError, "--rdzv_backend ",
-            o.rdzv_backend, ": expected static or c10d");
-  plan.rdzv_backend = o.standalone ? "static" : o.rdzv_backend;
+  const bool etcd = o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2";  // torchrun's names
+  ACC_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d" || etcd, ConfigError,
+            "--rdzv_backend ", o.rdzv_backend, ": expected static, c10d or etcd-v2");
+  plan.rdzv_backend = o.standalone ? "static" : etcd ? "etcd-v2" : o.rdzv_backend;
+  const bool elastic = plan.rdzv_backend != "static";
   std::tie(plan.min_nodes, plan.max_nodes) =
       o.standalone ? std::pair(1, 1) : resolve_nnodes(merged.nnodes);
   plan.local_addr = o.local_addr;
-  if (plan.rdzv_backend == "c10d") resolve_elastic(merged, plan);
-  ACC_CHECK(plan.rdzv_backend == "c10d" || plan.min_nodes == plan.max_nodes, ConfigError,
-            "--nnodes ", merged.nnodes,
-            ": elastic membership (MIN:MAX) needs --rdzv_backend c10d and --rdzv_endpoint");
+  if (elastic) resolve_elastic(merged, plan);
+  ACC_CHECK(
+      elastic || plan.min_nodes == plan.max_nodes, ConfigError, "--nnodes ", merged.nnodes,
+      ": elastic membership (MIN:MAX) needs --rdzv_backend c10d or etcd-v2 and --rdzv_endpoint");
   // An elastic node learns its rank and the node count in each round; the plan holds the most.
   plan.nnodes = plan.max_nodes;
-  plan.node_rank = plan.rdzv_backend == "c10d" ? 0 : merged.node_rank;
+  plan.node_rank = elastic ? 0 : merged.node_rank;
   ACC_CHECK(plan.node_rank >= 0 && plan.node_rank < plan.nnodes, ConfigError, "--node_rank ",
             plan.node_rank, ": must be between 0 and ", plan.nnodes - 1, " for ", plan.nnodes,
             " node(s)");
@@ -211,11 +236,11 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
               "--rdzv_endpoint ", o.rdzv_endpoint, ": the static backend needs host:port");
     port_given = to_int(o.rdzv_endpoint.substr(colon + 1));
   }
-  if (o.standalone || (!port_given && plan.nnodes == 1) || plan.rdzv_backend == "c10d")
+  if (o.standalone || (!port_given && plan.nnodes == 1) || elastic)
     plan.master_port = 0;  // a free port, chosen at launch (torchrun >= 2.4 does the same)
   else
     plan.master_port = port_given.value_or(29500);
-  ACC_CHECK(plan.master_port != 0 || plan.nnodes == 1 || plan.rdzv_backend == "c10d", ConfigError,
+  ACC_CHECK(plan.master_port != 0 || plan.nnodes == 1 || elastic, ConfigError,
             "--master_port 0: a free port can only be chosen on a single node; give the port "
             "every node will use");
 }

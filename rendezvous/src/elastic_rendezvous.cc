@@ -18,7 +18,7 @@ milliseconds remaining(Clock::time_point deadline) {
 
 }  // namespace
 
-ElasticRendezvous::ElasticRendezvous(StoreClient& store, RendezvousOptions options,
+ElasticRendezvous::ElasticRendezvous(KeyValueStore& store, RendezvousOptions options,
                                      std::string node_id)
     : store_(store), options_(std::move(options)), node_id_(std::move(node_id)) {
   ACC_CHECK(options_.min_nodes >= 1, ConfigError, "rendezvous min_nodes is ", options_.min_nodes,

@@ -501,7 +501,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"RedirectsOutOfRange", {"--redirects", "9", "/bin/true"}, "--redirects"},
         BadFlag{"TeeMalformed", {"--tee", "0:x", "/bin/true"}, "--tee"},
         BadFlag{"ModuleWithNoPython", {"-m", "--no_python", "x"}, "--no_python"},
-        BadFlag{"UnknownBackend", {"--rdzv_backend", "etcd", "/bin/true"}, "--rdzv_backend"},
+        BadFlag{"UnknownBackend", {"--rdzv_backend", "zookeeper", "/bin/true"}, "--rdzv_backend"},
         BadFlag{"PortOutOfRange", {"--master_port", "70000", "/bin/true"}, "--master-port"},
         BadFlag{
             "UnknownPrecision", {"--mixed_precision", "fp32", "/bin/true"}, "--mixed-precision"},

@@ -96,6 +96,32 @@ TEST(PlanTest, StaticEndpointStandsForMasterAddressAndPort) {
   EXPECT_EQ(plan.master_port, 1234);
 }
 
+TEST(PlanTest, EtcdBackendListsTheMembersWithTheDefaultPort) {
+  for (const std::string backend : {"etcd", "etcd-v2"}) {
+    LaunchOptions o = program();
+    o.nnodes = "2:3";
+    o.rdzv_backend = backend;
+    o.rdzv_endpoint = "e1,10.0.0.2:2380,e3:12379";
+    LaunchPlan plan = build_plan(o, host());
+    EXPECT_EQ(plan.rdzv_backend, "etcd-v2");
+    EXPECT_EQ(plan.etcd_endpoints,
+              (std::vector<std::string>{"e1:2379", "10.0.0.2:2380", "e3:12379"}));
+    EXPECT_EQ(plan.min_nodes, 2);
+    EXPECT_EQ(plan.max_nodes, 3);
+    EXPECT_EQ(plan.master_port, 0);  // node 0 of each round picks the workers' store port
+  }
+}
+
+TEST(PlanTest, EtcdBackendNeedsEndpointsThatAreHostPort) {
+  for (const std::string endpoint : {"", "e1:x", "e1,:2379", "e1:70000"}) {
+    LaunchOptions o = program();
+    o.nnodes = "2";
+    o.rdzv_backend = "etcd-v2";
+    o.rdzv_endpoint = endpoint;
+    EXPECT_THROW(build_plan(o, host()), ConfigError) << endpoint;
+  }
+}
+
 TEST(PlanTest, ProgramsRunUnderTheInterpreterByTheirKind) {
   LaunchOptions o = program("train.py");
   o.program_args = {"--lr", "1"};

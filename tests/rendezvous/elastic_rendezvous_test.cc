@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "acc/common/error.h"
+#include "acc/rendezvous/store_client.h"
 #include "acc/rendezvous/store_server.h"
 
 namespace acc::rendezvous {

@@ -55,7 +55,7 @@ class StaticMembership : public Membership {
   std::unique_ptr<rendezvous::StoreServer> store_;
 };
 
-// The membership the plan asks for: elastic for --rdzv_backend c10d, else static.
+// The membership the plan asks for: elastic for --rdzv_backend c10d or etcd-v2, else static.
 std::unique_ptr<Membership> make_membership(const LaunchPlan& plan, const std::string& hostname);
 
 }  // namespace acc::launcher

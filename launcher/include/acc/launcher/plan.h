@@ -117,6 +117,10 @@ struct LaunchPlan {
   // Hang detection: see LaunchOptions.
   double stall_timeout = 0;
   bool stall_stops_job = true;
+
+  // --rdzv_backend etcd-v2 (or etcd): the etcd members' client addresses, host:port each, that
+  // the elastic rendezvous runs on instead of a store at rdzv_host:rdzv_port.
+  std::vector<std::string> etcd_endpoints;
 };
 
 // The round of a static job: the plan's own node rank and count.

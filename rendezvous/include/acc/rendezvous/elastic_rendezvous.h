@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "acc/rendezvous/store_client.h"
+#include "acc/rendezvous/key_value_store.h"
 
 namespace acc::rendezvous {
 
@@ -41,11 +41,12 @@ struct RendezvousInfo {
   int num_nodes = 0;
 };
 
-// One node's view. Not thread-safe; uses the StoreClient it is given (which must outlive it).
+// One node's view. Not thread-safe; uses the store it is given (which must outlive it): a
+// StoreClient of our store, or an EtcdClient.
 class ElasticRendezvous {
  public:
   // Throws ConfigError when min_nodes < 1 or max_nodes < min_nodes.
-  ElasticRendezvous(StoreClient& store, RendezvousOptions options, std::string node_id);
+  ElasticRendezvous(KeyValueStore& store, RendezvousOptions options, std::string node_id);
 
   // Joins the open round (or, for a node that already took part in the current round, opens and
   // joins the next one) and blocks until that round closes; when this node came too late for
@@ -84,7 +85,7 @@ class ElasticRendezvous {
   int assign_rank(std::int64_t round, int slot, int num_nodes,
                   std::chrono::steady_clock::time_point deadline);
 
-  StoreClient& store_;
+  KeyValueStore& store_;
   RendezvousOptions options_;
   std::string node_id_;
   std::optional<RendezvousInfo> last_;

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "acc/rendezvous/key_value_store.h"
+
 namespace acc::rendezvous {
 
 struct StoreClientOptions {
@@ -26,35 +28,36 @@ struct StoreClientOptions {
 // round trip, or longer where it says so. Any method throws NetworkError when the connection
 // breaks and TimeoutError when a reply does not come in time; after either, the client is unusable
 // (every later call throws NetworkError).
-class StoreClient {
+class StoreClient : public KeyValueStore {
  public:
   // Connects (retrying until options.connect_timeout), then VALIDATEs and PINGs the server.
   // Throws TimeoutError if no server answered in time, NetworkError if the host does not resolve
   // or the server does not echo the ping.
   explicit StoreClient(StoreClientOptions options);
-  ~StoreClient();
+  ~StoreClient() override;
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
 
-  void set(std::string_view key, std::string_view value);
+  void set(std::string_view key, std::string_view value) override;
   // Waits up to the timeout for the key to exist, then returns its value.
-  std::string get(std::string_view key);
+  std::string get(std::string_view key) override;
   // Adds `delta` to the integer stored under `key` (created at 0) and returns the new value.
   // The server closes the connection if the value is not an integer (then NetworkError).
-  std::int64_t add(std::string_view key, std::int64_t delta);
+  std::int64_t add(std::string_view key, std::int64_t delta) override;
   // Sets `desired` if the value is `expected` (a missing key counts as empty) and returns the
   // value now stored; when the key is missing and `expected` is not empty, returns `expected`.
   std::string compare_set(std::string_view key, std::string_view expected,
-                          std::string_view desired);
+                          std::string_view desired) override;
   // Blocks until every key exists or `timeout` passes (TimeoutError naming the keys; the client
   // stays usable since the wait is cancelled on the server).
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   void wait(const std::vector<std::string>& keys) { wait(keys, options_.timeout); }
   // True when every key exists now; never blocks on the keys.
-  bool check(const std::vector<std::string>& keys);
+  bool check(const std::vector<std::string>& keys) override;
   // Waits for all keys (as get()), then returns their values in order.
-  std::vector<std::string> multi_get(const std::vector<std::string>& keys);
-  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
+  void multi_set(const std::vector<std::string>& keys,
+                 const std::vector<std::string>& values) override;
   void append(std::string_view key, std::string_view value);
   // True when the key existed.
   bool delete_key(std::string_view key);

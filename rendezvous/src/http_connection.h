@@ -1,0 +1,40 @@
+#pragma once
+
+// One keep-alive HTTP/1.1 connection to one server, for the JSON POSTs of etcd's gateway. Built
+// on Boost.Beast; every step is bounded by a deadline (Beast's timeouts apply to asynchronous
+// operations only, so each call runs its own io_context until the step completes).
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace acc::rendezvous {
+
+class HttpConnection {
+ public:
+  // `address` is host:port. Does not connect yet.
+  explicit HttpConnection(std::string address);
+  ~HttpConnection();
+  HttpConnection(const HttpConnection&) = delete;
+  HttpConnection& operator=(const HttpConnection&) = delete;
+
+  struct Reply {
+    int status = 0;
+    std::string body;
+  };
+  // Connects when not connected, POSTs `body` (JSON) to `target` and reads the reply, all within
+  // `timeout`. Throws NetworkError (naming the address) when the server cannot be reached, the
+  // connection breaks or the time runs out; the connection is closed then and the next post()
+  // connects again. Blocks.
+  Reply post(std::string_view target, std::string_view body, std::chrono::milliseconds timeout);
+
+  const std::string& address() const { return address_; }
+
+ private:
+  struct Impl;
+  std::string address_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace acc::rendezvous

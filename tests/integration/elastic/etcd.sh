@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# The elastic rendezvous on a 3-member etcd cluster (Debian's etcd-server, on loopback), three
+# launchers each a "node" with 1 PyTorch Gloo worker, --nnodes 2:3 --rdzv_backend etcd-v2:
+#   1. the three nodes meet in round 0 through etcd and start a 3-rank job;
+#   2. the etcd leader, the member the nodes talk to (first in their --rdzv_endpoint), is killed
+#      (SIGKILL) mid-job: a new one is elected, the nodes' heartbeats go on through the others;
+#   3. node c's launcher is killed (SIGKILL): a and b meet again in round 1 on the 2 members left
+#      and finish the job as a 2-rank world.
+# Nothing may be left running (etcd members, launchers, workers), no data dir left behind.
+# Usage: etcd.sh ACC_LAUNCH. Exits 77 (skipped) without etcd, etcdctl or python3-torch.
+set -uo pipefail
+launcher=$(realpath "$1")
+here=$(cd "$(dirname "$0")" && pwd)
+python=/usr/bin/python3
+command -v etcd >/dev/null || { echo "SKIP: no etcd (Debian's etcd-server)"; exit 77; }
+command -v etcdctl >/dev/null || { echo "SKIP: no etcdctl (Debian's etcd-client)"; exit 77; }
+$python -c 'import torch.distributed' 2>/dev/null || { echo "SKIP: no python3-torch"; exit 77; }
+
+work=$(mktemp -d /tmp/acc-etcd-XXXXXX)
+members=()  # pids of the etcd members
+launchers=()
+cleanup() {
+  for pid in "${launchers[@]}" "${members[@]}"; do kill -9 "$pid" 2>/dev/null; done
+  wait 2>/dev/null
+  [ -n "${ACC_KEEP:-}" ] && echo "kept $work" || rm -rf "$work"
+}
+trap cleanup EXIT
+# The worker script lives in $work, so any worker left over is found by its path.
+cp "$here/../pytorch/allreduce_loop.py" "$work/job.py"
+
+# Six free loopback ports: a client and a peer port per member.
+read -r -a ports <<<"$($python -c '
+import socket
+socks = [socket.socket() for _ in range(6)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))')"
+client() { echo "127.0.0.1:${ports[$1]}"; }
+peer() { echo "http://127.0.0.1:${ports[$(($1 + 3))]}"; }
+cluster="m0=$(peer 0),m1=$(peer 1),m2=$(peer 2)"
+endpoints="$(client 0),$(client 1),$(client 2)"
+for i in 0 1 2; do
+  etcd --name m$i --data-dir "$work/m$i.etcd" --initial-cluster "$cluster" \
+    --initial-cluster-state new --initial-cluster-token "acc-$$" \
+    --listen-peer-urls "$(peer $i)" --initial-advertise-peer-urls "$(peer $i)" \
+    --listen-client-urls "http://$(client $i)" --advertise-client-urls "http://$(client $i)" \
+    >"$work/m$i.log" 2>&1 &
+  members+=($!)
+done
+
+# The leader's index (0-2) among the members that answer; empty while there is none.
+leader() {
+  etcdctl --endpoints "$endpoints" --command-timeout 1s endpoint status -w fields 2>/dev/null |
+    $python -c '
+import re, sys
+text = sys.stdin.read()
+for block in text.split("\n\n"):
+    member = re.search(r"\"MemberID\" : (\d+)", block)
+    leader = re.search(r"\"Leader\" : (\d+)", block)
+    endpoint = re.search(r"\"Endpoint\" : \"([^\"]+)\"", block)
+    if member and leader and member.group(1) == leader.group(1):
+        print(sys.argv[1].split(",").index(endpoint.group(1).replace("http://", "")))
+        break' "$endpoints"
+}
+await_leader() {  # await_leader [OLD]: until a leader other than OLD is elected; prints it
+  for _ in $(seq 200); do
+    l=$(leader)
+    [ -n "$l" ] && [ "$l" != "${1:-}" ] && { echo "$l"; return 0; }
+    sleep 0.05
+  done
+  return 1
+}
+first_leader=$(await_leader) || { echo "FAIL: the etcd cluster never elected a leader"; tail -n 5 "$work"/m*.log; exit 1; }
+echo "etcd cluster up at $endpoints; leader m$first_leader"
+# The nodes list the leader first, so they talk to it and must move on when it dies.
+node_endpoints=$(client $first_leader)
+for i in 0 1 2; do [ $i = "$first_leader" ] || node_endpoints="$node_endpoints,$(client $i)"; done
+
+steps=300
+node() {  # node NAME: one launcher, output in $work/NAME.{out,err}
+  exec env PYTHON_EXEC=$python HF_HOME=/nonexistent/acc-launch-tests "$launcher" \
+    --nnodes 2:3 --nproc_per_node 1 --rdzv_backend etcd-v2 --rdzv_endpoint "$node_endpoints" \
+    --rdzv_id "job$$" --max_restarts 3 --shutdown_timeout 5 \
+    --rdzv_conf last_call_timeout=1,keep_alive_interval=1,join_timeout=30 \
+    "$work/job.py" $steps >"$work/$1.out" 2>"$work/$1.err"
+}
+wait_for_step() {  # wait_for_step N FILES...: until a rank 0 has printed step N
+  local step=$1; shift
+  for _ in $(seq 600); do grep -qs "^\[rank0\]: step $step$" "$@" && return 0; sleep 0.05; done
+  return 1
+}
+node a & launchers+=($!)
+node b & launchers+=($!)
+node c & launchers+=($!)
+wait_for_step 20 "$work"/{a,b,c}.out ||
+  { echo "FAIL: the 3-node job never got going"; tail -n 20 "$work"/*.err; exit 1; }
+grep -h 'rendezvous round 0' "$work"/{a,b,c}.err
+[ "$(grep -h 'rendezvous round 0: node . of 3' "$work"/{a,b,c}.err | sort -u | wc -l)" = 3 ] ||
+  { echo "FAIL: the three nodes did not get ranks 0-2 of one round"; exit 1; }
+echo "PASS: three nodes met in round 0 through etcd"
+
+kill -9 "${members[$first_leader]}"
+new_leader=$(await_leader "$first_leader") ||
+  { echo "FAIL: no new etcd leader after killing m$first_leader"; exit 1; }
+echo "killed the etcd leader m$first_leader; m$new_leader leads now"
+# Every node's heartbeat counter (bumped each keep_alive_interval=1 s) moves on by 2 through the
+# members left, and the workers go on.
+heartbeats() {
+  for rank in 0 1 2; do
+    etcdctl --endpoints "$endpoints" --command-timeout 1s get --print-value-only \
+      "/acc-launch/rdzv/job$$/0/heartbeat/$rank" 2>/dev/null | head -n 1
+  done | xargs
+}
+moved_on() {  # every counter in $now at least 2 past its value in $before
+  [ ${#before[@]} = 3 ] && [ ${#now[@]} = 3 ] || return 1
+  for i in 0 1 2; do [ "${now[$i]}" -ge $((before[i] + 2)) ] || return 1; done
+}
+before=($(heartbeats))
+for _ in $(seq 200); do
+  now=($(heartbeats))
+  moved_on && break
+  sleep 0.05
+done
+echo "heartbeats after the leader's death: ${before[*]:-none} -> ${now[*]:-none}"
+moved_on || { echo "FAIL: the nodes' heartbeats stopped with the etcd leader"; tail -n 20 "$work"/*.err; exit 1; }
+step=$(grep -h '^\[rank0\]: step' "$work"/{a,b,c}.out | tail -n 1 | grep -o '[0-9]*$')
+wait_for_step $((step + 20)) "$work"/{a,b,c}.out ||
+  { echo "FAIL: the job stalled after the etcd leader was killed"; tail -n 20 "$work"/*.err; exit 1; }
+
+# Not one node met again over it: the leader's death cost the job nothing.
+if grep -q 'rendezvous round 1' "$work"/{a,b,c}.err; then
+  echo "FAIL: killing the etcd leader made the nodes meet again"; tail -n 20 "$work"/*.err; exit 1
+fi
+echo "PASS: the job went on through the leader's death, still in round 0"
+
+kill -9 "${launchers[2]}"
+wait "${launchers[0]}"; rc_a=$?
+wait "${launchers[1]}"; rc_b=$?
+wait "${launchers[2]}" 2>/dev/null
+grep -h 'rendezvous round 1' "$work"/{a,b}.err
+echo "node a exited $rc_a, node b exited $rc_b"
+if [ $rc_a != 0 ] || [ $rc_b != 0 ] || ! cat "$work"/{a,b}.out | grep -q "RESULT world=2 steps=$steps"; then
+  echo "FAIL: the survivors did not finish as a 2-rank world"; tail -n 30 "$work"/{a,b}.err; exit 1
+fi
+echo "PASS: etcd leader and node c killed mid-job; a and b met again and finished"
+
+for pid in "${members[@]}"; do kill "$pid" 2>/dev/null; done
+wait
+left=$(pgrep -f "$work")
+[ -z "$left" ] || { echo "FAIL: left running: $(ps -o pid,args -p $left)"; exit 1; }
+rm -rf "$work"
+[ ! -e "$work" ] || { echo "FAIL: $work left behind"; exit 1; }
+echo "PASS: nothing left running, no data dir left behind"

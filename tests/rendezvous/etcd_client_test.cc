@@ -1,0 +1,294 @@
+#include "acc/rendezvous/etcd_client.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "acc/common/error.h"
+#include "acc/rendezvous/elastic_rendezvous.h"
+
+namespace acc::rendezvous {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kEtcd = "/usr/bin/etcd";  // Debian's etcd-server
+
+// A port nothing listens on now (bound, then released).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// One real single-member etcd on loopback for each test (each test runs in its own process),
+// its data dir removed at the end. Skips the test where etcd-server is not installed.
+class EtcdClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::access(kEtcd, X_OK) != 0) GTEST_SKIP() << "no " << kEtcd << " (Debian's etcd-server)";
+    char dir[] = "/tmp/acc-etcd-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    data_dir_ = dir;
+    endpoint_ = "127.0.0.1:" + std::to_string(free_port());
+    const std::string peer = "http://127.0.0.1:" + std::to_string(free_port());
+    const std::string client = "http://" + endpoint_;
+    pid_ = ::fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      const std::string log = data_dir_ + "/log";
+      FILE* out = std::freopen(log.c_str(), "w", stderr);
+      (void)out;
+      ::dup2(STDERR_FILENO, STDOUT_FILENO);
+      const std::string cluster = "m=" + peer;
+      ::execl(kEtcd, kEtcd, "--name", "m", "--data-dir", (data_dir_ + "/m.etcd").c_str(),
+              "--listen-client-urls", client.c_str(), "--advertise-client-urls", client.c_str(),
+              "--listen-peer-urls", peer.c_str(), "--initial-advertise-peer-urls", peer.c_str(),
+              "--initial-cluster", cluster.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+
+  void TearDown() override {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_);
+  }
+
+  // A client of the test's etcd (its constructor waits until etcd answers).
+  std::unique_ptr<EtcdClient> client(std::vector<std::string> endpoints = {}) {
+    EtcdClientOptions options;
+    options.endpoints = endpoints.empty() ? std::vector{endpoint_} : endpoints;
+    options.key_prefix = "/test/";
+    options.timeout = 20s;
+    return std::make_unique<EtcdClient>(options);
+  }
+
+  pid_t pid_ = -1;
+  std::string data_dir_;
+  std::string endpoint_;
+};
+
+TEST_F(EtcdClientTest, SetThenGetReturnsTheValueWhateverItsBytes) {
+  auto etcd = client();
+  const std::string value("a\0b\n\"{}\xff", 8);
+  etcd->set("k", value);
+  EXPECT_EQ(etcd->get("k"), value);
+  etcd->set("k", "");
+  EXPECT_EQ(etcd->get("k"), "");
+  EXPECT_TRUE(etcd->check({"k"}));
+  EXPECT_FALSE(etcd->check({"k", "missing"}));
+}
+
+TEST_F(EtcdClientTest, AddsFromRacingClientsAllCount) {
+  constexpr int kClients = 4, kAdds = 25;
+  std::vector<std::future<void>> racers;
+  for (int i = 0; i < kClients; ++i) {
+    racers.push_back(std::async(std::launch::async, [this] {
+      auto etcd = client();
+      for (int j = 0; j < kAdds; ++j) etcd->add("counter", 1);
+    }));
+  }
+  for (auto& racer : racers) racer.get();
+  auto etcd = client();
+  EXPECT_EQ(etcd->add("counter", 0), kClients * kAdds);
+  EXPECT_EQ(etcd->add("counter", -5), kClients * kAdds - 5);
+  EXPECT_EQ(etcd->add("fresh", 0), 0);
+  EXPECT_FALSE(etcd->check({"fresh"}));  // adding 0 only reads
+  etcd->set("text", "x");
+  EXPECT_THROW(etcd->add("text", 1), StoreError);
+}
+
+TEST_F(EtcdClientTest, CompareSetFollowsTheStoreSemantics) {
+  auto etcd = client();
+  EXPECT_EQ(etcd->compare_set("k", "old", "new"), "old");  // missing, expected not empty
+  EXPECT_FALSE(etcd->check({"k"}));
+  EXPECT_EQ(etcd->compare_set("k", "", "first"), "first");  // missing counts as empty
+  EXPECT_EQ(etcd->compare_set("k", "", "second"), "first");
+  EXPECT_EQ(etcd->compare_set("k", "other", "second"), "first");
+  EXPECT_EQ(etcd->compare_set("k", "first", "second"), "second");
+  EXPECT_EQ(etcd->get("k"), "second");
+}
+
+TEST_F(EtcdClientTest, WaitReturnsWhenAnotherClientSetsTheKeysAndTimesOutOtherwise) {
+  auto etcd = client();
+  auto waiter = std::async(std::launch::async, [this] { client()->wait({"a", "b"}, 20s); });
+  etcd->set("a", "1");
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(waiter.wait_for(0ms), std::future_status::timeout);
+  etcd->set("b", "2");
+  waiter.get();
+  EXPECT_THROW(etcd->wait({"a", "never"}, 100ms), TimeoutError);
+  etcd->set("never", "now");  // the client stays usable after a timeout
+  EXPECT_EQ(etcd->multi_get({"a", "never"}), (std::vector<std::string>{"1", "now"}));
+}
+
+TEST_F(EtcdClientTest, MultiSetAndMultiGetSpanMoreKeysThanOneTransactionAllows) {
+  auto etcd = client();
+  std::vector<std::string> keys, values;
+  for (int i = 0; i < 250; ++i) {
+    keys.push_back("many/" + std::to_string(i));
+    values.push_back(std::to_string(i * i));
+  }
+  etcd->multi_set(keys, values);
+  EXPECT_EQ(etcd->multi_get(keys), values);
+}
+
+TEST_F(EtcdClientTest, MovesOnFromAnEndpointThatDoesNotAnswer) {
+  const std::string dead = "127.0.0.1:" + std::to_string(free_port());
+  auto etcd = client({dead, endpoint_});
+  etcd->set("k", "v");
+  EXPECT_EQ(etcd->get("k"), "v");
+  EXPECT_EQ(etcd->endpoint(), endpoint_);
+}
+
+TEST_F(EtcdClientTest, NoMemberAnsweringIsANetworkErrorNamingTheEndpoints) {
+  EtcdClientOptions options;
+  options.endpoints = {"127.0.0.1:" + std::to_string(free_port())};
+  options.timeout = 300ms;
+  try {
+    EtcdClient etcd(options);
+    FAIL() << "connected to nothing";
+  } catch (const NetworkError& e) {
+    EXPECT_NE(std::string(e.what()).find(options.endpoints[0]), std::string::npos) << e.what();
+  }
+  options.endpoints.clear();
+  EXPECT_THROW(EtcdClient{options}, ConfigError);
+}
+
+// Reads one HTTP message (headers, then Content-Length bytes) from `fd`; empty on EOF.
+std::string read_message(int fd) {
+  std::string data;
+  char buffer[4096];
+  for (;;) {
+    const size_t end = data.find("\r\n\r\n");
+    if (end != std::string::npos) {
+      const size_t at = data.find("Content-Length: ");
+      const size_t length = at < end ? std::stoul(data.substr(at + 16)) : 0;
+      if (data.size() >= end + 4 + length) return data;
+    }
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) return "";
+    data.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A proxy in front of etcd that passes on every request but, once, drops the reply to the first
+// transaction that writes (closes the connection instead): a reply lost after etcd applied it.
+class ReplyDroppingProxy {
+ public:
+  explicit ReplyDroppingProxy(int etcd_port) : etcd_port_(etcd_port) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    ::listen(listener_, 8);
+    socklen_t length = sizeof address;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ReplyDroppingProxy() {
+    ::shutdown(listener_, SHUT_RDWR);
+    ::close(listener_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  int dropped() const { return dropped_; }
+
+ private:
+  void serve() {
+    for (;;) {
+      const int client = ::accept(listener_, nullptr, nullptr);
+      if (client < 0) return;
+      const int upstream = connect_to(etcd_port_);
+      for (;;) {
+        const std::string request = read_message(client);
+        if (request.empty() || ::write(upstream, request.data(), request.size()) < 0) break;
+        const std::string reply = read_message(upstream);
+        if (dropped_ == 0 && request.find("request_put") != std::string::npos) {
+          ++dropped_;
+          break;
+        }
+        if (reply.empty() || ::write(client, reply.data(), reply.size()) < 0) break;
+      }
+      ::close(upstream);
+      ::close(client);
+    }
+  }
+
+  int etcd_port_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<int> dropped_{0};
+  std::thread thread_;
+};
+
+TEST_F(EtcdClientTest, AnAddWhoseReplyWasLostIsNotMadeTwice) {
+  auto direct = client();
+  ReplyDroppingProxy proxy(std::stoi(endpoint_.substr(endpoint_.rfind(':') + 1)));
+  auto through_proxy = client({"127.0.0.1:" + std::to_string(proxy.port())});
+  EXPECT_EQ(through_proxy->add("n", 1), 1);
+  EXPECT_EQ(proxy.dropped(), 1);
+  EXPECT_EQ(direct->get("n"), "1");
+  EXPECT_EQ(through_proxy->add("n", 2), 3);
+}
+
+TEST_F(EtcdClientTest, ThreeNodesMeetInOneRoundWithDistinctRanks) {
+  RendezvousOptions options;
+  options.run_id = "job";
+  options.min_nodes = 3;
+  options.max_nodes = 3;
+  options.join_timeout = 20s;
+  std::vector<std::future<RendezvousInfo>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(std::async(std::launch::async, [this, options, i] {
+      auto etcd = client();
+      ElasticRendezvous rendezvous(*etcd, options, "node" + std::to_string(i));
+      return rendezvous.next_rendezvous();
+    }));
+  }
+  std::set<int> ranks;
+  for (int i = 0; i < 3; ++i) {
+    const RendezvousInfo info = nodes[static_cast<size_t>(i)].get();
+    EXPECT_EQ(info.round, 0);
+    EXPECT_EQ(info.num_nodes, 3);
+    EXPECT_EQ(info.node_rank, i);  // the node ids' sorted order
+    ranks.insert(info.node_rank);
+  }
+  EXPECT_EQ(ranks.size(), 3u);
+}
+
+}  // namespace
+}  // namespace acc::rendezvous
