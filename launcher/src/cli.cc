@@ -383,6 +383,8 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
   if (rest.empty()) return usage_error("no PROGRAM given: acc-launch [options] PROGRAM [args...]");
+  if (rest.front().empty())
+    return usage_error("PROGRAM is an empty word: acc-launch [options] PROGRAM [args...]");
   if (rest.front().size() > 1 && rest.front()[0] == '-')
     return usage_error("unknown option " + rest.front().substr(0, rest.front().find('=')));
   options.program = rest.front();

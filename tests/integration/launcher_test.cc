@@ -512,7 +512,8 @@ INSTANTIATE_TEST_SUITE_P(
                 {"--local_ranks_filter", "a", "/bin/true"},
                 "--local_ranks_filter"},
         BadFlag{"ElasticNodes", {"--nnodes", "1:2", "/bin/true"}, "--nnodes"},
-        BadFlag{"NoProgram", {"--nproc_per_node", "2"}, "PROGRAM"}),
+        BadFlag{"NoProgram", {"--nproc_per_node", "2"}, "PROGRAM"},
+        BadFlag{"EmptyProgram", {"--hostfile", "/nonexistent", "--no_python", ""}, "PROGRAM"}),
     [](const auto& info) { return info.param.case_name; });
 
 }  // namespace
