@@ -12,16 +12,16 @@
 
 #include "acc/common/error.h"
 #include "acc/common/exit_code.h"
-#include "acc/launcher/agent.h"
-#include "acc/launcher/cli.h"
-#include "acc/launcher/cluster.h"
-#include "acc/launcher/host.h"
-#include "acc/launcher/plan.h"
+#include "acc/launcher/agent/agent.h"
+#include "acc/launcher/cli/cli.h"
+#include "acc/launcher/host/host.h"
+#include "acc/launcher/nodes/cluster.h"
+#include "acc/launcher/plan/plan.h"
 #include "commands/commands.h"
 #include "commands/rendezvous_command.h"
-#include "config_merge.h"
-#include "console.h"
-#include "remote_nodes.h"
+#include "nodes/remote_nodes.h"
+#include "output/console.h"
+#include "plan/config_merge.h"
 
 namespace {
 

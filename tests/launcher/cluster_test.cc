@@ -1,4 +1,4 @@
-#include "acc/launcher/cluster.h"
+#include "acc/launcher/nodes/cluster.h"
 
 #include <gtest/gtest.h>
 

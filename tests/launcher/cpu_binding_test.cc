@@ -1,9 +1,9 @@
-#include "acc/launcher/cpu_binding.h"
+#include "acc/launcher/host/cpu_binding.h"
 
 #include <gtest/gtest.h>
 
 #include "acc/common/error.h"
-#include "acc/launcher/int_ranges.h"
+#include "acc/launcher/output/int_ranges.h"
 
 namespace acc::launcher {
 namespace {

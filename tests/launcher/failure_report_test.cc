@@ -1,4 +1,4 @@
-#include "acc/launcher/failure_report.h"
+#include "acc/launcher/agent/failure_report.h"
 
 #include <gtest/gtest.h>
 

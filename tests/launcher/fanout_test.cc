@@ -1,4 +1,4 @@
-#include "acc/launcher/fanout.h"
+#include "acc/launcher/nodes/fanout.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,8 +1,8 @@
-#include "hang_report.h"
+#include "observe/hang_report.h"
 
 #include <gtest/gtest.h>
 
-#include "stack_dump.h"
+#include "observe/stack_dump.h"
 
 namespace acc::launcher {
 namespace {

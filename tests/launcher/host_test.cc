@@ -1,7 +1,7 @@
 // detect_host() against fake /proc and /sys trees (the host-facts seam), and PyTorch's rules for
 // the device visibility variables.
 
-#include "acc/launcher/host.h"
+#include "acc/launcher/host/host.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
-#include "acc/launcher/line_dedup.h"
+#include "acc/launcher/output/line_dedup.h"
 
 #include <gtest/gtest.h>
 
-#include "acc/launcher/int_ranges.h"
+#include "acc/launcher/output/int_ranges.h"
 
 namespace acc::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "acc/launcher/line_splitter.h"
+#include "acc/launcher/output/line_splitter.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "acc/launcher/plan.h"
+#include "acc/launcher/plan/plan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "python_stack_hook.h"
+#include "observe/python_stack_hook.h"
 
 #include <gtest/gtest.h>
 

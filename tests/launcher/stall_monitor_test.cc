@@ -1,4 +1,4 @@
-#include "stall_monitor.h"
+#include "observe/stall_monitor.h"
 
 #include <gtest/gtest.h>
 

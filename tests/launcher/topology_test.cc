@@ -1,4 +1,4 @@
-#include "acc/launcher/topology.h"
+#include "acc/launcher/host/topology.h"
 
 #include <unistd.h>
 

@@ -13,8 +13,8 @@
 #include "acc/config/cluster_config.h"
 #include "acc/config/paths.h"
 #include "acc/config/questionnaire.h"
-#include "acc/launcher/host.h"
-#include "commands.h"
+#include "acc/launcher/host/host.h"
+#include "commands/commands.h"
 
 namespace acc::launcher {
 namespace {

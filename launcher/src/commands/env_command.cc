@@ -14,9 +14,9 @@
 #include "acc/common/error.h"
 #include "acc/config/cluster_config.h"
 #include "acc/config/paths.h"
-#include "acc/launcher/host.h"
-#include "acc/launcher/version.h"
-#include "commands.h"
+#include "acc/launcher/cli/version.h"
+#include "acc/launcher/host/host.h"
+#include "commands/commands.h"
 
 namespace acc::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "rendezvous_command.h"
+#include "commands/rendezvous_command.h"
 
 #include <pthread.h>
 #include <signal.h>

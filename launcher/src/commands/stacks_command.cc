@@ -15,10 +15,10 @@
 #include <sstream>
 #include <thread>
 
-#include "../console.h"
-#include "../stall_watch.h"
 #include "acc/common/error.h"
-#include "commands.h"
+#include "commands/commands.h"
+#include "observe/stall_watch.h"
+#include "output/console.h"
 
 namespace acc::launcher {
 namespace {

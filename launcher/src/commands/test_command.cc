@@ -17,7 +17,7 @@
 
 #include "acc/common/error.h"
 #include "acc/rendezvous/store_client.h"
-#include "commands.h"
+#include "commands/commands.h"
 
 namespace acc::launcher {
 namespace {

@@ -1,0 +1,44 @@
+#pragma once
+
+// The agent: runs one node's worker group from a LaunchPlan to its end. Starts the workers,
+// routes their output, sees each exit the moment it happens (signalfd for SIGCHLD, no polling
+// interval), stops the whole group on the first failure, restarts it while --max_restarts
+// allows, forwards the launcher's signals, and reports.
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "acc/launcher/nodes/membership.h"
+#include "acc/launcher/plan/plan.h"
+
+namespace acc::launcher {
+
+class Agent {
+ public:
+  // `environment` is what every worker inherits beneath the plan's variables; `hostname` names
+  // this node to the others in an elastic job.
+  Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
+        const std::string& hostname = "localhost");
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Blocks until the job ends. Returns acc-launch's exit status: 0 when every worker of an
+  // attempt exited 0; the root-cause worker's exit code (128+N for signal N) after the last
+  // restart; 128+N when the launcher itself received signal N. Throws LaunchError when a worker
+  // cannot be started (after stopping those that were), NetworkError for a port in use.
+  // Call once, from the main thread, with no other threads running.
+  int run();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// What --dry_run prints: for each worker the variables acc-launch sets (KEY=VALUE, one a line)
+// and its command line.
+std::string format_dry_run(const LaunchPlan& plan, int master_port,
+                           const std::map<std::string, std::string>& environment);
+
+}  // namespace acc::launcher

@@ -1,0 +1,53 @@
+#pragma once
+
+// Which CPUs each local worker may run on: torchrun's --numa-binding modes, Accelerate's
+// --enable_cpu_affinity and DeepSpeed's --bind_cores_to_rank / --bind_core_list. Pure: a topology
+// and a choice in, one CPU set per local rank out; the launcher applies them in the child
+// (spawn.h) before exec.
+
+#include <string>
+#include <vector>
+
+#include "acc/launcher/cli/options.h"
+#include "acc/launcher/host/topology.h"
+#include "acc/launcher/plan/plan.h"
+
+namespace acc::launcher {
+
+enum class CpuBindingMode {
+  kNone,
+  kNode,         // every CPU of the NUMA node of the worker's GPU
+  kSocket,       // every CPU of that node's socket
+  kExclusive,    // a share of whole physical cores of that node, split among its GPUs' workers
+  kCoreComplex,  // one L3 cache group of that node, the largest first, spread over its workers
+  kCoreList,     // DeepSpeed: an even split of a CPU list (default: one CPU per physical core)
+};
+
+struct CpuBindingChoice {
+  CpuBindingMode mode = CpuBindingMode::kNone;
+  std::string flag;            // as the user gave it, for messages: "--numa-binding exclusive"
+  std::vector<int> core_list;  // kCoreList: the CPUs to split; empty: one per physical core
+};
+
+// The binding the options ask for. Throws ConfigError when two flags ask for different ones or a
+// --bind_core_list is not a CPU list.
+CpuBindingChoice choose_cpu_binding(const LaunchOptions& options);
+
+// One CPU set per local rank (ascending CPU ids), only CPUs in topology.allowed_cpus (when it is
+// not empty). Local rank i uses GPU i when there are at least as many GPUs as workers; else the
+// workers are spread in blocks over the NUMA nodes, as if each had a GPU there. Empty for kNone.
+// Throws ConfigError naming choice.flag when the binding cannot apply (fewer physical cores than
+// workers for kExclusive, a core list naming a CPU that cannot be used, ...).
+std::vector<std::vector<int>> plan_cpu_binding(const CpuTopology& topology,
+                                               const CpuBindingChoice& choice, int local_ranks);
+
+// `topology` with its GPUs as CUDA numbers them under CUDA_VISIBLE_DEVICES=`visible` ("2,3": GPU
+// 0 is the third in PCI order). Unchanged when `visible` names GPUs by UUID.
+CpuTopology with_visible_gpus(CpuTopology topology, const std::string& visible);
+
+// Fills plan.worker_cpus from the options and host.topology (its GPUs as CUDA_VISIBLE_DEVICES,
+// from --gpu_ids or the launcher's environment, numbers them), and ACCELERATE_CPU_AFFINITY=1 in
+// plan.env for --enable_cpu_affinity. Throws ConfigError as above.
+void resolve_cpu_binding(const LaunchOptions& options, const HostInfo& host, LaunchPlan& plan);
+
+}  // namespace acc::launcher

@@ -1,0 +1,58 @@
+#pragma once
+
+// Facts about this machine and its sockets: the OS boundary the plan is made against. Every
+// command reads the machine through detect_host(), so tests can give it a fake /proc and /sys.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "acc/launcher/host/topology.h"
+
+namespace acc::launcher {
+
+// Facts about the machine the plan is made on (detect_host() below is the only place that reads
+// the real ones).
+struct HostInfo {
+  std::string hostname = "localhost";
+  int cpu_count = 1;       // online CPUs (logical)
+  int physical_cores = 1;  // cores, not hyper-threads
+  // Accelerators this process may use, as PyTorch counts them: those of the first vendor found
+  // (NVIDIA, else AMD, else Intel), restricted by that vendor's visibility variables
+  // (CUDA_VISIBLE_DEVICES; HIP_/ROCR_VISIBLE_DEVICES; ZE_AFFINITY_MASK).
+  int gpu_count = 0;
+  std::string gpu_vendor;              // "nvidia", "amd", "intel", or "" without GPUs
+  std::vector<std::string> gpu_names;  // model names of the visible GPUs, where the kernel says
+  double memory_gb = 0;
+  std::string cwd;
+  std::map<std::string, std::string> environment;  // the launcher's own environment
+  CpuTopology topology;                            // CPUs, NUMA nodes, GPUs' nodes (for binding)
+};
+
+// The directory the host facts are read under: $ACC_HOST_ROOT (a fake root with proc/ and sys/
+// for tests and containers), else "/".
+std::string host_root();
+
+// Reads the hostname, CPUs (online, physical cores), GPUs (NVIDIA through
+// /proc/driver/nvidia/gpus or /dev/nvidiaN, AMD through /dev/kfd and the KFD topology, Intel
+// through DRM render nodes; none needs a driver library), memory, the current directory and the
+// environment. Files are read under `root`; the environment is this process's. Never throws.
+HostInfo detect_host(const std::string& root);
+inline HostInfo detect_host() {
+  return detect_host(host_root());
+}
+
+// How many of `devices` (in index order, each with its ids: "0", a UUID) a visibility variable
+// such as CUDA_VISIBLE_DEVICES leaves, as PyTorch parses it: a comma list of indices or (a
+// prefix of) UUIDs, read up to the first entry that names no device, is negative or repeats one.
+// An empty value hides every device. Pure.
+int count_visible(const std::vector<std::vector<std::string>>& devices, const std::string& value);
+
+// Binds port 0 on all interfaces and returns the port the kernel chose. Throws NetworkError.
+int pick_free_port();
+
+// Throws NetworkError naming address and port when a store could not listen there (another
+// process has it). SO_REUSEADDR as TCPStore uses it, so a port in TIME_WAIT is not refused.
+void ensure_port_free(const std::string& address, int port);
+
+}  // namespace acc::launcher

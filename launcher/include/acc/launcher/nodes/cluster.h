@@ -1,0 +1,63 @@
+#pragma once
+
+// Schedulers that already know the job's shape: SLURM, Open MPI / PMI, Kubernetes (Kubeflow's
+// PyTorchJob), and hostfiles. Reading them spares users wiring addresses and ranks by hand; an
+// explicit flag always wins. Pure, except resolve_slurm_node_address (it may ask scontrol).
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "acc/launcher/cli/options.h"
+
+namespace acc::launcher {
+
+// What a scheduler says about this node's place in the job. Unset: it says nothing.
+struct ClusterFacts {
+  std::string scheduler;  // "slurm", "mpi", "kubernetes", "hostfile", or empty
+  std::optional<std::string> nnodes;
+  std::optional<int> node_rank;
+  std::optional<std::string> nproc_per_node;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  std::optional<std::string> rdzv_id;
+  std::vector<std::string> sources;  // "nnodes=2 (SLURM_STEP_NUM_NODES)", for --dry_run and env
+};
+
+// Reads the environment of a SLURM step, an mpirun rank or a Kubernetes pod. `resolve` maps a
+// SLURM node name to an address the other nodes can reach (see resolve_slurm_node_address).
+ClusterFacts detect_cluster(const std::map<std::string, std::string>& environment,
+                            std::string (*resolve)(const std::string& node) = nullptr);
+
+// "gpu[01-03,7],login1" -> gpu01 gpu02 gpu03 gpu7 login1. Throws ConfigError if malformed.
+std::vector<std::string> expand_slurm_hostlist(const std::string& hostlist);
+
+// The port every node derives from the job id alone, so nodes agree without talking.
+int port_for_job(const std::string& job_id);
+
+// A SLURM node's name if it resolves, else its NodeAddr from `scontrol show node` (clusters,
+// and SLURM on one machine, where node names are not host names), else the name itself.
+std::string resolve_slurm_node_address(const std::string& node);
+
+struct HostfileEntry {
+  std::string host;
+  int slots = 1;
+};
+
+// The DeepSpeed / Horovod / Open MPI syntax: "host slots=N" a line, '#' comments.
+// Throws ConfigError naming file:line for a malformed line.
+std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::string& path);
+
+// The hosts kept by --include / --exclude (comma lists of host names; empty: no filter).
+std::vector<HostfileEntry> filter_hosts(std::vector<HostfileEntry> hosts,
+                                        const std::string& include, const std::string& exclude);
+
+// Facts from a hostfile for the node named `this_host` (or at node_rank when given).
+ClusterFacts hostfile_facts(const std::vector<HostfileEntry>& hosts, const std::string& this_host,
+                            std::optional<int> node_rank);
+
+// Fills every option the user did not give from `facts`.
+void apply_cluster_facts(const ClusterFacts& facts, LaunchOptions& options);
+
+}  // namespace acc::launcher

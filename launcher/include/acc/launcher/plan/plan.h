@@ -1,0 +1,100 @@
+#pragma once
+
+// Resolution of LaunchOptions into a LaunchPlan: how many workers, their ranks, their command
+// lines and their environment. Pure: no processes, sockets or files, so it is unit-tested alone.
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "acc/launcher/cli/options.h"
+#include "acc/launcher/host/host.h"
+#include "acc/launcher/plan/launch_types.h"
+
+namespace acc::launcher {
+
+struct LaunchPlan {
+  int nproc_per_node = 1;
+  int nnodes = 1;     // static jobs; elastic ones learn it in each round
+  int min_nodes = 1;  // elastic: --nnodes MIN:MAX
+  int max_nodes = 1;
+  std::string rdzv_backend = "static";
+  std::string rdzv_host;  // c10d: the rendezvous store, --rdzv_endpoint host[:29400]
+  int rdzv_port = 29400;
+  std::map<std::string, std::string> rdzv_conf;  // --rdzv_conf k=v,...
+  std::string local_addr;                        // this node's address as the other nodes reach it
+  int node_rank = 0;
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;  // 0: the launcher picks a free port at each attempt
+  std::string run_id;
+  std::string role;
+  std::string hostname;
+  int max_restarts = 0;
+  double shutdown_timeout = 30;
+  // Signals that are forwarded to the workers and then end the job (--signals-to-handle). SIGUSR1
+  // is forwarded too when not listed, without ending the job; SIGUSR2 asks for a stack report.
+  std::vector<int> stop_signals;
+  bool virtual_local_rank = false;    // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=<the worker's device>
+  double exit_barrier_timeout = 300;  // elastic: seconds a finished node waits for the others
+  StreamSpec redirects;
+  StreamSpec tee;
+  std::set<int> console_local_ranks;  // empty: every local rank is shown
+  std::string log_dir;                // empty: a temporary directory, removed when unused
+  std::string log_line_prefix;        // template; see expand_prefix
+  bool quiet = false;
+  bool dry_run = false;
+  std::string program;  // as the user named it, for messages
+  // Accelerate's simple launcher: one process that is not a distributed job, so its worker gets
+  // no torchrun contract (with RANK/LOCAL_RANK set, Accelerate would join a group of one).
+  bool single_process = false;
+  EnvList env;           // set in every worker (after the contract variables)
+  EnvList env_defaults;  // set in every worker unless the launcher has it already
+  std::vector<WorkerSpec> workers;
+  std::vector<std::string> notices;  // one-line messages for the user (e.g. OMP_NUM_THREADS)
+
+  // A fan-out over hosts with different slots (fanout.h): every node's workers, in node order;
+  // ranks and the world size follow from them. Empty: nproc_per_node on every node.
+  std::vector<int> node_slots;
+
+  // Console output and CPU binding.
+  bool dedup_lines = false;  // collapse identical lines of several ranks (line_dedup.h)
+  int dedup_window_ms = 150;
+  // The CPUs of each local rank (index), set in the child before exec, with OMP_NUM_THREADS
+  // their count unless the user set it; empty: no binding (cpu_binding.h).
+  std::vector<std::vector<int>> worker_cpus;
+
+  // Hang detection: see LaunchOptions.
+  double stall_timeout = 0;
+  bool stall_stops_job = true;
+
+  // --rdzv_backend etcd-v2 (or etcd): the etcd members' client addresses, host:port each, that
+  // the elastic rendezvous runs on instead of a store at rdzv_host:rdzv_port.
+  std::vector<std::string> etcd_endpoints;
+};
+
+// The round of a static job: the plan's own node rank and count.
+Round static_round(const LaunchPlan& plan, int master_port, int restart_count);
+
+// A worker's global rank in a round.
+int global_rank(const LaunchPlan& plan, const Round& round, int local_rank);
+
+// Builds the plan. Throws ConfigError (one line naming the flag and the fix) for bad input.
+LaunchPlan build_plan(const LaunchOptions& options, const HostInfo& host);
+
+// Parses a --redirects/--tee value. Throws ConfigError naming `flag`.
+StreamSpec parse_stream_spec(const std::string& value, const std::string& flag);
+
+// The variables acc-launch sets for one worker of one attempt, in a stable order: the torchrun
+// contract (only TORCHELASTIC_ERROR_FILE of it when plan.single_process), then plan.env. The worker
+// inherits the launcher's environment beneath these, plus plan.env_defaults where the launcher has
+// no value.
+EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
+                   const std::string& error_file);
+
+// Expands ${rank}, ${local_rank}, ${role_name} and ${hostname} in the log line prefix.
+std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round);
+
+}  // namespace acc::launcher

@@ -1,0 +1,59 @@
+#include "agent/worker_stream.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "output/console.h"
+
+namespace acc::launcher {
+
+void Stream::on_line(std::string_view line) {
+  if (on_progress) on_progress();
+  if (file_fd >= 0) write_all(file_fd, line);
+  if (console_fd >= 0 && dedup) {
+    dedup->add(local_rank, line, std::chrono::steady_clock::now());
+  } else if (console_fd >= 0) {
+    console_batch += prefix;
+    console_batch += line;
+    if (line.back() != '\n' && line.back() != '\r') console_batch += '\n';
+  }
+  if (tail) {
+    std::string_view text = line;
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+    tail->emplace_back(text);
+    if (tail->size() > kTailLines) tail->pop_front();
+  }
+}
+
+void Stream::flush_console() {
+  if (console_fd >= 0 && !console_batch.empty()) write_all(console_fd, console_batch);
+  console_batch.clear();
+}
+
+Stream::Read Stream::read_some() {
+  char buffer[64 * 1024];
+  const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+  if (got > 0) {
+    splitter.feed(std::string_view(buffer, static_cast<size_t>(got)));
+    flush_console();
+    return Read::kData;
+  }
+  return got < 0 && (errno == EAGAIN || errno == EINTR) ? Read::kNothingYet : Read::kEnd;
+}
+
+void Stream::close_all() {
+  if (fd >= 0) {
+    while (read_some() == Read::kData) {
+    }
+    splitter.finish();
+    flush_console();
+    ::close(fd);
+    fd = -1;
+  }
+  if (file_fd >= 0) ::close(file_fd);
+  file_fd = -1;
+}
+
+}  // namespace acc::launcher

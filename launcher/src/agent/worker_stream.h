@@ -1,0 +1,43 @@
+#pragma once
+
+// One output stream (stdout or stderr) of one worker, as the agent reads it: its pipe, cut into
+// whole lines; each line to the worker's log file, to the console (prefixed, in batches of whole
+// lines, or through the --dedup_lines collapser), to the stderr tail the failure report shows,
+// and counted as progress for the stall watch. Not thread-safe: the agent's one thread owns it.
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "acc/launcher/output/line_dedup.h"
+#include "acc/launcher/output/line_splitter.h"
+
+namespace acc::launcher {
+
+struct Stream {
+  static constexpr size_t kTailLines = 10;  // stderr lines kept for the failure report
+
+  int fd = -1;
+  int file_fd = -1;
+  int console_fd = -1;  // -1: not shown on the console
+  std::string prefix;
+  std::string console_batch;
+  std::deque<std::string>* tail = nullptr;  // stderr keeps its last lines for the report
+  LineDedup* dedup = nullptr;               // --dedup_lines: the console goes through it
+  int local_rank = 0;
+  std::function<void()> on_progress;  // a line is progress for the stall watch
+  LineSplitter splitter{[this](std::string_view line) { on_line(line); }};
+
+  void on_line(std::string_view line);
+  // Whole lines only, so no other worker's line can land inside one.
+  void flush_console();
+  enum class Read { kData, kNothingYet, kEnd };
+  // One read of the pipe (non-blocking), its lines handled.
+  Read read_some();
+  // Drains what the pipe holds now (a grandchild that keeps it open does not hold us), then
+  // closes the pipe and the file.
+  void close_all();
+};
+
+}  // namespace acc::launcher

@@ -1,0 +1,440 @@
+#include "acc/launcher/cli/cli.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+
+#include "acc/config/schema.h"
+#include "acc/launcher/cli/version.h"
+
+namespace acc::launcher {
+namespace {
+
+// "nproc_per_node" -> "--nproc-per-node,--nproc_per_node" (torchrun 2.x accepts both spellings).
+std::string both_spellings(const std::string& name) {
+  std::string dashed = name;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  return dashed == name ? "--" + name : "--" + dashed + ",--" + name;
+}
+
+std::string pet_name(const std::string& name) {
+  std::string upper = "PET_" + name;
+  std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
+  return upper;
+}
+
+// Validators whose messages say what was expected in words, not as a numeric range.
+CLI::Validator whole_number(int minimum) {
+  return CLI::Validator(
+      [minimum](std::string& value) -> std::string {
+        size_t used = 0;
+        long parsed = 0;
+        try {
+          parsed = std::stol(value, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != value.size() || used == 0 || parsed < minimum)
+          return value + " is not a whole number of at least " + std::to_string(minimum);
+        return "";
+      },
+      "INT>=" + std::to_string(minimum));
+}
+
+CLI::Validator seconds() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        size_t used = 0;
+        double parsed = -1;
+        try {
+          parsed = std::stod(value, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != value.size() || used == 0 || parsed < 0)
+          return value + " is not a number of seconds";
+        return "";
+      },
+      "SECONDS");
+}
+
+// Registers the flags. Each one records its canonical (underscore) name so that LaunchOptions can
+// tell a flag that was given from one left at its default.
+class FlagTable {
+ public:
+  FlagTable(CLI::App& app, LaunchOptions& options) : app_(app), options_(options) {}
+
+  template <typename T>
+  CLI::Option* value(const std::string& name, T& target, const std::string& help,
+                     const std::string& short_name = "", bool torchrun = false) {
+    return track(name, torchrun, app_.add_option(spec(name, short_name), target, help));
+  }
+
+  CLI::Option* flag(const std::string& name, bool& target, const std::string& help,
+                    const std::string& short_name = "", bool torchrun = false) {
+    return track(name, torchrun, app_.add_flag(spec(name, short_name), target, help));
+  }
+
+  // A flag whose value (or, for a switch, its presence) is kept as text by `store`.
+  CLI::Option* text(const std::string& name, bool takes_value, const std::string& help,
+                    std::function<void(const std::string&)> store) {
+    CLI::Option* option =
+        takes_value ? app_.add_option_function<std::string>(spec(name, ""), std::move(store), help)
+                    : app_.add_flag_callback(
+                          spec(name, ""), [store = std::move(store)] { store(""); }, help);
+    return track(name, false, option);
+  }
+
+  bool has(const std::string& name) const {
+    return std::any_of(options_by_name_.begin(), options_by_name_.end(),
+                       [&](const auto& entry) { return entry.first == name; });
+  }
+
+  void record_given() {
+    for (auto& [name, option] : options_by_name_)
+      if (option->count() > 0) options_.given.insert(name);
+  }
+
+ private:
+  static std::string spec(const std::string& name, const std::string& short_name) {
+    return short_name.empty() ? both_spellings(name) : short_name + "," + both_spellings(name);
+  }
+
+  // torchrun's flags also read PET_<NAME> from the environment.
+  CLI::Option* track(const std::string& name, bool torchrun, CLI::Option* option) {
+    if (torchrun) option->envname(pet_name(name));
+    options_by_name_.emplace_back(name, option);
+    return option;
+  }
+
+  CLI::App& app_;
+  LaunchOptions& options_;
+  std::vector<std::pair<std::string, CLI::Option*>> options_by_name_;
+};
+
+void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
+  const bool pet = true;
+  t.value("nproc_per_node", o.nproc_per_node, "workers on this node: N, auto, cpu or gpu", "", pet);
+  t.value("nnodes", o.nnodes, "number of nodes, or MIN:MAX for elastic jobs", "", pet);
+  t.value("node_rank", o.node_rank, "rank of this node (static rendezvous)", "", pet)
+      ->check(whole_number(0));
+  t.value("master_addr", o.master_addr, "address of the node 0 store", "", pet);
+  t.value("master_port", o.master_port,
+          "port of the node 0 store (default: free port on one "
+          "node, else 29500)",
+          "", pet)
+      ->check(whole_number(0) & CLI::Range(0, 65535).description(""));
+  t.flag("standalone", o.standalone, "single-node job on a free port", "", pet);
+  t.value("rdzv_backend", o.rdzv_backend, "rendezvous backend: static or c10d", "", pet);
+  t.value("rdzv_endpoint", o.rdzv_endpoint, "rendezvous host[:port]", "", pet);
+  t.value("rdzv_id", o.rdzv_id, "job id shared by all nodes", "", pet);
+  t.value("rdzv_conf", o.rdzv_conf, "rendezvous settings k1=v1,k2=v2", "", pet);
+  t.value("max_restarts", o.max_restarts, "restarts of the worker group before failing", "", pet)
+      ->check(whole_number(0));
+  t.value("monitor_interval", o.monitor_interval,
+          "accepted for compatibility (exits are seen at "
+          "once)",
+          "", pet)
+      ->check(seconds());
+  t.value("start_method", o.start_method, "accepted for compatibility", "", pet)
+      ->check(CLI::IsMember({"spawn", "fork", "forkserver"}));
+  t.value("role", o.role, "worker role name (ROLE_NAME)", "", pet);
+  t.flag("module", o.module, "run PROGRAM as a Python module (python -m)", "-m", pet);
+  t.flag("no_python", o.no_python, "run PROGRAM as is, without the interpreter", "", pet);
+  t.flag("run_path", o.run_path, "run a .py PROGRAM with the interpreter (runpy)", "", pet);
+  t.value("log_dir", o.log_dir, "directory for per-attempt, per-rank logs", "", pet);
+  t.value("redirects", o.redirects, "send worker output to files only: 0-3 or 0:1,1:2", "-r", pet);
+  t.value("tee", o.tee, "send worker output to files and console: 0-3 or 0:1,1:2", "-t", pet);
+  t.value("local_ranks_filter", o.local_ranks_filter, "local ranks shown on the console (0,1)", "",
+          pet);
+  t.value("local_addr", o.local_addr, "this node's address", "", pet);
+  t.value("shutdown_timeout", o.shutdown_timeout,
+          "seconds from SIGTERM to SIGKILL when stopping "
+          "workers",
+          "", pet)
+      ->check(seconds());
+  t.value("signals_to_handle", o.signals_to_handle,
+          "signals forwarded to the workers that then end the job (default "
+          "SIGTERM,SIGINT,SIGHUP,SIGQUIT; also $TORCHELASTIC_SIGNALS_TO_HANDLE)",
+          "", pet);
+  t.flag("virtual_local_rank", o.virtual_local_rank,
+         "every worker gets LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES", "", pet);
+  t.value("exit_barrier_timeout", o.exit_barrier_timeout,
+          "elastic: seconds a finished node waits for the others (default 300; also "
+          "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT)",
+          "", pet)
+      ->check(seconds());
+  t.value("logs_specs", o.logs_specs, "accepted for compatibility (acc-launch writes its logs)");
+  t.value("event_log_handler", o.event_log_handler, "accepted for compatibility", "", pet);
+  t.value("duplicate_stdout_filters", o.duplicate_stdout_filters,
+          "accepted for compatibility; not honoured", "", pet);
+  t.value("duplicate_stderr_filters", o.duplicate_stderr_filters,
+          "accepted for compatibility; not honoured", "", pet);
+  t.value("print_completion", o.print_completion, "print a shell completion script and exit")
+      ->check(CLI::IsMember({"bash", "zsh", "tcsh"}));
+}
+
+// torchrun's launcher-side variables, read as the defaults of their flags.
+void apply_torchrun_variables(LaunchOptions& o) {
+  auto variable = [](const char* name) -> const char* {
+    const char* value = std::getenv(name);
+    return value && *value ? value : nullptr;
+  };
+  if (const char* v = variable("TORCHELASTIC_SIGNALS_TO_HANDLE")) o.signals_to_handle = v;
+  if (const char* v = variable("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) o.log_line_prefix = v;
+  if (const char* v = variable("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) o.shutdown_timeout = std::atof(v);
+  if (const char* v = variable("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT"))
+    o.exit_barrier_timeout = std::atof(v);
+}
+
+// `--print-completion SHELL`: every long flag, for the shell's own completion.
+std::string completion_script(const CLI::App& app, const std::string& shell) {
+  std::string words;
+  for (const CLI::Option* option : app.get_options())
+    for (const std::string& name : option->get_lnames()) words += " --" + name;
+  if (shell == "tcsh") return "complete acc-launch 'c/--/(" + words.substr(3) + ")/'";
+  std::string script = "complete -o default -W \"" + words.substr(1) + "\" acc-launch";
+  if (shell == "zsh") script = "autoload -U +X bashcompinit && bashcompinit\n" + script;
+  return script;
+}
+
+void add_accelerate_flags(FlagTable& t, LaunchOptions& o) {
+  t.value("num_processes", o.num_processes, "total processes over all machines")
+      ->check(whole_number(1));
+  t.value("num_machines", o.num_machines, "number of machines")->check(whole_number(1));
+  t.value("machine_rank", o.machine_rank, "rank of this machine")->check(whole_number(0));
+  t.value("main_process_ip", o.main_process_ip, "address of machine 0");
+  t.value("main_process_port", o.main_process_port, "port on machine 0 (0: a free port)")
+      ->check(whole_number(0) & CLI::Range(0, 65535).description(""));
+  t.value("gpu_ids", o.gpu_ids, "GPUs to use: comma list or all");
+  t.flag("cpu", o.cpu, "train on CPU even where GPUs exist");
+  t.flag("multi_gpu", o.multi_gpu, "multi-GPU training");
+  t.value("mixed_precision", o.mixed_precision, "no, fp16, bf16 or fp8")
+      ->check(CLI::IsMember({"no", "fp16", "bf16", "fp8"}));
+  t.value("num_cpu_threads_per_process", o.num_cpu_threads_per_process,
+          "OMP_NUM_THREADS of "
+          "each worker")
+      ->check(whole_number(1));
+  t.flag("debug", o.debug, "ACCELERATE_DEBUG_MODE=true in the workers");
+  t.flag("quiet", o.quiet, "less launcher output", "-q");
+  t.value("config_file", o.config_file, "accelerate config file");
+  t.flag("use_deepspeed", o.use_deepspeed, "DeepSpeed launch (its variables for the workers)");
+  t.flag("use_fsdp", o.use_fsdp, "FSDP launch (FSDP_* variables for the workers)");
+  t.flag("use_megatron_lm", o.use_megatron_lm, "Megatron-LM launch (MEGATRON_LM_* variables)");
+  t.flag("use_parallelism_config", o.use_parallelism_config,
+         "ParallelismConfig (FSDP 2): PARALLELISM_CONFIG_* variables");
+}
+
+// accelerate launch's TPU and SageMaker flags: acc-launch starts local processes only, so these
+// are refused in one line, as configs for those platforms are.
+void add_refused_flags(FlagTable& t, std::vector<std::string>& refused) {
+  const std::pair<const char*, bool> kRefused[] = {{"tpu", false},
+                                                   {"tpu_cluster", false},
+                                                   {"no_tpu_cluster", false},
+                                                   {"tpu_use_sudo", false},
+                                                   {"vm", true},
+                                                   {"env", true},
+                                                   {"aws_access_key_id", true},
+                                                   {"aws_secret_access_key", true}};
+  for (const auto& [name, takes_value] : kRefused) {
+    const std::string flag = name;
+    t.text(flag, takes_value, "TPU / SageMaker only: refused (use accelerate launch there)",
+           [&refused, flag](const std::string&) { refused.push_back(flag); });
+  }
+}
+
+// Every config key that `accelerate launch` also takes as `--<key>` (the schema is the one table
+// of them), unless registered above with a meaning of its own (--num_processes, --gpu_ids, ...).
+void add_config_key_flags(FlagTable& t, LaunchOptions& o) {
+  for (const acc::config::LaunchFlag& flag : acc::config::launch_flags()) {
+    const std::string name(flag.spec->name);
+    if (t.has(name)) continue;
+    std::string help(flag.spec->doc);
+    if (help.empty()) help = std::string(flag.section) + ": " + std::string(flag.spec->env);
+    t.text(name, flag.spec->flag_arg != acc::config::FlagArg::kSwitch, help,
+           [&o, name](const std::string& value) { o.config_flags.emplace_back(name, value); });
+  }
+}
+
+void add_own_flags(FlagTable& t, LaunchOptions& o) {
+  t.value("hostfile", o.hostfile, "hosts of a static multi-node job: 'host slots=N' a line");
+  t.value("include", o.include_hosts, "hosts of the hostfile to use (comma list)");
+  t.value("exclude", o.exclude_hosts, "hosts of the hostfile to leave out (comma list)");
+  t.value("python", o.python,
+          "interpreter for .py programs and -m (default $PYTHON_EXEC or "
+          "python3)");
+  t.value("log_line_prefix_template", o.log_line_prefix,
+          "prefix of each worker output line; "
+          "${rank}, ${local_rank}, ${role_name}, ${hostname}; empty for none");
+  t.flag("dry_run", o.dry_run, "print each worker's command and environment, start nothing");
+}
+
+// Starting every node from one command (docs/clusters.md, "One command for all nodes").
+void add_fanout_flags(FlagTable& t, LaunchOptions& o) {
+  t.value("launcher", o.launcher,
+          "with --hostfile: how the head starts each node's launcher: ssh, pdsh, srun, "
+          "mpirun, or none (run the same command on every node yourself)")
+      ->check(CLI::IsMember({"ssh", "pdsh", "srun", "mpirun", "none"}));
+  t.value("ssh_port", o.ssh_port, "port of sshd on every host")
+      ->check(whole_number(1) & CLI::Range(1, 65535).description(""));
+  t.value("ssh_option", o.ssh_options,
+          "an ssh -o option, e.g. IdentityFile=~/.ssh/job (repeatable)")
+      ->allow_extra_args(false);
+  t.value("env_passthrough", o.env_passthrough,
+          "variables sent to every node besides NCCL_* PYTHON* UCX_* CUDA_* ACC_* GLOO_* "
+          "(comma list)");
+  t.value("node_slots", o.node_slots,
+          "every node's workers in node order, e.g. 1,3 (set by the head when hosts differ)");
+  t.flag("stop_on_stdin_eof", o.stop_on_stdin_eof,
+         "stop the job when stdin closes (set by the head on each remote launcher)");
+}
+
+// Collapsed console output and CPU binding (line_dedup.h, cpu_binding.h).
+void add_output_and_binding_flags(FlagTable& t, LaunchOptions& o) {
+  t.flag("dedup_lines", o.dedup_lines,
+         "print a line that several ranks print at once a single time, as [rank0-7]: line");
+  t.value("dedup_window", o.dedup_window_ms,
+          "milliseconds a line waits for the same line from other ranks (default 150)")
+      ->check(whole_number(1));
+  t.value("numa_binding", o.numa_binding,
+          "bind each worker to CPUs near its GPU: node, socket, exclusive or core-complex")
+      ->check(CLI::IsMember({"node", "socket", "exclusive", "core-complex"}));
+  t.flag("enable_cpu_affinity", o.enable_cpu_affinity,
+         "bind each worker to the CPUs of its GPU's NUMA node (Accelerate)");
+  t.flag("bind_cores_to_rank", o.bind_cores_to_rank,
+         "split the cores evenly among the workers and bind each to its share (DeepSpeed)");
+  t.value("bind_core_list", o.bind_core_list,
+          "the CPUs --bind_cores_to_rank splits, such as 0-7,16-23 (implies it)");
+}
+
+void add_stall_flags(FlagTable& t, LaunchOptions& o);
+std::vector<std::string> split_empty_values(const CLI::App& app,
+                                            const std::vector<std::string>& args);
+
+// CLI11 messages name the flag already; we make them one line and add our prefix.
+std::string one_line(std::string message) {
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  while (!message.empty() && message.back() == ' ') message.pop_back();
+  return "acc-launch: error: " + message + " (see acc-launch --help)";
+}
+
+ParseResult usage_error(const std::string& message) {
+  ParseResult result;
+  result.exit_now = true;
+  result.exit_code = 2;
+  result.message = one_line(message);
+  return result;
+}
+
+}  // namespace
+
+ParseResult parse_launch_args(const std::vector<std::string>& args) {
+  ParseResult result;
+  LaunchOptions& options = result.options;
+  if (const char* python = std::getenv("PYTHON_EXEC"); python && *python) options.python = python;
+  apply_torchrun_variables(options);
+
+  CLI::App app{"acc-launch: start one worker per GPU or CPU slot with the torchrun contract",
+               "acc-launch"};
+  app.footer(
+      "Usage: acc-launch [launch] [options] PROGRAM [program args...]\n"
+      "       acc-launch config | env | test | stacks | rendezvous ...");
+  app.prefix_command();
+  app.set_version_flag("--version", std::string("acc-launch ") + kVersion);
+  FlagTable table(app, options);
+  add_torchrun_flags(table, options);
+  add_accelerate_flags(table, options);
+  add_own_flags(table, options);
+  add_fanout_flags(table, options);
+  add_output_and_binding_flags(table, options);
+  add_stall_flags(table, options);
+  std::vector<std::string> refused;
+  add_refused_flags(table, refused);
+  add_config_key_flags(table, options);  // last: it skips the names registered above
+
+  const std::vector<std::string> split = split_empty_values(app, args);
+  std::vector<std::string> reversed(split.rbegin(), split.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    result.exit_now = true;
+    result.message = app.help();
+    return result;
+  } catch (const CLI::CallForVersion&) {
+    result.exit_now = true;
+    result.message = std::string("acc-launch ") + kVersion + "\n";
+    return result;
+  } catch (const CLI::ParseError& e) {
+    return usage_error(e.what());
+  }
+  table.record_given();
+  if (!options.print_completion.empty()) {
+    result.exit_now = true;
+    result.message = completion_script(app, options.print_completion);
+    return result;
+  }
+  if (!refused.empty())
+    return usage_error("--" + refused.front() +
+                       ": TPU and SageMaker launches are not supported; acc-launch starts local "
+                       "processes (use accelerate launch on a TPU VM or for SageMaker)");
+
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (rest.empty()) return usage_error("no PROGRAM given: acc-launch [options] PROGRAM [args...]");
+  if (rest.front().empty())
+    return usage_error("PROGRAM is an empty word: acc-launch [options] PROGRAM [args...]");
+  if (rest.front().size() > 1 && rest.front()[0] == '-')
+    return usage_error("unknown option " + rest.front().substr(0, rest.front().find('=')));
+  options.program = rest.front();
+  options.program_args.assign(rest.begin() + 1, rest.end());
+  return result;
+}
+
+namespace {
+
+void add_stall_flags(FlagTable& t, LaunchOptions& o) {
+  t.value("stall_timeout", o.stall_timeout,
+          "when no worker printed a line or made a training step (libacc) for this many "
+          "seconds, print every worker's stack and stop the job (exit 4); 0: off")
+      ->check(seconds())
+      ->envname("ACC_STALL_TIMEOUT");
+  t.value("stall_action", o.stall_action,
+          "what a stall does after its report: stop (the default) or report (and go on)")
+      ->check(CLI::IsMember({"stop", "report"}));
+}
+
+}  // namespace
+
+namespace {
+
+// argparse reads `--flag=` as the empty value (`--megatron_lm_eod_mask_loss=` is bool('')), but
+// CLI11 would take the next word for it, even the program. So up to the program such a word
+// becomes two, `--flag` and "".
+std::vector<std::string> split_empty_values(const CLI::App& app,
+                                            const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--" || arg.size() < 2 || arg[0] != '-') break;
+    const size_t equals = arg.find('=');
+    const CLI::Option* option = app.get_option_no_throw(arg.substr(0, equals));
+    if (option && equals == arg.size() - 1) {
+      out.push_back(arg.substr(0, equals));
+      out.emplace_back();
+      continue;
+    }
+    out.push_back(arg);
+    if (option && equals == std::string::npos && option->get_expected_min() > 0 &&
+        i + 1 < args.size())
+      out.push_back(args[++i]);  // its value, whatever it looks like
+  }
+  out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  return out;
+}
+
+}  // namespace
+
+}  // namespace acc::launcher

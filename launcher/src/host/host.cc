@@ -1,0 +1,333 @@
+#include "acc/launcher/host/host.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <utility>
+
+#include "acc/common/error.h"
+#include "acc/launcher/host/topology.h"
+
+extern char** environ;
+
+namespace acc::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_line(const fs::path& path) {
+  std::ifstream file(path);
+  std::string line;
+  std::getline(file, line);
+  return line;
+}
+
+std::vector<fs::path> sorted_entries(const fs::path& dir) {
+  std::vector<fs::path> entries;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) entries.push_back(entry.path());
+  std::sort(entries.begin(), entries.end());
+  return entries;
+}
+
+// "0-3,8,10-11" (a kernel CPU list) -> how many CPUs it names.
+int count_cpu_list(const std::string& list) {
+  int count = 0;
+  size_t start = 0;
+  while (start < list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string part = list.substr(start, comma - start);
+    const size_t dash = part.find('-');
+    try {
+      count += dash == std::string::npos
+                   ? 1
+                   : std::stoi(part.substr(dash + 1)) - std::stoi(part.substr(0, dash)) + 1;
+    } catch (const std::exception&) {
+    }
+    start = comma + 1;
+  }
+  return count;
+}
+
+struct CpuFacts {
+  int logical = 0;
+  int physical = 0;
+};
+
+CpuFacts read_cpus(const fs::path& root) {
+  CpuFacts cpus;
+  std::ifstream cpuinfo(root / "proc/cpuinfo");
+  std::set<std::pair<std::string, std::string>> cores;
+  std::string line, physical_id = "0";
+  while (std::getline(cpuinfo, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "processor") ++cpus.logical;
+    if (key == "physical id") physical_id = value;
+    if (key == "core id") cores.emplace(physical_id, value);
+  }
+  const int online = count_cpu_list(read_line(root / "sys/devices/system/cpu/online"));
+  if (online > 0) cpus.logical = online;
+  if (cpus.logical == 0) {
+    const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+    cpus.logical = n > 0 ? static_cast<int>(n) : 1;
+  }
+  cpus.physical = cores.empty() ? cpus.logical : static_cast<int>(cores.size());
+  return cpus;
+}
+
+double read_memory_gb(const fs::path& root) {
+  std::ifstream meminfo(root / "proc/meminfo");
+  std::string key;
+  long long kb = 0;
+  while (meminfo >> key >> kb) {
+    if (key == "MemTotal:") return static_cast<double>(kb) / 1024.0 / 1024.0;
+    meminfo.ignore(256, '\n');
+  }
+  return 0;
+}
+
+// One GPU as the kernel shows it: its ids for the visibility variables (index, UUID) and name.
+struct Gpu {
+  std::vector<std::string> ids;
+  std::string name;
+};
+
+std::string field(const fs::path& file, const std::string& key) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const size_t start = line.find_first_not_of(" \t", key.size());
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
+}
+
+// NVIDIA: the driver's /proc entries (one per GPU, in bus order), else the /dev/nvidiaN nodes.
+std::vector<Gpu> nvidia_gpus(const fs::path& root) {
+  std::vector<Gpu> gpus;
+  for (const fs::path& dir : sorted_entries(root / "proc/driver/nvidia/gpus")) {
+    Gpu gpu;
+    gpu.ids = {std::to_string(gpus.size())};
+    if (std::string uuid = field(dir / "information", "GPU UUID:"); !uuid.empty())
+      gpu.ids.push_back(uuid);
+    gpu.name = field(dir / "information", "Model:");
+    gpus.push_back(std::move(gpu));
+  }
+  if (!gpus.empty()) return gpus;
+  const std::regex device("nvidia[0-9]+");
+  for (const fs::path& node : sorted_entries(root / "dev"))
+    if (std::regex_match(node.filename().string(), device))
+      gpus.push_back({{std::to_string(gpus.size())}, ""});
+  return gpus;
+}
+
+// AMD (ROCm): /dev/kfd, and the KFD topology nodes that have SIMD units (CPU nodes have none).
+std::vector<Gpu> amd_gpus(const fs::path& root) {
+  std::vector<Gpu> gpus;
+  std::error_code ec;
+  if (!fs::exists(root / "dev/kfd", ec)) return gpus;
+  for (const fs::path& node : sorted_entries(root / "sys/class/kfd/kfd/topology/nodes")) {
+    const std::string simd = field(node / "properties", "simd_count");
+    if (simd.empty() || simd == "0") continue;
+    Gpu gpu;
+    gpu.ids = {std::to_string(gpus.size())};
+    if (std::string id = field(node / "properties", "unique_id"); !id.empty() && id != "0")
+      gpu.ids.push_back("GPU-" + id);
+    gpu.name = read_line(node / "name");
+    gpus.push_back(std::move(gpu));
+  }
+  return gpus;
+}
+
+// Intel (XPU): DRM render nodes of Intel's vendor id driven by i915 or xe.
+std::vector<Gpu> intel_gpus(const fs::path& root) {
+  std::vector<Gpu> gpus;
+  for (const fs::path& node : sorted_entries(root / "sys/class/drm")) {
+    if (node.filename().string().rfind("renderD", 0) != 0) continue;
+    if (read_line(node / "device/vendor") != "0x8086") continue;
+    std::error_code ec;
+    const std::string driver = fs::read_symlink(node / "device/driver", ec).filename().string();
+    if (driver != "i915" && driver != "xe") continue;
+    gpus.push_back({{std::to_string(gpus.size())}, ""});
+  }
+  return gpus;
+}
+
+std::vector<std::vector<std::string>> ids_of(const std::vector<Gpu>& gpus) {
+  std::vector<std::vector<std::string>> ids;
+  for (const Gpu& gpu : gpus) ids.push_back(gpu.ids);
+  return ids;
+}
+
+// The visible GPUs' count after each variable that is set, in order.
+int visible(const std::vector<Gpu>& gpus, const std::map<std::string, std::string>& environment,
+            std::initializer_list<const char*> variables) {
+  int count = static_cast<int>(gpus.size());
+  for (const char* name : variables) {
+    auto it = environment.find(name);
+    if (it == environment.end()) continue;
+    std::vector<Gpu> left(gpus.begin(), gpus.begin() + count);
+    count = count_visible(ids_of(left), it->second);
+  }
+  return count;
+}
+
+void read_gpus(const fs::path& root, HostInfo& host) {
+  struct Vendor {
+    const char* name;
+    std::vector<Gpu> (*find)(const fs::path&);
+    std::initializer_list<const char*> variables;
+  };
+  const Vendor vendors[] = {
+      {"nvidia", nvidia_gpus, {"CUDA_VISIBLE_DEVICES"}},
+      {"amd", amd_gpus, {"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}},
+      {"intel", intel_gpus, {"ZE_AFFINITY_MASK"}},
+  };
+  for (const Vendor& vendor : vendors) {
+    const std::vector<Gpu> gpus = vendor.find(root);
+    if (gpus.empty()) continue;
+    host.gpu_vendor = vendor.name;
+    host.gpu_count = visible(gpus, host.environment, vendor.variables);
+    for (const Gpu& gpu : gpus)
+      if (!gpu.name.empty()) host.gpu_names.push_back(gpu.name);
+    return;
+  }
+}
+
+// The leading digits of `text` as a number, or -1 (PyTorch's _strtoul).
+long leading_number(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  return digits == 0 ? -1 : std::stol(text.substr(0, digits));
+}
+
+std::string trimmed(const std::string& text) {
+  const size_t start = text.find_first_not_of(" \t");
+  if (start == std::string::npos) return "";
+  return text.substr(start, text.find_last_not_of(" \t") - start + 1);
+}
+
+class Socket {
+ public:
+  Socket() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    ACC_CHECK(fd_ >= 0, NetworkError, "cannot create a socket: ", std::strerror(errno));
+    int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  }
+  ~Socket() { ::close(fd_); }
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  // Returns 0 or errno.
+  int bind_any(int port) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) return errno;
+    return ::listen(fd_, 1) == 0 ? 0 : errno;
+  }
+  int port() const {
+    sockaddr_in address{};
+    socklen_t length = sizeof(address);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    return ntohs(address.sin_port);
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+std::string host_root() {
+  const char* root = std::getenv("ACC_HOST_ROOT");
+  return root && *root ? root : "/";
+}
+
+int count_visible(const std::vector<std::vector<std::string>>& devices, const std::string& value) {
+  std::vector<size_t> chosen;
+  size_t start = 0;
+  const bool by_uuid = value.rfind("GPU-", 0) == 0 || value.rfind("MIG-", 0) == 0;
+  while (start <= value.size() && !value.empty()) {
+    size_t comma = value.find(',', start);
+    if (comma == std::string::npos) comma = value.size();
+    const std::string entry = trimmed(value.substr(start, comma - start));
+    start = comma + 1;
+    std::vector<size_t> matches;
+    if (by_uuid) {
+      if (entry.rfind(value.substr(0, 4), 0) != 0) break;
+      for (size_t i = 0; i < devices.size(); ++i)
+        for (size_t j = 1; j < devices[i].size(); ++j)
+          if (devices[i][j].rfind(entry, 0) == 0) matches.push_back(i);
+      if (matches.size() > 1) return 0;  // ambiguous: PyTorch sees no device
+    } else {
+      const long index = leading_number(entry);
+      if (index >= 0 && index < static_cast<long>(devices.size()))
+        matches.push_back(static_cast<size_t>(index));
+      else if (index >= 0 && std::find(chosen.begin(), chosen.end(), index) != chosen.end())
+        return 0;
+    }
+    if (matches.empty()) break;
+    if (std::find(chosen.begin(), chosen.end(), matches.front()) != chosen.end()) return 0;
+    chosen.push_back(matches.front());
+  }
+  return static_cast<int>(chosen.size());
+}
+
+HostInfo detect_host(const std::string& root_dir) {
+  const fs::path root(root_dir);
+  HostInfo host;
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) == 0) host.hostname = name;
+  for (char** entry = environ; *entry; ++entry) {
+    const char* equals = std::strchr(*entry, '=');
+    if (equals)
+      host.environment.emplace(std::string(*entry, static_cast<size_t>(equals - *entry)),
+                               std::string(equals + 1));
+  }
+  const CpuFacts cpus = read_cpus(root);
+  host.cpu_count = cpus.logical;
+  host.physical_cores = cpus.physical;
+  host.memory_gb = read_memory_gb(root);
+  read_gpus(root, host);
+  host.topology = read_cpu_topology(root_dir);
+  host.topology.allowed_cpus = allowed_cpus_of_this_process();
+  char cwd[4096];
+  if (::getcwd(cwd, sizeof cwd)) host.cwd = cwd;
+  return host;
+}
+
+int pick_free_port() {
+  Socket socket;
+  const int error = socket.bind_any(0);
+  ACC_CHECK(error == 0, NetworkError, "cannot find a free port: ", std::strerror(error));
+  return socket.port();
+}
+
+void ensure_port_free(const std::string& address, int port) {
+  Socket socket;
+  const int error = socket.bind_any(port);
+  ACC_CHECK(error == 0, NetworkError, "cannot listen on ", address, ":", port, ": ",
+            std::strerror(error),
+            error == EADDRINUSE ? " (another job has it); choose another --master_port or use "
+                                  "--standalone"
+                                : "");
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,260 @@
+#include "acc/launcher/nodes/cluster.h"
+
+#include <netdb.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "acc/common/error.h"
+
+namespace acc::launcher {
+namespace {
+
+std::optional<std::string> lookup(const std::map<std::string, std::string>& env,
+                                  std::initializer_list<const char*> names, std::string* which) {
+  for (const char* name : names) {
+    auto it = env.find(name);
+    if (it != env.end() && !it->second.empty()) {
+      *which = name;
+      return it->second;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<int> to_int(const std::string& text) {
+  try {
+    size_t used = 0;
+    const int value = std::stoi(text, &used);
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// Records a fact and where it came from.
+class Facts {
+ public:
+  explicit Facts(const std::map<std::string, std::string>& env) : env_(env) {}
+  std::optional<std::string> read(const char* fact, std::initializer_list<const char*> names) {
+    std::string which;
+    auto value = lookup(env_, names, &which);
+    if (value) facts.sources.push_back(std::string(fact) + "=" + *value + " (" + which + ")");
+    return value;
+  }
+  std::optional<int> read_int(const char* fact, std::initializer_list<const char*> names) {
+    auto value = read(fact, names);
+    return value ? to_int(*value) : std::nullopt;
+  }
+  ClusterFacts facts;
+
+ private:
+  const std::map<std::string, std::string>& env_;
+};
+
+void detect_slurm(Facts& f, std::string (*resolve)(const std::string&)) {
+  f.facts.scheduler = "slurm";
+  f.facts.nnodes =
+      f.read("nnodes", {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"});
+  f.facts.node_rank = f.read_int("node_rank", {"SLURM_NODEID"});
+  if (auto list =
+          f.read("hosts", {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})) {
+    const std::string first = expand_slurm_hostlist(*list).front();
+    f.facts.master_addr = resolve ? resolve(first) : first;
+    f.facts.sources.push_back("master_addr=" + *f.facts.master_addr + " (first host)");
+  }
+  if (auto job = f.read("rdzv_id", {"SLURM_JOB_ID", "SLURM_JOBID"})) {
+    f.facts.rdzv_id = *job;
+    f.facts.master_port = port_for_job(*job);
+    f.facts.sources.push_back("master_port=" + std::to_string(*f.facts.master_port) +
+                              " (derived from the job id)");
+  }
+  // One worker per GPU SLURM gave this node, else per CPU it gave (srun -c N): the task is
+  // the launcher, so its allocation is the workers'.
+  if (auto gpus = f.read_int("gpus", {"SLURM_GPUS_ON_NODE"}); gpus && *gpus > 0) {
+    f.facts.nproc_per_node = std::to_string(*gpus);
+  } else if (auto cpus = f.read_int("cpus", {"SLURM_CPUS_ON_NODE"})) {
+    f.facts.nproc_per_node = std::to_string(*cpus);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> expand_slurm_hostlist(const std::string& hostlist) {
+  std::vector<std::string> hosts;
+  size_t at = 0;
+  const auto bad = [&] {
+    return ConfigError("SLURM host list " + hostlist + ": expected names like node[1-3,7],login");
+  };
+  while (at < hostlist.size()) {
+    const size_t comma = hostlist.find(',', at);
+    const size_t bracket = hostlist.find('[', at);
+    if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket)) {
+      const size_t end = comma == std::string::npos ? hostlist.size() : comma;
+      if (end > at) hosts.push_back(hostlist.substr(at, end - at));
+      at = end + 1;
+      continue;
+    }
+    const size_t close = hostlist.find(']', bracket);
+    if (close == std::string::npos) throw bad();
+    const std::string prefix = hostlist.substr(at, bracket - at);
+    std::stringstream ranges(hostlist.substr(bracket + 1, close - bracket - 1));
+    for (std::string range; std::getline(ranges, range, ',');) {
+      const size_t dash = range.find('-');
+      const std::string low = range.substr(0, dash);
+      const std::string high = dash == std::string::npos ? low : range.substr(dash + 1);
+      auto from = to_int(low), to = to_int(high);
+      if (low.empty() || !from || !to || *from > *to) throw bad();
+      for (int n = *from; n <= *to; ++n) {
+        std::string number = std::to_string(n);
+        if (number.size() < low.size()) number.insert(0, low.size() - number.size(), '0');
+        hosts.push_back(prefix + number);
+      }
+    }
+    at = close + 1;
+    if (at < hostlist.size() && hostlist[at] == ',') ++at;
+  }
+  if (hosts.empty()) throw bad();
+  return hosts;
+}
+
+int port_for_job(const std::string& job_id) {
+  // FNV-1a: the same on every node and every build. The port is clear of the ephemeral range
+  // (32768+) and of torchrun's 29400/29500 defaults.
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : job_id) hash = (hash ^ c) * 16777619u;
+  return 20000 + static_cast<int>(hash % 9000);
+}
+
+std::string resolve_slurm_node_address(const std::string& node) {
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(node.c_str(), nullptr, nullptr, &found) == 0) {
+    ::freeaddrinfo(found);
+    return node;
+  }
+  const std::string command = "scontrol show node -o '" + node + "' 2>/dev/null";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
+  if (!pipe) return node;
+  char buffer[4096];
+  std::string output;
+  while (std::fgets(buffer, sizeof(buffer), pipe.get())) output += buffer;
+  const size_t at = output.find("NodeAddr=");
+  if (at == std::string::npos) return node;
+  const size_t start = at + 9;
+  return output.substr(start, output.find_first_of(" \n", start) - start);
+}
+
+ClusterFacts detect_cluster(const std::map<std::string, std::string>& environment,
+                            std::string (*resolve)(const std::string&)) {
+  Facts f(environment);
+  // Only inside an srun step: a batch script runs on the first node alone, and taking the
+  // job's node count there would wait for nodes that never come.
+  if (environment.count("SLURM_JOB_ID") && environment.count("SLURM_NODEID") &&
+      environment.count("SLURM_STEP_NUM_NODES")) {
+    detect_slurm(f, resolve);
+  } else if (environment.count("OMPI_COMM_WORLD_SIZE") || environment.count("PMI_SIZE")) {
+    // One launcher per node under mpirun (-npernode 1): the ranks of mpirun are our nodes.
+    f.facts.scheduler = "mpi";
+    f.facts.nnodes = f.read("nnodes", {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
+    f.facts.node_rank = f.read_int("node_rank", {"OMPI_COMM_WORLD_RANK", "PMI_RANK"});
+    f.facts.master_addr = f.read("master_addr", {"MASTER_ADDR"});
+    f.facts.master_port = f.read_int("master_port", {"MASTER_PORT"});
+  } else if (environment.count("KUBERNETES_SERVICE_HOST") && environment.count("MASTER_ADDR")) {
+    // Kubeflow's PyTorchJob: PET_* are read as flags; MASTER_* and RANK (the replica) name
+    // the master and this pod's node rank when PET_* are absent.
+    f.facts.scheduler = "kubernetes";
+    f.facts.master_addr = f.read("master_addr", {"MASTER_ADDR"});
+    f.facts.master_port = f.read_int("master_port", {"MASTER_PORT"});
+    f.facts.node_rank = f.read_int("node_rank", {"RANK"});
+  }
+  return f.facts;
+}
+
+std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::string& path) {
+  std::vector<HostfileEntry> hosts;
+  std::istringstream lines(text);
+  int number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    HostfileEntry entry;
+    if (!(words >> entry.host)) continue;
+    for (std::string word; words >> word;) {
+      auto slots = word.rfind("slots=", 0) == 0 ? to_int(word.substr(6)) : std::nullopt;
+      ACC_CHECK(slots && *slots > 0, ConfigError, path, ":", number, ": '", word,
+                "' is not slots=N; lines read: host slots=N");
+      entry.slots = *slots;
+    }
+    hosts.push_back(entry);
+  }
+  ACC_CHECK(!hosts.empty(), ConfigError, path, ": no hosts; lines read: host slots=N");
+  return hosts;
+}
+
+std::vector<HostfileEntry> filter_hosts(std::vector<HostfileEntry> hosts,
+                                        const std::string& include, const std::string& exclude) {
+  auto listed = [](const std::string& list, const std::string& host) {
+    std::stringstream names(list);
+    for (std::string name; std::getline(names, name, ',');)
+      if (name == host) return true;
+    return false;
+  };
+  std::vector<HostfileEntry> kept;
+  for (const HostfileEntry& entry : hosts)
+    if ((include.empty() || listed(include, entry.host)) && !listed(exclude, entry.host))
+      kept.push_back(entry);
+  ACC_CHECK(!kept.empty(), ConfigError, "--include/--exclude left no host of the hostfile");
+  return kept;
+}
+
+ClusterFacts hostfile_facts(const std::vector<HostfileEntry>& hosts, const std::string& this_host,
+                            std::optional<int> node_rank) {
+  ClusterFacts facts;
+  facts.scheduler = "hostfile";
+  facts.nnodes = std::to_string(hosts.size());
+  facts.master_addr = hosts.front().host;
+  if (!node_rank) {
+    for (size_t i = 0; i < hosts.size() && !node_rank; ++i)
+      if (hosts[i].host == this_host) node_rank = static_cast<int>(i);
+    ACC_CHECK(node_rank, ConfigError, "--hostfile: this host (", this_host,
+              ") is not in it; give --node_rank");
+  }
+  ACC_CHECK(*node_rank >= 0 && *node_rank < static_cast<int>(hosts.size()), ConfigError,
+            "--node_rank ", *node_rank, ": the hostfile has ", hosts.size(), " hosts");
+  facts.node_rank = *node_rank;
+  facts.nproc_per_node = std::to_string(hosts[*node_rank].slots);
+  for (size_t i = 1; i < hosts.size(); ++i)
+    ACC_CHECK(hosts[i].slots == hosts[0].slots, ConfigError,
+              "--hostfile: every host needs the "
+              "same slots for a static launch (",
+              hosts[0].host, " has ", hosts[0].slots, ", ", hosts[i].host, " has ", hosts[i].slots,
+              ")");
+  facts.sources.push_back("nnodes=" + *facts.nnodes +
+                          ", node_rank=" + std::to_string(*facts.node_rank) +
+                          ", nproc_per_node=" + *facts.nproc_per_node +
+                          ", master_addr=" + *facts.master_addr + " (hostfile)");
+  return facts;
+}
+
+void apply_cluster_facts(const ClusterFacts& facts, LaunchOptions& o) {
+  // A scheduler's word counts as the user's own: a config file does not override it.
+  auto fill = [&](const char* name, auto& target, const auto& value) {
+    if (!value || o.was_given(name)) return;
+    target = *value;
+    o.given.insert(name);
+  };
+  fill("nnodes", o.nnodes, facts.nnodes);
+  fill("node_rank", o.node_rank, facts.node_rank);
+  fill("nproc_per_node", o.nproc_per_node, facts.nproc_per_node);
+  fill("master_addr", o.master_addr, facts.master_addr);
+  if (facts.master_port && !o.was_given("master_port") && !o.main_process_port) {
+    o.master_port = *facts.master_port;
+    o.given.insert("master_port");
+  }
+  fill("rdzv_id", o.rdzv_id, facts.rdzv_id);
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,202 @@
+#include "nodes/elastic_membership.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "acc/common/error.h"
+#include "acc/rendezvous/elastic_rendezvous.h"
+#include "acc/rendezvous/etcd_client.h"
+#include "acc/rendezvous/store_client.h"
+#include "acc/rendezvous/store_server.h"
+#include "output/console.h"
+
+namespace acc::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+
+// How long the node serving the rendezvous store waits for the others to finish (torchrun's
+// exit barrier), so that it does not pull the store from under them.
+
+std::string conf(const LaunchPlan& plan, const std::string& key, const std::string& fallback) {
+  auto it = plan.rdzv_conf.find(key);
+  return it == plan.rdzv_conf.end() ? fallback : it->second;
+}
+
+milliseconds seconds_conf(const LaunchPlan& plan, const std::string& key, double fallback) {
+  const std::string text = conf(plan, key, "");
+  double seconds = fallback;
+  if (!text.empty()) {
+    try {
+      seconds = std::stod(text);
+    } catch (const std::exception&) {
+      throw ConfigError("--rdzv_conf " + key + "=" + text + ": expected seconds");
+    }
+  }
+  return milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+std::optional<bool> bool_conf(const LaunchPlan& plan, const std::string& key) {
+  std::string text = conf(plan, key, "");
+  std::transform(text.begin(), text.end(), text.begin(), ::tolower);
+  if (text.empty()) return std::nullopt;
+  if (text == "1" || text == "true" || text == "yes") return true;
+  if (text == "0" || text == "false" || text == "no") return false;
+  throw ConfigError("--rdzv_conf " + key + "=" + text + ": expected true or false");
+}
+
+// True when `host` names an address of this machine: binding a socket to it works only then.
+bool is_local_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool local = false;
+  for (addrinfo* a = found; a && !local; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    local = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return local;
+}
+
+std::pair<std::string, int> split_address(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return {address.substr(0, colon), std::stoi(address.substr(colon + 1))};
+}
+
+}  // namespace
+
+ElasticMembership::ElasticMembership(const LaunchPlan& plan, std::string hostname)
+    : plan_(plan),
+      address_(plan.local_addr.empty() ? std::move(hostname) : plan.local_addr),
+      keep_alive_interval_(seconds_conf(plan, "keep_alive_interval", 5)),
+      keep_alive_max_attempt_(std::stoi(conf(plan, "keep_alive_max_attempt", "3"))) {}
+
+ElasticMembership::~ElasticMembership() = default;
+
+std::string ElasticMembership::key(const std::string& name) const {
+  return "acc-launch/" + plan_.run_id + "/round/" + std::to_string(round_) + "/" + name;
+}
+
+void ElasticMembership::connect() {
+  client_ = connect_store();
+  rendezvous::RendezvousOptions options;
+  options.run_id = plan_.run_id;
+  options.min_nodes = plan_.min_nodes;
+  options.max_nodes = plan_.max_nodes;
+  options.join_timeout = seconds_conf(plan_, "join_timeout", 600);
+  options.last_call_timeout = seconds_conf(plan_, "last_call_timeout", 30);
+  rendezvous_ = std::make_unique<rendezvous::ElasticRendezvous>(
+      *client_, options, address_ + ":" + std::to_string(::getpid()));
+}
+
+std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
+  if (plan_.rdzv_backend == "etcd-v2") {
+    // The cluster outlives any node: nobody hosts it, and it must be up before the job starts.
+    rendezvous::EtcdClientOptions etcd;
+    etcd.endpoints = plan_.etcd_endpoints;
+    etcd.timeout = seconds_conf(plan_, "read_timeout", 60);
+    return std::make_unique<rendezvous::EtcdClient>(etcd);
+  }
+  const std::optional<bool> is_host = bool_conf(plan_, "is_host");
+  if (is_host.value_or(is_local_address(plan_.rdzv_host))) {
+    try {
+      rendezvous::StoreServerOptions options;
+      options.port = plan_.rdzv_port;
+      options.log = [](std::string_view line) {
+        write_all(STDERR_FILENO, "acc-launch: rendezvous store: " + std::string(line) + "\n");
+      };
+      rendezvous_server_ = std::make_unique<rendezvous::StoreServer>(options);
+      rendezvous_server_->start();
+    } catch (const NetworkError&) {
+      // Another launcher on this machine serves it already; we are its client.
+      if (is_host.value_or(false)) throw;
+    }
+  }
+  rendezvous::StoreClientOptions client;
+  client.host = plan_.rdzv_host;
+  client.port = plan_.rdzv_port;
+  client.connect_timeout = seconds_conf(plan_, "join_timeout", 600);
+  client.timeout = seconds_conf(plan_, "read_timeout", 60);
+  return std::make_unique<rendezvous::StoreClient>(client);
+}
+
+Round ElasticMembership::join(int restart_count) {
+  if (!client_) connect();
+  worker_store_.reset();  // the last round's; its workers are gone
+  const rendezvous::RendezvousInfo info = rendezvous_->next_rendezvous();
+  round_ = info.round;
+  num_nodes_ = info.num_nodes;
+  if (info.node_rank == 0) {
+    rendezvous::StoreServerOptions options;
+    options.log = [](std::string_view) {};
+    worker_store_ = std::make_unique<rendezvous::StoreServer>(options);
+    worker_store_->start();
+    client_->set(key("workers_store"), address_ + ":" + std::to_string(worker_store_->port()));
+  }
+  auto [host, port] = split_address(client_->get(key("workers_store")));
+  Round round;
+  round.node_rank = info.node_rank;
+  round.nnodes = info.num_nodes;
+  round.master_addr = host;
+  round.master_port = port;
+  // Every node of a round must tell its workers the same attempt: PyTorch's workers keep each
+  // attempt's keys under /worker/attempt_<TORCHELASTIC_RESTART_COUNT>/, and nodes that failed
+  // and nodes that only met again have used different numbers of restarts. The round is the
+  // job's attempt. (--max_restarts still counts this node's failures.)
+  (void)restart_count;
+  round.restart_count = static_cast<int>(info.round);
+  round.agent_store = true;
+  if (!plan_.quiet)
+    write_all(STDERR_FILENO, "acc-launch: rendezvous round " + std::to_string(info.round) +
+                                 ": node " + std::to_string(info.node_rank) + " of " +
+                                 std::to_string(info.num_nodes) + "\n");
+  return round;
+}
+
+bool ElasticMembership::changed() {
+  rendezvous_->heartbeat();
+  std::string why;
+  if (const int waiting = rendezvous_->num_nodes_waiting(); waiting > 0) {
+    why = std::to_string(waiting) + " node(s) waiting to join";
+  } else if (rendezvous_->superseded()) {
+    why = "another node is meeting again";
+  } else if (auto silent =
+                 rendezvous_->silent_nodes(keep_alive_interval_ * keep_alive_max_attempt_);
+             !silent.empty()) {
+    why = "node " + std::to_string(silent.front()) + " stopped beating";
+  }
+  if (!why.empty() && !plan_.quiet) write_all(STDERR_FILENO, "acc-launch: " + why + "\n");
+  return !why.empty();
+}
+
+void ElasticMembership::leave(bool succeeded) {
+  if (!succeeded || !client_) return;
+  try {
+    const bool last = client_->add(key("finished"), 1) == num_nodes_;
+    if (last) client_->set(key("all_finished"), "1");
+    // The workers' store goes with node 0 and, for c10d, the rendezvous store with its host:
+    // those wait for the others. An etcd cluster stays, so there the last node closes the run.
+    if (rendezvous_server_ || worker_store_)
+      client_->wait({key("all_finished")},
+                    milliseconds(static_cast<int64_t>(plan_.exit_barrier_timeout * 1000)));
+    if (rendezvous_server_ || last) rendezvous_->close_run();
+  } catch (const Error&) {
+    // The job succeeded here; a node that never reports done is its own failure.
+  }
+}
+
+std::unique_ptr<Membership> make_membership(const LaunchPlan& plan, const std::string& hostname) {
+  if (plan.rdzv_backend != "static") return std::make_unique<ElasticMembership>(plan, hostname);
+  return std::make_unique<StaticMembership>(plan);
+}
+
+}  // namespace acc::launcher

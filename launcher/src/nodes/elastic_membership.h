@@ -1,0 +1,59 @@
+#pragma once
+
+// Elastic membership (--rdzv_backend c10d or etcd-v2, --nnodes MIN:MAX): nodes agree on their
+// ranks in rendezvous rounds over a store at --rdzv_endpoint (ours, or an etcd cluster), beat
+// their hearts while their workers run, and meet again when a node joins, leaves, dies or
+// restarts its workers.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "acc/launcher/nodes/membership.h"
+
+namespace acc::rendezvous {
+class ElasticRendezvous;
+class KeyValueStore;
+class StoreServer;
+}  // namespace acc::rendezvous
+
+namespace acc::launcher {
+
+class ElasticMembership : public Membership {
+ public:
+  ElasticMembership(const LaunchPlan& plan, std::string hostname);
+  ~ElasticMembership() override;
+
+  // Connects (c10d: hosting the rendezvous store when the endpoint is this machine and its port
+  // is free, or when is_host=1; etcd-v2: to the first member that answers), joins the next round,
+  // and agrees on the workers' store: the round's node 0 serves a fresh one and publishes its
+  // address. Throws TimeoutError when no round forms within join_timeout, NetworkError when the
+  // endpoint cannot be reached.
+  Round join(int restart_count) override;
+  std::chrono::milliseconds poll_interval() const override { return keep_alive_interval_; }
+  // One heartbeat, then: are nodes waiting to join, has a participant opened a new round, or
+  // has a node been silent for keep_alive_interval x keep_alive_max_attempt?
+  bool changed() override;
+  // On success: an exit barrier, so that the nodes serving the rendezvous store or the workers'
+  // store stay until every node of the round is done (at most --exit_barrier_timeout), then the
+  // run is closed.
+  void leave(bool succeeded) override;
+
+ private:
+  void connect();
+  std::unique_ptr<rendezvous::KeyValueStore> connect_store();
+  std::string key(const std::string& name) const;
+
+  const LaunchPlan& plan_;
+  std::string address_;  // this node, as the others reach it
+  std::chrono::milliseconds keep_alive_interval_;
+  int keep_alive_max_attempt_;
+  std::unique_ptr<rendezvous::StoreServer> rendezvous_server_;
+  std::unique_ptr<rendezvous::KeyValueStore> client_;
+  std::unique_ptr<rendezvous::ElasticRendezvous> rendezvous_;
+  std::unique_ptr<rendezvous::StoreServer> worker_store_;
+  std::int64_t round_ = 0;
+  int num_nodes_ = 0;
+};
+
+}  // namespace acc::launcher

@@ -1,0 +1,296 @@
+#include "acc/launcher/nodes/fanout.h"
+
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "acc/common/error.h"
+#include "output/console.h"
+
+namespace acc::launcher {
+namespace {
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  for (std::string part; std::getline(stream, part, separator);)
+    if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string joined;
+  for (const std::string& part : parts) joined += (joined.empty() ? "" : separator) + part;
+  return joined;
+}
+
+// DeepSpeed's filter syntax: '@' between hosts, or a ':' giving slots.
+bool deepspeed_form(const std::string& filter) {
+  return filter.find_first_of("@:") != std::string::npos;
+}
+
+// "h1:0,2@h2" -> {h1: [0, 2], h2: []}; "h1,h2" -> {h1: [], h2: []}.
+std::map<std::string, std::vector<int>> parse_filter(const std::string& filter,
+                                                     const std::string& flag) {
+  std::map<std::string, std::vector<int>> hosts;
+  if (!deepspeed_form(filter)) {
+    for (const std::string& host : split(filter, ',')) hosts[host];
+    return hosts;
+  }
+  for (const std::string& item : split(filter, '@')) {
+    const size_t colon = item.find(':');
+    std::vector<int>& slots = hosts[item.substr(0, colon)];
+    if (colon == std::string::npos) continue;
+    for (const std::string& slot : split(item.substr(colon + 1), ',')) {
+      ACC_CHECK(slot.find_first_not_of("0123456789") == std::string::npos, ConfigError, flag, " ",
+                filter, ": '", slot, "' is not a slot number; write host:0,2@host2");
+      slots.push_back(std::stoi(slot));
+    }
+  }
+  return hosts;
+}
+
+bool valid_name(const std::string& name) {
+  return !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+         });
+}
+
+// Flags the head sets per node, or that only the head reads; all take a value.
+const std::set<std::string>& head_only_flags() {
+  static const std::set<std::string> flags = {
+      "hostfile",    "include",         "exclude",      "launcher",        "ssh_port",
+      "ssh_option",  "env_passthrough", "nnodes",       "node_rank",       "nproc_per_node",
+      "master_addr", "master_port",     "rdzv_id",      "gpu_ids",         "num_processes",
+      "node_slots",  "num_machines",    "machine_rank", "main_process_ip", "main_process_port",
+  };
+  return flags;
+}
+
+}  // namespace
+
+bool wants_fanout(const LaunchOptions& options) {
+  return !options.hostfile.empty() && !options.was_given("node_rank") &&
+         options.launcher != "none" && !options.stop_on_stdin_eof;
+}
+
+std::vector<RemoteNode> select_nodes(const std::vector<HostfileEntry>& hosts,
+                                     const std::string& include, const std::string& exclude) {
+  const auto included = parse_filter(include, "--include");
+  const auto excluded = parse_filter(exclude, "--exclude");
+  auto check_known = [&](const std::map<std::string, std::vector<int>>& filter, const char* flag) {
+    for (const auto& [name, slots] : filter) {
+      auto entry = std::find_if(hosts.begin(), hosts.end(),
+                                [&](const HostfileEntry& e) { return e.host == name; });
+      ACC_CHECK(entry != hosts.end(), ConfigError, flag, ": host ", name,
+                " is not in the hostfile");
+      for (int slot : slots)
+        ACC_CHECK(slot < entry->slots, ConfigError, flag, ": ", name, " has slots 0-",
+                  entry->slots - 1, ", not ", slot);
+    }
+  };
+  check_known(included, "--include");
+  check_known(excluded, "--exclude");
+
+  std::vector<RemoteNode> nodes;
+  for (const HostfileEntry& entry : hosts) {
+    if (!include.empty() && !included.count(entry.host)) continue;
+    std::vector<int> slots;
+    if (auto it = included.find(entry.host); it != included.end()) slots = it->second;
+    if (slots.empty())
+      for (int slot = 0; slot < entry.slots; ++slot) slots.push_back(slot);
+    if (auto it = excluded.find(entry.host); it != excluded.end()) {
+      if (it->second.empty()) continue;  // the whole host
+      for (int slot : it->second)
+        slots.erase(std::remove(slots.begin(), slots.end(), slot), slots.end());
+      if (slots.empty()) continue;
+    }
+    RemoteNode node;
+    node.host = entry.host;
+    node.node_rank = static_cast<int>(nodes.size());
+    node.slots = static_cast<int>(slots.size());
+    // Only a selection of GPUs names them; a whole host keeps its own CUDA_VISIBLE_DEVICES.
+    if (static_cast<int>(slots.size()) != entry.slots) {
+      std::vector<std::string> ids;
+      for (int slot : slots) ids.push_back(std::to_string(slot));
+      node.gpu_ids = join(ids, ",");
+    }
+    nodes.push_back(node);
+  }
+  ACC_CHECK(!nodes.empty(), ConfigError, "--include/--exclude left no host of the hostfile");
+  return nodes;
+}
+
+std::vector<std::string> forwarded_launcher_args(const std::vector<std::string>& args,
+                                                 size_t program_and_args) {
+  std::vector<std::string> flags(args.begin(), args.end() - static_cast<long>(program_and_args));
+  if (!flags.empty() && flags.back() == "--") flags.pop_back();
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    const std::string& arg = flags[i];
+    std::string name = arg.rfind("--", 0) == 0 ? arg.substr(2, arg.find('=') - 2) : "";
+    std::replace(name.begin(), name.end(), '-', '_');
+    if (!head_only_flags().count(name)) {
+      kept.push_back(arg);
+      continue;
+    }
+    if (arg.find('=') == std::string::npos) ++i;  // its value is the next word
+  }
+  return kept;
+}
+
+std::vector<std::pair<std::string, std::string>> parse_env_file(const std::string& text,
+                                                                const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::istringstream lines(text);
+  int number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    const size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    const size_t equals = line.find('=');
+    const std::string name = equals == std::string::npos ? "" : line.substr(start, equals - start);
+    ACC_CHECK(valid_name(name), ConfigError, path, ":", number, ": '", line, "' is not NAME=VALUE");
+    entries.emplace_back(name, line.substr(equals + 1));
+  }
+  return entries;
+}
+
+std::vector<std::pair<std::string, std::string>> env_to_pass(
+    const std::map<std::string, std::string>& environment, const std::string& passthrough,
+    const std::vector<std::pair<std::string, std::string>>& from_files) {
+  static const char* const kPrefixes[] = {"NCCL_", "PYTHON", "UCX_", "CUDA_", "ACC_", "GLOO_"};
+  const std::vector<std::string> named = split(passthrough, ',');
+  std::vector<std::pair<std::string, std::string>> env;
+  for (const auto& [name, value] : environment) {
+    const bool listed = std::find(named.begin(), named.end(), name) != named.end();
+    const bool prefixed = std::any_of(std::begin(kPrefixes), std::end(kPrefixes),
+                                      [&](const char* p) { return name.rfind(p, 0) == 0; });
+    // The head's GPU selection (often a login node's) says nothing about another host's GPUs.
+    const bool head_gpus = name == "CUDA_VISIBLE_DEVICES";
+    if ((listed || (prefixed && !head_gpus)) && valid_name(name)) env.emplace_back(name, value);
+  }
+  for (const auto& entry : from_files) {
+    auto same = [&](const auto& e) { return e.first == entry.first; };
+    env.erase(std::remove_if(env.begin(), env.end(), same), env.end());
+    env.push_back(entry);
+  }
+  return env;
+}
+
+std::string node_slots_of(const std::vector<RemoteNode>& nodes) {
+  std::vector<std::string> slots;
+  bool differ = false;
+  for (const RemoteNode& node : nodes) {
+    slots.push_back(std::to_string(node.slots));
+    differ = differ || node.slots != nodes.front().slots;
+  }
+  return differ ? join(slots, ",") : "";
+}
+
+void apply_node_slots(const LaunchOptions& options, LaunchPlan& plan) {
+  if (options.node_slots.empty()) return;
+  for (const std::string& slots : split(options.node_slots, ',')) {
+    const bool number = slots.find_first_not_of("0123456789") == std::string::npos;
+    ACC_CHECK(number && std::stoi(slots) > 0, ConfigError, "--node_slots ", options.node_slots,
+              ": expected every node's workers, e.g. 1,3");
+    plan.node_slots.push_back(std::stoi(slots));
+  }
+  ACC_CHECK(plan.rdzv_backend == "static", ConfigError,
+            "--node_slots: only a static job (--rdzv_backend static) has nodes of fixed sizes");
+  ACC_CHECK(static_cast<int>(plan.node_slots.size()) == plan.nnodes, ConfigError, "--node_slots ",
+            options.node_slots, ": ", plan.node_slots.size(), " nodes, but --nnodes is ",
+            plan.nnodes);
+  ACC_CHECK(plan.node_slots[plan.node_rank] == plan.nproc_per_node, ConfigError, "--node_slots ",
+            options.node_slots, ": node ", plan.node_rank, " has ", plan.node_slots[plan.node_rank],
+            " but --nproc_per_node is ", plan.nproc_per_node);
+  plan.world_size = std::accumulate(plan.node_slots.begin(), plan.node_slots.end(), 0);
+}
+
+std::vector<std::string> node_launcher_argv(const FanoutJob& job, const RemoteNode& node) {
+  std::vector<std::string> argv = {job.launcher_path,  "--stop_on_stdin_eof",
+                                   "--nnodes",         std::to_string(job.nnodes),
+                                   "--node_rank",      std::to_string(node.node_rank),
+                                   "--nproc_per_node", std::to_string(node.slots),
+                                   "--master_addr",    job.master_addr,
+                                   "--master_port",    std::to_string(job.master_port),
+                                   "--rdzv_id",        job.rdzv_id};
+  if (!job.node_slots.empty()) argv.insert(argv.end(), {"--node_slots", job.node_slots});
+  if (node.gpu_ids) argv.insert(argv.end(), {"--gpu_ids", *node.gpu_ids});
+  // The head's name for the host: in every namespace or container it may be the same hostname.
+  if (!job.own_prefix)
+    argv.insert(argv.end(), {"--log_line_prefix_template", "[" + node.host + " rank${rank}]: "});
+  argv.insert(argv.end(), job.forwarded_args.begin(), job.forwarded_args.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), job.program.begin(), job.program.end());
+  return argv;
+}
+
+std::string node_shell_command(const FanoutJob& job, const RemoteNode& node) {
+  std::string command = "cd " + quote_for_shell(job.working_dir) + " && exec env";
+  for (const auto& [name, value] : job.env) command += " " + quote_for_shell(name + "=" + value);
+  for (const std::string& arg : node_launcher_argv(job, node))
+    command += " " + quote_for_shell(arg);
+  return command;
+}
+
+std::vector<std::string> ssh_argv(const SshSettings& ssh, const std::string& host,
+                                  const std::string& command) {
+  std::vector<std::string> argv = {"ssh"};
+  // ssh keeps the first value it reads for an option: the user's come first.
+  for (const std::string& option : ssh.options) argv.insert(argv.end(), {"-o", option});
+  argv.insert(argv.end(), {"-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o",
+                           "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"});
+  if (ssh.port) argv.insert(argv.end(), {"-p", std::to_string(*ssh.port)});
+  argv.insert(argv.end(), {"--", host, command});
+  return argv;
+}
+
+std::vector<std::string> single_command_argv(const std::string& launcher, const FanoutJob& job,
+                                             const std::vector<RemoteNode>& nodes) {
+  std::vector<std::string> hosts;
+  for (const RemoteNode& node : nodes) {
+    ACC_CHECK(node.slots == nodes.front().slots && !node.gpu_ids, ConfigError, "--launcher ",
+              launcher, " starts the same command on every host: give every host the same slots",
+              " and no GPU selection, or use --launcher ssh");
+    hosts.push_back(node.host);
+  }
+  const std::string count = std::to_string(nodes.size());
+  // The per-node argv without the per-node parts the scheduler supplies.
+  // Each launcher names its own host in the prefix: the head cannot tell them apart here.
+  RemoteNode any = nodes.front();
+  any.host = "${hostname}";
+  std::vector<std::string> node_argv = node_launcher_argv(job, any);
+  node_argv.erase(std::find(node_argv.begin(), node_argv.end(), "--stop_on_stdin_eof"));
+  auto rank = std::find(node_argv.begin(), node_argv.end(), "--node_rank");
+  std::vector<std::string> argv;
+  if (launcher == "pdsh") {
+    rank[1] = "%n";  // pdsh's rank of the host in -w
+    std::string command = "cd " + quote_for_shell(job.working_dir) + " && exec env";
+    for (const auto& [name, value] : job.env) command += " " + quote_for_shell(name + "=" + value);
+    for (const std::string& arg : node_argv) command += " " + quote_for_shell(arg);
+    return {"pdsh", "-S", "-f", "1024", "-w", join(hosts, ","), command};
+  }
+  node_argv.erase(rank, rank + 2);  // the scheduler's node rank (detect_cluster)
+  if (launcher == "srun") {
+    argv = {"srun",           "--nodes", count,           "--ntasks-per-node", "1",  "--nodelist",
+            join(hosts, ","), "--chdir", job.working_dir, "--export",          "ALL"};
+  } else {
+    ACC_CHECK(launcher == "mpirun", ConfigError, "--launcher ", launcher,
+              ": expected ssh, pdsh, srun, mpirun or none");
+    argv = {"mpirun",   "-np",        count,   "--host",       join(hosts, ","),
+            "--map-by", "ppr:1:node", "-wdir", job.working_dir};
+    for (const auto& [name, value] : job.env) argv.insert(argv.end(), {"-x", name + "=" + value});
+  }
+  if (launcher == "srun" && !job.env.empty()) {
+    argv.push_back("env");
+    for (const auto& [name, value] : job.env) argv.push_back(name + "=" + value);
+  }
+  argv.insert(argv.end(), node_argv.begin(), node_argv.end());
+  return argv;
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,449 @@
+#include "nodes/remote_nodes.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "acc/common/error.h"
+#include "acc/launcher/nodes/cluster.h"
+#include "acc/launcher/nodes/fanout.h"
+#include "acc/launcher/output/line_splitter.h"
+#include "output/console.h"
+#include "process/spawn.h"
+
+namespace acc::launcher {
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Past the nodes' own --shutdown_timeout: how long the head waits for them to stop by
+// themselves before it drops their connections.
+constexpr double kStopGraceSeconds = 5;
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+// ~/.acc-launch_env, then ./.acc-launch_env (the later wins, as with DeepSpeed's).
+std::vector<std::pair<std::string, std::string>> env_file_entries(
+    const std::map<std::string, std::string>& environment) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  std::vector<std::string> paths;
+  if (auto home = environment.find("HOME"); home != environment.end())
+    paths.push_back(home->second + "/.acc-launch_env");
+  paths.push_back(".acc-launch_env");
+  for (const std::string& path : paths)
+    if (auto text = read_file(path))
+      for (auto& entry : parse_env_file(*text, path)) entries.push_back(std::move(entry));
+  return entries;
+}
+
+std::string new_rdzv_id() {
+  std::random_device random;
+  char id[32];
+  std::snprintf(id, sizeof(id), "acc-%08x", static_cast<unsigned>(random()));
+  return id;
+}
+
+std::vector<std::string> program_of(const LaunchOptions& options) {
+  std::vector<std::string> program = {options.program};
+  program.insert(program.end(), options.program_args.begin(), options.program_args.end());
+  return program;
+}
+
+FanoutJob make_job(const LaunchOptions& options, const std::vector<std::string>& args,
+                   const std::vector<RemoteNode>& nodes, const HostInfo& host) {
+  const std::map<std::string, std::string>& environment = host.environment;
+  FanoutJob job;
+  job.launcher_path = fs::read_symlink("/proc/self/exe").string();
+  job.working_dir = host.cwd;
+  job.nnodes = static_cast<int>(nodes.size());
+  job.master_addr = options.was_given("master_addr") ? options.master_addr : nodes.front().host;
+  job.rdzv_id = options.was_given("rdzv_id") ? options.rdzv_id : new_rdzv_id();
+  // The port every node agrees on without a word: given, else derived from the job id.
+  if (options.master_port)
+    job.master_port = *options.master_port;
+  else if (options.main_process_port && *options.main_process_port != 0)
+    job.master_port = *options.main_process_port;
+  else
+    job.master_port = port_for_job(job.rdzv_id);
+  job.node_slots = node_slots_of(nodes);
+  job.own_prefix = options.was_given("log_line_prefix_template");
+  job.env = env_to_pass(environment, options.env_passthrough, env_file_entries(environment));
+  job.program = program_of(options);
+  job.forwarded_args = forwarded_launcher_args(args, job.program.size());
+  return job;
+}
+
+std::vector<RemoteNode> nodes_of(const LaunchOptions& options) {
+  auto text = read_file(options.hostfile);
+  ACC_CHECK(text, ConfigError, "--hostfile ", options.hostfile, ": cannot read it");
+  return select_nodes(parse_hostfile(*text, options.hostfile), options.include_hosts,
+                      options.exclude_hosts);
+}
+
+int exit_status_of(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+}
+
+// Reads what is in a non-blocking pipe now; false at its end.
+bool read_available(int fd, std::string& into) {
+  char buffer[64 * 1024];
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+    if (got > 0) {
+      into.append(buffer, static_cast<size_t>(got));
+      continue;
+    }
+    return got < 0 && (errno == EAGAIN || errno == EINTR);
+  }
+}
+
+std::string last_line(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  const size_t newline = text.find_last_of('\n');
+  return newline == std::string::npos ? text : text.substr(newline + 1);
+}
+
+// `ssh host true` on every host at once; the first host that fails is named in the error.
+void probe_hosts(const std::vector<RemoteNode>& nodes, const SshSettings& ssh,
+                 const std::string& ssh_path, const std::vector<std::string>& env) {
+  const int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  std::vector<SpawnedProcess> probes;
+  for (const RemoteNode& node : nodes) {
+    SpawnRequest request;
+    request.executable = ssh_path;
+    request.argv = ssh_argv(ssh, node.host, "true");
+    request.env = env;
+    request.capture_stdout = false;
+    request.stdin_fd = dev_null;
+    probes.push_back(spawn_process(request));
+    await_exec(probes.back());
+  }
+  ::close(dev_null);
+  std::optional<std::string> error;
+  for (size_t i = 0; i < probes.size(); ++i) {
+    std::string said;
+    pollfd readable{probes[i].stderr_fd, POLLIN, 0};
+    while (read_available(probes[i].stderr_fd, said)) ::poll(&readable, 1, -1);
+    ::close(probes[i].stderr_fd);
+    int status = 0;
+    ::waitpid(probes[i].pid, &status, 0);
+    if (status != 0 && !error)
+      error = "cannot reach host " + nodes[i].host + " over ssh: " +
+              (said.empty() ? "ssh exited " + std::to_string(exit_status_of(status))
+                            : last_line(said)) +
+              " (check it with: ssh " + nodes[i].host + " true)";
+  }
+  if (error) throw NetworkError(*error);
+}
+
+// One node's ssh: its stdin (closed to stop it), its output relayed line by line.
+struct NodeProcess {
+  RemoteNode node;
+  pid_t pid = -1;
+  int stdin_fd = -1;
+  int out_fd = -1;
+  int err_fd = -1;
+  bool running = true;
+  int status = 0;
+  std::unique_ptr<LineSplitter> out_lines;
+  std::unique_ptr<LineSplitter> err_lines;
+};
+
+// Lines of a node's launcher that its workers did not write get the host's name too.
+std::unique_ptr<LineSplitter> relay(const std::string& host, int console) {
+  const std::string worker_prefix = "[" + host + " ";
+  return std::make_unique<LineSplitter>([=](std::string_view line) {
+    std::string text;
+    if (line.rfind(worker_prefix, 0) != 0) text = "[" + host + "]: ";
+    text += line;
+    if (text.back() != '\n' && text.back() != '\r') text += '\n';
+    write_all(console, text);
+  });
+}
+
+class RemoteJob {
+ public:
+  RemoteJob(std::vector<RemoteNode> nodes, FanoutJob job, SshSettings ssh, double shutdown_timeout)
+      : nodes_(std::move(nodes)),
+        job_(std::move(job)),
+        ssh_(std::move(ssh)),
+        stop_grace_(shutdown_timeout + kStopGraceSeconds) {}
+
+  ~RemoteJob() {
+    if (signal_fd_ >= 0) ::close(signal_fd_);
+  }
+
+  int run(const std::string& ssh_path, const std::vector<std::string>& env) {
+    install_signal_handling();
+    for (const RemoteNode& node : nodes_) start(node, ssh_path, env);
+    while (any_running()) wait_for_events();
+    for (auto& p : processes_) {
+      drain(p->out_fd, *p->out_lines);
+      drain(p->err_fd, *p->err_lines);
+    }
+    if (interrupted_by_) {
+      notice(std::string("stopped by ") + sigabbrev_np(interrupted_by_) + "; stopped every node");
+      return 128 + interrupted_by_;
+    }
+    if (!root_cause_) return 0;
+    const int status = exit_status_of(root_cause_->status);
+    write_all(STDERR_FILENO, "acc-launch: error: node " +
+                                 std::to_string(root_cause_->node.node_rank) + " (" +
+                                 root_cause_->node.host + ") failed" +
+                                 (status == 255 ? " or its ssh connection broke (ssh exited 255)"
+                                                : " with exit status " + std::to_string(status)) +
+                                 "; stopped the other nodes\n");
+    return status;
+  }
+
+ private:
+  void notice(const std::string& message) {
+    write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
+  }
+
+  void install_signal_handling() {
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    for (int s : kStopSignals) sigaddset(&mask, s);
+    ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+    signal_fd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    ACC_CHECK(signal_fd_ >= 0, LaunchError, "signalfd: ", std::strerror(errno));
+    ::signal(SIGPIPE, SIG_IGN);
+  }
+
+  void start(const RemoteNode& node, const std::string& ssh_path,
+             const std::vector<std::string>& env) {
+    int fds[2];
+    ACC_CHECK(::pipe2(fds, O_CLOEXEC) == 0, LaunchError, "pipe: ", std::strerror(errno));
+    SpawnRequest request;
+    request.executable = ssh_path;
+    request.argv = ssh_argv(ssh_, node.host, node_shell_command(job_, node));
+    request.env = env;
+    request.stdin_fd = fds[0];
+    SpawnedProcess spawned = spawn_process(request);
+    ::close(fds[0]);
+    auto process = std::make_unique<NodeProcess>();
+    process->node = node;
+    process->pid = spawned.pid;
+    process->stdin_fd = fds[1];
+    process->out_fd = spawned.stdout_fd;
+    process->err_fd = spawned.stderr_fd;
+    process->out_lines = relay(node.host, STDOUT_FILENO);
+    process->err_lines = relay(node.host, STDERR_FILENO);
+    processes_.push_back(std::move(process));
+    await_exec(spawned);
+  }
+
+  bool any_running() const {
+    for (const auto& p : processes_)
+      if (p->running) return true;
+    return false;
+  }
+
+  void wait_for_events() {
+    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
+    std::vector<std::pair<int*, LineSplitter*>> streams;
+    for (auto& p : processes_) {
+      for (auto [fd, lines] :
+           {std::pair{&p->out_fd, p->out_lines.get()}, std::pair{&p->err_fd, p->err_lines.get()}}) {
+        if (*fd < 0) continue;
+        fds.push_back({*fd, POLLIN, 0});
+        streams.emplace_back(fd, lines);
+      }
+    }
+    int timeout = -1;
+    if (stopping_ && !killed_) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now());
+      timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
+    }
+    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR)
+      throw LaunchError(std::string("poll: ") + std::strerror(errno));
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [fd, lines] = streams[i - 1];
+      std::string got;
+      const bool open = read_available(*fd, got);
+      lines->feed(got);
+      if (!open) {
+        lines->finish();
+        ::close(*fd);
+        *fd = -1;
+      }
+    }
+    if (fds[0].revents & POLLIN) handle_signals();
+    if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
+      notice("nodes still running " + std::to_string(static_cast<int>(stop_grace_)) +
+             " s after they were told to stop; dropping their connections");
+      kill_all();
+    }
+  }
+
+  void handle_signals() {
+    signalfd_siginfo info{};
+    while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGCHLD) {
+        reap();
+      } else if (stopping_) {
+        kill_all();  // asked twice: stop waiting
+      } else {
+        interrupted_by_ = sig;
+        begin_stop();
+      }
+    }
+  }
+
+  void reap() {
+    int status = 0;
+    for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+      for (auto& p : processes_) {
+        if (p->pid != pid || !p->running) continue;
+        p->running = false;
+        p->status = status;
+        if (status != 0 && !stopping_) {
+          root_cause_ = p.get();
+          begin_stop();
+        }
+      }
+    }
+  }
+
+  // End of file on every node's stdin: each stops its workers and exits (--stop_on_stdin_eof).
+  void begin_stop() {
+    stopping_ = true;
+    kill_deadline_ =
+        Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(stop_grace_ * 1000));
+    for (auto& p : processes_) {
+      if (p->stdin_fd >= 0) ::close(p->stdin_fd);
+      p->stdin_fd = -1;
+    }
+  }
+
+  // Ending ssh drops the connection: the remote launcher still sees the end of its stdin.
+  void kill_all() {
+    killed_ = true;
+    for (auto& p : processes_)
+      if (p->running) ::kill(-p->pid, SIGKILL);
+  }
+
+  static void drain(int& fd, LineSplitter& lines) {
+    if (fd < 0) return;
+    std::string got;
+    read_available(fd, got);
+    lines.feed(got);
+    lines.finish();
+    ::close(fd);
+    fd = -1;
+  }
+
+  std::vector<RemoteNode> nodes_;
+  FanoutJob job_;
+  SshSettings ssh_;
+  double stop_grace_;
+  int signal_fd_ = -1;
+  std::vector<std::unique_ptr<NodeProcess>> processes_;
+  NodeProcess* root_cause_ = nullptr;
+  bool stopping_ = false;
+  bool killed_ = false;
+  int interrupted_by_ = 0;
+  Clock::time_point kill_deadline_;
+};
+
+// A remote launcher: end of file on stdin means the head stopped us, or is gone. A thread with
+// every signal blocked waits for it and raises SIGTERM at the process, which the agent reads from
+// its signalfd: SIGTERM to the workers (the signal a training script checkpoints on, as when
+// another worker fails), SIGKILL after --shutdown_timeout, exit 143.
+void start_stdin_watch() {
+  std::thread([] {
+    sigset_t all;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    char buffer[4096];
+    for (;;) {
+      const ssize_t got = ::read(STDIN_FILENO, buffer, sizeof(buffer));
+      if (got == 0 || (got < 0 && errno != EINTR)) break;
+    }
+    ::kill(::getpid(), SIGTERM);
+  }).detach();
+}
+
+std::string quoted_command(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const std::string& arg : argv) line += (line.empty() ? "" : " ") + quote_for_shell(arg);
+  return line;
+}
+
+std::vector<std::string> env_strings(const std::map<std::string, std::string>& environment) {
+  std::vector<std::string> env;
+  for (const auto& [name, value] : environment) env.push_back(name + "=" + value);
+  return env;
+}
+
+}  // namespace
+
+std::optional<int> fan_out_if_asked(const LaunchOptions& options,
+                                    const std::vector<std::string>& args, const HostInfo& host) {
+  if (options.stop_on_stdin_eof) {
+    start_stdin_watch();
+    return std::nullopt;
+  }
+  if (!wants_fanout(options)) return std::nullopt;
+  const std::map<std::string, std::string>& environment = host.environment;
+  const std::vector<RemoteNode> nodes = nodes_of(options);
+  const FanoutJob job = make_job(options, args, nodes, host);
+  auto path = environment.find("PATH");
+  const std::string search = path == environment.end() ? "/usr/bin:/bin" : path->second;
+
+  if (options.launcher != "ssh") {
+    std::vector<std::string> argv = single_command_argv(options.launcher, job, nodes);
+    if (options.dry_run) {
+      write_all(STDOUT_FILENO, quoted_command(argv) + "\n");
+      return 0;
+    }
+    const std::string executable = resolve_executable(argv.front(), search);
+    std::vector<char*> c_argv;
+    for (std::string& arg : argv) c_argv.push_back(arg.data());
+    c_argv.push_back(nullptr);
+    ::execv(executable.c_str(), c_argv.data());
+    throw LaunchError("cannot run " + executable + ": " + std::strerror(errno));
+  }
+
+  SshSettings ssh{options.ssh_port, options.ssh_options};
+  if (options.dry_run) {
+    for (const RemoteNode& node : nodes)
+      write_all(STDOUT_FILENO,
+                quoted_command(ssh_argv(ssh, node.host, node_shell_command(job, node))) + "\n");
+    return 0;
+  }
+  const std::string ssh_path = resolve_executable("ssh", search);
+  const std::vector<std::string> env = env_strings(environment);
+  probe_hosts(nodes, ssh, ssh_path, env);
+  if (!options.quiet)
+    write_all(STDERR_FILENO, "acc-launch: starting " + std::to_string(nodes.size()) +
+                                 " nodes over ssh, store " + job.master_addr + ":" +
+                                 std::to_string(job.master_port) + ", job " + job.rdzv_id + "\n");
+  return RemoteJob(nodes, job, ssh, options.shutdown_timeout).run(ssh_path, env);
+}
+
+}  // namespace acc::launcher

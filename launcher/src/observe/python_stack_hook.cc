@@ -1,0 +1,88 @@
+#include "observe/python_stack_hook.h"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "acc/common/error.h"
+
+namespace acc::launcher {
+namespace {
+
+// chain=False on purpose: with chain=True faulthandler re-raises the signal to the handler it
+// replaced, here the default one, which ends the process. The file is opened per process (its
+// name has the pid), so a Python child that inherits the environment writes its own file and
+// never truncates its parent's.
+constexpr const char* kSitecustomize =
+    R"PY(# Written by acc-launch: on the signal in ACC_STACK_SIGNAL, every thread's traceback goes to
+# $ACC_STACK_DIR/python_stacks.<pid>.txt (read by the launcher's hang report and
+# `acc-launch stacks`). Then the sitecustomize this one shadows, if any, runs as usual.
+import os as _acc_os
+import sys as _acc_sys
+
+
+def _acc_register_stack_dump():
+    directory = _acc_os.environ.get("ACC_STACK_DIR")
+    signal_number = _acc_os.environ.get("ACC_STACK_SIGNAL")
+    if not directory or not signal_number:
+        return
+    try:
+        import faulthandler
+        stream = open(_acc_os.path.join(directory, "python_stacks.%d.txt" % _acc_os.getpid()), "w")
+        faulthandler.register(int(signal_number), file=stream, all_threads=True, chain=False)
+        _acc_sys.modules[__name__]._acc_stack_stream = stream  # kept open for the handler
+    except Exception:
+        pass
+
+
+def _acc_run_shadowed_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+    here = _acc_os.path.dirname(_acc_os.path.abspath(__file__))
+    rest = [p for p in _acc_sys.path if _acc_os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+_acc_register_stack_dump()
+_acc_run_shadowed_sitecustomize()
+)PY";
+
+}  // namespace
+
+int stack_dump_signal() {
+  return SIGRTMIN + 7;
+}
+
+std::string python_stack_file(const std::string& worker_dir, int pid) {
+  return worker_dir + "/python_stacks." + std::to_string(pid) + ".txt";
+}
+
+std::string install_python_stack_hook(const std::string& run_dir) {
+  const std::string dir = run_dir + "/python";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::ofstream file(dir + "/sitecustomize.py");
+  file << kSitecustomize;
+  ACC_CHECK(file.good(), LaunchError, "cannot write ", dir,
+            "/sitecustomize.py: ", std::strerror(errno));
+  return dir;
+}
+
+EnvList python_stack_hook_env(const std::string& hook_dir, const std::string& worker_dir,
+                              const std::string& pythonpath, bool has_faulthandler_setting) {
+  EnvList env;
+  env.emplace_back("PYTHONPATH", pythonpath.empty() ? hook_dir : hook_dir + ":" + pythonpath);
+  env.emplace_back("ACC_STACK_DIR", worker_dir);
+  env.emplace_back("ACC_STACK_SIGNAL", std::to_string(stack_dump_signal()));
+  if (!has_faulthandler_setting) env.emplace_back("PYTHONFAULTHANDLER", "1");
+  return env;
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,351 @@
+#include "observe/stack_dump.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "observe/python_stack_hook.h"
+
+extern char** environ;
+
+namespace acc::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string read_text(const std::string& path, off_t from = 0) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return "";
+  file.seekg(from);
+  std::ostringstream out;
+  out << file.rdbuf();
+  return out.str();
+}
+
+off_t file_size(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+}
+
+std::string trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\r' || text.back() == '\n'))
+    text.remove_suffix(1);
+  return std::string(text);
+}
+
+std::vector<std::string> split_lines(std::string_view text) {
+  std::vector<std::string> lines;
+  std::istringstream in{std::string(text)};
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+std::string find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// The launcher blocks the signals it reads from its signalfd; a tool must start with none blocked.
+pid_t spawn_tool(const std::vector<std::string>& argv, const std::string& output) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  if (::posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  return pid;
+}
+
+// Each thread's state and the kernel function it sleeps in: all there is without a debugger.
+WorkerStack proc_stack(int pid, const std::string& why) {
+  WorkerStack stack;
+  stack.source = "/proc (" + why + ")";
+  std::vector<int> tids;
+  if (DIR* dir = ::opendir(("/proc/" + std::to_string(pid) + "/task").c_str())) {
+    while (dirent* entry = ::readdir(dir))
+      if (entry->d_name[0] != '.') tids.push_back(std::atoi(entry->d_name));
+    ::closedir(dir);
+  }
+  std::sort(tids.begin(), tids.end());
+  for (int tid : tids) {
+    const std::string task = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid);
+    const std::string stat = read_text(task + "/stat");
+    const size_t close = stat.rfind(')');
+    const std::string state = close == std::string::npos ? "?" : stat.substr(close + 2, 1);
+    std::string wchan = trim(read_text(task + "/wchan"));
+    if (wchan.empty() || wchan == "0") wchan = "-";
+    const std::string line = "thread " + trim(read_text(task + "/comm")) +
+                             (tid == pid ? " (main)" : "") + ": state " + state + ", wchan " +
+                             wchan;
+    stack.lines.push_back(line);
+    if (tid == pid) stack.main_thread.push_back(line);
+  }
+  if (stack.lines.empty()) stack.lines.push_back("(process gone)");
+  return stack;
+}
+
+struct Collection {
+  StackTarget target;
+  enum class Kind { kPython, kTool, kDone } kind = Kind::kDone;
+  std::string file;
+  off_t start = 0;
+  off_t last_size = -1;
+  int stable_polls = 0;
+  pid_t tool = -1;
+  std::string tool_name;
+  WorkerStack result;
+};
+
+void start(Collection& c, const std::string& eu_stack, const std::string& gdb) {
+  const int pid = c.target.pid;
+  if (catches_signal(pid, stack_dump_signal())) {
+    c.kind = Collection::Kind::kPython;
+    c.file = python_stack_file(c.target.worker_dir, pid);
+    c.start = file_size(c.file);
+    ::kill(pid, stack_dump_signal());
+    return;
+  }
+  std::vector<std::string> argv;
+  if (!eu_stack.empty()) {
+    c.tool_name = "eu-stack";
+    argv = {eu_stack, "-p", std::to_string(pid)};
+  } else if (!gdb.empty()) {
+    c.tool_name = "gdb";
+    argv = {gdb,
+            "-nx",
+            "-batch",
+            "-iex",
+            "set debuginfod enabled off",
+            "-p",
+            std::to_string(pid),
+            "-ex",
+            "thread apply all bt"};
+  }
+  if (!argv.empty()) {
+    c.file = c.target.worker_dir + "/native_stack." + std::to_string(pid) + ".txt";
+    c.tool = spawn_tool(argv, c.file);
+    if (c.tool > 0) {
+      c.kind = Collection::Kind::kTool;
+      return;
+    }
+  }
+  c.result = proc_stack(
+      pid, argv.empty() ? "neither eu-stack nor gdb is installed" : c.tool_name + " did not start");
+}
+
+void poll(Collection& c) {
+  if (c.kind == Collection::Kind::kPython) {
+    // faulthandler writes from its signal handler; the dump is whole once the file stops growing.
+    const off_t size = file_size(c.file);
+    if (size > c.start && size == c.last_size && ++c.stable_polls >= 3) {
+      c.result = parse_faulthandler(read_text(c.file, c.start));
+      c.kind = Collection::Kind::kDone;
+    }
+    if (size != c.last_size) c.stable_polls = 0;
+    c.last_size = size;
+  } else if (c.kind == Collection::Kind::kTool) {
+    int status = 0;
+    if (::waitpid(c.tool, &status, WNOHANG) != c.tool) return;
+    const std::string text = read_text(c.file);
+    c.result = c.tool_name == "gdb" ? parse_gdb(text) : parse_eu_stack(text, c.target.pid);
+    if (c.result.lines.empty())
+      c.result = proc_stack(c.target.pid, c.tool_name + " could not attach (ptrace not allowed?)");
+    c.kind = Collection::Kind::kDone;
+  }
+}
+
+void give_up(Collection& c) {
+  if (c.kind == Collection::Kind::kPython) {
+    c.result = proc_stack(c.target.pid, "the Python traceback did not come in time");
+  } else if (c.kind == Collection::Kind::kTool) {
+    ::kill(c.tool, SIGKILL);
+    ::waitpid(c.tool, nullptr, 0);
+    ::kill(c.target.pid, SIGCONT);  // a debugger killed while attached may leave it stopped
+    c.result = proc_stack(c.target.pid, c.tool_name + " took too long");
+  }
+  c.kind = Collection::Kind::kDone;
+}
+
+// "#3  0x00007f... in ns::f(int) (x=1, y=0x...) at file.cc:12" -> "ns::f(int) at file.cc:12";
+// "... from /lib/x86_64-linux-gnu/libc.so.6" keeps the library's name alone.
+std::string normalize_native_frame(std::string frame) {
+  if (starts_with(frame, "#")) {
+    const size_t space = frame.find_first_of(" \t");
+    frame = trim(space == std::string::npos ? "" : frame.substr(space));
+  }
+  if (starts_with(frame, "0x")) {
+    const size_t in = frame.find(" in ");
+    frame = in == std::string::npos ? frame.substr(frame.find(' ') + 1) : frame.substr(in + 4);
+  }
+  std::string where;
+  for (const char* marker : {" at ", " from "}) {
+    const size_t at = frame.rfind(marker);
+    if (at != std::string::npos) {
+      where = frame.substr(at);
+      frame.resize(at);
+      if (std::string(marker) == " from ") {
+        const size_t slash = where.rfind('/');
+        if (slash != std::string::npos) where = " from " + where.substr(slash + 1);
+      }
+      break;
+    }
+  }
+  const size_t args = frame.rfind(" (");
+  if (args != std::string::npos) frame.resize(args);
+  frame = trim(frame);
+  // A frame without a symbol is only an address, different in every process (ASLR).
+  if (starts_with(frame, "0x") || frame.empty()) frame = "??";
+  return frame + where;
+}
+
+}  // namespace
+
+ProcessStat read_process_stat(int pid) {
+  ProcessStat stat;
+  const std::string text = read_text("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return stat;
+  std::istringstream fields(text.substr(close + 2));
+  std::vector<std::string> f;
+  for (std::string field; fields >> field;) f.push_back(field);
+  if (f.size() < 13) return stat;
+  stat.ok = true;
+  stat.state = f[0];
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  stat.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / ticks;
+  return stat;
+}
+
+bool catches_signal(int pid, int signal) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (!starts_with(line, "SigCgt:")) continue;
+    const unsigned long long mask = std::strtoull(trim(line.substr(7)).c_str(), nullptr, 16);
+    return (mask >> (signal - 1)) & 1;
+  }
+  return false;
+}
+
+std::vector<WorkerStack> collect_stacks(const std::vector<StackTarget>& targets,
+                                        std::chrono::milliseconds budget) {
+  const auto deadline = Clock::now() + budget;
+  const std::string eu_stack = find_on_path("eu-stack");
+  const std::string gdb = find_on_path("gdb");
+  std::vector<Collection> collections(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    collections[i].target = targets[i];
+    start(collections[i], eu_stack, gdb);
+  }
+  auto pending = [&] {
+    return std::any_of(collections.begin(), collections.end(),
+                       [](const Collection& c) { return c.kind != Collection::Kind::kDone; });
+  };
+  while (pending() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (Collection& c : collections) poll(c);
+  }
+  std::vector<WorkerStack> stacks;
+  for (Collection& c : collections) {
+    give_up(c);
+    if (c.kind == Collection::Kind::kDone && c.result.source.empty()) c.result.source = "?";
+    stacks.push_back(std::move(c.result));
+  }
+  return stacks;
+}
+
+WorkerStack parse_faulthandler(std::string_view text) {
+  WorkerStack stack;
+  stack.source = "python faulthandler";
+  bool in_main = false;
+  for (const std::string& raw : split_lines(text)) {
+    std::string line = trim(raw);
+    if (line.empty()) continue;
+    if (starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x")) {
+      // The signal runs its handler in the main thread, which faulthandler calls "current".
+      in_main = starts_with(line, "Current thread");
+      stack.lines.push_back(in_main ? "main thread:" : "thread:");
+      continue;
+    }
+    stack.lines.push_back("  " + line);
+    if (in_main) stack.main_thread.push_back(line);
+  }
+  return stack;
+}
+
+WorkerStack parse_gdb(std::string_view text) {
+  WorkerStack stack;
+  stack.source = "gdb";
+  bool in_main = false;
+  for (const std::string& raw : split_lines(text)) {
+    const std::string line = trim(raw);
+    if (starts_with(line, "Thread ")) {
+      // "Thread 2 (Thread 0x7f.. (LWP 123) "name"):" -> "thread 2 "name":"
+      const size_t paren = line.find(" (");
+      const size_t quote = line.find('"');
+      std::string header = "thread " + line.substr(7, paren == std::string::npos ? 0 : paren - 7);
+      if (quote != std::string::npos)
+        header += " " + line.substr(quote, line.rfind('"') - quote + 1);
+      in_main = starts_with(line, "Thread 1 ");
+      stack.lines.push_back(header + ":");
+      continue;
+    }
+    if (!starts_with(line, "#")) continue;
+    const std::string frame = normalize_native_frame(line);
+    stack.lines.push_back("  " + frame);
+    if (in_main) stack.main_thread.push_back(frame);
+  }
+  return stack;
+}
+
+WorkerStack parse_eu_stack(std::string_view text, int pid) {
+  WorkerStack stack;
+  stack.source = "eu-stack";
+  bool in_main = false;
+  for (const std::string& raw : split_lines(text)) {
+    const std::string line = trim(raw);
+    if (starts_with(line, "TID ")) {
+      in_main = std::atoi(line.c_str() + 4) == pid;
+      stack.lines.push_back(in_main ? "main thread:" : "thread:");
+      continue;
+    }
+    if (!starts_with(line, "#")) continue;
+    const std::string frame = normalize_native_frame(line);
+    stack.lines.push_back("  " + frame);
+    if (in_main) stack.main_thread.push_back(frame);
+  }
+  return stack;
+}
+
+}  // namespace acc::launcher

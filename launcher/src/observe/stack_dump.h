@@ -1,0 +1,45 @@
+#pragma once
+
+// Collects the stacks of running workers for the hang report, without stopping them:
+//   Python workers (those whose /proc/PID/status shows a handler for stack_dump_signal(), which
+//   python_stack_hook.h installs): the signal, then their faulthandler file;
+//   native workers: `eu-stack -p PID` (elfutils), else `gdb -batch -p PID`, else what
+//   /proc/PID/task/*/{stat,wchan} say of each thread.
+// The parsers are pure and take out what differs between processes for no reason (addresses,
+// thread ids, argument values), so equal stacks compare equal.
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "observe/hang_report.h"
+
+namespace acc::launcher {
+
+struct StackTarget {
+  int pid = 0;
+  std::string worker_dir;  // where the Python hook writes, and native tool output goes
+};
+
+// The stacks of all targets, in their order, collected in parallel. Blocks for at most `budget`;
+// a tool that has not finished by then is killed and the /proc view is used. Never throws.
+std::vector<WorkerStack> collect_stacks(const std::vector<StackTarget>& targets,
+                                        std::chrono::milliseconds budget);
+
+struct ProcessStat {
+  bool ok = false;
+  std::string state;  // R, S, D, T, Z
+  double cpu_seconds = 0;
+};
+// /proc/PID/stat: state and user+system CPU time.
+ProcessStat read_process_stat(int pid);
+
+// Whether the process has a handler installed for `signal` (SigCgt in /proc/PID/status).
+bool catches_signal(int pid, int signal);
+
+WorkerStack parse_faulthandler(std::string_view text);
+WorkerStack parse_gdb(std::string_view text);
+WorkerStack parse_eu_stack(std::string_view text, int pid);
+
+}  // namespace acc::launcher

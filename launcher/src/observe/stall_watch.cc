@@ -1,0 +1,228 @@
+#include "observe/stall_watch.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "acc/common/error.h"
+#include "acc/rendezvous/store_client.h"
+#include "observe/hang_report.h"
+#include "observe/stack_dump.h"
+#include "output/console.h"
+
+namespace acc::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Stacks must come in well within the 5 s the user waits after the stall timeout.
+constexpr milliseconds kStackBudget{3000};
+
+double seconds(StallWatch::Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+std::string on_demand_report_path(int launcher_pid) {
+  return "/tmp/acc-launch-stacks." + std::to_string(::getuid()) + "." +
+         std::to_string(launcher_pid) + ".txt";
+}
+
+std::string node_summary_key(int restart_count, int node_rank) {
+  return "/acc/hang/attempt_" + std::to_string(restart_count) + "/node_" +
+         std::to_string(node_rank);
+}
+
+std::string beat_key(int restart_count, int rank) {
+  // libacc's c10d::PrefixStore joins "/worker/attempt_<n>" and the key with a "/".
+  return "/worker/attempt_" + std::to_string(restart_count) + "/acc/beat/" + std::to_string(rank);
+}
+
+void append_report(const std::string& path, const std::string& report) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  write_all(fd, report);
+  ::close(fd);
+}
+
+void publish_on_demand_report(const std::string& report) {
+  const std::string path = on_demand_report_path(::getpid());
+  const std::string temporary = path + ".part";
+  ::unlink(temporary.c_str());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  write_all(fd, report);
+  ::close(fd);
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
+                       milliseconds timeout)
+    : plan_(plan),
+      round_(round),
+      workers_(std::move(workers)),
+      enabled_(timeout.count() > 0),
+      monitor_(timeout, static_cast<int>(workers_.size()), Clock::now()),
+      // Beats and CPU are looked at a few times per timeout, at most once a second.
+      poll_interval_(std::clamp(timeout / 4, milliseconds(100), milliseconds(1000))),
+      next_poll_(Clock::now() + poll_interval_),
+      beats_seen_(workers_.size(), 0),
+      counted_at_sample_(workers_.size(), 0),
+      cpu_at_progress_(workers_.size(), 0) {
+  for (size_t i = 0; i < workers_.size(); ++i)
+    cpu_at_progress_[i] = read_process_stat(workers_[i].pid).cpu_seconds;
+}
+
+StallWatch::~StallWatch() = default;
+
+void StallWatch::progress(int index) {
+  monitor_.progress(index, Clock::now());
+}
+
+StallWatch::Clock::time_point StallWatch::next_wake() const {
+  if (!enabled_) return Clock::time_point::max();
+  return std::min(next_poll_, monitor_.next_check());
+}
+
+bool StallWatch::tick() {
+  if (!enabled_) return false;
+  const auto now = Clock::now();
+  if (now >= next_poll_) {
+    next_poll_ = now + poll_interval_;
+    poll_beats();
+    sample_cpu();
+  }
+  return monitor_.check(Clock::now());
+}
+
+// A worker that made progress since the last sample starts its "CPU since progress" again.
+void StallWatch::sample_cpu() {
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const long count = monitor_.progress_count(static_cast<int>(i));
+    if (count == counted_at_sample_[i]) continue;
+    counted_at_sample_[i] = count;
+    cpu_at_progress_[i] = read_process_stat(workers_[i].pid).cpu_seconds;
+  }
+}
+
+// libacc adds to its rank's beat key in the job's store; reading it costs two round trips per
+// local worker. A store that is not there (yet, or any more) is tried again a few seconds later.
+rendezvous::StoreClient* StallWatch::store() {
+  if (store_ || round_.master_addr.empty() || round_.master_port <= 0) return store_.get();
+  const auto now = Clock::now();
+  if (now < next_store_connect_) return nullptr;
+  try {
+    rendezvous::StoreClientOptions options;
+    options.host = round_.master_addr;
+    options.port = round_.master_port;
+    options.connect_timeout = milliseconds(200);
+    options.timeout = milliseconds(1000);
+    store_ = std::make_unique<rendezvous::StoreClient>(options);
+  } catch (const std::exception&) {
+    next_store_connect_ = now + std::chrono::seconds(5);
+  }
+  return store_.get();
+}
+
+// libacc adds to its rank's beat key in the job's store; reading it costs two round trips per
+// local worker. A store that is not there (yet, or any more) is tried again a few seconds later.
+void StallWatch::poll_beats() {
+  rendezvous::StoreClient* client = store();
+  if (!client) return;
+  const auto now = Clock::now();
+  try {
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      const std::string key = beat_key(round_.restart_count, workers_[i].rank);
+      if (!client->check({key})) continue;
+      const long long beats = std::stoll(client->get(key));
+      if (beats > beats_seen_[i]) {
+        beats_seen_[i] = beats;
+        monitor_.progress(static_cast<int>(i), now);
+      }
+    }
+  } catch (const std::exception&) {
+    store_.reset();
+    next_store_connect_ = now + std::chrono::seconds(5);
+  }
+}
+
+std::string StallWatch::with_other_nodes(const std::string& report) {
+  const std::string first_line = report.substr(0, report.find('\n'));
+  const size_t semicolon = first_line.find("; ");
+  const std::string summary =
+      semicolon == std::string::npos ? first_line : first_line.substr(semicolon + 2);
+  rendezvous::StoreClient* client = store();
+  if (!client) return report;
+  std::vector<std::string> summaries(static_cast<size_t>(round_.nnodes));
+  try {
+    client->set(node_summary_key(round_.restart_count, round_.node_rank), summary);
+    if (round_.node_rank != 0) return report;
+    // The other nodes stall at about the same time; their summaries come after their stacks.
+    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    for (int node = 1; node < round_.nnodes; ++node) {
+      const std::string key = node_summary_key(round_.restart_count, node);
+      while (!client->check({key}) && Clock::now() < deadline)
+        std::this_thread::sleep_for(milliseconds(50));
+      if (client->check({key})) summaries[static_cast<size_t>(node)] = client->get(key);
+    }
+  } catch (const std::exception&) {
+    store_.reset();
+    return report;
+  }
+  summaries[0] = summary;
+  std::string nodes = "\nnodes (each launcher's summary):\n";
+  std::vector<int> stuck;
+  for (int node = 0; node < round_.nnodes; ++node) {
+    const std::string& line = summaries[static_cast<size_t>(node)];
+    nodes += "  node " + std::to_string(node) + ": " + (line.empty() ? "no report" : line) + "\n";
+    if (line.rfind("odd one out", 0) == 0) stuck.push_back(node);
+  }
+  std::string head;
+  if (stuck.size() == 1 && stuck[0] != 0)
+    head = "acc-launch: hang: stuck node: " + std::to_string(stuck[0]) +
+           " (its report: " + summaries[static_cast<size_t>(stuck[0])] + ")\n";
+  return head + report + nodes;
+}
+
+std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
+  const auto now = Clock::now();
+  std::vector<StackTarget> targets;
+  std::vector<size_t> indices;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (i < running.size() && !running[i]) continue;
+    targets.push_back({workers_[i].pid, workers_[i].dir});
+    indices.push_back(i);
+  }
+  HangReport report;
+  report.host = plan_.hostname;
+  Clock::time_point group_last = Clock::time_point::min();
+  for (size_t i = 0; i < workers_.size(); ++i)
+    group_last = std::max(group_last, monitor_.last_progress(static_cast<int>(i)));
+  if (stalled) report.stalled_for = seconds(now - group_last);
+  // CPU and state first: dumping a stack costs the worker some CPU.
+  for (size_t i : indices) {
+    const Worker& w = workers_[i];
+    const ProcessStat stat = read_process_stat(w.pid);
+    WorkerSnapshot snapshot;
+    snapshot.rank = w.rank;
+    snapshot.local_rank = w.local_rank;
+    snapshot.pid = w.pid;
+    snapshot.state = stat.ok ? stat.state : "?";
+    snapshot.seconds_since_progress = seconds(now - monitor_.last_progress(static_cast<int>(i)));
+    // Without a stall timeout there are no ticks, so no CPU sample at the last progress.
+    snapshot.cpu_seconds_since_progress =
+        stat.ok && enabled_ ? stat.cpu_seconds - cpu_at_progress_[i] : -1;
+    snapshot.progress_count = monitor_.progress_count(static_cast<int>(i));
+    report.workers.push_back(std::move(snapshot));
+  }
+  std::vector<WorkerStack> stacks = collect_stacks(targets, kStackBudget);
+  for (size_t k = 0; k < stacks.size(); ++k) report.workers[k].stack = std::move(stacks[k]);
+  const std::string text = format_hang_report(report);
+  return stalled && round_.nnodes > 1 ? with_other_nodes(text) : text;
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,88 @@
+#pragma once
+
+// The agent's side of hang detection for one attempt: feeds the StallMonitor with the workers'
+// output lines (progress() from the agent) and libacc's beats (read from the job's store at
+// each tick), samples their CPU time, and when the group stalls, or on demand (SIGUSR2),
+// collects the stacks (stack_dump.h) and formats the report (hang_report.h).
+// All calls come from the agent's thread; tick() blocks while stacks are collected (a few s).
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "acc/launcher/plan/plan.h"
+#include "observe/stall_monitor.h"
+
+namespace acc::rendezvous {
+class StoreClient;
+}
+
+namespace acc::launcher {
+
+// Where the launcher with pid `launcher_pid` writes the report `acc-launch stacks` asked for.
+std::string on_demand_report_path(int launcher_pid);
+
+// The store key libacc's rank `rank` adds 1 to at each optimizer step (at most once a second),
+// under the attempt's prefix, as seen by a StoreClient (which adds PyTorch's leading "/").
+std::string beat_key(int restart_count, int rank);
+
+// Where node `node_rank`'s launcher puts the one-line summary of its last stall report (its odd
+// one out, or none), so that node 0's report can name the stuck node.
+std::string node_summary_key(int restart_count, int node_rank);
+
+// Appends `report` to the file at `path` (the run directory's hang_report.txt). Never throws.
+void append_report(const std::string& path, const std::string& report);
+
+// Writes `report` to on_demand_report_path(getpid()) whole: to a temporary file renamed over it,
+// so the reader never sees half of it. Never throws.
+void publish_on_demand_report(const std::string& report);
+
+class StallWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Worker {
+    int rank = 0;
+    int local_rank = 0;
+    int pid = 0;
+    std::string dir;  // the worker's log directory, where its stack files go
+  };
+
+  // `timeout` zero: no stall detection, on-demand reports only.
+  StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
+             std::chrono::milliseconds timeout);
+  ~StallWatch();
+
+  // Worker `index` (its place in the agent's list) wrote a line.
+  void progress(int index);
+  // When tick() wants calling; time_point::max() when never.
+  Clock::time_point next_wake() const;
+  // Reads the beats, samples CPU time; true when the group has just stalled (once per stall).
+  bool tick();
+  // Collects the stacks of the workers still running (`running` in the agent's order) and
+  // returns the report; `stalled` says whether it is the stall's report or an on-demand one.
+  std::string report(const std::vector<bool>& running, bool stalled);
+
+ private:
+  void poll_beats();
+  void sample_cpu();
+  // The job's store, connected on first use; null while it cannot be reached.
+  rendezvous::StoreClient* store();
+  // Several nodes: shares this node's summary and, on node 0, adds the other nodes' to `report`.
+  std::string with_other_nodes(const std::string& report);
+
+  const LaunchPlan& plan_;
+  Round round_;
+  std::vector<Worker> workers_;
+  bool enabled_;
+  StallMonitor monitor_;
+  std::chrono::milliseconds poll_interval_;
+  Clock::time_point next_poll_;
+  std::unique_ptr<rendezvous::StoreClient> store_;
+  Clock::time_point next_store_connect_;
+  std::vector<long long> beats_seen_;
+  std::vector<long> counted_at_sample_;
+  std::vector<double> cpu_at_progress_;
+};
+
+}  // namespace acc::launcher

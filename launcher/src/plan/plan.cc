@@ -1,0 +1,459 @@
+#include "acc/launcher/plan/plan.h"
+
+#include <algorithm>
+#include <charconv>
+#include <csignal>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "acc/common/error.h"
+#include "acc/launcher/host/cpu_binding.h"
+#include "acc/launcher/nodes/fanout.h"
+#include "plan/accelerate_env.h"
+
+namespace acc::launcher {
+namespace {
+
+std::optional<int> to_int(const std::string& text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
+  return value;
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, separator)) parts.push_back(part);
+  return parts;
+}
+
+int resolve_nproc_per_node(const LaunchOptions& o, const HostInfo& host) {
+  const std::string& value = o.nproc_per_node;
+  if (auto n = to_int(value)) {
+    ACC_CHECK(*n > 0, ConfigError, "--nproc_per_node ", value, ": must be at least 1");
+    return *n;
+  }
+  if (value == "cpu") return host.cpu_count;
+  if (value == "gpu") {
+    ACC_CHECK(host.gpu_count > 0, ConfigError,
+              "--nproc_per_node gpu: no GPU found on this machine; use a number or cpu");
+    return host.gpu_count;
+  }
+  if (value == "auto") return host.gpu_count > 0 && !o.cpu ? host.gpu_count : host.cpu_count;
+  throw ConfigError("--nproc_per_node " + value + ": expected a number, auto, cpu or gpu");
+}
+
+// nnodes is "N" or "MIN:MAX".
+std::pair<int, int> resolve_nnodes(const std::string& value) {
+  std::vector<std::string> parts = split(value, ':');
+  ACC_CHECK(parts.size() == 1 || parts.size() == 2, ConfigError, "--nnodes ", value,
+            ": expected N or MIN:MAX");
+  auto low = to_int(parts[0]);
+  auto high = parts.size() == 2 ? to_int(parts[1]) : low;
+  ACC_CHECK(low && high && *low > 0 && *low <= *high, ConfigError, "--nnodes ", value,
+            ": expected N or MIN:MAX with 0 < MIN <= MAX");
+  return {*low, *high};
+}
+
+const std::set<std::string> kRendezvousKeys = {
+    "join_timeout",           "last_call_timeout", "close_timeout", "keep_alive_interval",
+    "keep_alive_max_attempt", "read_timeout",      "is_host",       "timeout",
+    "heartbeat_timeout",      "store_type",        "rank"};
+
+std::map<std::string, std::string> parse_rdzv_conf(const std::string& text) {
+  std::map<std::string, std::string> conf;
+  for (const std::string& item : split(text, ',')) {
+    if (item.empty()) continue;
+    const size_t equals = item.find('=');
+    ACC_CHECK(equals != std::string::npos && equals + 1 < item.size(), ConfigError, "--rdzv_conf ",
+              item, ": expected key=value");
+    const std::string key = item.substr(0, equals);
+    ACC_CHECK(kRendezvousKeys.count(key), ConfigError, "--rdzv_conf ", key,
+              ": unknown key; known: join_timeout, last_call_timeout, keep_alive_interval, "
+              "keep_alive_max_attempt, read_timeout, is_host, ...");
+    conf[key] = item.substr(equals + 1);
+  }
+  return conf;
+}
+
+// --rdzv_backend etcd-v2: the members' client addresses, host[:2379] each, comma-separated.
+std::vector<std::string> resolve_etcd_endpoints(const std::string& text) {
+  ACC_CHECK(!text.empty(), ConfigError,
+            "--rdzv_backend etcd-v2: give --rdzv_endpoint host:2379[,host:2379...], the client "
+            "addresses of the etcd cluster's members");
+  std::vector<std::string> endpoints;
+  for (const std::string& item : split(text, ',')) {
+    const size_t colon = item.rfind(':');
+    const std::string host = item.substr(0, colon);
+    const auto port =
+        colon == std::string::npos ? std::optional<int>(2379) : to_int(item.substr(colon + 1));
+    ACC_CHECK(!host.empty() && port && *port > 0 && *port < 65536, ConfigError, "--rdzv_endpoint ",
+              text, ": '", item,
+              "' is not host:port; give the etcd members as host:2379[,host:2379...]");
+    endpoints.push_back(host + ":" + std::to_string(*port));
+  }
+  return endpoints;
+}
+
+void resolve_elastic(const LaunchOptions& o, LaunchPlan& plan) {
+  plan.rdzv_conf = parse_rdzv_conf(o.rdzv_conf);
+  ACC_CHECK(o.rdzv_id != "none" || !o.was_given("rdzv_id"), ConfigError,
+            "--rdzv_id none: give the job an id every node shares");
+  if (plan.rdzv_backend == "etcd-v2") {
+    plan.etcd_endpoints = resolve_etcd_endpoints(o.rdzv_endpoint);
+    return;
+  }
+  ACC_CHECK(!o.rdzv_endpoint.empty(), ConfigError,
+            "--rdzv_backend c10d: give --rdzv_endpoint host[:port], the address of the "
+            "rendezvous store (one of the nodes, or `acc-launch rendezvous serve`)");
+  const size_t colon = o.rdzv_endpoint.rfind(':');
+  plan.rdzv_host = o.rdzv_endpoint.substr(0, colon);
+  if (colon != std::string::npos) {
+    auto port = to_int(o.rdzv_endpoint.substr(colon + 1));
+    ACC_CHECK(port && *port > 0 && *port < 65536, ConfigError, "--rdzv_endpoint ", o.rdzv_endpoint,
+              ": the port must be 1-65535");
+    plan.rdzv_port = *port;
+  }
+}
+
+// Folds Accelerate's spellings into torchrun's; the same setting given both ways must agree.
+template <typename T>
+void fold(const LaunchOptions& o, const std::optional<T>& accelerate_value,
+          const char* accelerate_flag, const char* torchrun_flag, T& torchrun_value,
+          const T& torchrun_as_given) {
+  if (!accelerate_value) return;
+  if (o.was_given(torchrun_flag) && torchrun_as_given != *accelerate_value) {
+    std::ostringstream message;
+    message << "--" << accelerate_flag << " " << *accelerate_value << " contradicts --"
+            << torchrun_flag << " " << torchrun_as_given << "; give one of them";
+    throw ConfigError(message.str());
+  }
+  torchrun_value = *accelerate_value;
+}
+
+std::vector<std::string> worker_argv(const LaunchOptions& o) {
+  ACC_CHECK(!(o.module && o.no_python), ConfigError,
+            "--module and --no_python cannot be used together");
+  const bool is_python_file =
+      o.program.size() > 3 && o.program.compare(o.program.size() - 3, 3, ".py") == 0;
+  std::vector<std::string> argv;
+  if (o.module) {
+    argv = {o.python, "-u", "-m", o.program};
+  } else if (!o.no_python && (is_python_file || o.run_path)) {
+    argv = {o.python, "-u", o.program};
+  } else {
+    argv = {o.program};
+  }
+  argv.insert(argv.end(), o.program_args.begin(), o.program_args.end());
+  return argv;
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+std::string random_run_id() {
+  std::random_device device;
+  std::ostringstream id;
+  id << std::hex << device() << device();
+  return id.str();
+}
+
+// accelerate launch on several machines (utils/launch.py prepare_multi_gpu_env): unless the
+// machines share a network, --main_process_ip/port is torchrun's --rdzv_endpoint, so with
+// --rdzv_backend c10d (or etcd) the nodes meet there in rounds (and need no --machine_rank:
+// Accelerate's SLURM recipe gives none).
+std::string accelerate_rdzv_endpoint(const LaunchOptions& o) {
+  if (!o.rdzv_endpoint.empty() || o.same_network || o.rdzv_backend == "static")
+    return o.rdzv_endpoint;
+  if (!o.num_machines || *o.num_machines < 2 || !o.main_process_ip) return o.rdzv_endpoint;
+  return *o.main_process_ip + ":" + std::to_string(o.main_process_port.value_or(29500));
+}
+
+void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
+  LaunchOptions merged = o;
+  merged.rdzv_endpoint = accelerate_rdzv_endpoint(o);
+  if (o.num_machines)
+    fold(o, std::optional(std::to_string(*o.num_machines)), "num_machines", "nnodes", merged.nnodes,
+         o.nnodes);
+  fold(o, o.machine_rank, "machine_rank", "node_rank", merged.node_rank, o.node_rank);
+  fold(o, o.main_process_ip, "main_process_ip", "master_addr", merged.master_addr, o.master_addr);
+  std::optional<int> port_given = o.master_port;
+  if (o.main_process_port) {
+    ACC_CHECK(!o.master_port || *o.master_port == *o.main_process_port, ConfigError,
+              "--main_process_port ", *o.main_process_port, " contradicts --master_port ",
+              *o.master_port, "; give one of them");
+    port_given = o.main_process_port;
+  }
+
+  const bool etcd = o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2";  // torchrun's names
+  ACC_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d" || etcd, ConfigError,
+            "--rdzv_backend ", o.rdzv_backend, ": expected static, c10d or etcd-v2");
+  plan.rdzv_backend = o.standalone ? "static" : etcd ? "etcd-v2" : o.rdzv_backend;
+  const bool elastic = plan.rdzv_backend != "static";
+  std::tie(plan.min_nodes, plan.max_nodes) =
+      o.standalone ? std::pair(1, 1) : resolve_nnodes(merged.nnodes);
+  plan.local_addr = o.local_addr;
+  if (elastic) resolve_elastic(merged, plan);
+  ACC_CHECK(
+      elastic || plan.min_nodes == plan.max_nodes, ConfigError, "--nnodes ", merged.nnodes,
+      ": elastic membership (MIN:MAX) needs --rdzv_backend c10d or etcd-v2 and --rdzv_endpoint");
+  // An elastic node learns its rank and the node count in each round; the plan holds the most.
+  plan.nnodes = plan.max_nodes;
+  plan.node_rank = elastic ? 0 : merged.node_rank;
+  ACC_CHECK(plan.node_rank >= 0 && plan.node_rank < plan.nnodes, ConfigError, "--node_rank ",
+            plan.node_rank, ": must be between 0 and ", plan.nnodes - 1, " for ", plan.nnodes,
+            " node(s)");
+
+  plan.nproc_per_node = resolve_nproc_per_node(merged, host);
+  if (o.num_processes) {
+    ACC_CHECK(*o.num_processes % plan.nnodes == 0, ConfigError, "--num_processes ",
+              *o.num_processes, ": not divisible by the ", plan.nnodes,
+              " machines; give a multiple of --num_machines");
+    const int per_node = *o.num_processes / plan.nnodes;
+    ACC_CHECK(!o.was_given("nproc_per_node") || per_node == plan.nproc_per_node, ConfigError,
+              "--num_processes ", *o.num_processes, " contradicts --nproc_per_node ",
+              o.nproc_per_node, "; give one of them");
+    plan.nproc_per_node = per_node;
+  }
+  plan.world_size = plan.nnodes * plan.nproc_per_node;
+
+  plan.master_addr = o.standalone ? "127.0.0.1" : merged.master_addr;
+  if (!o.rdzv_endpoint.empty() && o.rdzv_backend == "static") {
+    // torchrun: a static endpoint host[:port] stands for master_addr:master_port.
+    const size_t colon = o.rdzv_endpoint.rfind(':');
+    plan.master_addr = o.rdzv_endpoint.substr(0, colon);
+    ACC_CHECK(colon != std::string::npos && to_int(o.rdzv_endpoint.substr(colon + 1)), ConfigError,
+              "--rdzv_endpoint ", o.rdzv_endpoint, ": the static backend needs host:port");
+    port_given = to_int(o.rdzv_endpoint.substr(colon + 1));
+  }
+  if (o.standalone || (!port_given && plan.nnodes == 1) || elastic)
+    plan.master_port = 0;  // a free port, chosen at launch (torchrun >= 2.4 does the same)
+  else
+    plan.master_port = port_given.value_or(29500);
+  ACC_CHECK(plan.master_port != 0 || plan.nnodes == 1 || elastic, ConfigError,
+            "--master_port 0: a free port can only be chosen on a single node; give the port "
+            "every node will use");
+}
+
+// "SIGTERM,SIGINT" (names with or without SIG, or numbers) -> signal numbers.
+std::vector<int> parse_signals(const std::string& list) {
+  std::vector<int> signals;
+  for (std::string name : split(list, ',')) {
+    if (name.empty()) continue;
+    int number = to_int(name).value_or(0);
+    if (number == 0) {
+      if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+      for (int s = 1; s < NSIG && number == 0; ++s)
+        if (const char* abbrev = sigabbrev_np(s); abbrev && name == abbrev) number = s;
+    }
+    ACC_CHECK(
+        number > 0 && number < NSIG && number != SIGKILL && number != SIGSTOP && number != SIGCHLD,
+        ConfigError, "--signals-to-handle ", list, ": ", name,
+        " is not a signal acc-launch can handle; e.g. SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1");
+    signals.push_back(number);
+  }
+  return signals;
+}
+
+// The devices the workers share out under --virtual-local-rank: the list CUDA_VISIBLE_DEVICES
+// gives them (--gpu_ids, else the launcher's own), else the indices.
+std::vector<std::string> visible_devices(const LaunchPlan& plan, const HostInfo& host) {
+  std::string list;
+  for (const auto& [key, value] : plan.env)
+    if (key == "CUDA_VISIBLE_DEVICES") list = value;
+  if (list.empty())
+    if (auto it = host.environment.find("CUDA_VISIBLE_DEVICES"); it != host.environment.end())
+      list = it->second;
+  std::vector<std::string> devices;
+  for (const std::string& device : split(list, ','))
+    if (!device.empty()) devices.push_back(device);
+  return devices;
+}
+
+void resolve_logs(const LaunchOptions& o, LaunchPlan& plan) {
+  plan.redirects = parse_stream_spec(o.redirects, "redirects");
+  plan.tee = parse_stream_spec(o.tee, "tee");
+  for (const std::string& part : split(o.local_ranks_filter, ',')) {
+    if (part.empty()) continue;
+    auto rank = to_int(part);
+    ACC_CHECK(rank && *rank >= 0, ConfigError, "--local_ranks_filter ", o.local_ranks_filter,
+              ": expected a comma list of local ranks such as 0,1");
+    plan.console_local_ranks.insert(*rank);
+  }
+  plan.log_dir = o.log_dir;
+  plan.log_line_prefix = o.log_line_prefix;
+}
+
+void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
+  plan.env = accelerate_env(o);
+  plan.single_process = o.simple_launcher && plan.world_size == 1;
+  plan.env_defaults = {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+                       {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
+  const bool sets_omp = std::any_of(plan.env.begin(), plan.env.end(),
+                                    [](const auto& kv) { return kv.first == "OMP_NUM_THREADS"; });
+  // A CPU binding sets OMP_NUM_THREADS per worker, to the number of its CPUs.
+  const bool binds_cpus = choose_cpu_binding(o).mode != CpuBindingMode::kNone;
+  if (!sets_omp && !binds_cpus && plan.nproc_per_node > 1 &&
+      !host.environment.count("OMP_NUM_THREADS")) {
+    plan.env_defaults.emplace_back("OMP_NUM_THREADS", "1");
+    plan.notices.push_back(
+        "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it "
+        "yourself (or --num_cpu_threads_per_process) to tune");
+  }
+}
+
+}  // namespace
+
+int StreamSpec::mask_for(int local_rank) const {
+  auto it = per_local_rank.find(local_rank);
+  return it == per_local_rank.end() ? default_mask : it->second;
+}
+
+StreamSpec parse_stream_spec(const std::string& value, const std::string& flag) {
+  StreamSpec spec;
+  const std::string hint = "--" + flag + " " + value +
+                           ": expected 0-3 (1 stdout, 2 stderr, 3 both) or per local rank "
+                           "such as 0:1,1:2";
+  if (auto all = to_int(value)) {
+    ACC_CHECK(*all >= 0 && *all <= 3, ConfigError, hint);
+    spec.default_mask = *all;
+    return spec;
+  }
+  for (const std::string& part : split(value, ',')) {
+    const size_t colon = part.find(':');
+    ACC_CHECK(colon != std::string::npos, ConfigError, hint);
+    auto rank = to_int(part.substr(0, colon));
+    auto mask = to_int(part.substr(colon + 1));
+    ACC_CHECK(rank && mask && *rank >= 0 && *mask >= 0 && *mask <= 3, ConfigError, hint);
+    spec.per_local_rank[*rank] = *mask;
+  }
+  return spec;
+}
+
+LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
+  ACC_CHECK(!o.program.empty(), ConfigError, "no PROGRAM given");
+  LaunchPlan plan;
+  resolve_topology(o, host, plan);
+  apply_node_slots(o, plan);
+  resolve_logs(o, plan);
+  resolve_environment(o, host, plan);
+  resolve_cpu_binding(o, host, plan);
+  plan.dedup_lines = o.dedup_lines;
+  plan.dedup_window_ms = o.dedup_window_ms;
+  plan.run_id = o.standalone && o.rdzv_id == "none" ? random_run_id() : o.rdzv_id;
+  plan.role = o.role;
+  plan.hostname = host.hostname;
+  plan.max_restarts = o.max_restarts;
+  plan.shutdown_timeout = o.shutdown_timeout;
+  plan.exit_barrier_timeout = o.exit_barrier_timeout;
+  plan.stop_signals = parse_signals(o.signals_to_handle);
+  plan.virtual_local_rank = o.virtual_local_rank;
+  for (const auto& [flag, value] :
+       {std::pair<std::string, std::string>{"logs_specs", o.logs_specs},
+        {"event_log_handler", o.event_log_handler == "null" ? "" : o.event_log_handler},
+        {"duplicate_stdout_filters", o.duplicate_stdout_filters},
+        {"duplicate_stderr_filters", o.duplicate_stderr_filters}})
+    if (!value.empty())
+      plan.notices.push_back("--" + flag + " " + value +
+                             " ignored: torchrun's Python plug-ins do not apply (logs are in "
+                             "--log_dir, per attempt and rank)");
+  plan.quiet = o.quiet;
+  plan.dry_run = o.dry_run;
+  plan.program = o.program;
+  plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
+  plan.stall_timeout = o.stall_timeout;
+  plan.stall_stops_job = o.stall_action != "report";
+
+  const std::vector<std::string> argv = worker_argv(o);
+  const std::vector<std::string> devices = visible_devices(plan, host);
+  for (int local_rank = 0; local_rank < plan.nproc_per_node; ++local_rank) {
+    WorkerSpec worker;
+    worker.local_rank = local_rank;
+    if (plan.virtual_local_rank)
+      worker.virtual_device = local_rank < static_cast<int>(devices.size())
+                                  ? devices[static_cast<size_t>(local_rank)]
+                                  : std::to_string(local_rank);
+    for (const std::string& arg : argv)
+      worker.argv.push_back(replace_all(arg, "${local_rank}", std::to_string(local_rank)));
+    plan.workers.push_back(std::move(worker));
+  }
+  return plan;
+}
+
+Round static_round(const LaunchPlan& plan, int master_port, int restart_count) {
+  Round round;
+  round.node_rank = plan.node_rank;
+  round.nnodes = plan.nnodes;
+  round.master_addr = plan.master_addr;
+  round.master_port = master_port;
+  round.restart_count = restart_count;
+  return round;
+}
+
+int global_rank(const LaunchPlan& plan, const Round& round, int local_rank) {
+  if (!plan.node_slots.empty())
+    return std::accumulate(plan.node_slots.begin(), plan.node_slots.begin() + round.node_rank, 0) +
+           local_rank;
+  return round.node_rank * plan.nproc_per_node + local_rank;
+}
+
+EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
+                   const std::string& error_file) {
+  if (plan.single_process) {
+    EnvList env = {{"TORCHELASTIC_ERROR_FILE", error_file}};
+    env.insert(env.end(), plan.env.begin(), plan.env.end());
+    return env;
+  }
+  const std::string rank = std::to_string(global_rank(plan, round, worker.local_rank));
+  const std::string world_size = std::to_string(
+      plan.node_slots.empty() ? round.nnodes * plan.nproc_per_node : plan.world_size);
+  EnvList env = {
+      {"LOCAL_RANK", std::to_string(plan.virtual_local_rank ? 0 : worker.local_rank)},
+      {"RANK", rank},
+      {"GROUP_RANK", std::to_string(round.node_rank)},
+      {"ROLE_RANK", rank},
+      {"ROLE_NAME", plan.role},
+      {"LOCAL_WORLD_SIZE", std::to_string(plan.nproc_per_node)},
+      {"WORLD_SIZE", world_size},
+      {"GROUP_WORLD_SIZE", std::to_string(round.nnodes)},
+      {"ROLE_WORLD_SIZE", world_size},
+      {"MASTER_ADDR", round.master_addr},
+      {"MASTER_PORT", std::to_string(round.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(round.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(plan.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", plan.run_id},
+      // "True": every worker is a client of the store the launcher serves; "False": rank 0
+      // hosts it, as torchrun's workers do without an agent store.
+      {"TORCHELASTIC_USE_AGENT_STORE", round.agent_store ? "True" : "False"},
+      {"TORCHELASTIC_ERROR_FILE", error_file},
+  };
+  env.insert(env.end(), plan.env.begin(), plan.env.end());
+  if (plan.virtual_local_rank) {
+    auto it = std::find_if(env.begin(), env.end(),
+                           [](const auto& kv) { return kv.first == "CUDA_VISIBLE_DEVICES"; });
+    if (it == env.end()) it = env.insert(env.end(), {"CUDA_VISIBLE_DEVICES", ""});
+    it->second = worker.virtual_device;
+  }
+  return env;
+}
+
+std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round) {
+  std::string prefix = plan.log_line_prefix;
+  prefix =
+      replace_all(prefix, "${rank}", std::to_string(global_rank(plan, round, worker.local_rank)));
+  prefix = replace_all(prefix, "${local_rank}", std::to_string(worker.local_rank));
+  prefix = replace_all(prefix, "${role_name}", plan.role);
+  return replace_all(prefix, "${hostname}", plan.hostname);
+}
+
+}  // namespace acc::launcher

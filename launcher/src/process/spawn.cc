@@ -1,0 +1,174 @@
+#include "process/spawn.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include "acc/common/error.h"
+
+namespace acc::launcher {
+namespace {
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+struct Pipe {
+  int read = -1;
+  int write = -1;
+  void open() {
+    int fds[2];
+    ACC_CHECK(::pipe2(fds, O_CLOEXEC) == 0, SystemError,
+              "cannot create a pipe: ", std::strerror(errno));
+    read = fds[0];
+    write = fds[1];
+  }
+  void close() {
+    close_fd(read);
+    close_fd(write);
+  }
+};
+
+[[noreturn]] void child_fail(int status_fd, int error) {
+  (void)!::write(status_fd, &error, sizeof(error));
+  ::_exit(127);
+}
+
+// A CPU mask sized for the highest CPU asked for, built before vfork (the child may not
+// allocate).
+struct CpuMask {
+  std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> set{nullptr, [](cpu_set_t* s) { CPU_FREE(s); }};
+  size_t size = 0;
+  explicit CpuMask(const std::vector<int>& cpus) {
+    if (cpus.empty()) return;
+    const int count = *std::max_element(cpus.begin(), cpus.end()) + 1;
+    set.reset(CPU_ALLOC(count));
+    ACC_CHECK(set != nullptr, LaunchError, "cannot allocate a CPU mask for ", count, " CPUs");
+    size = CPU_ALLOC_SIZE(count);
+    CPU_ZERO_S(size, set.get());
+    for (int cpu : cpus) CPU_SET_S(cpu, size, set.get());
+  }
+};
+
+[[noreturn]] void run_child(const SpawnRequest& request, char* const* argv, char* const* envp,
+                            pid_t launcher, const Pipe& out, const Pipe& err, int status_fd,
+                            const CpuMask& cpus) {
+  ::setpgid(0, 0);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(status_fd, errno);
+  if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took hold
+  // The launcher blocks the signals it reads through signalfd and ignores SIGPIPE; a worker
+  // must start with the defaults.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);
+  if (request.stdin_fd >= 0 && ::dup2(request.stdin_fd, STDIN_FILENO) < 0)
+    child_fail(status_fd, errno);
+  if (request.capture_stdout && ::dup2(out.write, STDOUT_FILENO) < 0) child_fail(status_fd, errno);
+  if (request.capture_stderr && ::dup2(err.write, STDERR_FILENO) < 0) child_fail(status_fd, errno);
+  // Before exec, so that the worker and every thread it starts inherit it (C++ workers too).
+  // A negative errno tells await_exec that the binding, not the exec, failed.
+  if (cpus.set && ::sched_setaffinity(0, cpus.size, cpus.set.get()) != 0)
+    child_fail(status_fd, -errno);
+  ::execve(request.executable.c_str(), argv, envp);
+  child_fail(status_fd, errno);
+}
+
+std::vector<char*> c_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (const std::string& s : strings) pointers.push_back(const_cast<char*>(s.c_str()));
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+}  // namespace
+
+std::string resolve_executable(const std::string& program, const std::string& path) {
+  auto runnable = [](const std::string& candidate) {
+    struct stat info {};
+    return ::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+           ::access(candidate.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    ACC_CHECK(runnable(program), LaunchError, "cannot run ", program, ": ",
+              ::access(program.c_str(), F_OK) == 0 ? "not an executable file" : "no such file");
+    return program;
+  }
+  std::stringstream dirs(path);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (runnable(candidate)) return candidate;
+  }
+  throw LaunchError("cannot run " + program + ": not found in PATH");
+}
+
+SpawnedProcess spawn_process(const SpawnRequest& request) {
+  const CpuMask cpus(request.cpus);
+  Pipe out, err, status;
+  try {
+    if (request.capture_stdout) out.open();
+    if (request.capture_stderr) err.open();
+    status.open();
+  } catch (...) {
+    out.close();
+    err.close();
+    throw;
+  }
+  std::vector<char*> argv = c_strings(request.argv);
+  std::vector<char*> envp = c_strings(request.env);
+  const pid_t launcher = ::getpid();
+
+  // vfork: no copy of the launcher's page tables (the child only makes system calls until it
+  // execs, on its own stack frame); the launcher resumes once the child has exec'd or failed.
+  const pid_t pid = ::vfork();
+  if (pid == 0)
+    run_child(request, argv.data(), envp.data(), launcher, out, err, status.write, cpus);
+  close_fd(out.write);
+  close_fd(err.write);
+  close_fd(status.write);
+  if (pid < 0) {
+    const int error = errno;
+    out.close();
+    err.close();
+    status.close();
+    throw SystemError(std::string("cannot fork a worker: ") + std::strerror(error));
+  }
+  // Also set here so that the group exists before we might signal it.
+  ::setpgid(pid, pid);
+  SpawnedProcess process;
+  process.pid = pid;
+  for (int fd : {out.read, err.read})
+    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  process.stdout_fd = out.read;
+  process.stderr_fd = err.read;
+  process.exec_status_fd = status.read;
+  process.name = request.argv.front();
+  return process;
+}
+
+void await_exec(SpawnedProcess& process) {
+  // The status pipe closes on a successful exec, or carries the child's errno.
+  int child_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(process.exec_status_fd, &child_errno, sizeof(child_errno));
+  } while (got < 0 && errno == EINTR);
+  close_fd(process.exec_status_fd);
+  ACC_CHECK(got <= 0 || child_errno >= 0, LaunchError, "cannot bind ", process.name,
+            " to its CPUs: ", std::strerror(-child_errno));
+  ACC_CHECK(got <= 0, LaunchError, "cannot run ", process.name, ": ", std::strerror(child_errno));
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,76 @@
+#include "process/watchdog.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <set>
+
+namespace acc::launcher {
+namespace {
+
+constexpr int kJobEnded = 0;
+
+// Runs in the forked child: reads group ids (negative: forget), and on end of file, which only
+// a dead launcher produces, kills every group still listed.
+[[noreturn]] void watch_loop(int pipe) {
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(s, SIG_IGN);
+  // Holds no one's terminal or pipe open.
+  const int null = ::open("/dev/null", O_RDWR);
+  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) ::dup2(null, fd);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  std::set<pid_t> groups;
+  for (;;) {
+    int value = 0;
+    const ssize_t got = ::read(pipe, &value, sizeof(value));
+    if (got < 0 && errno == EINTR) continue;
+    if (got == sizeof(value) && value == kJobEnded) ::_exit(0);
+    if (got != sizeof(value)) break;
+    if (value > 0) groups.insert(value);
+    if (value < 0) groups.erase(-value);
+  }
+  for (pid_t group : groups) ::kill(-group, SIGKILL);
+  ::_exit(0);
+}
+
+}  // namespace
+
+Watchdog::Watchdog() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return;  // no watchdog: PDEATHSIG still covers workers
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::close(fds[1]);
+    watch_loop(fds[0]);
+  }
+  ::close(fds[0]);
+  if (pid_ < 0) {
+    ::close(fds[1]);
+    return;
+  }
+  pipe_ = fds[1];
+}
+
+Watchdog::~Watchdog() {
+  if (pipe_ < 0) return;
+  send(kJobEnded);
+  ::close(pipe_);
+  ::waitpid(pid_, nullptr, 0);
+}
+
+void Watchdog::watch(pid_t process_group) {
+  send(process_group);
+}
+void Watchdog::forget(pid_t process_group) {
+  send(-process_group);
+}
+
+void Watchdog::send(int value) {
+  if (pipe_ >= 0) (void)!::write(pipe_, &value, sizeof(value));
+}
+
+}  // namespace acc::launcher
