@@ -1,0 +1,38 @@
+#pragma once
+
+// Small string helpers every module uses: one definition each, so "12x" or " 3" means the same
+// thing to every flag and file that reads a number. Pure functions; thread-safe; none throws
+// except through std::bad_alloc. Compiles as C++17 (the runtime's users build with it).
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace acc {
+
+// "a,,b" split on ',' -> {"a", "", "b"}; "" -> {}. A trailing separator gives no empty last part
+// (as std::getline reads it), so "a," -> {"a"}.
+std::vector<std::string> split(std::string_view text, char separator);
+
+// {"a", "b"} joined with ", " -> "a, b".
+std::string join(const std::vector<std::string>& parts, std::string_view separator);
+
+// `text` without leading and trailing spaces, tabs, carriage returns and newlines.
+std::string trim(std::string_view text);
+
+// ASCII lower case.
+std::string to_lower(std::string text);
+
+bool starts_with(std::string_view text, std::string_view prefix);
+bool ends_with(std::string_view text, std::string_view suffix);
+
+// Every `from` in `text` replaced by `to`, left to right, never rescanning a replacement.
+// An empty `from` returns `text` unchanged.
+std::string replace_all(std::string text, std::string_view from, std::string_view to);
+
+// The whole of `text` as a base-10 int: an optional '-' then digits, nothing else (no spaces, no
+// '+', no trailing characters); std::nullopt when it is not one or does not fit in an int.
+std::optional<int> parse_int(std::string_view text);
+
+}  // namespace acc

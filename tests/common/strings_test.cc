@@ -1,0 +1,57 @@
+#include "acc/common/strings.h"
+
+#include <gtest/gtest.h>
+
+#include "acc/common/int_ranges.h"
+
+namespace acc {
+namespace {
+
+using Strings = std::vector<std::string>;
+
+TEST(StringsTest, SplitKeepsEmptyPartsButNotATrailingOne) {
+  EXPECT_EQ(split("a,,b", ','), (Strings{"a", "", "b"}));
+  EXPECT_EQ(split("a,", ','), (Strings{"a"}));
+  EXPECT_EQ(split(",a", ','), (Strings{"", "a"}));
+  EXPECT_EQ(split("", ','), Strings{});
+  EXPECT_EQ(split("abc", ','), (Strings{"abc"}));
+}
+
+TEST(StringsTest, JoinTrimLowerAffixes) {
+  EXPECT_EQ(join({"a", "b", "c"}, ", "), "a, b, c");
+  EXPECT_EQ(join({}, ","), "");
+  EXPECT_EQ(trim(" \t x y \r\n"), "x y");
+  EXPECT_EQ(trim(" \n "), "");
+  EXPECT_EQ(to_lower("YeS"), "yes");
+  EXPECT_TRUE(starts_with("SIGTERM", "SIG"));
+  EXPECT_FALSE(starts_with("SI", "SIG"));
+  EXPECT_TRUE(ends_with("train.py", ".py"));
+  EXPECT_FALSE(ends_with("py", ".py"));
+}
+
+TEST(StringsTest, ReplaceAllDoesNotRescanItsReplacement) {
+  EXPECT_EQ(replace_all("[${rank}] ${rank}", "${rank}", "0-3"), "[0-3] 0-3");
+  EXPECT_EQ(replace_all("aa", "a", "aa"), "aaaa");
+  EXPECT_EQ(replace_all("abc", "", "x"), "abc");
+}
+
+TEST(StringsTest, ParseIntTakesTheWholeTextOrNothing) {
+  EXPECT_EQ(parse_int("42"), 42);
+  EXPECT_EQ(parse_int("-5"), -5);
+  EXPECT_EQ(parse_int("2147483647"), 2147483647);
+  for (const char* bad : {"", " 1", "1 ", "+1", "12x", "0x10", "2147483648", "1.5", "-"})
+    EXPECT_FALSE(parse_int(bad)) << bad;
+}
+
+TEST(IntRangesTest, ParsesAndFormatsRangeLists) {
+  EXPECT_EQ(parse_int_ranges("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(parse_int_ranges(" 3, 1,1 "), (std::vector<int>{1, 3}));
+  EXPECT_EQ(parse_int_ranges(""), std::vector<int>{});
+  for (const char* bad : {"3-1", "a", "-1", "1-", "1--3", "0-99999999"})
+    EXPECT_FALSE(parse_int_ranges(bad)) << bad;
+  EXPECT_EQ(format_int_ranges({8, 0, 1, 2, 3, 10, 11, 3}), "0-3,8,10-11");
+  EXPECT_EQ(format_int_ranges({}), "");
+}
+
+}  // namespace
+}  // namespace acc
