@@ -39,14 +39,18 @@ bool is_ipv6_literal(std::string_view host) {
          ::inet_pton(AF_INET6, std::string(host).c_str(), &address) == 1;
 }
 
+namespace {
+std::string bracketed(std::string_view host) {
+  return is_ipv6_literal(host) ? "[" + std::string(host) + "]" : std::string(host);
+}
+}  // namespace
+
 std::string format_endpoint(std::string_view host, int port) {
-  std::string text = is_ipv6_literal(host) ? "[" + std::string(host) + "]" : std::string(host);
-  if (port != 0) text += ":" + std::to_string(port);
-  return text;
+  return bracketed(host) + ":" + std::to_string(port);
 }
 
 std::string Endpoint::to_string() const {
-  return format_endpoint(host, port);
+  return port == 0 ? bracketed(host) : format_endpoint(host, port);
 }
 
 Endpoint parse_endpoint(std::string_view text, int default_port, std::string_view flag) {
@@ -86,6 +90,17 @@ Endpoint parse_endpoint(std::string_view text, int default_port, std::string_vie
     endpoint.port = default_port;
   }
   return endpoint;
+}
+
+std::string parse_host(std::string_view text, std::string_view flag) {
+  std::string_view host = text;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (is_ipv6_literal(host)) return std::string(host);
+  ACC_CHECK(host.find_first_of(":[]") == std::string_view::npos, ConfigError, flag, " ", text,
+            ": a host alone, without a port (the port has its own flag); IPv6 as ::1 or [::1]");
+  ACC_CHECK(valid_host_name(host), ConfigError, flag, " ", text, ": not a host name or IP address");
+  return std::string(host);
 }
 
 std::vector<Endpoint> parse_endpoint_list(std::string_view text, int default_port,

@@ -7,6 +7,7 @@
 #include <boost/beast/http.hpp>
 #include <optional>
 
+#include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 
 namespace acc::rendezvous {
@@ -37,9 +38,9 @@ struct HttpConnection::Impl {
 
 HttpConnection::HttpConnection(std::string address)
     : address_(std::move(address)), impl_(std::make_unique<Impl>()) {
-  const size_t colon = address_.rfind(':');
-  impl_->host = address_.substr(0, colon);
-  impl_->port = colon == std::string::npos ? "2379" : address_.substr(colon + 1);
+  const Endpoint endpoint = parse_endpoint(address_, 2379, "etcd endpoint");
+  impl_->host = endpoint.host;
+  impl_->port = std::to_string(endpoint.port);
 }
 
 HttpConnection::~HttpConnection() = default;

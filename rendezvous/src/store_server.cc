@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 #include "store_state.h"
 
@@ -66,11 +67,6 @@ void raise_fd_limit() {
   }
 }
 
-std::string format_address(const std::string& host, int port) {
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-         std::to_string(port);
-}
-
 tcp::endpoint resolve_endpoint(asio::io_context& io, const std::string& host, int port) {
   ACC_CHECK(port >= 0 && port <= 65535, ConfigError, "store port ", port,
             " is out of range; use 0 to 65535");
@@ -109,7 +105,7 @@ struct StoreServer::Impl : detail::ReplySink {
 
   void listen() {
     tcp::endpoint endpoint = resolve_endpoint(io, options.host, options.port);
-    std::string where = format_address(options.host, options.port);
+    std::string where = format_endpoint(options.host, options.port);
     boost::system::error_code ec;
     acceptor.open(endpoint.protocol(), ec);
     ACC_CHECK(!ec, NetworkError, "cannot open a socket for ", where, ": ", ec.message());
@@ -127,7 +123,7 @@ struct StoreServer::Impl : detail::ReplySink {
     ACC_CHECK(!ec, NetworkError, "cannot listen on ", where, ": ", ec.message());
     acceptor.non_blocking(true, ec);
     bound_port = acceptor.local_endpoint(ec).port();
-    bound_address = format_address(options.host.empty() ? "0.0.0.0" : options.host, bound_port);
+    bound_address = format_endpoint(options.host.empty() ? "0.0.0.0" : options.host, bound_port);
   }
 
   // --- ReplySink: called by StoreState while it applies a request.
@@ -188,7 +184,7 @@ struct StoreServer::Impl : detail::ReplySink {
     conn->socket.non_blocking(true, ec);
     conn->socket.set_option(tcp::no_delay(true), ec);
     auto remote = conn->socket.remote_endpoint(ec);
-    conn->peer = ec ? "?" : format_address(remote.address().to_string(), remote.port());
+    conn->peer = ec ? "?" : format_endpoint(remote.address().to_string(), remote.port());
     connections.emplace(conn->id, conn);
     num_connections.store(connections.size(), std::memory_order_relaxed);
     wait_read(conn);

@@ -116,12 +116,37 @@ TEST(EndpointTest, ParsesACommaListOfEndpoints) {
 TEST(EndpointTest, FormatsIpv6InBracketsSoTheTextParsesBack) {
   EXPECT_EQ(format_endpoint("::1", 29500), "[::1]:29500");
   EXPECT_EQ(format_endpoint("node1", 29500), "node1:29500");
-  EXPECT_EQ(format_endpoint("::1", 0), "[::1]");
+  EXPECT_EQ(format_endpoint("0.0.0.0", 0), "0.0.0.0:0");
+  EXPECT_EQ((Endpoint{"::1", 0}.to_string()), "[::1]");
   for (const Accepted& c : kAccepted) {
     SCOPED_TRACE(c.text);
     const Endpoint endpoint = parse_endpoint(c.text, 29400, "--x");
     EXPECT_EQ(parse_endpoint(endpoint.to_string(), 0, "--x"), endpoint);
   }
+}
+
+TEST(EndpointTest, ParsesAHostAloneAndRefusesOneWithAPort) {
+  EXPECT_EQ(parse_host("node1", "--master_addr"), "node1");
+  EXPECT_EQ(parse_host("10.0.0.1", "--master_addr"), "10.0.0.1");
+  EXPECT_EQ(parse_host("::1", "--master_addr"), "::1");
+  EXPECT_EQ(parse_host("[::1]", "--master_addr"), "::1");
+  EXPECT_EQ(parse_host("::", "--host"), "::");
+  auto message = [](const char* text) {
+    try {
+      parse_host(text, "--master_addr");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message("node1:29500"),
+            "--master_addr node1:29500: a host alone, without a port (the port has its own flag); "
+            "IPv6 as ::1 or [::1]");
+  EXPECT_EQ(message("[::1]:29500"),
+            "--master_addr [::1]:29500: a host alone, without a port (the port has its own flag); "
+            "IPv6 as ::1 or [::1]");
+  EXPECT_EQ(message(""), "--master_addr : not a host name or IP address");
+  EXPECT_EQ(message("a b"), "--master_addr a b: not a host name or IP address");
 }
 
 TEST(EndpointTest, TellsIpv6LiteralsFromNames) {

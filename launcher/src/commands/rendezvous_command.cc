@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 #include "acc/common/exit_code.h"
 #include "acc/rendezvous/store_server.h"
@@ -28,6 +29,7 @@ int serve(rendezvous::StoreServerOptions options) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   try {
+    options.host = parse_host(options.host, "--host");  // [::1] as well as ::1
     rendezvous::StoreServer server(std::move(options));
     server.start();
     std::printf("acc-launch rendezvous: store listening on %s (PyTorch TCPStore protocol)\n",

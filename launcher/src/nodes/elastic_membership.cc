@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 #include "acc/rendezvous/elastic_rendezvous.h"
 #include "acc/rendezvous/etcd_client.h"
@@ -67,9 +68,10 @@ bool is_local_address(const std::string& host) {
   return local;
 }
 
-std::pair<std::string, int> split_address(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  return {address.substr(0, colon), std::stoi(address.substr(colon + 1))};
+// The host a store serves on so that clients reach it at `host`: IPv6 and IPv4 both ("::",
+// dual-stack) for an IPv6 address, else the default (every IPv4 address).
+void listen_for(rendezvous::StoreServerOptions& options, const std::string& host) {
+  if (is_ipv6_literal(host)) options.host = "::";
 }
 
 }  // namespace
@@ -111,6 +113,7 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
     try {
       rendezvous::StoreServerOptions options;
       options.port = plan_.rdzv_port;
+      listen_for(options, plan_.rdzv_host);
       options.log = [](std::string_view line) {
         write_all(STDERR_FILENO, "acc-launch: rendezvous store: " + std::string(line) + "\n");
       };
@@ -138,16 +141,18 @@ Round ElasticMembership::join(int restart_count) {
   if (info.node_rank == 0) {
     rendezvous::StoreServerOptions options;
     options.log = [](std::string_view) {};
+    listen_for(options, address_);
     worker_store_ = std::make_unique<rendezvous::StoreServer>(options);
     worker_store_->start();
-    client_->set(key("workers_store"), address_ + ":" + std::to_string(worker_store_->port()));
+    client_->set(key("workers_store"), format_endpoint(address_, worker_store_->port()));
   }
-  auto [host, port] = split_address(client_->get(key("workers_store")));
+  const Endpoint workers_store =
+      parse_endpoint(client_->get(key("workers_store")), 0, "the round's workers store");
   Round round;
   round.node_rank = info.node_rank;
   round.nnodes = info.num_nodes;
-  round.master_addr = host;
-  round.master_port = port;
+  round.master_addr = workers_store.host;
+  round.master_port = workers_store.port;
   // Every node of a round must tell its workers the same attempt: PyTorch's workers keep each
   // attempt's keys under /worker/attempt_<TORCHELASTIC_RESTART_COUNT>/, and nodes that failed
   // and nodes that only met again have used different numbers of restarts. The round is the

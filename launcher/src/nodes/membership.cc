@@ -1,5 +1,6 @@
 #include "acc/launcher/nodes/membership.h"
 
+#include "acc/common/endpoint.h"
 #include "acc/rendezvous/store_server.h"
 
 namespace acc::launcher {
@@ -11,6 +12,8 @@ Round StaticMembership::join(int restart_count) {
   if (plan_.node_rank == 0 && !store_) {
     rendezvous::StoreServerOptions options;
     options.port = plan_.master_port;
+    // Workers reach the store at MASTER_ADDR: an IPv6 one needs a listener on IPv6 too.
+    if (is_ipv6_literal(plan_.master_addr)) options.host = "::";
     options.log = [](std::string_view) {};  // a worker's broken connection is its own report
     store_ = std::make_unique<rendezvous::StoreServer>(options);
     store_->start();

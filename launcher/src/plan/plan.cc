@@ -10,6 +10,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 #include "acc/launcher/host/cpu_binding.h"
 #include "acc/launcher/nodes/fanout.h"
@@ -89,16 +90,8 @@ std::vector<std::string> resolve_etcd_endpoints(const std::string& text) {
             "--rdzv_backend etcd-v2: give --rdzv_endpoint host:2379[,host:2379...], the client "
             "addresses of the etcd cluster's members");
   std::vector<std::string> endpoints;
-  for (const std::string& item : split(text, ',')) {
-    const size_t colon = item.rfind(':');
-    const std::string host = item.substr(0, colon);
-    const auto port =
-        colon == std::string::npos ? std::optional<int>(2379) : to_int(item.substr(colon + 1));
-    ACC_CHECK(!host.empty() && port && *port > 0 && *port < 65536, ConfigError, "--rdzv_endpoint ",
-              text, ": '", item,
-              "' is not host:port; give the etcd members as host:2379[,host:2379...]");
-    endpoints.push_back(host + ":" + std::to_string(*port));
-  }
+  for (const Endpoint& member : parse_endpoint_list(text, 2379, "--rdzv_endpoint"))
+    endpoints.push_back(member.to_string());
   return endpoints;
 }
 
@@ -113,14 +106,9 @@ void resolve_elastic(const LaunchOptions& o, LaunchPlan& plan) {
   ACC_CHECK(!o.rdzv_endpoint.empty(), ConfigError,
             "--rdzv_backend c10d: give --rdzv_endpoint host[:port], the address of the "
             "rendezvous store (one of the nodes, or `acc-launch rendezvous serve`)");
-  const size_t colon = o.rdzv_endpoint.rfind(':');
-  plan.rdzv_host = o.rdzv_endpoint.substr(0, colon);
-  if (colon != std::string::npos) {
-    auto port = to_int(o.rdzv_endpoint.substr(colon + 1));
-    ACC_CHECK(port && *port > 0 && *port < 65536, ConfigError, "--rdzv_endpoint ", o.rdzv_endpoint,
-              ": the port must be 1-65535");
-    plan.rdzv_port = *port;
-  }
+  const Endpoint endpoint = parse_endpoint(o.rdzv_endpoint, plan.rdzv_port, "--rdzv_endpoint");
+  plan.rdzv_host = endpoint.host;
+  plan.rdzv_port = endpoint.port;
 }
 
 // Folds Accelerate's spellings into torchrun's; the same setting given both ways must agree.
@@ -176,7 +164,7 @@ std::string accelerate_rdzv_endpoint(const LaunchOptions& o) {
   if (!o.rdzv_endpoint.empty() || o.same_network || o.rdzv_backend == "static")
     return o.rdzv_endpoint;
   if (!o.num_machines || *o.num_machines < 2 || !o.main_process_ip) return o.rdzv_endpoint;
-  return *o.main_process_ip + ":" + std::to_string(o.main_process_port.value_or(29500));
+  return format_endpoint(*o.main_process_ip, o.main_process_port.value_or(29500));
 }
 
 void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
@@ -227,14 +215,12 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
   }
   plan.world_size = plan.nnodes * plan.nproc_per_node;
 
-  plan.master_addr = o.standalone ? "127.0.0.1" : merged.master_addr;
+  plan.master_addr = o.standalone ? "127.0.0.1" : parse_host(merged.master_addr, "--master_addr");
   if (!o.rdzv_endpoint.empty() && o.rdzv_backend == "static") {
     // torchrun: a static endpoint host[:port] stands for master_addr:master_port.
-    const size_t colon = o.rdzv_endpoint.rfind(':');
-    plan.master_addr = o.rdzv_endpoint.substr(0, colon);
-    ACC_CHECK(colon != std::string::npos && to_int(o.rdzv_endpoint.substr(colon + 1)), ConfigError,
-              "--rdzv_endpoint ", o.rdzv_endpoint, ": the static backend needs host:port");
-    port_given = to_int(o.rdzv_endpoint.substr(colon + 1));
+    const Endpoint endpoint = parse_endpoint(o.rdzv_endpoint, 0, "--rdzv_endpoint");
+    plan.master_addr = endpoint.host;
+    port_given = endpoint.port;
   }
   if (o.standalone || (!port_given && plan.nnodes == 1) || elastic)
     plan.master_port = 0;  // a free port, chosen at launch (torchrun >= 2.4 does the same)

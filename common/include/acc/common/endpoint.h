@@ -35,12 +35,17 @@ struct Endpoint {
 // that is not 1-65535, a missing port when `default_port` is 0, or an unbracketed "::1:29400".
 Endpoint parse_endpoint(std::string_view text, int default_port, std::string_view flag);
 
+// A host alone (--master_addr, `rendezvous serve --host`): a name, an IPv4 address, or an IPv6
+// address with or without brackets; returned without brackets. Throws ConfigError naming `flag`
+// for an empty or malformed host, or one that carries a port ("give the port with its own flag").
+std::string parse_host(std::string_view text, std::string_view flag);
+
 // A comma-separated list of endpoints ("h1:2379,[::1]:2379,h3"), each parsed as parse_endpoint.
 // Throws ConfigError for an empty list or any bad item.
 std::vector<Endpoint> parse_endpoint_list(std::string_view text, int default_port,
                                           std::string_view flag);
 
-// host:port for messages and keys: IPv6 hosts in brackets.
+// "host:port" for messages and keys, IPv6 hosts in brackets: ("::1", 0) -> "[::1]:0".
 std::string format_endpoint(std::string_view host, int port);
 
 // True when `host` is an IPv6 address literal ("::1", "fe80::1"), without brackets.
