@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -36,11 +34,7 @@ int fail(int code, const std::string& message) {
 ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
   ClusterFacts facts;
   if (!options.hostfile.empty()) {
-    std::ifstream file(options.hostfile);
-    ACC_CHECK(file, acc::ConfigError, "--hostfile ", options.hostfile, ": cannot read it");
-    const std::string text((std::istreambuf_iterator<char>(file)),
-                           std::istreambuf_iterator<char>());
-    auto hosts = filter_hosts(parse_hostfile(text, options.hostfile), options.include_hosts,
+    auto hosts = filter_hosts(acc::read_hostfile(options.hostfile), options.include_hosts,
                               options.exclude_hosts);
     facts = hostfile_facts(
         hosts, host.hostname,

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "acc/common/error.h"
+#include "acc/common/strings.h"
 
 namespace acc::launcher {
 namespace {
@@ -24,14 +25,9 @@ std::optional<std::string> lookup(const std::map<std::string, std::string>& env,
   return std::nullopt;
 }
 
+// Scheduler variables are numbers, sometimes with stray whitespace.
 std::optional<int> to_int(const std::string& text) {
-  try {
-    size_t used = 0;
-    const int value = std::stoi(text, &used);
-    if (used == text.size()) return value;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
+  return parse_int(trim(text));
 }
 
 // Records a fact and where it came from.
@@ -172,41 +168,11 @@ ClusterFacts detect_cluster(const std::map<std::string, std::string>& environmen
   return f.facts;
 }
 
-std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::string& path) {
-  std::vector<HostfileEntry> hosts;
-  std::istringstream lines(text);
-  int number = 0;
-  for (std::string line; std::getline(lines, line);) {
-    ++number;
-    line = line.substr(0, line.find('#'));
-    std::istringstream words(line);
-    HostfileEntry entry;
-    if (!(words >> entry.host)) continue;
-    for (std::string word; words >> word;) {
-      auto slots = word.rfind("slots=", 0) == 0 ? to_int(word.substr(6)) : std::nullopt;
-      ACC_CHECK(slots && *slots > 0, ConfigError, path, ":", number, ": '", word,
-                "' is not slots=N; lines read: host slots=N");
-      entry.slots = *slots;
-    }
-    hosts.push_back(entry);
-  }
-  ACC_CHECK(!hosts.empty(), ConfigError, path, ": no hosts; lines read: host slots=N");
-  return hosts;
-}
-
 std::vector<HostfileEntry> filter_hosts(std::vector<HostfileEntry> hosts,
                                         const std::string& include, const std::string& exclude) {
-  auto listed = [](const std::string& list, const std::string& host) {
-    std::stringstream names(list);
-    for (std::string name; std::getline(names, name, ',');)
-      if (name == host) return true;
-    return false;
-  };
   std::vector<HostfileEntry> kept;
-  for (const HostfileEntry& entry : hosts)
-    if ((include.empty() || listed(include, entry.host)) && !listed(exclude, entry.host))
-      kept.push_back(entry);
-  ACC_CHECK(!kept.empty(), ConfigError, "--include/--exclude left no host of the hostfile");
+  for (const SelectedHost& host : select_hosts(hosts, include, exclude))
+    kept.push_back({host.host, static_cast<int>(host.slots.size())});
   return kept;
 }
 

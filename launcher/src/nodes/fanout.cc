@@ -7,50 +7,12 @@
 #include <sstream>
 
 #include "acc/common/error.h"
+#include "acc/common/hostfile.h"
+#include "acc/common/strings.h"
 #include "output/console.h"
 
 namespace acc::launcher {
 namespace {
-
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::stringstream stream(text);
-  for (std::string part; std::getline(stream, part, separator);)
-    if (!part.empty()) parts.push_back(part);
-  return parts;
-}
-
-std::string join(const std::vector<std::string>& parts, const std::string& separator) {
-  std::string joined;
-  for (const std::string& part : parts) joined += (joined.empty() ? "" : separator) + part;
-  return joined;
-}
-
-// DeepSpeed's filter syntax: '@' between hosts, or a ':' giving slots.
-bool deepspeed_form(const std::string& filter) {
-  return filter.find_first_of("@:") != std::string::npos;
-}
-
-// "h1:0,2@h2" -> {h1: [0, 2], h2: []}; "h1,h2" -> {h1: [], h2: []}.
-std::map<std::string, std::vector<int>> parse_filter(const std::string& filter,
-                                                     const std::string& flag) {
-  std::map<std::string, std::vector<int>> hosts;
-  if (!deepspeed_form(filter)) {
-    for (const std::string& host : split(filter, ',')) hosts[host];
-    return hosts;
-  }
-  for (const std::string& item : split(filter, '@')) {
-    const size_t colon = item.find(':');
-    std::vector<int>& slots = hosts[item.substr(0, colon)];
-    if (colon == std::string::npos) continue;
-    for (const std::string& slot : split(item.substr(colon + 1), ',')) {
-      ACC_CHECK(slot.find_first_not_of("0123456789") == std::string::npos, ConfigError, flag, " ",
-                filter, ": '", slot, "' is not a slot number; write host:0,2@host2");
-      slots.push_back(std::stoi(slot));
-    }
-  }
-  return hosts;
-}
 
 bool valid_name(const std::string& name) {
   return !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
@@ -79,48 +41,20 @@ bool wants_fanout(const LaunchOptions& options) {
 
 std::vector<RemoteNode> select_nodes(const std::vector<HostfileEntry>& hosts,
                                      const std::string& include, const std::string& exclude) {
-  const auto included = parse_filter(include, "--include");
-  const auto excluded = parse_filter(exclude, "--exclude");
-  auto check_known = [&](const std::map<std::string, std::vector<int>>& filter, const char* flag) {
-    for (const auto& [name, slots] : filter) {
-      auto entry = std::find_if(hosts.begin(), hosts.end(),
-                                [&](const HostfileEntry& e) { return e.host == name; });
-      ACC_CHECK(entry != hosts.end(), ConfigError, flag, ": host ", name,
-                " is not in the hostfile");
-      for (int slot : slots)
-        ACC_CHECK(slot < entry->slots, ConfigError, flag, ": ", name, " has slots 0-",
-                  entry->slots - 1, ", not ", slot);
-    }
-  };
-  check_known(included, "--include");
-  check_known(excluded, "--exclude");
-
   std::vector<RemoteNode> nodes;
-  for (const HostfileEntry& entry : hosts) {
-    if (!include.empty() && !included.count(entry.host)) continue;
-    std::vector<int> slots;
-    if (auto it = included.find(entry.host); it != included.end()) slots = it->second;
-    if (slots.empty())
-      for (int slot = 0; slot < entry.slots; ++slot) slots.push_back(slot);
-    if (auto it = excluded.find(entry.host); it != excluded.end()) {
-      if (it->second.empty()) continue;  // the whole host
-      for (int slot : it->second)
-        slots.erase(std::remove(slots.begin(), slots.end(), slot), slots.end());
-      if (slots.empty()) continue;
-    }
+  for (const SelectedHost& host : select_hosts(hosts, include, exclude)) {
     RemoteNode node;
-    node.host = entry.host;
+    node.host = host.host;
     node.node_rank = static_cast<int>(nodes.size());
-    node.slots = static_cast<int>(slots.size());
+    node.slots = static_cast<int>(host.slots.size());
     // Only a selection of GPUs names them; a whole host keeps its own CUDA_VISIBLE_DEVICES.
-    if (static_cast<int>(slots.size()) != entry.slots) {
+    if (node.slots != host.hostfile_slots) {
       std::vector<std::string> ids;
-      for (int slot : slots) ids.push_back(std::to_string(slot));
+      for (int slot : host.slots) ids.push_back(std::to_string(slot));
       node.gpu_ids = join(ids, ",");
     }
     nodes.push_back(node);
   }
-  ACC_CHECK(!nodes.empty(), ConfigError, "--include/--exclude left no host of the hostfile");
   return nodes;
 }
 
@@ -194,6 +128,7 @@ std::string node_slots_of(const std::vector<RemoteNode>& nodes) {
 void apply_node_slots(const LaunchOptions& options, LaunchPlan& plan) {
   if (options.node_slots.empty()) return;
   for (const std::string& slots : split(options.node_slots, ',')) {
+    if (slots.empty()) continue;
     const bool number = slots.find_first_not_of("0123456789") == std::string::npos;
     ACC_CHECK(number && std::stoi(slots) > 0, ConfigError, "--node_slots ", options.node_slots,
               ": expected every node's workers, e.g. 1,3");

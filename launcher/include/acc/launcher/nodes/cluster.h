@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "acc/common/hostfile.h"
 #include "acc/launcher/cli/options.h"
 
 namespace acc::launcher {
@@ -40,16 +41,8 @@ int port_for_job(const std::string& job_id);
 // and SLURM on one machine, where node names are not host names), else the name itself.
 std::string resolve_slurm_node_address(const std::string& node);
 
-struct HostfileEntry {
-  std::string host;
-  int slots = 1;
-};
-
-// The DeepSpeed / Horovod / Open MPI syntax: "host slots=N" a line, '#' comments.
-// Throws ConfigError naming file:line for a malformed line.
-std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::string& path);
-
-// The hosts kept by --include / --exclude (comma lists of host names; empty: no filter).
+// The hosts kept by --include / --exclude (acc/common/hostfile.h: "h1:0,2@h2", or host names
+// separated by commas; empty: no filter), each with the number of its slots kept.
 std::vector<HostfileEntry> filter_hosts(std::vector<HostfileEntry> hosts,
                                         const std::string& include, const std::string& exclude);
 
