@@ -1,9 +1,11 @@
 #include "progress_beat.h"
 
+#include "acc/common/store_keys.h"
+
 namespace acc::runtime::detail {
 
 ProgressBeat::ProgressBeat(c10::intrusive_ptr<c10d::Store> store, int rank)
-    : store_(std::move(store)), key_("acc/beat/" + std::to_string(rank)) {}
+    : store_(std::move(store)), key_(store_keys::beat(rank)) {}
 
 void ProgressBeat::step() {
   const auto now = std::chrono::steady_clock::now();

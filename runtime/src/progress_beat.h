@@ -1,7 +1,7 @@
 #pragma once
 
 // The runtime's heartbeat for acc-launch's hang detection (--stall_timeout): a training step is
-// progress even when the program prints nothing. Each beat adds 1 to "acc/beat/<rank>" in the
+// progress even when the program prints nothing. Each beat adds 1 to store_keys::beat(rank) in the
 // job's store, under the attempt's prefix; the launcher reads those counters.
 
 #include <torch/csrc/distributed/c10d/Store.hpp>

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "acc/common/error.h"
+#include "acc/common/store_keys.h"
 #include "acc/rendezvous/store_client.h"
 #include "observe/hang_report.h"
 #include "observe/stack_dump.h"
@@ -33,13 +34,12 @@ std::string on_demand_report_path(int launcher_pid) {
 }
 
 std::string node_summary_key(int restart_count, int node_rank) {
-  return "/acc/hang/attempt_" + std::to_string(restart_count) + "/node_" +
-         std::to_string(node_rank);
+  return store_keys::hang_node_summary(restart_count, node_rank);
 }
 
 std::string beat_key(int restart_count, int rank) {
   // libacc's c10d::PrefixStore joins "/worker/attempt_<n>" and the key with a "/".
-  return "/worker/attempt_" + std::to_string(restart_count) + "/acc/beat/" + std::to_string(rank);
+  return store_keys::beat_in_attempt(restart_count, rank);
 }
 
 void append_report(const std::string& path, const std::string& report) {

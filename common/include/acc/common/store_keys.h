@@ -25,4 +25,11 @@ inline std::string beat_in_attempt(int restart_count, int rank) {
   return worker_attempt_prefix(restart_count) + beat(rank);
 }
 
+// Where node `node_rank`'s launcher leaves its hang summary of attempt `restart_count`, in the
+// store of the job's node 0, so that node 0's report names the stuck node.
+inline std::string hang_node_summary(int restart_count, int node_rank) {
+  return "/acc/hang/attempt_" + std::to_string(restart_count) + "/node_" +
+         std::to_string(node_rank);
+}
+
 }  // namespace acc::store_keys
