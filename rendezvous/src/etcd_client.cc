@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
-#include <thread>
 
+#include "acc/common/backoff.h"
 #include "acc/common/error.h"
+#include "acc/common/strings.h"
 #include "base64.h"
 #include "http_connection.h"
 #include "json.h"
@@ -38,19 +39,13 @@ std::string decoded(const std::string& text) {
   return *bytes;
 }
 
-std::string join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& part : parts) out += (out.empty() ? "" : ",") + part;
-  return out;
-}
-
 // A transaction: if every comparison holds, the `success` operations, else the `failure` ones.
 std::string txn_body(const std::string& compare, const std::vector<std::string>& success,
                      const std::vector<std::string>& failure) {
   std::string body = "{";
   if (!compare.empty()) body += "\"compare\":[" + compare + "],";
-  body += "\"success\":[" + join(success) + "]";
-  if (!failure.empty()) body += ",\"failure\":[" + join(failure) + "]";
+  body += "\"success\":[" + join(success, ",") + "]";
+  if (!failure.empty()) body += ",\"failure\":[" + join(failure, ",") + "]";
   return body + "}";
 }
 
@@ -104,7 +99,7 @@ const std::string& EtcdClient::endpoint() const {
 
 std::string EtcdClient::call(std::string_view path, const std::string& body) {
   const auto deadline = Clock::now() + options_.timeout;
-  milliseconds pause = kFirstPause;
+  Backoff backoff(kFirstPause, kLongestPause * 5);  // between full passes over the members
   std::string last_failure;
   for (size_t failures = 1;; ++failures) {
     HttpConnection& member = *members_[current_];
@@ -128,15 +123,13 @@ std::string EtcdClient::call(std::string_view path, const std::string& body) {
     // This member cannot serve now (down, no leader, shutting down): move on to the next.
     current_ = (current_ + 1) % members_.size();
     if (Clock::now() >= deadline) {
-      std::string all;
-      for (const auto& endpoint : options_.endpoints) all += (all.empty() ? "" : ",") + endpoint;
-      throw NetworkError(detail::concat("no etcd member at ", all, " answered within ",
-                                        options_.timeout.count(), " ms (last: ", last_failure,
+      throw NetworkError(detail::concat("no etcd member at ", join(options_.endpoints, ","),
+                                        " answered within ", options_.timeout.count(),
+                                        " ms (last: ", last_failure,
                                         "); check --rdzv_endpoint and the cluster's health"));
     }
     if (failures % members_.size() == 0) {
-      std::this_thread::sleep_for(std::min(pause, remaining(deadline)));
-      pause = std::min(pause * 2, kLongestPause * 5);
+      backoff.sleep(deadline);
     }
   }
 }
@@ -176,7 +169,7 @@ std::vector<std::optional<EtcdClient::Entry>> EtcdClient::read(
 std::vector<std::string> EtcdClient::await(const std::vector<std::string>& keys,
                                            milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  milliseconds pause = kFirstPause;
+  Backoff backoff(kFirstPause, kLongestPause);
   for (;;) {
     auto entries = read(keys);
     if (std::all_of(entries.begin(), entries.end(), [](const auto& e) { return e.has_value(); })) {
@@ -187,8 +180,7 @@ std::vector<std::string> EtcdClient::await(const std::vector<std::string>& keys,
     if (Clock::now() >= deadline)
       throw TimeoutError(
           detail::concat("etcd: ", key_list(keys), " not set within ", timeout.count(), " ms"));
-    std::this_thread::sleep_for(std::min(pause, remaining(deadline)));
-    pause = std::min(pause * 2, kLongestPause);
+    backoff.sleep(deadline);
   }
 }
 

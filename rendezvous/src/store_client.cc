@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <thread>
 
+#include "acc/common/backoff.h"
 #include "acc/common/error.h"
 #include "acc/rendezvous/protocol.h"
 
@@ -72,15 +72,14 @@ StoreClient::StoreClient(StoreClientOptions options) : options_(std::move(option
   ACC_CHECK(rc == 0, NetworkError, "cannot resolve store host '", options_.host,
             "': ", ::gai_strerror(rc));
   auto deadline = Clock::now() + options_.connect_timeout;
-  auto backoff = milliseconds(50);
+  // The server may not be up yet (another node starts it): try again, soon at first.
+  Backoff backoff(milliseconds(50), milliseconds(1000));
   while (fd_ < 0) {
     for (addrinfo* a = addresses; a != nullptr && fd_ < 0; a = a->ai_next) {
       fd_ = try_connect(*a, deadline);
     }
     if (fd_ >= 0 || Clock::now() >= deadline) break;
-    std::this_thread::sleep_for(
-        std::min<milliseconds>(backoff, milliseconds(remaining_ms(deadline))));
-    backoff = std::min(backoff * 2, milliseconds(1000));
+    backoff.sleep(deadline);
   }
   ::freeaddrinfo(addresses);
   ACC_CHECK(fd_ >= 0, TimeoutError, "no store server answered at ", where, " within ",
