@@ -17,13 +17,24 @@ std::vector<std::string> split(std::string_view text, char separator) {
   return parts;
 }
 
-std::string join(const std::vector<std::string>& parts, std::string_view separator) {
+namespace {
+template <typename Part>
+std::string join_parts(const std::vector<Part>& parts, std::string_view separator) {
   std::string joined;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (i > 0) joined += separator;
     joined += parts[i];
   }
   return joined;
+}
+}  // namespace
+
+std::string join(const std::vector<std::string>& parts, std::string_view separator) {
+  return join_parts(parts, separator);
+}
+
+std::string join(const std::vector<std::string_view>& parts, std::string_view separator) {
+  return join_parts(parts, separator);
 }
 
 std::string trim(std::string_view text) {
@@ -33,7 +44,8 @@ std::string trim(std::string_view text) {
   return std::string(text.substr(first, text.find_last_not_of(kSpace) - first + 1));
 }
 
-std::string to_lower(std::string text) {
+std::string to_lower(std::string_view view) {
+  std::string text(view);
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return text;

@@ -1,4 +1,5 @@
 #include "acc/config/cluster_config.h"
+#include "acc/common/strings.h"
 
 #include <algorithm>
 #include <cctype>
@@ -17,20 +18,9 @@ std::string upper(std::string s) {
   return s;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
-std::string join(const std::vector<std::string_view>& items, const std::string& separator) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + std::string(items[i]);
-  return out;
-}
-
 // Accelerate's str_to_bool spellings, for booleans written as strings ('no', "true").
 std::optional<bool> truth_value(const std::string& text) {
-  const std::string t = lower(text);
+  const std::string t = to_lower(text);
   if (t == "y" || t == "yes" || t == "t" || t == "true" || t == "on" || t == "1") return true;
   if (t == "n" || t == "no" || t == "f" || t == "false" || t == "off" || t == "0") return false;
   return std::nullopt;
@@ -407,7 +397,7 @@ ClusterConfig ClusterConfig::from_value(Value root, const std::string& path,
                    "TPU VM, or pick NO, MULTI_GPU or MULTI_CPU");
   }
   if (Value* mp = root.find("mixed_precision"); mp && mp->kind == Value::Kind::kString)
-    mp->text = lower(mp->text);
+    mp->text = to_lower(mp->text);
   check_sections(root, checker);
   check_cross_fields(root, checker);
   checker.throw_if_any();

@@ -1,4 +1,5 @@
 #include "acc/config/launch_env.h"
+#include "acc/common/strings.h"
 
 #include <algorithm>
 #include <cctype>
@@ -12,11 +13,6 @@ namespace {
 
 std::string upper(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-  return s;
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
 }
 
@@ -87,7 +83,7 @@ std::vector<std::string> override_precision(const Value& value) {
     std::string word;
     for (char c : value.text + ",") {
       if (c == ',') {
-        const std::string w = lower(word);
+        const std::string w = to_lower(word);
         out.push_back(w == "true" || w == "1" ? "True" : "False");
         word.clear();
       } else if (std::isalnum(static_cast<unsigned char>(c))) {
@@ -142,8 +138,8 @@ void add_fsdp(const ClusterConfig& config, EnvEntries& env) {
   env.emplace_back("ACCELERATE_USE_FSDP", "true");
   env.emplace_back("FSDP_VERSION", a.str("fsdp_version"));
   env.emplace_back("FSDP_SHARDING_STRATEGY", a.str("fsdp_sharding_strategy"));
-  env.emplace_back("FSDP_RESHARD_AFTER_FORWARD", lower(a.str("fsdp_reshard_after_forward")));
-  env.emplace_back("FSDP_OFFLOAD_PARAMS", lower(a.str("fsdp_offload_params")));
+  env.emplace_back("FSDP_RESHARD_AFTER_FORWARD", to_lower(a.str("fsdp_reshard_after_forward")));
+  env.emplace_back("FSDP_OFFLOAD_PARAMS", to_lower(a.str("fsdp_offload_params")));
   env.emplace_back("FSDP_MIN_NUM_PARAMS", a.str("fsdp_min_num_params"));
   const std::pair<const char*, const char*> optional[] = {
       {"fsdp_auto_wrap_policy", "FSDP_AUTO_WRAP_POLICY"},
@@ -152,12 +148,13 @@ void add_fsdp(const ClusterConfig& config, EnvEntries& env) {
       {"fsdp_state_dict_type", "FSDP_STATE_DICT_TYPE"}};
   for (const auto& [name, variable] : optional)
     if (a.is_set(name)) env.emplace_back(variable, a.str(name));
-  env.emplace_back("FSDP_FORWARD_PREFETCH", lower(a.str("fsdp_forward_prefetch")));
-  env.emplace_back("FSDP_USE_ORIG_PARAMS", lower(a.str("fsdp_use_orig_params")));
+  env.emplace_back("FSDP_FORWARD_PREFETCH", to_lower(a.str("fsdp_forward_prefetch")));
+  env.emplace_back("FSDP_USE_ORIG_PARAMS", to_lower(a.str("fsdp_use_orig_params")));
   env.emplace_back("FSDP_CPU_RAM_EFFICIENT_LOADING",
-                   lower(a.str("fsdp_cpu_ram_efficient_loading")));
-  env.emplace_back("FSDP_SYNC_MODULE_STATES", lower(a.str("fsdp_sync_module_states")));
-  env.emplace_back("FSDP_ACTIVATION_CHECKPOINTING", lower(a.str("fsdp_activation_checkpointing")));
+                   to_lower(a.str("fsdp_cpu_ram_efficient_loading")));
+  env.emplace_back("FSDP_SYNC_MODULE_STATES", to_lower(a.str("fsdp_sync_module_states")));
+  env.emplace_back("FSDP_ACTIVATION_CHECKPOINTING",
+                   to_lower(a.str("fsdp_activation_checkpointing")));
   if (a.is_set("fsdp_ignored_modules"))
     env.emplace_back("FSDP_IGNORED_MODULES", a.str("fsdp_ignored_modules"));
 }
@@ -240,7 +237,7 @@ void add_deepspeed(const ClusterConfig& config, bool mixed_precision_from_config
     fields += (fields.empty() ? "" : ",") + std::string("mixed_precision");
   Args a;
   a.overlay(config, "deepspeed_config");
-  env.emplace_back("ACCELERATE_CONFIG_DS_FIELDS", lower(fields));
+  env.emplace_back("ACCELERATE_CONFIG_DS_FIELDS", to_lower(fields));
   env.emplace_back("ACCELERATE_USE_DEEPSPEED", "true");
   const std::pair<const char*, const char*> plain[] = {
       {"zero_stage", "ACCELERATE_DEEPSPEED_ZERO_STAGE"},
@@ -254,7 +251,7 @@ void add_deepspeed(const ClusterConfig& config, bool mixed_precision_from_config
       {"zero3_init_flag", "ACCELERATE_DEEPSPEED_ZERO3_INIT"},
       {"zero3_save_16bit_model", "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"}};
   for (const auto& [name, variable] : lowered)
-    if (a.is_set(name)) env.emplace_back(variable, lower(a.str(name)));
+    if (a.is_set(name)) env.emplace_back(variable, to_lower(a.str(name)));
   if (a.is_set("deepspeed_config_file"))
     env.emplace_back("ACCELERATE_DEEPSPEED_CONFIG_FILE", a.str("deepspeed_config_file"));
   if (a.is_set("deepspeed_moe_layer_cls_names"))

@@ -1,4 +1,5 @@
 #include "acc/config/questionnaire.h"
+#include "acc/common/strings.h"
 
 #include <algorithm>
 #include <cctype>
@@ -43,11 +44,6 @@ const std::vector<std::string> kDynamoBackends = {"eager",
                                                   "torchxla_trace_once",
                                                   "tvm"};
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 std::string upper(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
   return s;
@@ -71,7 +67,7 @@ bool ask_yes_no(Prompter& p, const std::string& prompt, bool fallback) {
   return ask_field<bool>(
       p, prompt,
       [](const std::string& answer) -> std::optional<bool> {
-        const std::string a = lower(answer);
+        const std::string a = to_lower(answer);
         if (a == "yes") return true;
         if (a == "no") return false;
         return std::nullopt;
@@ -80,11 +76,9 @@ bool ask_yes_no(Prompter& p, const std::string& prompt, bool fallback) {
 }
 
 std::optional<int> to_int(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  if (*end != '\0' || value < 0 || value > 1000000) return std::nullopt;
-  return static_cast<int>(value);
+  const std::optional<int> value = parse_int(trim(text));
+  if (!value || *value < 0 || *value > 1000000) return std::nullopt;
+  return value;
 }
 
 int ask_int(Prompter& p, const std::string& prompt, std::optional<int> fallback, int minimum,

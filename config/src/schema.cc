@@ -1,4 +1,5 @@
 #include "acc/config/schema.h"
+#include "acc/common/strings.h"
 
 #include <algorithm>
 #include <cctype>
@@ -999,13 +1000,6 @@ const std::vector<LaunchFlag>& launch_flags() {
 
 namespace {
 
-std::string lowered(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
 std::string flag_problem(const KeySpec& spec, const std::string& text, const char* expected) {
   return "--" + std::string(spec.name) + " " + text + ": " + expected;
 }
@@ -1015,8 +1009,9 @@ std::string flag_problem(const KeySpec& spec, const std::string& text, const cha
 Value flag_value(const KeySpec& spec, const std::string& text) {
   // Choices are the file's spellings; argparse's are sometimes lower case (--fp8_backend te).
   if (!spec.choices.empty() && spec.flag_arg != FlagArg::kSwitch) {
-    const bool known = std::any_of(spec.choices.begin(), spec.choices.end(),
-                                   [&](std::string_view c) { return lowered(c) == lowered(text); });
+    const bool known =
+        std::any_of(spec.choices.begin(), spec.choices.end(),
+                    [&](std::string_view c) { return to_lower(c) == to_lower(text); });
     if (!known) {
       std::string list;
       for (std::string_view c : spec.choices) list += (list.empty() ? "" : ", ") + std::string(c);
@@ -1043,7 +1038,7 @@ Value flag_value(const KeySpec& spec, const std::string& text) {
     case FlagArg::kPyBool:
       return Value::of_bool(!text.empty());
     case FlagArg::kStrToBool: {
-      const std::string word = lowered(text);
+      const std::string word = to_lower(text);
       for (const char* yes : {"y", "yes", "t", "true", "on", "1"})
         if (word == yes) return Value::of_int(1);
       for (const char* no : {"n", "no", "f", "false", "off", "0"})

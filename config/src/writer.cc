@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "acc/common/error.h"
+#include "acc/common/strings.h"
 #include "acc/config/cluster_config.h"
 #include "yaml_value.h"
 
@@ -125,11 +126,6 @@ void write_json(const Value& value, int indent, std::string& out) {
     default:
       out += yaml_scalar(value);
   }
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 void make_parents(const std::string& path) {

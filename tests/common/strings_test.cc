@@ -18,8 +18,9 @@ TEST(StringsTest, SplitKeepsEmptyPartsButNotATrailingOne) {
 }
 
 TEST(StringsTest, JoinTrimLowerAffixes) {
-  EXPECT_EQ(join({"a", "b", "c"}, ", "), "a, b, c");
-  EXPECT_EQ(join({}, ","), "");
+  EXPECT_EQ(join(Strings{"a", "b", "c"}, ", "), "a, b, c");
+  EXPECT_EQ(join(Strings{}, ","), "");
+  EXPECT_EQ(join(std::vector<std::string_view>{"x", "y"}, "|"), "x|y");
   EXPECT_EQ(trim(" \t x y \r\n"), "x y");
   EXPECT_EQ(trim(" \n "), "");
   EXPECT_EQ(to_lower("YeS"), "yes");
@@ -51,6 +52,7 @@ TEST(IntRangesTest, ParsesAndFormatsRangeLists) {
     EXPECT_FALSE(parse_int_ranges(bad)) << bad;
   EXPECT_EQ(format_int_ranges({8, 0, 1, 2, 3, 10, 11, 3}), "0-3,8,10-11");
   EXPECT_EQ(format_int_ranges({}), "");
+  EXPECT_EQ(format_int_ranges({7}), "7");
 }
 
 }  // namespace

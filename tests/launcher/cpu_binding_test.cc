@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "acc/common/error.h"
-#include "acc/launcher/output/int_ranges.h"
+#include "acc/common/int_ranges.h"
 
 namespace acc::launcher {
 namespace {

@@ -2,8 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include "acc/launcher/output/int_ranges.h"
-
 namespace acc::launcher {
 namespace {
 
@@ -159,16 +157,6 @@ TEST(LineDedupTest, TheGroupPrefixExpandsEveryPlaceholder) {
                                 {0, 1, 2, 4}, "trainer", "node1"),
             "node1/trainer/8-10,12/0-2,4: ");
   EXPECT_EQ(expand_group_prefix("", {0, 1}, {0, 1}, "r", "h"), "");
-}
-
-TEST(IntRangesTest, ParsesAndFormatsSysfsLists) {
-  EXPECT_EQ(parse_int_ranges("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
-  EXPECT_EQ(parse_int_ranges(""), std::vector<int>{});
-  EXPECT_FALSE(parse_int_ranges("3-1"));
-  EXPECT_FALSE(parse_int_ranges("a"));
-  EXPECT_EQ(format_int_ranges({5, 0, 1, 2, 3, 3}), "0-3,5");
-  EXPECT_EQ(format_int_ranges({7}), "7");
-  EXPECT_EQ(format_int_ranges({}), "");
 }
 
 }  // namespace

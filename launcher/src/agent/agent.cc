@@ -21,10 +21,10 @@
 #include <sstream>
 
 #include "acc/common/error.h"
+#include "acc/common/int_ranges.h"
 #include "acc/launcher/agent/failure_report.h"
 #include "acc/launcher/host/host.h"
 #include "acc/launcher/nodes/membership.h"
-#include "acc/launcher/output/int_ranges.h"
 #include "acc/launcher/output/line_dedup.h"
 #include "acc/launcher/output/line_splitter.h"
 #include "agent/error_file.h"

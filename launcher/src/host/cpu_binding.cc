@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "acc/common/error.h"
-#include "acc/launcher/output/int_ranges.h"
+#include "acc/common/int_ranges.h"
 
 namespace acc::launcher {
 namespace {

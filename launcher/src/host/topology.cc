@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "acc/launcher/output/int_ranges.h"
+#include "acc/common/int_ranges.h"
 
 namespace acc::launcher {
 namespace fs = std::filesystem;

@@ -10,6 +10,7 @@
 
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
+#include "acc/common/strings.h"
 #include "acc/rendezvous/elastic_rendezvous.h"
 #include "acc/rendezvous/etcd_client.h"
 #include "acc/rendezvous/store_client.h"
@@ -43,8 +44,7 @@ milliseconds seconds_conf(const LaunchPlan& plan, const std::string& key, double
 }
 
 std::optional<bool> bool_conf(const LaunchPlan& plan, const std::string& key) {
-  std::string text = conf(plan, key, "");
-  std::transform(text.begin(), text.end(), text.begin(), ::tolower);
+  const std::string text = to_lower(conf(plan, key, ""));
   if (text.empty()) return std::nullopt;
   if (text == "1" || text == "true" || text == "yes") return true;
   if (text == "0" || text == "false" || text == "no") return false;

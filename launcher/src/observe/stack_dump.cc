@@ -16,6 +16,8 @@
 
 #include "observe/python_stack_hook.h"
 
+#include "acc/common/strings.h"
+
 extern char** environ;
 
 namespace acc::launcher {
@@ -37,22 +39,11 @@ off_t file_size(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
 }
 
-std::string trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\r' || text.back() == '\n'))
-    text.remove_suffix(1);
-  return std::string(text);
-}
-
 std::vector<std::string> split_lines(std::string_view text) {
   std::vector<std::string> lines;
   std::istringstream in{std::string(text)};
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
-}
-
-bool starts_with(std::string_view text, std::string_view prefix) {
-  return text.substr(0, prefix.size()) == prefix;
 }
 
 std::string find_on_path(const std::string& name) {

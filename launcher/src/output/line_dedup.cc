@@ -1,19 +1,12 @@
 #include "acc/launcher/output/line_dedup.h"
+#include "acc/common/strings.h"
 
 #include <algorithm>
 
-#include "acc/launcher/output/int_ranges.h"
+#include "acc/common/int_ranges.h"
 
 namespace acc::launcher {
-namespace {
-
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 LineDedup::LineDedup(std::chrono::milliseconds window, PrefixFn prefix)
     : window_(window), prefix_(std::move(prefix)) {}

@@ -1,4 +1,5 @@
 #include "acc/launcher/plan/plan.h"
+#include "acc/common/strings.h"
 
 #include <algorithm>
 #include <charconv>
@@ -19,25 +20,9 @@
 namespace acc::launcher {
 namespace {
 
-std::optional<int> to_int(const std::string& text) {
-  int value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
-  return value;
-}
-
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::stringstream stream(text);
-  std::string part;
-  while (std::getline(stream, part, separator)) parts.push_back(part);
-  return parts;
-}
-
 int resolve_nproc_per_node(const LaunchOptions& o, const HostInfo& host) {
   const std::string& value = o.nproc_per_node;
-  if (auto n = to_int(value)) {
+  if (auto n = parse_int(value)) {
     ACC_CHECK(*n > 0, ConfigError, "--nproc_per_node ", value, ": must be at least 1");
     return *n;
   }
@@ -56,8 +41,8 @@ std::pair<int, int> resolve_nnodes(const std::string& value) {
   std::vector<std::string> parts = split(value, ':');
   ACC_CHECK(parts.size() == 1 || parts.size() == 2, ConfigError, "--nnodes ", value,
             ": expected N or MIN:MAX");
-  auto low = to_int(parts[0]);
-  auto high = parts.size() == 2 ? to_int(parts[1]) : low;
+  auto low = parse_int(parts[0]);
+  auto high = parts.size() == 2 ? parse_int(parts[1]) : low;
   ACC_CHECK(low && high && *low > 0 && *low <= *high, ConfigError, "--nnodes ", value,
             ": expected N or MIN:MAX with 0 < MIN <= MAX");
   return {*low, *high};
@@ -141,12 +126,6 @@ std::vector<std::string> worker_argv(const LaunchOptions& o) {
   }
   argv.insert(argv.end(), o.program_args.begin(), o.program_args.end());
   return argv;
-}
-
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
 }
 
 std::string random_run_id() {
@@ -236,7 +215,7 @@ std::vector<int> parse_signals(const std::string& list) {
   std::vector<int> signals;
   for (std::string name : split(list, ',')) {
     if (name.empty()) continue;
-    int number = to_int(name).value_or(0);
+    int number = parse_int(name).value_or(0);
     if (number == 0) {
       if (name.rfind("SIG", 0) == 0) name = name.substr(3);
       for (int s = 1; s < NSIG && number == 0; ++s)
@@ -271,7 +250,7 @@ void resolve_logs(const LaunchOptions& o, LaunchPlan& plan) {
   plan.tee = parse_stream_spec(o.tee, "tee");
   for (const std::string& part : split(o.local_ranks_filter, ',')) {
     if (part.empty()) continue;
-    auto rank = to_int(part);
+    auto rank = parse_int(part);
     ACC_CHECK(rank && *rank >= 0, ConfigError, "--local_ranks_filter ", o.local_ranks_filter,
               ": expected a comma list of local ranks such as 0,1");
     plan.console_local_ranks.insert(*rank);
@@ -310,7 +289,7 @@ StreamSpec parse_stream_spec(const std::string& value, const std::string& flag) 
   const std::string hint = "--" + flag + " " + value +
                            ": expected 0-3 (1 stdout, 2 stderr, 3 both) or per local rank "
                            "such as 0:1,1:2";
-  if (auto all = to_int(value)) {
+  if (auto all = parse_int(value)) {
     ACC_CHECK(*all >= 0 && *all <= 3, ConfigError, hint);
     spec.default_mask = *all;
     return spec;
@@ -318,8 +297,8 @@ StreamSpec parse_stream_spec(const std::string& value, const std::string& flag) 
   for (const std::string& part : split(value, ',')) {
     const size_t colon = part.find(':');
     ACC_CHECK(colon != std::string::npos, ConfigError, hint);
-    auto rank = to_int(part.substr(0, colon));
-    auto mask = to_int(part.substr(colon + 1));
+    auto rank = parse_int(part.substr(0, colon));
+    auto mask = parse_int(part.substr(colon + 1));
     ACC_CHECK(rank && mask && *rank >= 0 && *mask >= 0 && *mask <= 3, ConfigError, hint);
     spec.per_local_rank[*rank] = *mask;
   }

@@ -17,12 +17,13 @@ std::vector<std::string> split(std::string_view text, char separator);
 
 // {"a", "b"} joined with ", " -> "a, b".
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
+std::string join(const std::vector<std::string_view>& parts, std::string_view separator);
 
 // `text` without leading and trailing spaces, tabs, carriage returns and newlines.
 std::string trim(std::string_view text);
 
 // ASCII lower case.
-std::string to_lower(std::string text);
+std::string to_lower(std::string_view text);
 
 bool starts_with(std::string_view text, std::string_view prefix);
 bool ends_with(std::string_view text, std::string_view suffix);
