@@ -127,14 +127,8 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
       if (share > 1) threads = share;
     }
     o.num_cpu_threads_per_process = threads;
-    // The 1 chosen for the user is worth a line when it limits several workers, as torchrun's.
-    const bool several = o.was_given("nproc_per_node")
-                             ? o.nproc_per_node != "1"
-                             : o.num_processes.value_or(1) / std::max(machines, 1) > 1;
-    if (threads == 1 && !environment.omp_num_threads && several)
-      o.notices.push_back(
-          "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it "
-          "yourself (or --num_cpu_threads_per_process) to tune");
+    // The plan says so when it limits several workers (plan.cc, resolve_environment).
+    o.omp_threads_chosen = threads == 1 && !environment.omp_num_threads;
   }
 
   if (mode.path == cfg::LaunchPath::kDeepSpeed)

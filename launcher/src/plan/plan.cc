@@ -12,7 +12,6 @@
 
 #include "acc/common/error.h"
 #include "acc/launcher/host/cpu_binding.h"
-#include "acc/launcher/nodes/fanout.h"
 #include "plan/accelerate_env.h"
 
 namespace acc::launcher {
@@ -245,6 +244,27 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
             "every node will use");
 }
 
+// On a node of a fan-out over hosts of different sizes (--node_slots, fanout.h): every node's
+// workers, checked against the node count, rank and this node's workers. Static jobs only.
+std::vector<int> resolve_node_slots(const LaunchOptions& o, const LaunchPlan& plan) {
+  if (o.node_slots.empty()) return {};
+  std::vector<int> slots;
+  for (const std::string& item : split(o.node_slots, ',')) {
+    const auto n = to_int(item);
+    ACC_CHECK(n && *n > 0, ConfigError, "--node_slots ", o.node_slots,
+              ": expected every node's workers, e.g. 1,3");
+    slots.push_back(*n);
+  }
+  ACC_CHECK(plan.rdzv_backend == "static", ConfigError,
+            "--node_slots: only a static job (--rdzv_backend static) has nodes of fixed sizes");
+  ACC_CHECK(static_cast<int>(slots.size()) == plan.nnodes, ConfigError, "--node_slots ",
+            o.node_slots, ": ", slots.size(), " nodes, but --nnodes is ", plan.nnodes);
+  const int here = slots[static_cast<size_t>(plan.node_rank)];
+  ACC_CHECK(here == plan.nproc_per_node, ConfigError, "--node_slots ", o.node_slots, ": node ",
+            plan.node_rank, " has ", here, " but --nproc_per_node is ", plan.nproc_per_node);
+  return slots;
+}
+
 // "SIGTERM,SIGINT" (names with or without SIG, or numbers) -> signal numbers.
 std::vector<int> parse_signals(const std::string& list) {
   std::vector<int> signals;
@@ -265,17 +285,18 @@ std::vector<int> parse_signals(const std::string& list) {
   return signals;
 }
 
-// The devices the workers share out under --virtual-local-rank: the list CUDA_VISIBLE_DEVICES
-// gives them (--gpu_ids, else the launcher's own), else the indices.
-std::vector<std::string> visible_devices(const LaunchPlan& plan, const HostInfo& host) {
-  std::string list;
+// CUDA_VISIBLE_DEVICES as the workers get it: --gpu_ids (in plan.env), else the launcher's own.
+std::string visible_devices_list(const LaunchPlan& plan, const HostInfo& host) {
   for (const auto& [key, value] : plan.env)
-    if (key == "CUDA_VISIBLE_DEVICES") list = value;
-  if (list.empty())
-    if (auto it = host.environment.find("CUDA_VISIBLE_DEVICES"); it != host.environment.end())
-      list = it->second;
+    if (key == "CUDA_VISIBLE_DEVICES") return value;
+  auto it = host.environment.find("CUDA_VISIBLE_DEVICES");
+  return it == host.environment.end() ? "" : it->second;
+}
+
+// The devices the workers share out under --virtual-local-rank: that list, else the indices.
+std::vector<std::string> visible_devices(const LaunchPlan& plan, const HostInfo& host) {
   std::vector<std::string> devices;
-  for (const std::string& device : split(list, ','))
+  for (const std::string& device : split(visible_devices_list(plan, host), ','))
     if (!device.empty()) devices.push_back(device);
   return devices;
 }
@@ -294,22 +315,33 @@ void resolve_logs(const LaunchOptions& o, LaunchPlan& plan) {
   plan.log_line_prefix = o.log_line_prefix;
 }
 
+bool has_variable(const EnvList& env, const std::string& name) {
+  return std::any_of(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+}
+
 void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
   plan.env = accelerate_env(o);
   plan.single_process = o.simple_launcher && plan.world_size == 1;
   plan.env_defaults = {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
                        {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
-  const bool sets_omp = std::any_of(plan.env.begin(), plan.env.end(),
-                                    [](const auto& kv) { return kv.first == "OMP_NUM_THREADS"; });
-  // A CPU binding sets OMP_NUM_THREADS per worker, to the number of its CPUs.
-  const bool binds_cpus = choose_cpu_binding(o).mode != CpuBindingMode::kNone;
-  if (!sets_omp && !binds_cpus && plan.nproc_per_node > 1 &&
-      !host.environment.count("OMP_NUM_THREADS")) {
+  plan.worker_cpus =
+      resolve_cpu_binding(o, host, visible_devices_list(plan, host), plan.nproc_per_node);
+  if (o.enable_cpu_affinity && !has_variable(plan.env, "ACCELERATE_CPU_AFFINITY"))
+    plan.env.emplace_back("ACCELERATE_CPU_AFFINITY", "1");
+
+  // OMP_NUM_THREADS=1 chosen for the user, said in this one place: by an Accelerate launch
+  // (config_merge.cc, as accelerate launch chooses it), or here for torchrun's launch, where a
+  // CPU binding sets it per worker to the number of its CPUs instead.
+  bool chosen = o.omp_threads_chosen;
+  if (!has_variable(plan.env, "OMP_NUM_THREADS") && plan.worker_cpus.empty() &&
+      !host.environment.count("OMP_NUM_THREADS") && plan.nproc_per_node > 1) {
     plan.env_defaults.emplace_back("OMP_NUM_THREADS", "1");
+    chosen = true;
+  }
+  if (chosen && plan.nproc_per_node > 1)
     plan.notices.push_back(
         "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it "
         "yourself (or --num_cpu_threads_per_process) to tune");
-  }
 }
 
 }  // namespace
@@ -344,10 +376,11 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   ACC_CHECK(!o.program.empty(), ConfigError, "no PROGRAM given");
   LaunchPlan plan;
   resolve_topology(o, host, plan);
-  apply_node_slots(o, plan);
+  plan.node_slots = resolve_node_slots(o, plan);
+  if (!plan.node_slots.empty())
+    plan.world_size = std::accumulate(plan.node_slots.begin(), plan.node_slots.end(), 0);
   resolve_logs(o, plan);
   resolve_environment(o, host, plan);
-  resolve_cpu_binding(o, host, plan);
   plan.dedup_lines = o.dedup_lines;
   plan.dedup_window_ms = o.dedup_window_ms;
   plan.run_id = o.standalone && o.rdzv_id == "none" ? random_run_id() : o.rdzv_id;

@@ -61,6 +61,8 @@ struct LaunchOptions {
   bool simple_launcher = false;
   std::optional<std::string> mixed_precision;  // no, fp16, bf16, fp8
   std::optional<int> num_cpu_threads_per_process;
+  // Set by the config merge when it chose OMP_NUM_THREADS=1 for the user (not the user's value).
+  bool omp_threads_chosen = false;
   bool debug = false;
   bool quiet = false;
   std::string config_file;
