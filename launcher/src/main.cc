@@ -5,8 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -36,12 +35,8 @@ int fail(int code, const std::string& message) {
 ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
   ClusterFacts facts;
   if (!options.hostfile.empty()) {
-    std::ifstream file(options.hostfile);
-    ACC_CHECK(file, acc::ConfigError, "--hostfile ", options.hostfile, ": cannot read it");
-    const std::string text((std::istreambuf_iterator<char>(file)),
-                           std::istreambuf_iterator<char>());
-    auto hosts = filter_hosts(parse_hostfile(text, options.hostfile), options.include_hosts,
-                              options.exclude_hosts);
+    auto hosts = filter_hosts(parse_hostfile(read_hostfile(options.hostfile), options.hostfile),
+                              options.include_hosts, options.exclude_hosts);
     facts = hostfile_facts(
         hosts, host.hostname,
         options.was_given("node_rank") ? std::optional(options.node_rank) : std::nullopt);
@@ -51,6 +46,17 @@ ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
   for (const std::string& source : facts.sources)
     options.detected.push_back(facts.scheduler + ": " + source);
   return facts;
+}
+
+// A Python script that is not there is one line, as a --no_python program that is not there, not
+// Python's error from every worker and then the failure table. Not for a dry run: it shows what
+// would run, and the script may be written later.
+void check_script(const LaunchPlan& plan) {
+  if (plan.script.empty() || plan.script.find("${") != std::string::npos) return;
+  std::error_code error;
+  ACC_CHECK(std::filesystem::is_regular_file(plan.script, error), acc::LaunchError, "cannot run ",
+            plan.script, ": ",
+            std::filesystem::exists(plan.script, error) ? "not a file" : "no such file");
 }
 
 int launch(const std::vector<std::string>& args) {
@@ -65,6 +71,7 @@ int launch(const std::vector<std::string>& args) {
   // After the scheduler's facts: they count as given, and a config file fills only the rest.
   apply_config_file(parsed.options, MergeEnvironment::from_host(host));
   LaunchPlan plan = build_plan(parsed.options, host);
+  if (!plan.dry_run) check_script(plan);
   if (plan.dry_run) {
     const int port = plan.master_port != 0 ? plan.master_port : pick_free_port();
     for (const std::string& line : parsed.options.detected)

@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 
@@ -192,6 +195,16 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
   }
   ACC_CHECK(!hosts.empty(), ConfigError, path, ": no hosts; lines read: host slots=N");
   return hosts;
+}
+
+std::string read_hostfile(const std::string& path) {
+  std::error_code error;
+  ACC_CHECK(std::filesystem::is_regular_file(path, error), ConfigError, "--hostfile ", path, ": ",
+            std::filesystem::exists(path, error) ? "not a file" : "no such file",
+            "; give a file of lines host slots=N");
+  std::ifstream file(path);
+  ACC_CHECK(file, ConfigError, "--hostfile ", path, ": cannot read it");
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
 }
 
 std::vector<HostfileEntry> filter_hosts(std::vector<HostfileEntry> hosts,

@@ -93,10 +93,8 @@ FanoutJob make_job(const LaunchOptions& options, const std::vector<std::string>&
 }
 
 std::vector<RemoteNode> nodes_of(const LaunchOptions& options) {
-  auto text = read_file(options.hostfile);
-  ACC_CHECK(text, ConfigError, "--hostfile ", options.hostfile, ": cannot read it");
-  return select_nodes(parse_hostfile(*text, options.hostfile), options.include_hosts,
-                      options.exclude_hosts);
+  return select_nodes(parse_hostfile(read_hostfile(options.hostfile), options.hostfile),
+                      options.include_hosts, options.exclude_hosts);
 }
 
 int exit_status_of(int wait_status) {

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -33,10 +36,15 @@ std::vector<std::string> split(const std::string& text, char separator) {
   return parts;
 }
 
+// A bound on one node's workers, far above any machine's devices or cores, so that a mistyped
+// count is one line instead of an allocation that fails after seconds.
+constexpr int kMaxWorkersPerNode = 4096;
+
 int resolve_nproc_per_node(const LaunchOptions& o, const HostInfo& host) {
   const std::string& value = o.nproc_per_node;
   if (auto n = to_int(value)) {
-    ACC_CHECK(*n > 0, ConfigError, "--nproc_per_node ", value, ": must be at least 1");
+    ACC_CHECK(*n > 0 && *n <= kMaxWorkersPerNode, ConfigError, "--nproc_per_node ", value,
+              ": expected 1 to ", kMaxWorkersPerNode, " workers per node");
     return *n;
   }
   if (value == "cpu") return host.cpu_count;
@@ -66,6 +74,31 @@ const std::set<std::string> kRendezvousKeys = {
     "keep_alive_max_attempt", "read_timeout",      "is_host",       "timeout",
     "heartbeat_timeout",      "store_type",        "rank"};
 
+// Each value as its key takes it: seconds (finite, not negative), a count of at least 1, a truth
+// value, or a rank; checked here once so a dry run sees the mistake too.
+void check_rdzv_conf_value(const std::string& key, const std::string& value) {
+  const std::string where = "--rdzv_conf " + key + "=" + value;
+  if (key == "keep_alive_max_attempt") {
+    const auto n = to_int(value);
+    ACC_CHECK(n && *n >= 1, ConfigError, where, ": expected a whole number of at least 1");
+  } else if (key == "rank") {
+    const auto n = to_int(value);
+    ACC_CHECK(n && *n >= 0, ConfigError, where, ": expected a whole number of at least 0");
+  } else if (key == "is_host") {
+    std::string lower = value;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    ACC_CHECK(lower == "1" || lower == "0" || lower == "true" || lower == "false" ||
+                  lower == "yes" || lower == "no",
+              ConfigError, where, ": expected true or false");
+  } else if (key != "store_type") {
+    double seconds = -1;
+    const char* end = value.data() + value.size();
+    auto [ptr, ec] = std::from_chars(value.data(), end, seconds);
+    ACC_CHECK(ec == std::errc() && ptr == end && std::isfinite(seconds) && seconds >= 0,
+              ConfigError, where, ": expected a number of seconds, 0 or more");
+  }
+}
+
 std::map<std::string, std::string> parse_rdzv_conf(const std::string& text) {
   std::map<std::string, std::string> conf;
   for (const std::string& item : split(text, ',')) {
@@ -77,7 +110,9 @@ std::map<std::string, std::string> parse_rdzv_conf(const std::string& text) {
     ACC_CHECK(kRendezvousKeys.count(key), ConfigError, "--rdzv_conf ", key,
               ": unknown key; known: join_timeout, last_call_timeout, keep_alive_interval, "
               "keep_alive_max_attempt, read_timeout, is_host, ...");
-    conf[key] = item.substr(equals + 1);
+    const std::string value = item.substr(equals + 1);
+    check_rdzv_conf_value(key, value);
+    conf[key] = value;
   }
   return conf;
 }
@@ -197,6 +232,9 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
   const bool etcd = o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2";  // torchrun's names
   ACC_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d" || etcd, ConfigError,
             "--rdzv_backend ", o.rdzv_backend, ": expected static, c10d or etcd-v2");
+  ACC_CHECK(!o.standalone || resolve_nnodes(merged.nnodes) == std::pair(1, 1), ConfigError,
+            "--standalone runs one node, but --nnodes is ", merged.nnodes,
+            "; leave out one of them");
   plan.rdzv_backend = o.standalone ? "static" : etcd ? "etcd-v2" : o.rdzv_backend;
   const bool elastic = plan.rdzv_backend != "static";
   std::tie(plan.min_nodes, plan.max_nodes) =
@@ -224,6 +262,12 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
               o.nproc_per_node, "; give one of them");
     plan.nproc_per_node = per_node;
   }
+  ACC_CHECK(plan.nproc_per_node <= kMaxWorkersPerNode, ConfigError, "--num_processes ",
+            o.num_processes.value_or(0), ": expected at most ", kMaxWorkersPerNode,
+            " workers per node");
+  ACC_CHECK(int64_t{plan.nnodes} * plan.nproc_per_node <= std::numeric_limits<int32_t>::max(),
+            ConfigError, "--nnodes ", merged.nnodes, ": ", plan.nnodes, " nodes of ",
+            plan.nproc_per_node, " workers are more ranks than a job can number");
   plan.world_size = plan.nnodes * plan.nproc_per_node;
 
   plan.master_addr = o.standalone ? "127.0.0.1" : merged.master_addr;
@@ -301,6 +345,29 @@ std::vector<std::string> visible_devices(const LaunchPlan& plan, const HostInfo&
   return devices;
 }
 
+// --gpu_ids: "all", or a comma list of GPU indices or UUIDs (GPU-..., MIG-...), as
+// CUDA_VISIBLE_DEVICES takes them.
+void check_gpu_ids(const LaunchOptions& o) {
+  if (!o.gpu_ids || *o.gpu_ids == "all") return;
+  const std::vector<std::string> ids = split(*o.gpu_ids, ',');
+  bool ok = !ids.empty();
+  for (const std::string& id : ids) {
+    const auto index = to_int(id);
+    ok = ok && ((index && *index >= 0) || id.rfind("GPU-", 0) == 0 || id.rfind("MIG-", 0) == 0);
+  }
+  ACC_CHECK(ok, ConfigError, "--gpu_ids ", *o.gpu_ids,
+            ": expected all or a comma list of GPU numbers such as 0,1");
+}
+
+// --include/--exclude pick hosts of a --hostfile; without one they would be ignored.
+void check_host_filters(const LaunchOptions& o) {
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string&>{"include", o.include_hosts},
+        {"exclude", o.exclude_hosts}})
+    ACC_CHECK(value.empty() || !o.hostfile.empty(), ConfigError, "--", flag, " ", value,
+              ": selects hosts of a hostfile; give --hostfile FILE as well");
+}
+
 void resolve_logs(const LaunchOptions& o, LaunchPlan& plan) {
   plan.redirects = parse_stream_spec(o.redirects, "redirects");
   plan.tee = parse_stream_spec(o.tee, "tee");
@@ -374,6 +441,8 @@ StreamSpec parse_stream_spec(const std::string& value, const std::string& flag) 
 
 LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   ACC_CHECK(!o.program.empty(), ConfigError, "no PROGRAM given");
+  check_gpu_ids(o);
+  check_host_filters(o);
   LaunchPlan plan;
   resolve_topology(o, host, plan);
   plan.node_slots = resolve_node_slots(o, plan);
@@ -403,6 +472,8 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.quiet = o.quiet;
   plan.dry_run = o.dry_run;
   plan.program = o.program;
+  if (!o.module && !o.no_python && (o.program.size() > 3 && o.program.ends_with(".py")))
+    plan.script = o.program;
   plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
   plan.stall_timeout = o.stall_timeout;
   plan.stall_stops_job = o.stall_action != "report";

@@ -45,6 +45,10 @@ struct HostfileEntry {
   int slots = 1;
 };
 
+// The text of the hostfile at `path`. Throws ConfigError naming --hostfile when it is not a
+// readable regular file (a directory, a missing file).
+std::string read_hostfile(const std::string& path);
+
 // The DeepSpeed / Horovod / Open MPI syntax: "host slots=N" a line, '#' comments.
 // Throws ConfigError naming file:line for a malformed line.
 std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::string& path);
