@@ -68,7 +68,7 @@ int launch(const std::vector<std::string>& args) {
   HostInfo host = detect_host();
   if (auto status = fan_out_if_asked(parsed.options, args, host)) return *status;
   apply_cluster_facts(cluster_facts(parsed.options, host), parsed.options);
-  // After the scheduler's facts: they count as given, and a config file fills only the rest.
+  // After the scheduler's facts: a config file fills only what neither the user nor they set.
   apply_config_file(parsed.options, MergeEnvironment::from_host(host));
   LaunchPlan plan = build_plan(parsed.options, host);
   if (!plan.dry_run) check_script(plan);

@@ -5,6 +5,9 @@
 #include <algorithm>
 
 #include "acc/common/error.h"
+#include "acc/config/cluster_config.h"
+#include "acc/launcher/nodes/cluster.h"
+#include "plan/config_merge.h"
 
 namespace acc::launcher {
 namespace {
@@ -291,6 +294,67 @@ TEST(PlanTest, RanksRunOnAcrossNodesOfDifferentSizes) {
   EXPECT_THROW(build_plan(options, HostInfo{}), ConfigError) << "2 nodes";
   options.node_slots = "1,x";
   EXPECT_THROW(build_plan(options, HostInfo{}), ConfigError);
+}
+
+// The worker count comes from the first source with a word: the command line (--nproc_per_node,
+// else Accelerate's total --num_processes), the scheduler, the config file's total, the default.
+TEST(PlanTest, WorkerCountPrecedenceIsCommandLineSchedulerConfigDefault) {
+  struct Row {
+    const char* nproc_per_node;  // the command line; nullptr: not given
+    int num_processes;           // the command line's total; 0: not given
+    const char* scheduler;       // the scheduler's nproc_per_node; nullptr: it says nothing
+    int config_total;            // the config file's num_processes; 0: no file
+    int expected;
+  };
+  const Row rows[] = {
+      {nullptr, 0, nullptr, 0, 1},  // the default
+      {nullptr, 0, nullptr, 6, 3},  // config total over the 2 nodes
+      {nullptr, 0, "4", 6, 4},      // scheduler over config
+      {nullptr, 8, "3", 6, 4},      // command-line total over scheduler: 8 over 2 nodes
+      {nullptr, 10, nullptr, 6, 5},
+      {"2", 0, "4", 6, 2},  // --nproc_per_node over everything
+      {"2", 4, "4", 6, 2},  // both command-line forms, agreeing
+      {"gpu", 0, "4", 6, 3},
+      {nullptr, 0, "gpu", 6, 3},  // a scheduler's word may name devices too
+  };
+  for (const Row& row : rows) {
+    LaunchOptions o = program();
+    o.nnodes = "2";
+    if (row.nproc_per_node) {
+      o.nproc_per_node = row.nproc_per_node;
+      o.given.insert("nproc_per_node");
+    }
+    if (row.num_processes) {
+      o.num_processes = row.num_processes;
+      o.given.insert("num_processes");
+    }
+    if (row.scheduler) {
+      ClusterFacts facts;
+      facts.nproc_per_node = row.scheduler;
+      apply_cluster_facts(facts, o);
+      EXPECT_FALSE(o.was_given("nproc_per_node") && !row.nproc_per_node)
+          << "a scheduler's word is not the user's";
+    }
+    if (row.config_total) {
+      acc::config::ClusterConfig config = acc::config::parse_config(
+          "distributed_type: MULTI_GPU\nnum_machines: 2\nmain_process_ip: 10.0.0.1\n"
+          "main_process_port: 29500\nnum_processes: " +
+              std::to_string(row.config_total) + "\n",
+          "c.yaml");
+      merge_config(config, MergeEnvironment{}, o);
+    }
+    const std::string where = std::string("nproc_per_node=") +
+                              (row.nproc_per_node ? row.nproc_per_node : "-") +
+                              " num_processes=" + std::to_string(row.num_processes) +
+                              " scheduler=" + (row.scheduler ? row.scheduler : "-") +
+                              " config=" + std::to_string(row.config_total);
+    EXPECT_EQ(build_plan(o, host(8, 3)).nproc_per_node, row.expected) << where;
+  }
+  LaunchOptions contradicting = program();
+  contradicting.nproc_per_node = "2";
+  contradicting.num_processes = 6;
+  contradicting.given = {"nproc_per_node", "num_processes"};
+  EXPECT_THROW(build_plan(contradicting, host()), ConfigError);
 }
 
 }  // namespace

@@ -74,8 +74,10 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
   flags.use_parallelism_config = o.use_parallelism_config;
   const cfg::LaunchMode mode = cfg::launch_mode(config, flags);
   const bool workers = cfg::launches_workers(config, mode);
+  // The command line, or a scheduler (which the file does not override either).
   auto given = [&](const char* name, const char* twin = nullptr) {
-    return o.was_given(name) || (twin && o.was_given(twin));
+    auto set = [&](const char* n) { return o.was_given(n) || o.set_by_scheduler(n); };
+    return set(name) || (twin && set(twin));
   };
 
   if (!given("num_processes", "nproc_per_node")) {
@@ -205,7 +207,8 @@ void apply_config_file(LaunchOptions& options, const MergeEnvironment& environme
     config = cfg::load_config(path);
     for (const std::string& warning : config.warnings())
       std::cerr << "acc-launch: warning: " << warning << "\n";
-  } else if (!options.num_processes && !options.was_given("nproc_per_node")) {
+  } else if (!options.num_processes && !options.was_given("nproc_per_node") &&
+             !options.set_by_scheduler("nproc_per_node")) {
     // No file: the flags alone, as `accelerate launch` without a config (one process unless
     // told otherwise).
     config.set("num_processes", cfg::Value::of_int(1));

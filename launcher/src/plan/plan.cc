@@ -57,6 +57,37 @@ int resolve_nproc_per_node(const LaunchOptions& o, const HostInfo& host) {
   throw ConfigError("--nproc_per_node " + value + ": expected a number, auto, cpu or gpu");
 }
 
+// Accelerate's total --num_processes (or config num_processes) as workers per node.
+int per_node_of_total(int total, int nnodes) {
+  ACC_CHECK(total % nnodes == 0, ConfigError, "--num_processes ", total, ": not divisible by the ",
+            nnodes, " machines; give a multiple of --num_machines");
+  const int per_node = total / nnodes;
+  ACC_CHECK(per_node > 0 && per_node <= kMaxWorkersPerNode, ConfigError, "--num_processes ", total,
+            ": expected 1 to ", kMaxWorkersPerNode, " workers per node");
+  return per_node;
+}
+
+// The workers on this node, resolved once, from the first source that has a word:
+//   1. the command line: --nproc_per_node (or PET_NPROC_PER_NODE), else Accelerate's total
+//      --num_processes shared over the nodes (both given: they must agree);
+//   2. the scheduler or hostfile (cluster.cc: SLURM, Open MPI, Kubernetes, hostfile slots);
+//   3. the config file's num_processes, a total (config_merge.cc fills it only then);
+//   4. the default, --nproc_per_node's 1 (auto, cpu and gpu count the host's devices).
+int resolve_workers_per_node(const LaunchOptions& o, const HostInfo& host, int nnodes) {
+  const bool total_given = o.was_given("num_processes") && o.num_processes;
+  if (o.was_given("nproc_per_node")) {
+    const int n = resolve_nproc_per_node(o, host);
+    ACC_CHECK(!total_given || per_node_of_total(*o.num_processes, nnodes) == n, ConfigError,
+              "--num_processes ", o.num_processes.value_or(0), " contradicts --nproc_per_node ",
+              o.nproc_per_node, "; give one of them");
+    return n;
+  }
+  if (total_given) return per_node_of_total(*o.num_processes, nnodes);
+  if (o.set_by_scheduler("nproc_per_node")) return resolve_nproc_per_node(o, host);
+  if (o.num_processes) return per_node_of_total(*o.num_processes, nnodes);
+  return resolve_nproc_per_node(o, host);
+}
+
 // nnodes is "N" or "MIN:MAX".
 std::pair<int, int> resolve_nnodes(const std::string& value) {
   std::vector<std::string> parts = split(value, ':');
@@ -251,20 +282,7 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
             plan.node_rank, ": must be between 0 and ", plan.nnodes - 1, " for ", plan.nnodes,
             " node(s)");
 
-  plan.nproc_per_node = resolve_nproc_per_node(merged, host);
-  if (o.num_processes) {
-    ACC_CHECK(*o.num_processes % plan.nnodes == 0, ConfigError, "--num_processes ",
-              *o.num_processes, ": not divisible by the ", plan.nnodes,
-              " machines; give a multiple of --num_machines");
-    const int per_node = *o.num_processes / plan.nnodes;
-    ACC_CHECK(!o.was_given("nproc_per_node") || per_node == plan.nproc_per_node, ConfigError,
-              "--num_processes ", *o.num_processes, " contradicts --nproc_per_node ",
-              o.nproc_per_node, "; give one of them");
-    plan.nproc_per_node = per_node;
-  }
-  ACC_CHECK(plan.nproc_per_node <= kMaxWorkersPerNode, ConfigError, "--num_processes ",
-            o.num_processes.value_or(0), ": expected at most ", kMaxWorkersPerNode,
-            " workers per node");
+  plan.nproc_per_node = resolve_workers_per_node(o, host, plan.nnodes);
   ACC_CHECK(int64_t{plan.nnodes} * plan.nproc_per_node <= std::numeric_limits<int32_t>::max(),
             ConfigError, "--nnodes ", merged.nnodes, ": ", plan.nnodes, " nodes of ",
             plan.nproc_per_node, " workers are more ranks than a job can number");

@@ -108,6 +108,12 @@ struct LaunchOptions {
 
   bool was_given(const std::string& name) const { return given.count(name) > 0; }
 
+  // Names of the options a scheduler or hostfile filled (apply_cluster_facts, cluster.h): not
+  // given by the user, but above a config file in precedence.
+  std::set<std::string> from_scheduler;
+
+  bool set_by_scheduler(const std::string& name) const { return from_scheduler.count(name) > 0; }
+
   // Fan-out from one command (fanout.h): with --hostfile and no --node_rank, the head starts one
   // launcher per host over `launcher`; each remote one gets --stop_on_stdin_eof.
   std::string launcher = "ssh";  // ssh, pdsh, srun, mpirun, or none (every node runs it itself)
