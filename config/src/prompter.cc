@@ -4,6 +4,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -51,12 +52,13 @@ class LinePrompter : public Prompter {
     write_all(out_, prompt + "\n");
     for (size_t i = 0; i < options.size(); ++i)
       write_all(out_, "    " + std::to_string(i) + ") " + options[i] + "\n");
-    while (true) {
+    for (int attempt = 1;; ++attempt) {
       write_all(out_, "Enter a number or a choice [" + std::to_string(default_index) + "]: ");
       const std::string answer = read_line();
       if (answer.empty()) return default_index;
       for (size_t i = 0; i < options.size(); ++i)
         if (answer == std::to_string(i) || answer == options[i]) return static_cast<int>(i);
+      if (attempt == kMaxInvalidAnswers) give_up(prompt);
       write_all(out_, "Please enter a number from 0 to " + std::to_string(options.size() - 1) +
                           " or one of the choices.\n");
     }
@@ -192,6 +194,16 @@ class TerminalPrompter : public Prompter {
 };
 
 }  // namespace
+
+void give_up(const std::string& prompt) {
+  // The prompt as one line, without the trailing ": " of a question.
+  std::string question = prompt;
+  std::replace(question.begin(), question.end(), '\n', ' ');
+  while (!question.empty() && (question.back() == ' ' || question.back() == ':'))
+    question.pop_back();
+  throw ConfigError("no valid answer in " + std::to_string(kMaxInvalidAnswers) + " tries to \"" +
+                    question + "\"; nothing was written (run acc-launch config again)");
+}
 
 std::unique_ptr<Prompter> make_prompter(int in_fd, int out_fd) {
   if (::isatty(in_fd)) return std::make_unique<TerminalPrompter>(in_fd, out_fd);

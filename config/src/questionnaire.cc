@@ -49,15 +49,18 @@ std::string upper(std::string s) {
   return s;
 }
 
-// _ask_field(): asks until `convert` accepts the answer; an empty answer takes the default.
+// _ask_field(): asks until `convert` accepts the answer; an empty answer takes the default. Gives
+// up after kMaxInvalidAnswers (Accelerate asks forever: `yes garbage | accelerate config` never
+// ends).
 template <typename T>
 T ask_field(Prompter& p, const std::string& prompt,
             const std::function<std::optional<T>(const std::string&)>& convert,
             std::optional<T> fallback, const std::string& error) {
-  while (true) {
+  for (int attempt = 1;; ++attempt) {
     const std::string answer = p.ask(prompt);
     if (answer.empty() && fallback) return *fallback;
     if (auto value = convert(answer)) return *value;
+    if (attempt == kMaxInvalidAnswers) give_up(prompt);
     p.say(error);
   }
 }
@@ -344,14 +347,19 @@ void ask_megatron(Prompter& p, Value& m) {
 
 ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
   (void)facts;
-  while (p.choose("In which compute environment are you running?",
-                  {"This machine", "AWS (Amazon SageMaker)"}, 0) != 0)
+  const std::string where = "In which compute environment are you running?";
+  for (int attempt = 1; p.choose(where, {"This machine", "AWS (Amazon SageMaker)"}, 0) != 0;
+       ++attempt) {
+    if (attempt == kMaxInvalidAnswers) give_up(where);
     p.say("acc-launch launches on this machine only; for SageMaker use `accelerate config`.");
+  }
 
   std::string type;
-  while (true) {
-    type = kDistributedTypes[p.choose("Which type of machine are you using?", kMachineTypes, 0)];
+  const std::string which = "Which type of machine are you using?";
+  for (int attempt = 1;; ++attempt) {
+    type = kDistributedTypes[p.choose(which, kMachineTypes, 0)];
     if (type != "XLA") break;
+    if (attempt == kMaxInvalidAnswers) give_up(which);
     p.say("acc-launch does not launch TPU runs; for TPUs use `accelerate config`.");
   }
   const bool multi = type != "NO";

@@ -64,10 +64,21 @@ double parse_float(const std::string& raw) {
   return std::stod(text);
 }
 
+// yaml-cpp keeps an alias as a reference to its anchor, so a file of a few lines that nests
+// aliases ("billion laughs") names billions of values: converting them would never end. A launch
+// config has tens of values; past this budget the file is refused.
+constexpr size_t kMaxValues = 100000;
+
 Value convert(const YAML::Node& node, bool json_numbers, const std::string& path,
-              std::vector<std::string>& warnings) {
+              std::vector<std::string>& warnings, size_t& budget) {
   Value value;
   const YAML::Mark mark = node.Mark();
+  if (budget == 0)
+    throw ConfigError(path + ":" + std::to_string(mark.line + 1) + ":" +
+                      std::to_string(mark.column + 1) + ": more than " +
+                      std::to_string(kMaxValues) +
+                      " values once its aliases (*name) are expanded; write the values out");
+  --budget;
   (void)path;
   switch (node.Type()) {
     case YAML::NodeType::Null:
@@ -85,13 +96,13 @@ Value convert(const YAML::Node& node, bool json_numbers, const std::string& path
     case YAML::NodeType::Sequence:
       value.kind = Value::Kind::kList;
       for (const YAML::Node& item : node)
-        value.items.push_back(convert(item, json_numbers, path, warnings));
+        value.items.push_back(convert(item, json_numbers, path, warnings, budget));
       break;
     case YAML::NodeType::Map:
       value = Value::map();
       for (const auto& entry : node) {
         const std::string key = entry.first.Scalar();
-        Value item = convert(entry.second, json_numbers, path, warnings);
+        Value item = convert(entry.second, json_numbers, path, warnings, budget);
         item.key_mark = {entry.first.Mark().line + 1, entry.first.Mark().column + 1};
         if (item.mark.line == 0) item.mark = item.key_mark;
         if (value.find(key)) {
@@ -159,7 +170,8 @@ Value parse_yaml(const std::string& text, const std::string& path, bool json_num
                       std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg +
                       "; fix the file or write it again with `acc-launch config`");
   }
-  return convert(document, json_numbers, path, warnings);
+  size_t budget = kMaxValues;
+  return convert(document, json_numbers, path, warnings, budget);
 }
 
 }  // namespace acc::config::detail

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,17 @@ ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
   return facts;
 }
 
+// A Python script that is not there is one line, as a --no_python program that is not there, not
+// Python's error from every worker and then the failure table. Not for a dry run: it shows what
+// would run, and the script may be written later.
+void check_script(const LaunchPlan& plan) {
+  if (plan.script.empty() || plan.script.find("${") != std::string::npos) return;
+  std::error_code error;
+  ACC_CHECK(std::filesystem::is_regular_file(plan.script, error), acc::LaunchError, "cannot run ",
+            plan.script, ": ",
+            std::filesystem::exists(plan.script, error) ? "not a file" : "no such file");
+}
+
 int launch(const std::vector<std::string>& args) {
   ParseResult parsed = parse_launch_args(args);
   if (parsed.exit_now) {
@@ -56,9 +68,10 @@ int launch(const std::vector<std::string>& args) {
   HostInfo host = detect_host();
   if (auto status = fan_out_if_asked(parsed.options, args, host)) return *status;
   apply_cluster_facts(cluster_facts(parsed.options, host), parsed.options);
-  // After the scheduler's facts: they count as given, and a config file fills only the rest.
+  // After the scheduler's facts: a config file fills only what neither the user nor they set.
   apply_config_file(parsed.options, MergeEnvironment::from_host(host));
   LaunchPlan plan = build_plan(parsed.options, host);
+  if (!plan.dry_run) check_script(plan);
   if (plan.dry_run) {
     const int port = plan.master_port != 0 ? plan.master_port : pick_free_port();
     for (const std::string& line : parsed.options.detected)

@@ -169,25 +169,16 @@ TEST(CpuBindingTest, CudaVisibleDevicesPicksWhichGpuEachRankHas) {
   HostInfo host;
   host.topology = t;
   host.environment["CUDA_VISIBLE_DEVICES"] = "3";
-  LaunchPlan p;
-  p.nproc_per_node = 1;
-  resolve_cpu_binding(o, host, p);
-  EXPECT_EQ(p.worker_cpus, (std::vector<std::vector<int>>{{2, 3}}));
-  p.env = {{"CUDA_VISIBLE_DEVICES", "0"}};  // --gpu_ids wins over the launcher's environment
-  resolve_cpu_binding(o, host, p);
-  EXPECT_EQ(p.worker_cpus, (std::vector<std::vector<int>>{{0, 1}}));
+  EXPECT_EQ(resolve_cpu_binding(o, host, "3", 1), (std::vector<std::vector<int>>{{2, 3}}));
+  EXPECT_EQ(resolve_cpu_binding(o, host, "0", 1), (std::vector<std::vector<int>>{{0, 1}}));
 }
 
-TEST(CpuBindingTest, EnableCpuAffinitySetsAcceleratesVariable) {
+TEST(CpuBindingTest, EnableCpuAffinityBindsEachWorkerToItsGpusNode) {
   LaunchOptions o;
   o.enable_cpu_affinity = true;
   HostInfo host;
   host.topology = machine(1, 1, 2, 1, {0, 0});
-  LaunchPlan p;
-  p.nproc_per_node = 2;
-  resolve_cpu_binding(o, host, p);
-  EXPECT_EQ(p.worker_cpus, (std::vector<std::vector<int>>{{0, 1}, {0, 1}}));
-  EXPECT_EQ(p.env, (EnvList{{"ACCELERATE_CPU_AFFINITY", "1"}}));
+  EXPECT_EQ(resolve_cpu_binding(o, host, "", 2), (std::vector<std::vector<int>>{{0, 1}, {0, 1}}));
 }
 
 }  // namespace

@@ -87,34 +87,6 @@ TEST(FanoutTest, HostsOfDifferentSizesAreListedForEveryNode) {
   EXPECT_EQ(node_slots_of(select_nodes(two_hosts(), "w1:0@w2", "")), "1,4");
 }
 
-TEST(FanoutTest, RanksRunOnAcrossNodesOfDifferentSizes) {
-  LaunchOptions options;
-  options.program = "train";
-  options.no_python = true;
-  options.nnodes = "2";
-  options.node_rank = 1;
-  options.nproc_per_node = "3";
-  options.node_slots = "1,3";
-  const LaunchPlan plan = build_plan(options, HostInfo{});
-  EXPECT_EQ(plan.world_size, 4);
-  const Round round = static_round(plan, 29500, 0);
-  EXPECT_EQ(global_rank(plan, round, 0), 1);
-  EXPECT_EQ(global_rank(plan, round, 2), 3);
-  const EnvList env = worker_env(plan, plan.workers[2], round, "e.json");
-  EXPECT_NE(
-      std::find(env.begin(), env.end(), std::pair<std::string, std::string>("WORLD_SIZE", "4")),
-      env.end());
-  EXPECT_NE(std::find(env.begin(), env.end(),
-                      std::pair<std::string, std::string>("LOCAL_WORLD_SIZE", "3")),
-            env.end());
-  options.node_slots = "1,2";
-  EXPECT_THROW(build_plan(options, HostInfo{}), ConfigError) << "node 1 has 3 workers";
-  options.node_slots = "3";
-  EXPECT_THROW(build_plan(options, HostInfo{}), ConfigError) << "2 nodes";
-  options.node_slots = "1,x";
-  EXPECT_THROW(build_plan(options, HostInfo{}), ConfigError);
-}
-
 TEST(FanoutTest, TheHeadKeepsItsOwnFlagsAndForwardsTheRest) {
   const Strings args = {"--hostfile",
                         "hosts",

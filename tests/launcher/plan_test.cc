@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "acc/common/error.h"
+#include "acc/config/cluster_config.h"
+#include "acc/launcher/nodes/cluster.h"
+#include "plan/config_merge.h"
 
 namespace acc::launcher {
 namespace {
@@ -154,6 +159,47 @@ TEST(PlanTest, OmpThreadsDefaultToOneOnlyWhenUnsetAndSeveralWorkers) {
   EXPECT_EQ(value_of(build_plan(o, host()).env, "OMP_NUM_THREADS"), "3");
 }
 
+TEST(PlanTest, OmpThreadsNoticeIsSaidOnceWhicheverLaunchChoseTheOne) {
+  const std::string notice_start = "setting OMP_NUM_THREADS=1";
+  auto notices_about_omp = [&](const LaunchPlan& plan) {
+    return std::count_if(plan.notices.begin(), plan.notices.end(),
+                         [&](const std::string& n) { return n.rfind(notice_start, 0) == 0; });
+  };
+  LaunchOptions accelerate = program();
+  accelerate.nproc_per_node = "2";
+  accelerate.num_cpu_threads_per_process = 1;  // as the config merge fills it
+  accelerate.omp_threads_chosen = true;
+  EXPECT_EQ(notices_about_omp(build_plan(accelerate, host())), 1);
+  accelerate.omp_threads_chosen = false;  // the user's own 1: nothing to say
+  EXPECT_EQ(notices_about_omp(build_plan(accelerate, host())), 0);
+  LaunchOptions bound = program();
+  bound.nproc_per_node = "2";
+  bound.bind_cores_to_rank = true;  // each worker gets OMP_NUM_THREADS = its CPUs instead
+  HostInfo machine = host();
+  for (int id = 0; id < 4; ++id) {
+    machine.topology.cpus.push_back({id, 0, id, 0});
+    machine.topology.numa_nodes[0].push_back(id);
+  }
+  const LaunchPlan plan = build_plan(bound, machine);
+  EXPECT_EQ(plan.worker_cpus.size(), 2u);
+  EXPECT_EQ(notices_about_omp(plan), 0);
+  EXPECT_EQ(value_of(plan.env_defaults, "OMP_NUM_THREADS"), "<unset>");
+}
+
+TEST(PlanTest, EnableCpuAffinityTellsAccelerateAndBindsTheWorkers) {
+  LaunchOptions o = program();
+  o.nproc_per_node = "2";
+  o.enable_cpu_affinity = true;
+  HostInfo machine = host();
+  for (int id = 0; id < 4; ++id) {
+    machine.topology.cpus.push_back({id, 0, id, 0});
+    machine.topology.numa_nodes[0].push_back(id);
+  }
+  const LaunchPlan plan = build_plan(o, machine);
+  EXPECT_EQ(value_of(plan.env, "ACCELERATE_CPU_AFFINITY"), "1");
+  EXPECT_EQ(plan.worker_cpus.size(), 2u);
+}
+
 // distributed_type NO: accelerate launch runs the script alone, without RANK or LOCAL_RANK
 // (with them Accelerate would join a process group of one on a GPU machine).
 TEST(PlanTest, AccelerateSimpleLauncherGivesItsOneProcessNoTorchrunContract) {
@@ -220,6 +266,95 @@ TEST(PlanTest, LocalRankMacroIsSubstitutedInArguments) {
   o.nproc_per_node = "2";
   o.program_args = {"--device=cuda:${local_rank}"};
   EXPECT_EQ(build_plan(o, host()).workers[1].argv[1], "--device=cuda:1");
+}
+
+TEST(PlanTest, RanksRunOnAcrossNodesOfDifferentSizes) {
+  LaunchOptions options;
+  options.program = "train";
+  options.no_python = true;
+  options.nnodes = "2";
+  options.node_rank = 1;
+  options.nproc_per_node = "3";
+  options.node_slots = "1,3";
+  const LaunchPlan plan = build_plan(options, HostInfo{});
+  EXPECT_EQ(plan.world_size, 4);
+  const Round round = static_round(plan, 29500, 0);
+  EXPECT_EQ(global_rank(plan, round, 0), 1);
+  EXPECT_EQ(global_rank(plan, round, 2), 3);
+  const EnvList env = worker_env(plan, plan.workers[2], round, "e.json");
+  EXPECT_NE(
+      std::find(env.begin(), env.end(), std::pair<std::string, std::string>("WORLD_SIZE", "4")),
+      env.end());
+  EXPECT_NE(std::find(env.begin(), env.end(),
+                      std::pair<std::string, std::string>("LOCAL_WORLD_SIZE", "3")),
+            env.end());
+  options.node_slots = "1,2";
+  EXPECT_THROW(build_plan(options, HostInfo{}), ConfigError) << "node 1 has 3 workers";
+  options.node_slots = "3";
+  EXPECT_THROW(build_plan(options, HostInfo{}), ConfigError) << "2 nodes";
+  options.node_slots = "1,x";
+  EXPECT_THROW(build_plan(options, HostInfo{}), ConfigError);
+}
+
+// The worker count comes from the first source with a word: the command line (--nproc_per_node,
+// else Accelerate's total --num_processes), the scheduler, the config file's total, the default.
+TEST(PlanTest, WorkerCountPrecedenceIsCommandLineSchedulerConfigDefault) {
+  struct Row {
+    const char* nproc_per_node;  // the command line; nullptr: not given
+    int num_processes;           // the command line's total; 0: not given
+    const char* scheduler;       // the scheduler's nproc_per_node; nullptr: it says nothing
+    int config_total;            // the config file's num_processes; 0: no file
+    int expected;
+  };
+  const Row rows[] = {
+      {nullptr, 0, nullptr, 0, 1},  // the default
+      {nullptr, 0, nullptr, 6, 3},  // config total over the 2 nodes
+      {nullptr, 0, "4", 6, 4},      // scheduler over config
+      {nullptr, 8, "3", 6, 4},      // command-line total over scheduler: 8 over 2 nodes
+      {nullptr, 10, nullptr, 6, 5},
+      {"2", 0, "4", 6, 2},  // --nproc_per_node over everything
+      {"2", 4, "4", 6, 2},  // both command-line forms, agreeing
+      {"gpu", 0, "4", 6, 3},
+      {nullptr, 0, "gpu", 6, 3},  // a scheduler's word may name devices too
+  };
+  for (const Row& row : rows) {
+    LaunchOptions o = program();
+    o.nnodes = "2";
+    if (row.nproc_per_node) {
+      o.nproc_per_node = row.nproc_per_node;
+      o.given.insert("nproc_per_node");
+    }
+    if (row.num_processes) {
+      o.num_processes = row.num_processes;
+      o.given.insert("num_processes");
+    }
+    if (row.scheduler) {
+      ClusterFacts facts;
+      facts.nproc_per_node = row.scheduler;
+      apply_cluster_facts(facts, o);
+      EXPECT_FALSE(o.was_given("nproc_per_node") && !row.nproc_per_node)
+          << "a scheduler's word is not the user's";
+    }
+    if (row.config_total) {
+      acc::config::ClusterConfig config = acc::config::parse_config(
+          "distributed_type: MULTI_GPU\nnum_machines: 2\nmain_process_ip: 10.0.0.1\n"
+          "main_process_port: 29500\nnum_processes: " +
+              std::to_string(row.config_total) + "\n",
+          "c.yaml");
+      merge_config(config, MergeEnvironment{}, o);
+    }
+    const std::string where = std::string("nproc_per_node=") +
+                              (row.nproc_per_node ? row.nproc_per_node : "-") +
+                              " num_processes=" + std::to_string(row.num_processes) +
+                              " scheduler=" + (row.scheduler ? row.scheduler : "-") +
+                              " config=" + std::to_string(row.config_total);
+    EXPECT_EQ(build_plan(o, host(8, 3)).nproc_per_node, row.expected) << where;
+  }
+  LaunchOptions contradicting = program();
+  contradicting.nproc_per_node = "2";
+  contradicting.num_processes = 6;
+  contradicting.given = {"nproc_per_node", "num_processes"};
+  EXPECT_THROW(build_plan(contradicting, host()), ConfigError);
 }
 
 }  // namespace

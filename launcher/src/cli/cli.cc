@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 
@@ -53,7 +55,7 @@ CLI::Validator seconds() {
         } catch (const std::exception&) {
           used = 0;
         }
-        if (used != value.size() || used == 0 || parsed < 0)
+        if (used != value.size() || used == 0 || !std::isfinite(parsed) || parsed < 0)
           return value + " is not a number of seconds";
         return "";
       },
@@ -320,6 +322,32 @@ std::string one_line(std::string message) {
   return "acc-launch: error: " + message + " (see acc-launch --help)";
 }
 
+// CLI11 names a flag by its first spelling (--max-restarts); say it as the user wrote it
+// (--max_restarts). Only the flags on the command line are looked at.
+std::string in_users_spelling(std::string message, const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
+    const std::string written = arg.substr(0, arg.find('='));
+    std::string other = written;
+    if (written.find('_') != std::string::npos)
+      std::replace(other.begin() + 2, other.end(), '_', '-');
+    else
+      std::replace(other.begin() + 2, other.end(), '-', '_');
+    if (other == written) continue;
+    for (size_t at = message.find(other); at != std::string::npos;
+         at = message.find(other, at + written.size())) {
+      // The whole flag only: --nproc-per-node must not match inside a longer name.
+      const size_t after = at + other.size();
+      const bool whole =
+          after == message.size() || !(std::isalnum(static_cast<unsigned char>(message[after])) ||
+                                       message[after] == '-' || message[after] == '_');
+      if (whole) message.replace(at, other.size(), written);
+    }
+  }
+  return message;
+}
+
 ParseResult usage_error(const std::string& message) {
   ParseResult result;
   result.exit_now = true;
@@ -367,7 +395,7 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
     result.message = std::string("acc-launch ") + kVersion + "\n";
     return result;
   } catch (const CLI::ParseError& e) {
-    return usage_error(e.what());
+    return usage_error(in_users_spelling(e.what(), args));
   }
   table.record_given();
   if (!options.print_completion.empty()) {

@@ -239,23 +239,15 @@ CpuTopology with_visible_gpus(CpuTopology topology, const std::string& visible) 
   return topology;
 }
 
-void resolve_cpu_binding(const LaunchOptions& options, const HostInfo& host, LaunchPlan& plan) {
+std::vector<std::vector<int>> resolve_cpu_binding(const LaunchOptions& options,
+                                                  const HostInfo& host,
+                                                  const std::string& visible_devices,
+                                                  int local_ranks) {
   const CpuBindingChoice choice = choose_cpu_binding(options);
-  if (choice.mode == CpuBindingMode::kNone) return;
-  // The worker's GPU i is the i-th of CUDA_VISIBLE_DEVICES (--gpu_ids, else the launcher's).
-  std::string visible;
-  if (auto it = host.environment.find("CUDA_VISIBLE_DEVICES"); it != host.environment.end())
-    visible = it->second;
-  for (const auto& [key, value] : plan.env)
-    if (key == "CUDA_VISIBLE_DEVICES") visible = value;
-  plan.worker_cpus =
-      plan_cpu_binding(visible.empty() ? host.topology : with_visible_gpus(host.topology, visible),
-                       choice, plan.nproc_per_node);
-  const bool has_flag = std::any_of(plan.env.begin(), plan.env.end(), [](const auto& kv) {
-    return kv.first == "ACCELERATE_CPU_AFFINITY";
-  });
-  if (options.enable_cpu_affinity && !has_flag)
-    plan.env.emplace_back("ACCELERATE_CPU_AFFINITY", "1");
+  if (choice.mode == CpuBindingMode::kNone) return {};
+  return plan_cpu_binding(
+      visible_devices.empty() ? host.topology : with_visible_gpus(host.topology, visible_devices),
+      choice, local_ranks);
 }
 
 }  // namespace acc::launcher

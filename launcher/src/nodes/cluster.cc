@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 
@@ -206,11 +209,11 @@ ClusterFacts hostfile_facts(const std::vector<HostfileEntry>& hosts, const std::
 }
 
 void apply_cluster_facts(const ClusterFacts& facts, LaunchOptions& o) {
-  // A scheduler's word counts as the user's own: a config file does not override it.
+  // Below the user's flags and above a config file: recorded apart from what the user gave.
   auto fill = [&](const char* name, auto& target, const auto& value) {
     if (!value || o.was_given(name)) return;
     target = *value;
-    o.given.insert(name);
+    o.from_scheduler.insert(name);
   };
   fill("nnodes", o.nnodes, facts.nnodes);
   fill("node_rank", o.node_rank, facts.node_rank);
@@ -218,7 +221,7 @@ void apply_cluster_facts(const ClusterFacts& facts, LaunchOptions& o) {
   fill("master_addr", o.master_addr, facts.master_addr);
   if (facts.master_port && !o.was_given("master_port") && !o.main_process_port) {
     o.master_port = *facts.master_port;
-    o.given.insert("master_port");
+    o.from_scheduler.insert("master_port");
   }
   fill("rdzv_id", o.rdzv_id, facts.rdzv_id);
 }

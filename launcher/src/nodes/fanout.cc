@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -123,26 +122,6 @@ std::string node_slots_of(const std::vector<RemoteNode>& nodes) {
     differ = differ || node.slots != nodes.front().slots;
   }
   return differ ? join(slots, ",") : "";
-}
-
-void apply_node_slots(const LaunchOptions& options, LaunchPlan& plan) {
-  if (options.node_slots.empty()) return;
-  for (const std::string& slots : split(options.node_slots, ',')) {
-    if (slots.empty()) continue;
-    const bool number = slots.find_first_not_of("0123456789") == std::string::npos;
-    ACC_CHECK(number && std::stoi(slots) > 0, ConfigError, "--node_slots ", options.node_slots,
-              ": expected every node's workers, e.g. 1,3");
-    plan.node_slots.push_back(std::stoi(slots));
-  }
-  ACC_CHECK(plan.rdzv_backend == "static", ConfigError,
-            "--node_slots: only a static job (--rdzv_backend static) has nodes of fixed sizes");
-  ACC_CHECK(static_cast<int>(plan.node_slots.size()) == plan.nnodes, ConfigError, "--node_slots ",
-            options.node_slots, ": ", plan.node_slots.size(), " nodes, but --nnodes is ",
-            plan.nnodes);
-  ACC_CHECK(plan.node_slots[plan.node_rank] == plan.nproc_per_node, ConfigError, "--node_slots ",
-            options.node_slots, ": node ", plan.node_rank, " has ", plan.node_slots[plan.node_rank],
-            " but --nproc_per_node is ", plan.nproc_per_node);
-  plan.world_size = std::accumulate(plan.node_slots.begin(), plan.node_slots.end(), 0);
 }
 
 std::vector<std::string> node_launcher_argv(const FanoutJob& job, const RemoteNode& node) {

@@ -74,8 +74,10 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
   flags.use_parallelism_config = o.use_parallelism_config;
   const cfg::LaunchMode mode = cfg::launch_mode(config, flags);
   const bool workers = cfg::launches_workers(config, mode);
+  // The command line, or a scheduler (which the file does not override either).
   auto given = [&](const char* name, const char* twin = nullptr) {
-    return o.was_given(name) || (twin && o.was_given(twin));
+    auto set = [&](const char* n) { return o.was_given(n) || o.set_by_scheduler(n); };
+    return set(name) || (twin && set(twin));
   };
 
   if (!given("num_processes", "nproc_per_node")) {
@@ -127,14 +129,8 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
       if (share > 1) threads = share;
     }
     o.num_cpu_threads_per_process = threads;
-    // The 1 chosen for the user is worth a line when it limits several workers, as torchrun's.
-    const bool several = o.was_given("nproc_per_node")
-                             ? o.nproc_per_node != "1"
-                             : o.num_processes.value_or(1) / std::max(machines, 1) > 1;
-    if (threads == 1 && !environment.omp_num_threads && several)
-      o.notices.push_back(
-          "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it "
-          "yourself (or --num_cpu_threads_per_process) to tune");
+    // The plan says so when it limits several workers (plan.cc, resolve_environment).
+    o.omp_threads_chosen = threads == 1 && !environment.omp_num_threads;
   }
 
   if (mode.path == cfg::LaunchPath::kDeepSpeed)
@@ -211,7 +207,8 @@ void apply_config_file(LaunchOptions& options, const MergeEnvironment& environme
     config = cfg::load_config(path);
     for (const std::string& warning : config.warnings())
       std::cerr << "acc-launch: warning: " << warning << "\n";
-  } else if (!options.num_processes && !options.was_given("nproc_per_node")) {
+  } else if (!options.num_processes && !options.was_given("nproc_per_node") &&
+             !options.set_by_scheduler("nproc_per_node")) {
     // No file: the flags alone, as `accelerate launch` without a config (one process unless
     // told otherwise).
     config.set("num_processes", cfg::Value::of_int(1));

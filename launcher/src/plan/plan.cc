@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -14,16 +17,20 @@
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 #include "acc/launcher/host/cpu_binding.h"
-#include "acc/launcher/nodes/fanout.h"
 #include "plan/accelerate_env.h"
 
 namespace acc::launcher {
 namespace {
 
+// A bound on one node's workers, far above any machine's devices or cores, so that a mistyped
+// count is one line instead of an allocation that fails after seconds.
+constexpr int kMaxWorkersPerNode = 4096;
+
 int resolve_nproc_per_node(const LaunchOptions& o, const HostInfo& host) {
   const std::string& value = o.nproc_per_node;
   if (auto n = parse_int(value)) {
-    ACC_CHECK(*n > 0, ConfigError, "--nproc_per_node ", value, ": must be at least 1");
+    ACC_CHECK(*n > 0 && *n <= kMaxWorkersPerNode, ConfigError, "--nproc_per_node ", value,
+              ": expected 1 to ", kMaxWorkersPerNode, " workers per node");
     return *n;
   }
   if (value == "cpu") return host.cpu_count;
@@ -34,6 +41,37 @@ int resolve_nproc_per_node(const LaunchOptions& o, const HostInfo& host) {
   }
   if (value == "auto") return host.gpu_count > 0 && !o.cpu ? host.gpu_count : host.cpu_count;
   throw ConfigError("--nproc_per_node " + value + ": expected a number, auto, cpu or gpu");
+}
+
+// Accelerate's total --num_processes (or config num_processes) as workers per node.
+int per_node_of_total(int total, int nnodes) {
+  ACC_CHECK(total % nnodes == 0, ConfigError, "--num_processes ", total, ": not divisible by the ",
+            nnodes, " machines; give a multiple of --num_machines");
+  const int per_node = total / nnodes;
+  ACC_CHECK(per_node > 0 && per_node <= kMaxWorkersPerNode, ConfigError, "--num_processes ", total,
+            ": expected 1 to ", kMaxWorkersPerNode, " workers per node");
+  return per_node;
+}
+
+// The workers on this node, resolved once, from the first source that has a word:
+//   1. the command line: --nproc_per_node (or PET_NPROC_PER_NODE), else Accelerate's total
+//      --num_processes shared over the nodes (both given: they must agree);
+//   2. the scheduler or hostfile (cluster.cc: SLURM, Open MPI, Kubernetes, hostfile slots);
+//   3. the config file's num_processes, a total (config_merge.cc fills it only then);
+//   4. the default, --nproc_per_node's 1 (auto, cpu and gpu count the host's devices).
+int resolve_workers_per_node(const LaunchOptions& o, const HostInfo& host, int nnodes) {
+  const bool total_given = o.was_given("num_processes") && o.num_processes;
+  if (o.was_given("nproc_per_node")) {
+    const int n = resolve_nproc_per_node(o, host);
+    ACC_CHECK(!total_given || per_node_of_total(*o.num_processes, nnodes) == n, ConfigError,
+              "--num_processes ", o.num_processes.value_or(0), " contradicts --nproc_per_node ",
+              o.nproc_per_node, "; give one of them");
+    return n;
+  }
+  if (total_given) return per_node_of_total(*o.num_processes, nnodes);
+  if (o.set_by_scheduler("nproc_per_node")) return resolve_nproc_per_node(o, host);
+  if (o.num_processes) return per_node_of_total(*o.num_processes, nnodes);
+  return resolve_nproc_per_node(o, host);
 }
 
 // nnodes is "N" or "MIN:MAX".
@@ -53,6 +91,31 @@ const std::set<std::string> kRendezvousKeys = {
     "keep_alive_max_attempt", "read_timeout",      "is_host",       "timeout",
     "heartbeat_timeout",      "store_type",        "rank"};
 
+// Each value as its key takes it: seconds (finite, not negative), a count of at least 1, a truth
+// value, or a rank; checked here once so a dry run sees the mistake too.
+void check_rdzv_conf_value(const std::string& key, const std::string& value) {
+  const std::string where = "--rdzv_conf " + key + "=" + value;
+  if (key == "keep_alive_max_attempt") {
+    const auto n = parse_int(value);
+    ACC_CHECK(n && *n >= 1, ConfigError, where, ": expected a whole number of at least 1");
+  } else if (key == "rank") {
+    const auto n = parse_int(value);
+    ACC_CHECK(n && *n >= 0, ConfigError, where, ": expected a whole number of at least 0");
+  } else if (key == "is_host") {
+    std::string lower = value;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    ACC_CHECK(lower == "1" || lower == "0" || lower == "true" || lower == "false" ||
+                  lower == "yes" || lower == "no",
+              ConfigError, where, ": expected true or false");
+  } else if (key != "store_type") {
+    double seconds = -1;
+    const char* end = value.data() + value.size();
+    auto [ptr, ec] = std::from_chars(value.data(), end, seconds);
+    ACC_CHECK(ec == std::errc() && ptr == end && std::isfinite(seconds) && seconds >= 0,
+              ConfigError, where, ": expected a number of seconds, 0 or more");
+  }
+}
+
 std::map<std::string, std::string> parse_rdzv_conf(const std::string& text) {
   std::map<std::string, std::string> conf;
   for (const std::string& item : split(text, ',')) {
@@ -64,7 +127,9 @@ std::map<std::string, std::string> parse_rdzv_conf(const std::string& text) {
     ACC_CHECK(kRendezvousKeys.count(key), ConfigError, "--rdzv_conf ", key,
               ": unknown key; known: join_timeout, last_call_timeout, keep_alive_interval, "
               "keep_alive_max_attempt, read_timeout, is_host, ...");
-    conf[key] = item.substr(equals + 1);
+    const std::string value = item.substr(equals + 1);
+    check_rdzv_conf_value(key, value);
+    conf[key] = value;
   }
   return conf;
 }
@@ -165,6 +230,9 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
   const bool etcd = o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2";  // torchrun's names
   ACC_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d" || etcd, ConfigError,
             "--rdzv_backend ", o.rdzv_backend, ": expected static, c10d or etcd-v2");
+  ACC_CHECK(!o.standalone || resolve_nnodes(merged.nnodes) == std::pair(1, 1), ConfigError,
+            "--standalone runs one node, but --nnodes is ", merged.nnodes,
+            "; leave out one of them");
   plan.rdzv_backend = o.standalone ? "static" : etcd ? "etcd-v2" : o.rdzv_backend;
   const bool elastic = plan.rdzv_backend != "static";
   std::tie(plan.min_nodes, plan.max_nodes) =
@@ -181,17 +249,10 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
             plan.node_rank, ": must be between 0 and ", plan.nnodes - 1, " for ", plan.nnodes,
             " node(s)");
 
-  plan.nproc_per_node = resolve_nproc_per_node(merged, host);
-  if (o.num_processes) {
-    ACC_CHECK(*o.num_processes % plan.nnodes == 0, ConfigError, "--num_processes ",
-              *o.num_processes, ": not divisible by the ", plan.nnodes,
-              " machines; give a multiple of --num_machines");
-    const int per_node = *o.num_processes / plan.nnodes;
-    ACC_CHECK(!o.was_given("nproc_per_node") || per_node == plan.nproc_per_node, ConfigError,
-              "--num_processes ", *o.num_processes, " contradicts --nproc_per_node ",
-              o.nproc_per_node, "; give one of them");
-    plan.nproc_per_node = per_node;
-  }
+  plan.nproc_per_node = resolve_workers_per_node(o, host, plan.nnodes);
+  ACC_CHECK(int64_t{plan.nnodes} * plan.nproc_per_node <= std::numeric_limits<int32_t>::max(),
+            ConfigError, "--nnodes ", merged.nnodes, ": ", plan.nnodes, " nodes of ",
+            plan.nproc_per_node, " workers are more ranks than a job can number");
   plan.world_size = plan.nnodes * plan.nproc_per_node;
 
   plan.master_addr = o.standalone ? "127.0.0.1" : parse_host(merged.master_addr, "--master_addr");
@@ -208,6 +269,27 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
   ACC_CHECK(plan.master_port != 0 || plan.nnodes == 1 || elastic, ConfigError,
             "--master_port 0: a free port can only be chosen on a single node; give the port "
             "every node will use");
+}
+
+// On a node of a fan-out over hosts of different sizes (--node_slots, fanout.h): every node's
+// workers, checked against the node count, rank and this node's workers. Static jobs only.
+std::vector<int> resolve_node_slots(const LaunchOptions& o, const LaunchPlan& plan) {
+  if (o.node_slots.empty()) return {};
+  std::vector<int> slots;
+  for (const std::string& item : split(o.node_slots, ',')) {
+    const auto n = parse_int(item);
+    ACC_CHECK(n && *n > 0, ConfigError, "--node_slots ", o.node_slots,
+              ": expected every node's workers, e.g. 1,3");
+    slots.push_back(*n);
+  }
+  ACC_CHECK(plan.rdzv_backend == "static", ConfigError,
+            "--node_slots: only a static job (--rdzv_backend static) has nodes of fixed sizes");
+  ACC_CHECK(static_cast<int>(slots.size()) == plan.nnodes, ConfigError, "--node_slots ",
+            o.node_slots, ": ", slots.size(), " nodes, but --nnodes is ", plan.nnodes);
+  const int here = slots[static_cast<size_t>(plan.node_rank)];
+  ACC_CHECK(here == plan.nproc_per_node, ConfigError, "--node_slots ", o.node_slots, ": node ",
+            plan.node_rank, " has ", here, " but --nproc_per_node is ", plan.nproc_per_node);
+  return slots;
 }
 
 // "SIGTERM,SIGINT" (names with or without SIG, or numbers) -> signal numbers.
@@ -230,19 +312,43 @@ std::vector<int> parse_signals(const std::string& list) {
   return signals;
 }
 
-// The devices the workers share out under --virtual-local-rank: the list CUDA_VISIBLE_DEVICES
-// gives them (--gpu_ids, else the launcher's own), else the indices.
-std::vector<std::string> visible_devices(const LaunchPlan& plan, const HostInfo& host) {
-  std::string list;
+// CUDA_VISIBLE_DEVICES as the workers get it: --gpu_ids (in plan.env), else the launcher's own.
+std::string visible_devices_list(const LaunchPlan& plan, const HostInfo& host) {
   for (const auto& [key, value] : plan.env)
-    if (key == "CUDA_VISIBLE_DEVICES") list = value;
-  if (list.empty())
-    if (auto it = host.environment.find("CUDA_VISIBLE_DEVICES"); it != host.environment.end())
-      list = it->second;
+    if (key == "CUDA_VISIBLE_DEVICES") return value;
+  auto it = host.environment.find("CUDA_VISIBLE_DEVICES");
+  return it == host.environment.end() ? "" : it->second;
+}
+
+// The devices the workers share out under --virtual-local-rank: that list, else the indices.
+std::vector<std::string> visible_devices(const LaunchPlan& plan, const HostInfo& host) {
   std::vector<std::string> devices;
-  for (const std::string& device : split(list, ','))
+  for (const std::string& device : split(visible_devices_list(plan, host), ','))
     if (!device.empty()) devices.push_back(device);
   return devices;
+}
+
+// --gpu_ids: "all", or a comma list of GPU indices or UUIDs (GPU-..., MIG-...), as
+// CUDA_VISIBLE_DEVICES takes them.
+void check_gpu_ids(const LaunchOptions& o) {
+  if (!o.gpu_ids || *o.gpu_ids == "all") return;
+  const std::vector<std::string> ids = split(*o.gpu_ids, ',');
+  bool ok = !ids.empty();
+  for (const std::string& id : ids) {
+    const auto index = parse_int(id);
+    ok = ok && ((index && *index >= 0) || id.rfind("GPU-", 0) == 0 || id.rfind("MIG-", 0) == 0);
+  }
+  ACC_CHECK(ok, ConfigError, "--gpu_ids ", *o.gpu_ids,
+            ": expected all or a comma list of GPU numbers such as 0,1");
+}
+
+// --include/--exclude pick hosts of a --hostfile; without one they would be ignored.
+void check_host_filters(const LaunchOptions& o) {
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string&>{"include", o.include_hosts},
+        {"exclude", o.exclude_hosts}})
+    ACC_CHECK(value.empty() || !o.hostfile.empty(), ConfigError, "--", flag, " ", value,
+              ": selects hosts of a hostfile; give --hostfile FILE as well");
 }
 
 void resolve_logs(const LaunchOptions& o, LaunchPlan& plan) {
@@ -259,22 +365,33 @@ void resolve_logs(const LaunchOptions& o, LaunchPlan& plan) {
   plan.log_line_prefix = o.log_line_prefix;
 }
 
+bool has_variable(const EnvList& env, const std::string& name) {
+  return std::any_of(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+}
+
 void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
   plan.env = accelerate_env(o);
   plan.single_process = o.simple_launcher && plan.world_size == 1;
   plan.env_defaults = {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
                        {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
-  const bool sets_omp = std::any_of(plan.env.begin(), plan.env.end(),
-                                    [](const auto& kv) { return kv.first == "OMP_NUM_THREADS"; });
-  // A CPU binding sets OMP_NUM_THREADS per worker, to the number of its CPUs.
-  const bool binds_cpus = choose_cpu_binding(o).mode != CpuBindingMode::kNone;
-  if (!sets_omp && !binds_cpus && plan.nproc_per_node > 1 &&
-      !host.environment.count("OMP_NUM_THREADS")) {
+  plan.worker_cpus =
+      resolve_cpu_binding(o, host, visible_devices_list(plan, host), plan.nproc_per_node);
+  if (o.enable_cpu_affinity && !has_variable(plan.env, "ACCELERATE_CPU_AFFINITY"))
+    plan.env.emplace_back("ACCELERATE_CPU_AFFINITY", "1");
+
+  // OMP_NUM_THREADS=1 chosen for the user, said in this one place: by an Accelerate launch
+  // (config_merge.cc, as accelerate launch chooses it), or here for torchrun's launch, where a
+  // CPU binding sets it per worker to the number of its CPUs instead.
+  bool chosen = o.omp_threads_chosen;
+  if (!has_variable(plan.env, "OMP_NUM_THREADS") && plan.worker_cpus.empty() &&
+      !host.environment.count("OMP_NUM_THREADS") && plan.nproc_per_node > 1) {
     plan.env_defaults.emplace_back("OMP_NUM_THREADS", "1");
+    chosen = true;
+  }
+  if (chosen && plan.nproc_per_node > 1)
     plan.notices.push_back(
         "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it "
         "yourself (or --num_cpu_threads_per_process) to tune");
-  }
 }
 
 }  // namespace
@@ -307,12 +424,15 @@ StreamSpec parse_stream_spec(const std::string& value, const std::string& flag) 
 
 LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   ACC_CHECK(!o.program.empty(), ConfigError, "no PROGRAM given");
+  check_gpu_ids(o);
+  check_host_filters(o);
   LaunchPlan plan;
   resolve_topology(o, host, plan);
-  apply_node_slots(o, plan);
+  plan.node_slots = resolve_node_slots(o, plan);
+  if (!plan.node_slots.empty())
+    plan.world_size = std::accumulate(plan.node_slots.begin(), plan.node_slots.end(), 0);
   resolve_logs(o, plan);
   resolve_environment(o, host, plan);
-  resolve_cpu_binding(o, host, plan);
   plan.dedup_lines = o.dedup_lines;
   plan.dedup_window_ms = o.dedup_window_ms;
   plan.run_id = o.standalone && o.rdzv_id == "none" ? random_run_id() : o.rdzv_id;
@@ -335,6 +455,8 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.quiet = o.quiet;
   plan.dry_run = o.dry_run;
   plan.program = o.program;
+  if (!o.module && !o.no_python && (o.program.size() > 3 && o.program.ends_with(".py")))
+    plan.script = o.program;
   plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
   plan.stall_timeout = o.stall_timeout;
   plan.stall_stops_job = o.stall_action != "report";

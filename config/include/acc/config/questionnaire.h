@@ -13,6 +13,13 @@
 
 namespace acc::config {
 
+// How many invalid answers in a row a question takes before the questionnaire gives up (an input
+// that never answers, such as `yes garbage | acc-launch config`, would otherwise loop forever).
+inline constexpr int kMaxInvalidAnswers = 3;
+
+// Throws the ConfigError of a question given up on: one line naming it; nothing is written.
+[[noreturn]] void give_up(const std::string& prompt);
+
 // Asks the user. Implementations: a terminal with arrow-key menus, and plain lines (pipes).
 class Prompter {
  public:
@@ -21,7 +28,8 @@ class Prompter {
   // answers. Throws ConfigError when the input ends.
   virtual std::string ask(const std::string& prompt) = 0;
   // Shows a menu and returns the chosen index (default_index when the user just presses Enter).
-  // Throws ConfigError when the input ends or the user interrupts.
+  // Throws ConfigError when the input ends, the user interrupts, or (over lines) after
+  // kMaxInvalidAnswers answers that name no option.
   virtual int choose(const std::string& prompt, const std::vector<std::string>& options,
                      int default_index) = 0;
   // Prints a line of information.
@@ -38,7 +46,8 @@ struct MachineFacts {
   int gpu_count = 0;
 };
 
-// Runs the flow and returns the config to write. Invalid answers are asked again.
+// Runs the flow and returns the config to write. Invalid answers are asked again, up to
+// kMaxInvalidAnswers times in a row; then throws ConfigError (give_up).
 ClusterConfig run_questionnaire(Prompter& prompter, const MachineFacts& facts);
 
 }  // namespace acc::config

@@ -61,6 +61,8 @@ struct LaunchOptions {
   bool simple_launcher = false;
   std::optional<std::string> mixed_precision;  // no, fp16, bf16, fp8
   std::optional<int> num_cpu_threads_per_process;
+  // Set by the config merge when it chose OMP_NUM_THREADS=1 for the user (not the user's value).
+  bool omp_threads_chosen = false;
   bool debug = false;
   bool quiet = false;
   std::string config_file;
@@ -105,6 +107,12 @@ struct LaunchOptions {
   std::set<std::string> given;
 
   bool was_given(const std::string& name) const { return given.count(name) > 0; }
+
+  // Names of the options a scheduler or hostfile filled (apply_cluster_facts, cluster.h): not
+  // given by the user, but above a config file in precedence.
+  std::set<std::string> from_scheduler;
+
+  bool set_by_scheduler(const std::string& name) const { return from_scheduler.count(name) > 0; }
 
   // Fan-out from one command (fanout.h): with --hostfile and no --node_rank, the head starts one
   // launcher per host over `launcher`; each remote one gets --stop_on_stdin_eof.

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "acc/launcher/cli/options.h"
+#include "acc/launcher/host/host.h"
 #include "acc/launcher/host/topology.h"
-#include "acc/launcher/plan/plan.h"
 
 namespace acc::launcher {
 
@@ -45,9 +45,13 @@ std::vector<std::vector<int>> plan_cpu_binding(const CpuTopology& topology,
 // 0 is the third in PCI order). Unchanged when `visible` names GPUs by UUID.
 CpuTopology with_visible_gpus(CpuTopology topology, const std::string& visible);
 
-// Fills plan.worker_cpus from the options and host.topology (its GPUs as CUDA_VISIBLE_DEVICES,
-// from --gpu_ids or the launcher's environment, numbers them), and ACCELERATE_CPU_AFFINITY=1 in
-// plan.env for --enable_cpu_affinity. Throws ConfigError as above.
-void resolve_cpu_binding(const LaunchOptions& options, const HostInfo& host, LaunchPlan& plan);
+// The CPUs of each of `local_ranks` workers for the options' binding (empty for none), with
+// host.topology's GPUs numbered as CUDA_VISIBLE_DEVICES=`visible_devices` numbers them (the
+// workers' list: --gpu_ids, else the launcher's; empty: every GPU in PCI order). Returns a value:
+// the plan (plan.h, a room above) stores it. Throws ConfigError as plan_cpu_binding.
+std::vector<std::vector<int>> resolve_cpu_binding(const LaunchOptions& options,
+                                                  const HostInfo& host,
+                                                  const std::string& visible_devices,
+                                                  int local_ranks);
 
 }  // namespace acc::launcher

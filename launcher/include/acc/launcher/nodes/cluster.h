@@ -50,7 +50,8 @@ std::vector<HostfileEntry> filter_hosts(std::vector<HostfileEntry> hosts,
 ClusterFacts hostfile_facts(const std::vector<HostfileEntry>& hosts, const std::string& this_host,
                             std::optional<int> node_rank);
 
-// Fills every option the user did not give from `facts`.
+// Fills every option the user did not give from `facts`, and records it in
+// options.from_scheduler (not options.given: the user did not give it).
 void apply_cluster_facts(const ClusterFacts& facts, LaunchOptions& options);
 
 }  // namespace acc::launcher

@@ -17,7 +17,6 @@
 
 #include "acc/launcher/cli/options.h"
 #include "acc/launcher/nodes/cluster.h"
-#include "acc/launcher/plan/plan.h"
 
 namespace acc::launcher {
 
@@ -77,11 +76,6 @@ std::vector<std::pair<std::string, std::string>> env_to_pass(
 
 // Every node's workers, "1,3", when they differ between hosts; empty when all are equal.
 std::string node_slots_of(const std::vector<RemoteNode>& nodes);
-
-// On a node of such a job (--node_slots): checks the list against --nnodes, --node_rank and
-// --nproc_per_node and sets plan.node_slots and the world size, so that global ranks run on
-// across nodes of different sizes. Static jobs only. Throws ConfigError naming --node_slots.
-void apply_node_slots(const LaunchOptions& options, LaunchPlan& plan);
 
 // The acc-launch command line one node runs, as argv (before any shell quoting).
 std::vector<std::string> node_launcher_argv(const FanoutJob& job, const RemoteNode& node);

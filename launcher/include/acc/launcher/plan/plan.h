@@ -47,6 +47,7 @@ struct LaunchPlan {
   bool quiet = false;
   bool dry_run = false;
   std::string program;  // as the user named it, for messages
+  std::string script;   // the Python file the workers run (python -u FILE), else empty
   // Accelerate's simple launcher: one process that is not a distributed job, so its worker gets
   // no torchrun contract (with RANK/LOCAL_RANK set, Accelerate would join a group of one).
   bool single_process = false;

@@ -1,0 +1,159 @@
+// Bad inputs, tried as a careless user would: each gets exactly one line on stderr naming the flag
+// as the user wrote it, the exit code docs/errors.md gives its error, and no hang.
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "launcher_harness.h"
+
+namespace acc::testing {
+namespace {
+
+struct BadInput {
+  std::string name;
+  std::vector<std::string> args;
+  int exit_code;
+  std::string line;  // regex for the one line on stderr, after "acc-launch: error: "
+};
+
+// A directory, a config file whose aliases nest ten deep ("billion laughs"), and no script.
+struct Files {
+  std::string dir = make_temp_dir();
+  std::string laughs = dir + "/laughs.yaml";
+  Files() {
+    std::ofstream out(laughs);
+    out << "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+    for (char c = 'b'; c <= 'j'; ++c) {
+      out << c << ": &" << c << " [";
+      for (int i = 0; i < 10; ++i) out << (i ? ", " : "") << "*" << static_cast<char>(c - 1);
+      out << "]\n";
+    }
+  }
+};
+
+const Files& files() {
+  static const Files kFiles;
+  return kFiles;
+}
+
+std::vector<BadInput> bad_inputs() {
+  const std::string dir = files().dir;
+  const std::vector<std::string> run = {"--no_python", "/bin/true"};
+  auto with = [&](std::vector<std::string> args, bool dry_run = true) {
+    if (dry_run) args.push_back("--dry_run");
+    args.insert(args.end(), run.begin(), run.end());
+    return args;
+  };
+  const std::vector<std::string> c10d = {"--rdzv_backend", "c10d", "--rdzv_endpoint",
+                                         "127.0.0.1:29400"};
+  auto rdzv_conf = [&](const std::string& conf) {
+    std::vector<std::string> args = c10d;
+    args.insert(args.end(), {"--rdzv_conf", conf});
+    return with(args);
+  };
+  return {
+      {"HugeWorkerCount", with({"--nproc_per_node", "2147483647"}), 2,
+       "--nproc_per_node 2147483647: expected 1 to 4096 workers per node"},
+      {"RdzvConfCountThatIsNotANumber", rdzv_conf("keep_alive_max_attempt=abc"), 2,
+       "--rdzv_conf keep_alive_max_attempt=abc: expected a whole number of at least 1"},
+      {"RdzvConfNegativeSeconds", rdzv_conf("join_timeout=-5"), 2,
+       "--rdzv_conf join_timeout=-5: expected a number of seconds, 0 or more"},
+      {"RdzvConfNanSeconds", rdzv_conf("last_call_timeout=nan"), 2,
+       "--rdzv_conf last_call_timeout=nan: expected a number of seconds, 0 or more"},
+      {"StallTimeoutNan", with({"--stall_timeout", "nan"}), 2,
+       "--stall_timeout: nan is not a number of seconds.*"},
+      {"StallTimeoutNanHyphenated", with({"--stall-timeout", "nan"}), 2,
+       "--stall-timeout: nan is not a number of seconds.*"},
+      {"GpuIdsThatAreNotNumbers", with({"--gpu_ids", "a,b"}), 2,
+       "--gpu_ids a,b: expected all or a comma list of GPU numbers such as 0,1"},
+      {"IncludeWithoutAHostfile", with({"--include", "foo"}), 2,
+       "--include foo: selects hosts of a hostfile; give --hostfile FILE as well"},
+      {"StandaloneOnTwoNodes", with({"--standalone", "--nnodes", "2"}), 2,
+       "--standalone runs one node, but --nnodes is 2; leave out one of them"},
+      {"HostfileThatIsADirectory", with({"--hostfile", dir, "--node_rank", "0"}), 2,
+       "--hostfile " + dir + ": not a file; give a file of lines host slots=N"},
+      {"HostfileThatIsADirectoryForAFanOut", with({"--hostfile", dir}, false), 2,
+       "--hostfile " + dir + ": not a file; give a file of lines host slots=N"},
+      {"ConfigFileWithNestedAliases", with({"--config_file", files().laughs}), 2,
+       files().laughs + ":[0-9]+:[0-9]+: more than 100000 values once its aliases .*"},
+      {"ConfigValidateWithNestedAliases",
+       {"config", "validate", files().laughs},
+       2,
+       files().laughs + ":[0-9]+:[0-9]+: more than 100000 values once its aliases .*"},
+      {"MissingPythonScript",
+       {dir + "/missing.py"},
+       127,
+       "cannot run " + dir + "/missing.py: no such file"},
+      {"FlagNamedAsWrittenWithUnderscores", with({"--max_restarts", "-1"}), 2,
+       "--max_restarts: -1 is not a whole number of at least 0.*"},
+  };
+}
+
+std::string escaped(const std::string& text) {
+  static const std::regex kSpecial(R"([.^$|()\[\]{}*+?\\])");
+  return std::regex_replace(text, kSpecial, R"(\$&)");
+}
+
+// The expected line is a regex, but paths in it are literal: escape everything up to the first
+// regex construct the table uses (".*" or "[0-9]").
+std::string pattern_of(const std::string& line) {
+  std::string pattern;
+  size_t at = 0;
+  while (at < line.size()) {
+    const size_t any = line.find(".*", at);
+    const size_t digits = line.find("[0-9]+", at);
+    const size_t next = std::min(any, digits);
+    pattern += escaped(line.substr(at, next == std::string::npos ? std::string::npos : next - at));
+    if (next == std::string::npos) break;
+    const size_t length = next == any ? 2 : 6;
+    pattern += line.substr(next, length);
+    at = next + length;
+  }
+  return pattern;
+}
+
+class BadInputTest : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(BadInputTest, GetsOneLineAndTheDocumentedExitCode) {
+  const BadInput& input = GetParam();
+  const LaunchRun run = run_launcher(input.args, {}, std::chrono::seconds(30));
+  EXPECT_EQ(run.exit_code, input.exit_code) << run.err;
+  const std::vector<std::string> lines = lines_of(run.err);
+  ASSERT_EQ(lines.size(), 1u) << run.err;
+  EXPECT_TRUE(
+      std::regex_match(lines[0], std::regex("acc-launch: error: " + pattern_of(input.line))))
+      << lines[0] << "\n  expected: acc-launch: error: " << input.line;
+  EXPECT_EQ(lines[0].find("--max-restarts"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadInputTest, ::testing::ValuesIn(bad_inputs()),
+                         [](const auto& info) { return info.param.name; });
+
+// `yes garbage | acc-launch config`: gives up after a few invalid answers, in one line.
+TEST(BadInputTest, ConfigQuestionnaireGivesUpOnAnInputThatNeverAnswers) {
+  const std::string home = make_temp_dir();
+  const std::string command = "cd " + home + " && HOME=" + home +
+                              " timeout 30 sh -c 'yes garbage 2>/dev/null | " + launcher_binary() +
+                              " config' 2>&1 >/dev/null; echo \"exit=$?\"";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  ::pclose(pipe);
+  const std::vector<std::string> lines = lines_of(out);
+  ASSERT_EQ(lines.size(), 2u) << out;
+  EXPECT_TRUE(std::regex_match(
+      lines[0], std::regex("acc-launch: error: no valid answer in 3 tries to \".*\"; nothing was "
+                           "written \\(run acc-launch config again\\)")))
+      << lines[0];
+  EXPECT_EQ(lines[1], "exit=2") << "124 would be the hang guard";
+}
+
+}  // namespace
+}  // namespace acc::testing
