@@ -9,6 +9,7 @@
 #include <cctype>
 
 #include "acc/common/error.h"
+#include "acc/common/unique_fd.h"
 #include "acc/rendezvous/elastic_rendezvous.h"
 #include "acc/rendezvous/etcd_client.h"
 #include "acc/rendezvous/store_client.h"
@@ -58,10 +59,8 @@ bool is_local_address(const std::string& host) {
   if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
   bool local = false;
   for (addrinfo* a = found; a && !local; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    local = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
-    ::close(fd);
+    const UniqueFd fd(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (fd) local = ::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0;
   }
   ::freeaddrinfo(found);
   return local;
