@@ -185,8 +185,7 @@ void ElasticMembership::leave(bool succeeded) {
     // The workers' store goes with node 0 and, for c10d, the rendezvous store with its host:
     // those wait for the others. An etcd cluster stays, so there the last node closes the run.
     if (rendezvous_server_ || worker_store_)
-      client_->wait({key("all_finished")},
-                    milliseconds(static_cast<int64_t>(plan_.exit_barrier_timeout * 1000)));
+      client_->wait({key("all_finished")}, plan_.exit_barrier_timeout);
     if (rendezvous_server_ || last) rendezvous_->close_run();
   } catch (const Error&) {
     // The job succeeded here; a node that never reports done is its own failure.
