@@ -1,11 +1,6 @@
 #include "acc/launcher/agent/agent.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,52 +8,31 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <filesystem>
-#include <fstream>
-#include <functional>
 #include <optional>
 #include <sstream>
 
 #include "acc/common/error.h"
+#include "acc/common/exit_code.h"
 #include "acc/common/int_ranges.h"
 #include "acc/launcher/agent/failure_report.h"
-#include "acc/launcher/host/host.h"
 #include "acc/launcher/nodes/membership.h"
-#include "acc/launcher/output/line_dedup.h"
-#include "acc/launcher/output/line_splitter.h"
 #include "agent/error_file.h"
-#include "agent/worker_stream.h"
+#include "agent/worker_group.h"
 #include "observe/python_stack_hook.h"
 #include "observe/stall_watch.h"
 #include "output/console.h"
-#include "output/deduped_console.h"
-#include "process/spawn.h"
-#include "process/watchdog.h"
+#include "process/real_os.h"
 
 namespace acc::launcher {
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
+using Clock = Os::Clock;
 
 namespace {
 
 // Handled besides --signals-to-handle: SIGUSR1 is forwarded (SLURM's pre-emption warning, a
 // script's checkpoint trigger), SIGUSR2 asks for a stack report (`acc-launch stacks`).
 constexpr int kAlwaysHandled[] = {SIGUSR1, SIGUSR2};
-
-std::string wall_time_now() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const auto millis =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm local{};
-  ::localtime_r(&seconds, &local);
-  char text[64];
-  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &local);
-  char with_millis[80];
-  std::snprintf(with_millis, sizeof(with_millis), "%s.%03d", text, static_cast<int>(millis));
-  return with_millis;
-}
 
 std::string make_run_dir(const LaunchPlan& plan) {
   fs::path base = plan.log_dir.empty() ? fs::temp_directory_path() : fs::path(plan.log_dir);
@@ -71,38 +45,30 @@ std::string make_run_dir(const LaunchPlan& plan) {
   return pattern;
 }
 
+WorkerOutcome exit_of(const Worker& worker) {
+  WorkerOutcome outcome;
+  outcome.exit_code = WIFEXITED(worker.status) ? WEXITSTATUS(worker.status) : 0;
+  outcome.signal = WIFSIGNALED(worker.status) ? WTERMSIG(worker.status) : 0;
+  return outcome;
+}
+
 }  // namespace
 
-struct Worker {
-  WorkerSpec spec;
-  int rank = 0;
-  pid_t pid = -1;
-  bool running = false;
-  int status = 0;  // as waitpid reports it
-  std::string exit_time;
-  bool signalled_by_launcher = false;
-  std::string dir;
-  std::deque<std::string> stderr_tail;
-  Stream out;
-  Stream err;
-
-  bool failed() const { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
-};
-
-class Agent::Impl {
+// Runs attempts: joins the membership for each, runs one WorkerGroup to its end, and decides
+// what comes next (the end, a restart, meeting again); forwards signals and watches for hangs.
+class Agent::Impl : public WorkerGroup::Listener {
  public:
-  Impl(LaunchPlan plan, std::map<std::string, std::string> environment, const std::string& hostname)
+  Impl(LaunchPlan plan, std::map<std::string, std::string> environment, const std::string& hostname,
+       Os& os)
       : plan_(std::move(plan)),
         environment_(std::move(environment)),
+        os_(os),
         membership_(make_membership(plan_, hostname)) {}
 
-  ~Impl() {
-    if (signal_fd_ >= 0) ::close(signal_fd_);
-  }
-
   int run() {
-    install_signal_handling();
-    watchdog_ = std::make_unique<Watchdog>();
+    std::vector<int> taken(std::begin(kAlwaysHandled), std::end(kAlwaysHandled));
+    taken.insert(taken.end(), plan_.stop_signals.begin(), plan_.stop_signals.end());
+    os_.take_signals(taken);
     run_dir_ = make_run_dir(plan_);
     python_hook_dir_ = install_python_stack_hook(run_dir_);
     int restart_count = 0;
@@ -110,20 +76,22 @@ class Agent::Impl {
       try {
         run_attempt(attempt, membership_->join(restart_count));
       } catch (...) {
+        if (group_ && group_->keeps_logs()) keep_run_dir_ = true;
         finish_run_dir();
         throw;
       }
+      if (!group_->unkillable().empty()) return finish(report_unkillable());
       if (interrupted_by_) {
         notice(std::string("stopped by ") + sigabbrev_np(interrupted_by_) +
                ", forwarded to the workers");
         return finish(128 + interrupted_by_);
       }
-      if (stalled_) return finish(4);  // TimeoutError's exit status (docs/errors.md)
+      if (stalled_) return finish(kExitTimeout);
       if (membership_changed_) {
         notice("nodes joined or left the job; meeting again (no restart used)");
         continue;
       }
-      if (!root_cause_) return finish(0);
+      if (!group_->root_cause()) return finish(0);
       if (restart_count < plan_.max_restarts) {
         ++restart_count;
         notice("worker group failed (" + describe_root_cause() + "); restarting (" +
@@ -135,6 +103,30 @@ class Agent::Impl {
       return finish(failure_exit_status(*std::find_if(
           outcomes.begin(), outcomes.end(), [](const WorkerOutcome& o) { return o.root_cause; })));
     }
+  }
+
+  // --- WorkerGroup::Listener -----------------------------------------------------------------
+
+  void on_signal(int sig) override {
+    if (!stops_the_job(sig) && sig == SIGUSR2) {
+      report_on_demand();
+    } else if (!stops_the_job(sig)) {
+      group_->signal_all(sig);
+    } else if (group_->stopping()) {
+      group_->kill();  // asked twice: stop waiting
+    } else {
+      interrupted_by_ = sig;
+      group_->stop(sig);
+    }
+  }
+
+  void on_progress(int index) override {
+    if (stall_watch_) stall_watch_->progress(index);
+  }
+
+  // The one place the agent prints a notice.
+  void notice(const std::string& message) override {
+    if (!plan_.quiet) write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
   }
 
  private:
@@ -149,326 +141,74 @@ class Agent::Impl {
            plan_.stop_signals.end();
   }
 
-  void notice(const std::string& message) {
-    if (!plan_.quiet) write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
-  }
-
-  void install_signal_handling() {
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    for (int s : kAlwaysHandled) sigaddset(&mask, s);
-    for (int s : plan_.stop_signals) sigaddset(&mask, s);
-    ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-    signal_fd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    ACC_CHECK(signal_fd_ >= 0, SystemError, "signalfd: ", std::strerror(errno));
-    ::signal(SIGPIPE, SIG_IGN);
-    // Orphaned grandchildren of the workers come to us, so none outlives the job unreaped.
-    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  }
-
   // --- one attempt -------------------------------------------------------------------------
 
   void run_attempt(int attempt, const Round& round) {
-    root_cause_ = nullptr;
-    stopping_ = false;
-    killed_ = false;
     membership_changed_ = false;
     stalled_ = false;
     stall_watch_.reset();
-    workers_.clear();
+    group_.reset();
     round_ = round;
-    start_dedup();
-    attempt_dir_ = run_dir_ + "/attempt_" + std::to_string(attempt);
-    next_membership_check_ = Clock::now() + membership_->poll_interval();
-    try {
-      std::vector<SpawnedProcess> started;
-      for (const WorkerSpec& spec : plan_.workers) started.push_back(start_worker(spec));
-      for (SpawnedProcess& process : started) await_exec(process);
-    } catch (...) {
-      stop_all(SIGKILL);
-      while (any_running()) wait_for_events();
-      close_streams();
-      throw;
-    }
+    group_ = std::make_unique<WorkerGroup>(os_, plan_, round_, environment_,
+                                           run_dir_ + "/attempt_" + std::to_string(attempt),
+                                           python_hook_dir_, *this);
+    next_membership_check_ = os_.now() + membership_->poll_interval();
+    group_->start();
+    if (group_->keeps_logs()) keep_run_dir_ = true;
     if (attempt == 0)
       for (const std::string& message : plan_.notices) notice(message);
     start_stall_watch();
-    while (any_running()) wait_for_events();
+    while (group_->running()) {
+      group_->wait_once(next_wake());
+      if (!group_->stopping()) look_around();
+    }
     stall_watch_.reset();
-    close_streams();
-    reap_leftovers();
+    group_->finish();
     ACC_CHECK(membership_error_.empty(), NetworkError,
               "lost the job's rendezvous: ", membership_error_);
   }
 
-  // Whatever the workers started outside their groups and left behind was reparented to us
-  // (a subreaper): end it, so that nothing outlives the attempt and no zombie is left.
-  void reap_leftovers() {
-    const std::string list = "/proc/self/task/" + std::to_string(::getpid()) + "/children";
-    for (int round = 0; round < 100; ++round) {
-      std::ifstream file(list);
-      std::vector<pid_t> children;
-      for (pid_t pid; file >> pid;)
-        if (pid != watchdog_->pid()) children.push_back(pid);
-      if (children.empty()) return;
-      for (pid_t pid : children) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-      }
-    }
-  }
-
-  SpawnedProcess start_worker(const WorkerSpec& spec) {
-    auto worker = std::make_unique<Worker>();
-    worker->spec = spec;
-    worker->rank = global_rank(plan_, round_, spec.local_rank);
-    worker->dir = attempt_dir_ + "/" + std::to_string(spec.local_rank);
-    fs::create_directories(worker->dir);
-    const std::string error_file = worker->dir + "/error.json";
-
-    std::map<std::string, std::string> env = environment_;
-    const std::vector<int> cpus = cpus_of(spec.local_rank);
-    if (!cpus.empty()) env.try_emplace("OMP_NUM_THREADS", std::to_string(cpus.size()));
-    for (const auto& [key, value] : plan_.env_defaults) env.try_emplace(key, value);
-    for (const auto& [key, value] : worker_env(plan_, spec, round_, error_file)) env[key] = value;
-    for (const auto& [key, value] : python_stack_hook_env(
-             python_hook_dir_, worker->dir, env["PYTHONPATH"], env.count("PYTHONFAULTHANDLER") > 0))
-      env[key] = value;
-    SpawnRequest request;
-    request.argv = spec.argv;
-    request.cpus = cpus;
-    auto path = env.find("PATH");
-    request.executable =
-        resolve_executable(spec.argv.front(), path == env.end() ? "/usr/bin:/bin" : path->second);
-    for (const auto& [key, value] : env) request.env.push_back(key + "=" + value);
-    const std::string prefix = expand_prefix(plan_, spec, round_);
-    setup_stream(*worker, worker->out, StreamSpec::kStdout, prefix, STDOUT_FILENO, "stdout.log");
-    setup_stream(*worker, worker->err, StreamSpec::kStderr, prefix, STDERR_FILENO, "stderr.log");
-    // With --dedup_lines or --stall_timeout every line must pass through us.
-    request.capture_stdout =
-        plan_.dedup_lines || plan_.stall_timeout > 0 ||
-        !(worker->out.file_fd < 0 && worker->out.console_fd >= 0 && prefix.empty());
-    const int index = static_cast<int>(workers_.size());
-    worker->out.on_progress = worker->err.on_progress = [this, index] {
-      if (stall_watch_) stall_watch_->progress(index);
-    };
-    worker->err.tail = &worker->stderr_tail;
-
-    SpawnedProcess process = spawn_process(request);
-    worker->pid = process.pid;
-    worker->running = true;
-    watchdog_->watch(process.pid);
-    worker->out.fd = process.stdout_fd;
-    worker->err.fd = process.stderr_fd;
-    if (!request.capture_stdout) worker->out.console_fd = -1;
-    workers_.push_back(std::move(worker));
-    return process;
-  }
-
-  std::vector<int> cpus_of(int local_rank) const {
-    return local_rank < static_cast<int>(plan_.worker_cpus.size()) ? plan_.worker_cpus[local_rank]
-                                                                   : std::vector<int>{};
-  }
-
-  void setup_stream(Worker& worker, Stream& stream, int which, const std::string& prefix,
-                    int console, const char* file_name) {
-    const int local_rank = worker.spec.local_rank;
-    const bool redirected = plan_.redirects.mask_for(local_rank) & which;
-    const bool teed = plan_.tee.mask_for(local_rank) & which;
-    const bool shown =
-        plan_.console_local_ranks.empty() || plan_.console_local_ranks.count(local_rank) > 0;
-    stream.prefix = prefix;
-    stream.console_fd = redirected || !shown ? -1 : console;
-    stream.local_rank = local_rank;
-    stream.dedup = stream.console_fd < 0 || !dedup_ ? nullptr : dedup_->for_console(console);
-    if (stream.dedup) stream.dedup->add_source(local_rank);
-    if (redirected || teed || !plan_.log_dir.empty()) {
-      const std::string path = worker.dir + "/" + file_name;
-      stream.file_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      ACC_CHECK(stream.file_fd >= 0, SystemError, "cannot write ", path, ": ",
-                std::strerror(errno));
-      if (redirected || teed) keep_run_dir_ = true;
-    }
-  }
-
-  bool any_running() const {
-    return std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->running; });
-  }
-
-  // Waits for output, a child's exit, a signal or the stop deadline, and handles what came.
-  void wait_for_events() {
-    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
-    std::vector<Stream*> streams;
-    for (auto& w : workers_) {
-      for (Stream* s : {&w->out, &w->err}) {
-        if (s->fd < 0) continue;
-        fds.push_back({s->fd, POLLIN, 0});
-        streams.push_back(s);
-      }
-    }
-    // Wake for the SIGKILL deadline while stopping, else for the next membership check.
+  // The next membership check or stall-watch tick; the group adds its own deadlines.
+  std::optional<Clock::time_point> next_wake() const {
     std::optional<Clock::time_point> wake;
-    if (stopping_ && !killed_) wake = kill_deadline_;
-    if (!stopping_ && membership_->poll_interval().count() > 0) wake = next_membership_check_;
-    if (auto due = dedup_ ? dedup_->next_due() : std::nullopt)
-      wake = wake ? std::min(*wake, *due) : *due;
-    if (!stopping_ && stall_watch_ && stall_watch_->next_wake() != Clock::time_point::max())
+    if (group_->stopping()) return wake;
+    if (membership_->poll_interval().count() > 0) wake = next_membership_check_;
+    if (stall_watch_ && stall_watch_->next_wake() != Clock::time_point::max())
       wake = std::min(wake.value_or(Clock::time_point::max()), stall_watch_->next_wake());
-    int timeout = -1;
-    if (wake) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - Clock::now());
-      timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
-    }
-    const int ready = ::poll(fds.data(), fds.size(), timeout);
-    if (ready < 0 && errno != EINTR) throw SystemError(std::string("poll: ") + strerror(errno));
+    return wake;
+  }
 
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Stream* stream = streams[i - 1];
-      if (stream->read_some() == Stream::Read::kEnd) {
-        stream->splitter.finish();
-        if (stream->dedup) stream->dedup->finish_source(stream->local_rank);
-        stream->flush_console();
-        ::close(stream->fd);
-        stream->fd = -1;
+  // While the workers run: the stall watch, and whether the nodes of the job changed.
+  void look_around() {
+    if (stall_watch_ && stall_watch_->tick()) on_stall();
+    if (group_->stopping() || membership_->poll_interval().count() == 0 ||
+        os_.now() < next_membership_check_)
+      return;
+    next_membership_check_ = os_.now() + membership_->poll_interval();
+    try {
+      if (membership_->changed()) {
+        membership_changed_ = true;
+        group_->stop(SIGTERM);
       }
+    } catch (const Error& e) {
+      // The job's store is gone (its node died) or broke: this node cannot go on.
+      membership_error_ = e.what();
+      group_->stop(SIGTERM);
     }
-    if (dedup_) dedup_->write(false);
-    if (fds[0].revents & POLLIN) handle_signals();
-    if (!stopping_ && stall_watch_ && stall_watch_->tick()) on_stall();
-    if (!stopping_ && membership_->poll_interval().count() > 0 &&
-        Clock::now() >= next_membership_check_) {
-      next_membership_check_ = Clock::now() + membership_->poll_interval();
-      try {
-        if (membership_->changed()) {
-          membership_changed_ = true;
-          begin_stop(SIGTERM);
-        }
-      } catch (const Error& e) {
-        // The job's store is gone (its node died) or broke: this node cannot go on.
-        membership_error_ = e.what();
-        begin_stop(SIGTERM);
-      }
-    }
-    if (stopping_ && !killed_ && Clock::now() >= kill_deadline_) {
-      notice("workers still running " + std::to_string(plan_.shutdown_timeout) +
-             " s after the stop signal; sending SIGKILL");
-      stop_all(SIGKILL);
-    }
-  }
-
-  void handle_signals() {
-    signalfd_siginfo info{};
-    while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
-      const int sig = static_cast<int>(info.ssi_signo);
-      if (sig == SIGCHLD) {
-        reap_children();
-      } else if (!stops_the_job(sig) && sig == SIGUSR2) {
-        report_on_demand();
-      } else if (!stops_the_job(sig)) {
-        signal_all(sig);
-      } else if (stopping_) {
-        stop_all(SIGKILL);  // asked twice: stop waiting
-      } else {
-        interrupted_by_ = sig;
-        begin_stop(sig);
-      }
-    }
-  }
-
-  void reap_children() {
-    for (;;) {
-      siginfo_t info{};
-      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
-      Worker* worker = find_worker(info.si_pid);
-      // While the exited leader is unreaped its group id cannot be reused: clear out whatever
-      // the worker left running in its group.
-      if (worker) ::kill(-worker->pid, SIGKILL);
-      int status = 0;
-      ::waitpid(info.si_pid, &status, 0);
-      if (worker) {
-        watchdog_->forget(worker->pid);
-        on_worker_exit(*worker, status);
-      }
-    }
-  }
-
-  Worker* find_worker(pid_t pid) {
-    for (auto& w : workers_)
-      if (w->pid == pid && w->running) return w.get();
-    return nullptr;
-  }
-
-  void on_worker_exit(Worker& worker, int status) {
-    worker.running = false;
-    worker.status = status;
-    worker.exit_time = wall_time_now();
-    if (worker.failed() && !stopping_) {
-      root_cause_ = &worker;
-      begin_stop(SIGTERM);
-    }
-  }
-
-  void begin_stop(int sig) {
-    stopping_ = true;
-    kill_deadline_ = Clock::now() +
-                     std::chrono::milliseconds(static_cast<int64_t>(plan_.shutdown_timeout * 1000));
-    signal_all(sig);
-    for (auto& w : workers_)
-      if (w->running) w->signalled_by_launcher = true;
-  }
-
-  void signal_all(int sig) {
-    for (auto& w : workers_)
-      if (w->running) ::kill(-w->pid, sig);
-  }
-
-  void stop_all(int sig) {
-    if (sig == SIGKILL) killed_ = true;
-    signal_all(sig);
-  }
-
-  void close_streams() {
-    for (auto& w : workers_) {
-      w->out.close_all();
-      w->err.close_all();
-    }
-    if (dedup_) dedup_->write(true);
-  }
-
-  // --dedup_lines: the console lines of this attempt go through one DedupedConsole.
-  void start_dedup() {
-    dedup_.reset();
-    if (!plan_.dedup_lines) return;
-    auto prefix = [this](const std::vector<int>& local_ranks) {
-      std::vector<int> ranks;
-      for (int local_rank : local_ranks) ranks.push_back(global_rank(plan_, round_, local_rank));
-      return expand_group_prefix(plan_.log_line_prefix, ranks, local_ranks, plan_.role,
-                                 plan_.hostname);
-    };
-    dedup_ =
-        std::make_unique<DedupedConsole>(std::chrono::milliseconds(plan_.dedup_window_ms), prefix);
   }
 
   // --- hangs (stall_watch.h) -------------------------------------------------------------------
 
   void start_stall_watch() {
     std::vector<StallWatch::Worker> watched;
-    for (const auto& w : workers_) watched.push_back({w->rank, w->spec.local_rank, w->pid, w->dir});
-    stall_watch_ = std::make_unique<StallWatch>(
-        plan_, round_, std::move(watched),
-        std::chrono::milliseconds(static_cast<int64_t>(plan_.stall_timeout * 1000)));
-  }
-
-  std::vector<bool> running_workers() const {
-    std::vector<bool> running;
-    for (const auto& w : workers_) running.push_back(w->running);
-    return running;
+    for (const auto& w : group_->workers())
+      watched.push_back({w->rank, w->spec.local_rank, w->pid, w->dir});
+    stall_watch_ =
+        std::make_unique<StallWatch>(plan_, round_, std::move(watched), plan_.stall_timeout);
   }
 
   void on_stall() {
-    const std::string report = stall_watch_->report(running_workers(), true);
+    const std::string report = stall_watch_->report(group_->running_workers(), true);
     keep_run_dir_ = true;
     const std::string path = run_dir_ + "/hang_report.txt";
     append_report(path, report);
@@ -479,12 +219,12 @@ class Agent::Impl {
     }
     notice("hang report in " + path + "; stopping the workers (--stall_timeout)");
     stalled_ = true;
-    begin_stop(SIGTERM);
+    group_->stop(SIGTERM);
   }
 
   // SIGUSR2, from `acc-launch stacks`: the report to stderr and to the file that command reads.
   void report_on_demand() {
-    const std::string report = stall_watch_ ? stall_watch_->report(running_workers(), false)
+    const std::string report = stall_watch_ ? stall_watch_->report(group_->running_workers(), false)
                                             : "acc-launch: no workers are running right now\n";
     write_all(STDERR_FILENO, report);
     publish_on_demand_report(report);
@@ -492,28 +232,38 @@ class Agent::Impl {
 
   // --- reporting -----------------------------------------------------------------------------
 
+  // One line for each worker SIGKILL did not end: it sleeps in the kernel, and so will the next
+  // attempt's on this host, so there is none.
+  int report_unkillable() {
+    for (const Worker* w : group_->unkillable()) {
+      const Os::ProcessState state = os_.process_state(w->pid);
+      std::string line = "acc-launch: rank " + std::to_string(w->rank) + " pid " +
+                         std::to_string(w->pid) + " is in " + std::string(1, state.state) +
+                         " state";
+      if (!state.wchan.empty()) line += " (wchan " + state.wchan + ")";
+      line += " and cannot be killed; this host may need recycling\n";
+      write_all(STDERR_FILENO, line);
+    }
+    return kExitUnkillable;
+  }
+
   std::string describe_root_cause() const {
-    WorkerOutcome outcome;
-    outcome.exit_code = WIFEXITED(root_cause_->status) ? WEXITSTATUS(root_cause_->status) : 0;
-    outcome.signal = WIFSIGNALED(root_cause_->status) ? WTERMSIG(root_cause_->status) : 0;
-    return "rank " + std::to_string(root_cause_->rank) + " exited with " + describe_exit(outcome);
+    return "rank " + std::to_string(group_->root_cause()->rank) + " exited with " +
+           describe_exit(exit_of(*group_->root_cause()));
   }
 
   std::vector<WorkerOutcome> collect_outcomes() const {
     std::vector<WorkerOutcome> outcomes;
-    for (const auto& w : workers_) {
-      WorkerOutcome o;
+    for (const auto& w : group_->workers()) {
+      WorkerOutcome o = exit_of(*w);
       o.rank = w->rank;
       o.local_rank = w->spec.local_rank;
       o.host = plan_.hostname;
       o.pid = w->pid;
-      o.exit_code = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : 0;
-      o.signal = WIFSIGNALED(w->status) ? WTERMSIG(w->status) : 0;
       o.time = w->exit_time;
-      o.root_cause = w.get() == root_cause_;
+      o.root_cause = w.get() == group_->root_cause();
       o.stopped_by_launcher = !o.root_cause && w->signalled_by_launcher && w->failed();
-      if (w->err.file_fd >= 0 || keep_run_dir_ || !plan_.log_dir.empty())
-        o.log_file = w->dir + "/stderr.log";
+      if (keep_run_dir_ || !plan_.log_dir.empty()) o.log_file = w->dir + "/stderr.log";
       if (o.root_cause) {
         o.stderr_tail.assign(w->stderr_tail.begin(), w->stderr_tail.end());
         if (auto error = read_error_file(w->dir + "/error.json")) {
@@ -539,31 +289,29 @@ class Agent::Impl {
 
   LaunchPlan plan_;
   std::map<std::string, std::string> environment_;
+  Os& os_;
   std::unique_ptr<Membership> membership_;
   Round round_;
   bool membership_changed_ = false;
   std::string membership_error_;
   Clock::time_point next_membership_check_;
-  int signal_fd_ = -1;
   std::string run_dir_;
-  std::string attempt_dir_;
   bool keep_run_dir_ = false;
-  std::vector<std::unique_ptr<Worker>> workers_;
-  std::unique_ptr<Watchdog> watchdog_;
-  std::unique_ptr<DedupedConsole> dedup_;
-  Worker* root_cause_ = nullptr;
-  bool stopping_ = false;
-  bool killed_ = false;
-  int interrupted_by_ = 0;
-  Clock::time_point kill_deadline_;
   std::string python_hook_dir_;
+  std::unique_ptr<WorkerGroup> group_;
+  int interrupted_by_ = 0;
   std::unique_ptr<StallWatch> stall_watch_;
   bool stalled_ = false;
 };
 
 Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
              const std::string& hostname)
-    : impl_(std::make_unique<Impl>(std::move(plan), std::move(environment), hostname)) {}
+    : real_os_(std::make_unique<RealOs>()),
+      impl_(std::make_unique<Impl>(std::move(plan), std::move(environment), hostname, *real_os_)) {}
+
+Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
+             const std::string& hostname, Os& os)
+    : impl_(std::make_unique<Impl>(std::move(plan), std::move(environment), hostname, os)) {}
 Agent::~Agent() = default;
 int Agent::run() {
   return impl_->run();

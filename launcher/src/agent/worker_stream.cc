@@ -11,7 +11,7 @@ namespace acc::launcher {
 
 void Stream::on_line(std::string_view line) {
   if (on_progress) on_progress();
-  if (file_fd >= 0) write_all(file_fd, line);
+  if (file_fd) write_all(file_fd.get(), line);
   if (console_fd >= 0 && dedup) {
     dedup->add(local_rank, line, std::chrono::steady_clock::now());
   } else if (console_fd >= 0) {
@@ -34,7 +34,7 @@ void Stream::flush_console() {
 
 Stream::Read Stream::read_some() {
   char buffer[64 * 1024];
-  const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+  const ssize_t got = ::read(fd.get(), buffer, sizeof(buffer));
   if (got > 0) {
     splitter.feed(std::string_view(buffer, static_cast<size_t>(got)));
     flush_console();
@@ -44,16 +44,14 @@ Stream::Read Stream::read_some() {
 }
 
 void Stream::close_all() {
-  if (fd >= 0) {
+  if (fd) {
     while (read_some() == Read::kData) {
     }
     splitter.finish();
     flush_console();
-    ::close(fd);
-    fd = -1;
+    fd.reset();
   }
-  if (file_fd >= 0) ::close(file_fd);
-  file_fd = -1;
+  file_fd.reset();
 }
 
 }  // namespace acc::launcher

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "acc/common/unique_fd.h"
 #include "acc/launcher/output/line_dedup.h"
 #include "acc/launcher/output/line_splitter.h"
 
@@ -18,8 +19,8 @@ namespace acc::launcher {
 struct Stream {
   static constexpr size_t kTailLines = 10;  // stderr lines kept for the failure report
 
-  int fd = -1;
-  int file_fd = -1;
+  UniqueFd fd;          // the pipe from the worker
+  UniqueFd file_fd;     // the worker's log file, or none
   int console_fd = -1;  // -1: not shown on the console
   std::string prefix;
   std::string console_batch;

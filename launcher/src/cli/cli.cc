@@ -157,6 +157,10 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
           "workers",
           "", pet)
       ->check(seconds());
+  t.value("kill_timeout", o.kill_timeout,
+          "seconds a worker may take to end after SIGKILL before the launcher names it as "
+          "unkillable and exits 5")
+      ->check(seconds());
   t.value("signals_to_handle", o.signals_to_handle,
           "signals forwarded to the workers that then end the job (default "
           "SIGTERM,SIGINT,SIGHUP,SIGQUIT; also $TORCHELASTIC_SIGNALS_TO_HANDLE)",

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "acc/common/error.h"
+#include "acc/common/unique_fd.h"
 #include "acc/launcher/host/topology.h"
 
 extern char** environ;
@@ -225,13 +226,10 @@ std::string trimmed(const std::string& text) {
 class Socket {
  public:
   Socket() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    ACC_CHECK(fd_ >= 0, NetworkError, "cannot create a socket: ", std::strerror(errno));
+    ACC_CHECK(fd_, NetworkError, "cannot create a socket: ", std::strerror(errno));
     int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   }
-  ~Socket() { ::close(fd_); }
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
 
   // Returns 0 or errno.
   int bind_any(int port) {
@@ -239,18 +237,19 @@ class Socket {
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_ANY);
     address.sin_port = htons(static_cast<uint16_t>(port));
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) return errno;
-    return ::listen(fd_, 1) == 0 ? 0 : errno;
+    if (::bind(fd_.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0)
+      return errno;
+    return ::listen(fd_.get(), 1) == 0 ? 0 : errno;
   }
   int port() const {
     sockaddr_in address{};
     socklen_t length = sizeof(address);
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&address), &length);
     return ntohs(address.sin_port);
   }
 
  private:
-  int fd_;
+  UniqueFd fd_;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
+#include "acc/common/unique_fd.h"
 #include "acc/rendezvous/elastic_rendezvous.h"
 #include "acc/rendezvous/etcd_client.h"
 #include "acc/rendezvous/store_client.h"
@@ -59,10 +60,8 @@ bool is_local_address(const std::string& host) {
   if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
   bool local = false;
   for (addrinfo* a = found; a && !local; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    local = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
-    ::close(fd);
+    const UniqueFd fd(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (fd) local = ::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0;
   }
   ::freeaddrinfo(found);
   return local;
@@ -191,8 +190,7 @@ void ElasticMembership::leave(bool succeeded) {
     // The workers' store goes with node 0 and, for c10d, the rendezvous store with its host:
     // those wait for the others. An etcd cluster stays, so there the last node closes the run.
     if (rendezvous_server_ || worker_store_)
-      client_->wait({key("all_finished")},
-                    milliseconds(static_cast<int64_t>(plan_.exit_barrier_timeout * 1000)));
+      client_->wait({key("all_finished")}, plan_.exit_barrier_timeout);
     if (rendezvous_server_ || last) rendezvous_->close_run();
   } catch (const Error&) {
     // The job succeeded here; a node that never reports done is its own failure.

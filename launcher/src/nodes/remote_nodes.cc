@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "acc/common/error.h"
+#include "acc/common/unique_fd.h"
 #include "acc/launcher/nodes/cluster.h"
 #include "acc/launcher/nodes/fanout.h"
 #include "acc/launcher/output/line_splitter.h"
@@ -123,7 +124,7 @@ std::string last_line(std::string text) {
 // `ssh host true` on every host at once; the first host that fails is named in the error.
 void probe_hosts(const std::vector<RemoteNode>& nodes, const SshSettings& ssh,
                  const std::string& ssh_path, const std::vector<std::string>& env) {
-  const int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   std::vector<SpawnedProcess> probes;
   for (const RemoteNode& node : nodes) {
     SpawnRequest request;
@@ -131,17 +132,17 @@ void probe_hosts(const std::vector<RemoteNode>& nodes, const SshSettings& ssh,
     request.argv = ssh_argv(ssh, node.host, "true");
     request.env = env;
     request.capture_stdout = false;
-    request.stdin_fd = dev_null;
+    request.stdin_fd = dev_null.get();
     probes.push_back(spawn_process(request));
     await_exec(probes.back());
   }
-  ::close(dev_null);
+  dev_null.reset();
   std::optional<std::string> error;
   for (size_t i = 0; i < probes.size(); ++i) {
     std::string said;
-    pollfd readable{probes[i].stderr_fd, POLLIN, 0};
-    while (read_available(probes[i].stderr_fd, said)) ::poll(&readable, 1, -1);
-    ::close(probes[i].stderr_fd);
+    const UniqueFd err(probes[i].stderr_fd);
+    pollfd readable{err.get(), POLLIN, 0};
+    while (read_available(err.get(), said)) ::poll(&readable, 1, -1);
     int status = 0;
     ::waitpid(probes[i].pid, &status, 0);
     if (status != 0 && !error)
@@ -157,9 +158,9 @@ void probe_hosts(const std::vector<RemoteNode>& nodes, const SshSettings& ssh,
 struct NodeProcess {
   RemoteNode node;
   pid_t pid = -1;
-  int stdin_fd = -1;
-  int out_fd = -1;
-  int err_fd = -1;
+  UniqueFd stdin_fd;
+  UniqueFd out_fd;
+  UniqueFd err_fd;
   bool running = true;
   int status = 0;
   std::unique_ptr<LineSplitter> out_lines;
@@ -185,10 +186,6 @@ class RemoteJob {
         job_(std::move(job)),
         ssh_(std::move(ssh)),
         stop_grace_(shutdown_timeout + kStopGraceSeconds) {}
-
-  ~RemoteJob() {
-    if (signal_fd_ >= 0) ::close(signal_fd_);
-  }
 
   int run(const std::string& ssh_path, const std::vector<std::string>& env) {
     install_signal_handling();
@@ -224,8 +221,8 @@ class RemoteJob {
     sigaddset(&mask, SIGCHLD);
     for (int s : kStopSignals) sigaddset(&mask, s);
     ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-    signal_fd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    ACC_CHECK(signal_fd_ >= 0, LaunchError, "signalfd: ", std::strerror(errno));
+    signal_fd_.reset(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+    ACC_CHECK(signal_fd_, LaunchError, "signalfd: ", std::strerror(errno));
     ::signal(SIGPIPE, SIG_IGN);
   }
 
@@ -233,19 +230,21 @@ class RemoteJob {
              const std::vector<std::string>& env) {
     int fds[2];
     ACC_CHECK(::pipe2(fds, O_CLOEXEC) == 0, LaunchError, "pipe: ", std::strerror(errno));
+    UniqueFd stdin_read(fds[0]);
+    UniqueFd stdin_write(fds[1]);
     SpawnRequest request;
     request.executable = ssh_path;
     request.argv = ssh_argv(ssh_, node.host, node_shell_command(job_, node));
     request.env = env;
-    request.stdin_fd = fds[0];
+    request.stdin_fd = stdin_read.get();
     SpawnedProcess spawned = spawn_process(request);
-    ::close(fds[0]);
+    stdin_read.reset();
     auto process = std::make_unique<NodeProcess>();
     process->node = node;
     process->pid = spawned.pid;
-    process->stdin_fd = fds[1];
-    process->out_fd = spawned.stdout_fd;
-    process->err_fd = spawned.stderr_fd;
+    process->stdin_fd = std::move(stdin_write);
+    process->out_fd.reset(spawned.stdout_fd);
+    process->err_fd.reset(spawned.stderr_fd);
     process->out_lines = relay(node.host, STDOUT_FILENO);
     process->err_lines = relay(node.host, STDERR_FILENO);
     processes_.push_back(std::move(process));
@@ -259,13 +258,13 @@ class RemoteJob {
   }
 
   void wait_for_events() {
-    std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
-    std::vector<std::pair<int*, LineSplitter*>> streams;
+    std::vector<pollfd> fds{{signal_fd_.get(), POLLIN, 0}};
+    std::vector<std::pair<UniqueFd*, LineSplitter*>> streams;
     for (auto& p : processes_) {
       for (auto [fd, lines] :
            {std::pair{&p->out_fd, p->out_lines.get()}, std::pair{&p->err_fd, p->err_lines.get()}}) {
-        if (*fd < 0) continue;
-        fds.push_back({*fd, POLLIN, 0});
+        if (!*fd) continue;
+        fds.push_back({fd->get(), POLLIN, 0});
         streams.emplace_back(fd, lines);
       }
     }
@@ -281,12 +280,11 @@ class RemoteJob {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       auto [fd, lines] = streams[i - 1];
       std::string got;
-      const bool open = read_available(*fd, got);
+      const bool open = read_available(fd->get(), got);
       lines->feed(got);
       if (!open) {
         lines->finish();
-        ::close(*fd);
-        *fd = -1;
+        fd->reset();
       }
     }
     if (fds[0].revents & POLLIN) handle_signals();
@@ -299,7 +297,7 @@ class RemoteJob {
 
   void handle_signals() {
     signalfd_siginfo info{};
-    while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+    while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
       const int sig = static_cast<int>(info.ssi_signo);
       if (sig == SIGCHLD) {
         reap();
@@ -332,10 +330,7 @@ class RemoteJob {
     stopping_ = true;
     kill_deadline_ =
         Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(stop_grace_ * 1000));
-    for (auto& p : processes_) {
-      if (p->stdin_fd >= 0) ::close(p->stdin_fd);
-      p->stdin_fd = -1;
-    }
+    for (auto& p : processes_) p->stdin_fd.reset();
   }
 
   // Ending ssh drops the connection: the remote launcher still sees the end of its stdin.
@@ -345,21 +340,20 @@ class RemoteJob {
       if (p->running) ::kill(-p->pid, SIGKILL);
   }
 
-  static void drain(int& fd, LineSplitter& lines) {
-    if (fd < 0) return;
+  static void drain(UniqueFd& fd, LineSplitter& lines) {
+    if (!fd) return;
     std::string got;
-    read_available(fd, got);
+    read_available(fd.get(), got);
     lines.feed(got);
     lines.finish();
-    ::close(fd);
-    fd = -1;
+    fd.reset();
   }
 
   std::vector<RemoteNode> nodes_;
   FanoutJob job_;
   SshSettings ssh_;
   double stop_grace_;
-  int signal_fd_ = -1;
+  UniqueFd signal_fd_;
   std::vector<std::unique_ptr<NodeProcess>> processes_;
   NodeProcess* root_cause_ = nullptr;
   bool stopping_ = false;

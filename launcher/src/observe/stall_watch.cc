@@ -9,6 +9,7 @@
 
 #include "acc/common/error.h"
 #include "acc/common/store_keys.h"
+#include "acc/common/unique_fd.h"
 #include "acc/rendezvous/store_client.h"
 #include "observe/hang_report.h"
 #include "observe/stack_dump.h"
@@ -43,20 +44,19 @@ std::string beat_key(int restart_count, int rank) {
 }
 
 void append_report(const std::string& path, const std::string& report) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  write_all(fd, report);
-  ::close(fd);
+  const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (fd) write_all(fd.get(), report);
 }
 
 void publish_on_demand_report(const std::string& report) {
   const std::string path = on_demand_report_path(::getpid());
   const std::string temporary = path + ".part";
   ::unlink(temporary.c_str());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  write_all(fd, report);
-  ::close(fd);
+  {
+    const UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!fd) return;
+    write_all(fd.get(), report);
+  }
   std::rename(temporary.c_str(), path.c_str());
 }
 

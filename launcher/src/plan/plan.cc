@@ -434,13 +434,17 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   resolve_logs(o, plan);
   resolve_environment(o, host, plan);
   plan.dedup_lines = o.dedup_lines;
-  plan.dedup_window_ms = o.dedup_window_ms;
+  plan.dedup_window = std::chrono::milliseconds(o.dedup_window_ms);
   plan.run_id = o.standalone && o.rdzv_id == "none" ? random_run_id() : o.rdzv_id;
   plan.role = o.role;
   plan.hostname = host.hostname;
   plan.max_restarts = o.max_restarts;
-  plan.shutdown_timeout = o.shutdown_timeout;
-  plan.exit_barrier_timeout = o.exit_barrier_timeout;
+  plan.shutdown_timeout = std::chrono::round<std::chrono::milliseconds>(
+      std::chrono::duration<double>(o.shutdown_timeout));
+  plan.kill_timeout =
+      std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(o.kill_timeout));
+  plan.exit_barrier_timeout = std::chrono::round<std::chrono::milliseconds>(
+      std::chrono::duration<double>(o.exit_barrier_timeout));
   plan.stop_signals = parse_signals(o.signals_to_handle);
   plan.virtual_local_rank = o.virtual_local_rank;
   for (const auto& [flag, value] :
@@ -458,7 +462,8 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   if (!o.module && !o.no_python && (o.program.size() > 3 && o.program.ends_with(".py")))
     plan.script = o.program;
   plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
-  plan.stall_timeout = o.stall_timeout;
+  plan.stall_timeout =
+      std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(o.stall_timeout));
   plan.stall_stops_job = o.stall_action != "report";
 
   const std::vector<std::string> argv = worker_argv(o);

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "acc/common/error.h"
+#include "acc/common/unique_fd.h"
 
 namespace acc::launcher {
 namespace {
@@ -24,19 +25,16 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
+// Both ends owned: a failure anywhere before the hand-over closes them.
 struct Pipe {
-  int read = -1;
-  int write = -1;
+  UniqueFd read;
+  UniqueFd write;
   void open() {
     int fds[2];
     ACC_CHECK(::pipe2(fds, O_CLOEXEC) == 0, SystemError,
               "cannot create a pipe: ", std::strerror(errno));
-    read = fds[0];
-    write = fds[1];
-  }
-  void close() {
-    close_fd(read);
-    close_fd(write);
+    read.reset(fds[0]);
+    write.reset(fds[1]);
   }
 };
 
@@ -75,8 +73,10 @@ struct CpuMask {
   ::signal(SIGPIPE, SIG_DFL);
   if (request.stdin_fd >= 0 && ::dup2(request.stdin_fd, STDIN_FILENO) < 0)
     child_fail(status_fd, errno);
-  if (request.capture_stdout && ::dup2(out.write, STDOUT_FILENO) < 0) child_fail(status_fd, errno);
-  if (request.capture_stderr && ::dup2(err.write, STDERR_FILENO) < 0) child_fail(status_fd, errno);
+  if (request.capture_stdout && ::dup2(out.write.get(), STDOUT_FILENO) < 0)
+    child_fail(status_fd, errno);
+  if (request.capture_stderr && ::dup2(err.write.get(), STDERR_FILENO) < 0)
+    child_fail(status_fd, errno);
   // Before exec, so that the worker and every thread it starts inherit it (C++ workers too).
   // A negative errno tells await_exec that the binding, not the exec, failed.
   if (cpus.set && ::sched_setaffinity(0, cpus.size, cpus.set.get()) != 0)
@@ -117,15 +117,9 @@ std::string resolve_executable(const std::string& program, const std::string& pa
 SpawnedProcess spawn_process(const SpawnRequest& request) {
   const CpuMask cpus(request.cpus);
   Pipe out, err, status;
-  try {
-    if (request.capture_stdout) out.open();
-    if (request.capture_stderr) err.open();
-    status.open();
-  } catch (...) {
-    out.close();
-    err.close();
-    throw;
-  }
+  if (request.capture_stdout) out.open();
+  if (request.capture_stderr) err.open();
+  status.open();
   std::vector<char*> argv = c_strings(request.argv);
   std::vector<char*> envp = c_strings(request.env);
   const pid_t launcher = ::getpid();
@@ -134,26 +128,21 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
   // execs, on its own stack frame); the launcher resumes once the child has exec'd or failed.
   const pid_t pid = ::vfork();
   if (pid == 0)
-    run_child(request, argv.data(), envp.data(), launcher, out, err, status.write, cpus);
-  close_fd(out.write);
-  close_fd(err.write);
-  close_fd(status.write);
-  if (pid < 0) {
-    const int error = errno;
-    out.close();
-    err.close();
-    status.close();
-    throw SystemError(std::string("cannot fork a worker: ") + std::strerror(error));
-  }
+    run_child(request, argv.data(), envp.data(), launcher, out, err, status.write.get(), cpus);
+  const int error = errno;
+  out.write.reset();
+  err.write.reset();
+  status.write.reset();
+  if (pid < 0) throw SystemError(std::string("cannot fork a worker: ") + std::strerror(error));
   // Also set here so that the group exists before we might signal it.
   ::setpgid(pid, pid);
   SpawnedProcess process;
   process.pid = pid;
-  for (int fd : {out.read, err.read})
-    if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  process.stdout_fd = out.read;
-  process.stderr_fd = err.read;
-  process.exec_status_fd = status.read;
+  for (const UniqueFd* fd : {&out.read, &err.read})
+    if (*fd) ::fcntl(fd->get(), F_SETFL, ::fcntl(fd->get(), F_GETFL) | O_NONBLOCK);
+  process.stdout_fd = out.read.release();
+  process.stderr_fd = err.read.release();
+  process.exec_status_fd = status.read.release();
   process.name = request.argv.front();
   return process;
 }

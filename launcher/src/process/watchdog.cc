@@ -7,6 +7,9 @@
 
 #include <cerrno>
 #include <set>
+#include <utility>
+
+#include "acc/common/unique_fd.h"
 
 namespace acc::launcher {
 namespace {
@@ -42,23 +45,20 @@ constexpr int kJobEnded = 0;
 Watchdog::Watchdog() {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return;  // no watchdog: PDEATHSIG still covers workers
+  UniqueFd read_end(fds[0]);
+  UniqueFd write_end(fds[1]);
   pid_ = ::fork();
   if (pid_ == 0) {
-    ::close(fds[1]);
-    watch_loop(fds[0]);
+    write_end.reset();
+    watch_loop(read_end.get());
   }
-  ::close(fds[0]);
-  if (pid_ < 0) {
-    ::close(fds[1]);
-    return;
-  }
-  pipe_ = fds[1];
+  if (pid_ >= 0) pipe_ = std::move(write_end);
 }
 
 Watchdog::~Watchdog() {
-  if (pipe_ < 0) return;
+  if (!pipe_) return;
   send(kJobEnded);
-  ::close(pipe_);
+  pipe_.reset();
   ::waitpid(pid_, nullptr, 0);
 }
 
@@ -70,7 +70,7 @@ void Watchdog::forget(pid_t process_group) {
 }
 
 void Watchdog::send(int value) {
-  if (pipe_ >= 0) (void)!::write(pipe_, &value, sizeof(value));
+  if (pipe_) (void)!::write(pipe_.get(), &value, sizeof(value));
 }
 
 }  // namespace acc::launcher

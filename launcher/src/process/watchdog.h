@@ -6,6 +6,8 @@
 
 #include <sys/types.h>
 
+#include "acc/common/unique_fd.h"
+
 namespace acc::launcher {
 
 class Watchdog {
@@ -25,7 +27,7 @@ class Watchdog {
  private:
   void send(int value);
   pid_t pid_ = -1;
-  int pipe_ = -1;
+  UniqueFd pipe_;
 };
 
 }  // namespace acc::launcher

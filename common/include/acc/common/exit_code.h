@@ -15,6 +15,7 @@ inline constexpr int kExitInternal = 1;     // a bug, or the OS refused somethin
 inline constexpr int kExitConfig = 2;       // ConfigError: a bad flag, file or variable
 inline constexpr int kExitNetwork = 3;      // NetworkError, StoreError
 inline constexpr int kExitTimeout = 4;      // TimeoutError: a rendezvous or wait ran out of time
+inline constexpr int kExitUnkillable = 5;   // a worker outlived SIGKILL (stuck in the kernel)
 inline constexpr int kExitBackend = 6;      // BackendError: Gloo or NCCL missing or failing
 inline constexpr int kExitCannotRun = 127;  // LaunchError: the program cannot be run
 

@@ -14,25 +14,32 @@
 
 namespace acc::launcher {
 
+class Os;
+
 class Agent {
  public:
   // `environment` is what every worker inherits beneath the plan's variables; `hostname` names
   // this node to the others in an elastic job.
   Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
         const std::string& hostname = "localhost");
+  // The same over another Os (tests: a scripted fake), which must outlive the agent.
+  Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
+        const std::string& hostname, Os& os);
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
 
   // Blocks until the job ends. Returns acc-launch's exit status: 0 when every worker of an
   // attempt exited 0; the root-cause worker's exit code (128+N for signal N) after the last
-  // restart; 128+N when the launcher itself received signal N. Throws LaunchError when a worker
-  // cannot be started (after stopping those that were), NetworkError for a port in use.
-  // Call once, from the main thread, with no other threads running.
+  // restart; 128+N when the launcher itself received signal N; 5 (kExitUnkillable) when a
+  // worker outlived SIGKILL by --kill_timeout (named on stderr; no restart). Throws LaunchError
+  // when a worker cannot be started (after stopping those that were), NetworkError for a port in
+  // use. Call once, from the main thread, with no other threads running.
   int run();
 
  private:
   class Impl;
+  std::unique_ptr<Os> real_os_;  // when no Os was given
   std::unique_ptr<Impl> impl_;
 };
 

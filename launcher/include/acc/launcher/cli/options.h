@@ -37,6 +37,7 @@ struct LaunchOptions {
   std::string local_ranks_filter;
   std::string local_addr;
   double shutdown_timeout = 30;  // seconds between the forwarded signal and SIGKILL
+  double kill_timeout = 10;      // seconds after SIGKILL before a worker is called unkillable
   // Current torchrun's (2.9+).
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";  // forwarded, then the end
   bool virtual_local_rank = false;         // LOCAL_RANK=0 and one visible device per worker

@@ -3,6 +3,7 @@
 // Resolution of LaunchOptions into a LaunchPlan: how many workers, their ranks, their command
 // lines and their environment. Pure: no processes, sockets or files, so it is unit-tested alone.
 
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
@@ -33,12 +34,15 @@ struct LaunchPlan {
   std::string role;
   std::string hostname;
   int max_restarts = 0;
-  double shutdown_timeout = 30;
+  std::chrono::milliseconds shutdown_timeout{30'000};  // from the stop signal to SIGKILL
+  // After SIGKILL, how long a worker may take to end before it is named as unkillable (stuck in
+  // the kernel) and the launcher ends without it (exit 5, docs/errors.md).
+  std::chrono::milliseconds kill_timeout{10'000};
   // Signals that are forwarded to the workers and then end the job (--signals-to-handle). SIGUSR1
   // is forwarded too when not listed, without ending the job; SIGUSR2 asks for a stack report.
   std::vector<int> stop_signals;
-  bool virtual_local_rank = false;    // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=<the worker's device>
-  double exit_barrier_timeout = 300;  // elastic: seconds a finished node waits for the others
+  bool virtual_local_rank = false;  // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=<the worker's device>
+  std::chrono::milliseconds exit_barrier_timeout{300'000};  // elastic: a finished node waits
   StreamSpec redirects;
   StreamSpec tee;
   std::set<int> console_local_ranks;  // empty: every local rank is shown
@@ -62,13 +66,13 @@ struct LaunchPlan {
 
   // Console output and CPU binding.
   bool dedup_lines = false;  // collapse identical lines of several ranks (line_dedup.h)
-  int dedup_window_ms = 150;
+  std::chrono::milliseconds dedup_window{150};
   // The CPUs of each local rank (index), set in the child before exec, with OMP_NUM_THREADS
   // their count unless the user set it; empty: no binding (cpu_binding.h).
   std::vector<std::vector<int>> worker_cpus;
 
   // Hang detection: see LaunchOptions.
-  double stall_timeout = 0;
+  std::chrono::milliseconds stall_timeout{0};  // 0: off
   bool stall_stops_job = true;
 
   // --rdzv_backend etcd-v2 (or etcd): the etcd members' client addresses, host:port each, that

@@ -1,0 +1,123 @@
+#pragma once
+
+// One attempt's workers on this node, over the Os seam: starts them (environment, CPUs, output
+// streams), routes their output, reaps each exit the moment it happens, stops the group on the
+// first failure (SIGTERM, then SIGKILL after --shutdown_timeout), and gives up on a worker that
+// SIGKILL does not end within --kill_timeout. Knows nothing of restarts, membership or hang
+// reports: the agent decides those and hears from the group through a Listener.
+// Not thread-safe: the agent's one thread owns it.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "acc/launcher/agent/failure_report.h"
+#include "acc/launcher/plan/plan.h"
+#include "agent/worker_stream.h"
+#include "output/deduped_console.h"
+#include "process/os.h"
+
+namespace acc::launcher {
+
+struct Worker {
+  WorkerSpec spec;
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  bool unkillable = false;  // still alive --kill_timeout after SIGKILL: given up on
+  int status = 0;           // as waitpid reports it
+  std::string exit_time;
+  bool signalled_by_launcher = false;
+  std::string dir;
+  std::deque<std::string> stderr_tail;
+  Stream out;
+  Stream err;
+
+  bool failed() const;
+};
+
+class WorkerGroup {
+ public:
+  using Clock = Os::Clock;
+
+  class Listener {
+   public:
+    virtual ~Listener() = default;
+    // A taken signal other than SIGCHLD reached the launcher.
+    virtual void on_signal(int sig) = 0;
+    // Worker `index` wrote a line.
+    virtual void on_progress(int index) = 0;
+    // A one-line message for the user (the agent's notice()).
+    virtual void notice(const std::string& message) = 0;
+  };
+
+  // `attempt_dir` gets one directory per worker (logs, error.json).
+  WorkerGroup(Os& os, const LaunchPlan& plan, const Round& round,
+              const std::map<std::string, std::string>& environment, std::string attempt_dir,
+              std::string python_hook_dir, Listener& listener);
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Starts every worker and waits until each has exec'd. Throws LaunchError (after killing
+  // and reaping those that started, within the kill bound) when one cannot run.
+  void start();
+  // Whether a worker still runs (one given up on as unkillable no longer counts).
+  bool running() const;
+  // Waits for the next event, at most until `wake` (none: no limit beyond the group's own
+  // deadlines), and handles it: output, exits, signals (to the listener), the SIGKILL deadline
+  // and the kill bound. Throws SystemError.
+  void wait_once(std::optional<Clock::time_point> wake);
+  // Stops the group: `sig` to every running worker's group now, SIGKILL at the deadline.
+  void stop(int sig);
+  // SIGKILL to every running worker's group now.
+  void kill();
+  // Sends `sig` to every running worker's group.
+  void signal_all(int sig);
+  // Drains and closes the output, then ends what the workers left behind (reparented to us),
+  // waiting at most --kill_timeout for it.
+  void finish();
+
+  bool stopping() const { return stopping_; }
+  const Worker* root_cause() const { return root_cause_; }
+  std::vector<const Worker*> unkillable() const;
+  const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
+  std::vector<bool> running_workers() const;
+  // Whether a worker's output went to a file the user must see (--redirects, --tee).
+  bool keeps_logs() const { return keeps_logs_; }
+
+ private:
+  SpawnedProcess start_worker(const WorkerSpec& spec);
+  void setup_stream(Worker& worker, Stream& stream, int which, const std::string& prefix,
+                    int console, const char* file_name);
+  void start_dedup();
+  void read_streams(const std::vector<pollfd>& fds, const std::vector<Stream*>& streams);
+  void reap_children();
+  void on_worker_exit(Worker& worker, int status);
+  void give_up_on_unkillable();
+  Worker* find_worker(pid_t pid);
+
+  Os& os_;
+  const LaunchPlan& plan_;
+  Round round_;
+  const std::map<std::string, std::string>& environment_;
+  std::string attempt_dir_;
+  std::string python_hook_dir_;
+  Listener& listener_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<DedupedConsole> dedup_;
+  Worker* root_cause_ = nullptr;
+  bool stopping_ = false;
+  bool killed_ = false;
+  bool keeps_logs_ = false;
+  Clock::time_point kill_deadline_;   // SIGKILL after SIGTERM
+  Clock::time_point given_up_after_;  // the kill bound after SIGKILL
+};
+
+}  // namespace acc::launcher

@@ -1,0 +1,76 @@
+#pragma once
+
+// The launcher's process boundary, in one interface (leveldb's Env): starting a worker,
+// signalling its group, seeing and reaping exits, what /proc says about a process, the clock,
+// and the wait for the next event. RealOs (real_os.h) is the machine; tests drive the agent
+// over a scripted fake (tests/launcher/fake_os.h), so failures, restarts and workers that will
+// not die are tested without real processes or wall-clock windows.
+//
+// Not thread-safe: one thread (the agent's) owns an Os.
+
+#include <poll.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "process/spawn.h"
+
+namespace acc::launcher {
+
+class Os {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  virtual ~Os() = default;
+
+  // Takes over SIGCHLD and `signals` (they reach wait() instead of killing the launcher),
+  // ignores SIGPIPE, and makes the launcher the reaper of its workers' orphans. Call once,
+  // before the first spawn. Throws SystemError.
+  virtual void take_signals(const std::vector<int>& signals) = 0;
+
+  // Starts a worker as spawn_process does (its own group, killed with the launcher, output
+  // on the returned non-blocking pipes), finding the program in `path` (a PATH value) first,
+  // and keeps the group in the watchdog's list until forget(). Throws LaunchError.
+  virtual SpawnedProcess spawn(SpawnRequest request, const std::string& path) = 0;
+  // Blocks until the process has exec'd; throws LaunchError when it could not (see await_exec).
+  virtual void await_exec(SpawnedProcess& process) = 0;
+  // The group is gone: the watchdog need not kill it should the launcher die.
+  virtual void forget(pid_t process_group) = 0;
+
+  // Sends `sig` to every process of the group `process_group`; one already gone is no error.
+  virtual void signal_group(pid_t process_group, int sig) = 0;
+  virtual void signal_process(pid_t pid, int sig) = 0;
+
+  // A child that has exited and is not reaped yet, left unreaped (so its pid, and the id of
+  // the group it led, cannot be reused while the caller clears the group); none: nullopt.
+  // Never blocks.
+  virtual std::optional<pid_t> exited_child() = 0;
+  // Reaps the exited child `pid` (from exited_child()) and returns its status as waitpid
+  // reports it.
+  virtual int reap(pid_t pid) = 0;
+
+  // The children of the launcher that it did not start through spawn() and are not its own
+  // helpers: what the workers left behind and the kernel gave to us (the subreaper).
+  virtual std::vector<pid_t> orphans() = 0;
+
+  // What /proc/<pid> says: the state letter ('R', 'S', 'D', 'Z', ...; '?' when the process is
+  // gone) and the kernel function it sleeps in ("" when not known).
+  struct ProcessState {
+    char state = '?';
+    std::string wchan;
+  };
+  virtual ProcessState process_state(pid_t pid) = 0;
+
+  virtual Clock::time_point now() = 0;
+
+  // Waits until one of `fds` is ready (their revents set), a taken signal arrives, or
+  // `deadline` passes (none: no limit). Returns the signals that arrived, SIGCHLD among them
+  // when a child exited. Throws SystemError.
+  virtual std::vector<int> wait(std::vector<pollfd>& fds,
+                                std::optional<Clock::time_point> deadline) = 0;
+};
+
+}  // namespace acc::launcher

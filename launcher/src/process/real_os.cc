@@ -1,0 +1,123 @@
+#include "process/real_os.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "acc/common/error.h"
+
+namespace acc::launcher {
+
+RealOs::RealOs() = default;
+RealOs::~RealOs() = default;
+
+void RealOs::take_signals(const std::vector<int>& signals) {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  for (int s : signals) sigaddset(&mask, s);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  signal_fd_.reset(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  ACC_CHECK(signal_fd_, SystemError, "signalfd: ", std::strerror(errno));
+  ::signal(SIGPIPE, SIG_IGN);
+  // Orphaned grandchildren of the workers come to us, so none outlives the job unreaped.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // Forked now, while the launcher has one thread (the store's may start at the first join).
+  watchdog_ = std::make_unique<Watchdog>();
+}
+
+SpawnedProcess RealOs::spawn(SpawnRequest request, const std::string& path) {
+  request.executable = resolve_executable(request.argv.front(), path);
+  SpawnedProcess process = spawn_process(request);
+  if (watchdog_) watchdog_->watch(process.pid);
+  return process;
+}
+
+void RealOs::await_exec(SpawnedProcess& process) {
+  acc::launcher::await_exec(process);
+}
+
+void RealOs::forget(pid_t process_group) {
+  if (watchdog_) watchdog_->forget(process_group);
+}
+
+void RealOs::signal_group(pid_t process_group, int sig) {
+  ::kill(-process_group, sig);
+}
+
+void RealOs::signal_process(pid_t pid, int sig) {
+  ::kill(pid, sig);
+}
+
+std::optional<pid_t> RealOs::exited_child() {
+  siginfo_t info{};
+  if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0)
+    return std::nullopt;
+  return info.si_pid;
+}
+
+int RealOs::reap(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+std::vector<pid_t> RealOs::orphans() {
+  std::ifstream file("/proc/self/task/" + std::to_string(::getpid()) + "/children");
+  std::vector<pid_t> children;
+  for (pid_t pid; file >> pid;)
+    if (!watchdog_ || pid != watchdog_->pid()) children.push_back(pid);
+  return children;
+}
+
+Os::ProcessState RealOs::process_state(pid_t pid) {
+  ProcessState result;
+  const std::string dir = "/proc/" + std::to_string(pid);
+  std::ifstream stat(dir + "/stat");
+  std::string line;
+  if (std::getline(stat, line)) {
+    // "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')'.
+    const size_t close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size()) result.state = line[close + 2];
+  }
+  std::ifstream wchan(dir + "/wchan");
+  std::getline(wchan, result.wchan);
+  if (result.wchan == "0") result.wchan.clear();
+  return result;
+}
+
+Os::Clock::time_point RealOs::now() {
+  return Clock::now();
+}
+
+std::vector<int> RealOs::wait(std::vector<pollfd>& fds, std::optional<Clock::time_point> deadline) {
+  std::vector<pollfd> all{{signal_fd_.get(), POLLIN, 0}};
+  all.insert(all.end(), fds.begin(), fds.end());
+  int timeout = -1;
+  if (deadline) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+    // Rounded up, so that a wake for a deadline never comes just before it.
+    timeout = static_cast<int>(std::max<int64_t>(0, left.count() + (*deadline > Clock::now())));
+  }
+  const int ready = ::poll(all.data(), all.size(), timeout);
+  if (ready < 0 && errno != EINTR) throw SystemError(std::string("poll: ") + strerror(errno));
+  std::copy(all.begin() + 1, all.end(), fds.begin());
+  std::vector<int> signals;
+  if (!(all[0].revents & POLLIN)) return signals;
+  signalfd_siginfo info{};
+  while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info))
+    signals.push_back(static_cast<int>(info.ssi_signo));
+  return signals;
+}
+
+}  // namespace acc::launcher

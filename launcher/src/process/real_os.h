@@ -1,0 +1,39 @@
+#pragma once
+
+// The Os of the machine: vfork/exec (spawn.h), kill, waitid/waitpid, signalfd and poll, /proc,
+// the steady clock, and the watchdog (watchdog.h) that kills the workers' groups should the
+// launcher itself be killed.
+
+#include <memory>
+
+#include "acc/common/unique_fd.h"
+#include "process/os.h"
+#include "process/watchdog.h"
+
+namespace acc::launcher {
+
+class RealOs : public Os {
+ public:
+  RealOs();
+  ~RealOs() override;
+
+  void take_signals(const std::vector<int>& signals) override;
+  SpawnedProcess spawn(SpawnRequest request, const std::string& path) override;
+  void await_exec(SpawnedProcess& process) override;
+  void forget(pid_t process_group) override;
+  void signal_group(pid_t process_group, int sig) override;
+  void signal_process(pid_t pid, int sig) override;
+  std::optional<pid_t> exited_child() override;
+  int reap(pid_t pid) override;
+  std::vector<pid_t> orphans() override;
+  ProcessState process_state(pid_t pid) override;
+  Clock::time_point now() override;
+  std::vector<int> wait(std::vector<pollfd>& fds,
+                        std::optional<Clock::time_point> deadline) override;
+
+ private:
+  UniqueFd signal_fd_;
+  std::unique_ptr<Watchdog> watchdog_;  // started by take_signals
+};
+
+}  // namespace acc::launcher

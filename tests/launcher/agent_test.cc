@@ -1,0 +1,251 @@
+// The agent over a scripted Os (fake_os.h): teardown, restarts, signals, the kill bound and the
+// exit code, with no real worker process and no wall-clock wait.
+
+#include "acc/launcher/agent/agent.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+
+#include "acc/common/exit_code.h"
+#include "fake_os.h"
+
+namespace acc::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::FakeOs;
+using testing::Script;
+
+Script exits(int code, milliseconds after) {
+  Script script;
+  script.exit_after = after;
+  script.exit_code = code;
+  return script;
+}
+
+Script runs_until_signalled() {
+  return Script{};
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string pattern =
+        (std::filesystem::temp_directory_path() / "agent_test_XXXXXX").string();
+    std::vector<char> buffer(pattern.begin(), pattern.end());
+    buffer.push_back('\0');
+    ASSERT_NE(::mkdtemp(buffer.data()), nullptr);
+    dir_ = buffer.data();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  LaunchPlan plan(int workers, int max_restarts = 0) {
+    LaunchOptions options;
+    options.program = "/bin/true";
+    options.no_python = true;
+    options.nproc_per_node = std::to_string(workers);
+    options.max_restarts = max_restarts;
+    options.shutdown_timeout = 30;
+    options.kill_timeout = 10;
+    options.log_dir = dir_ + "/logs";
+    HostInfo host;
+    host.hostname = "node7";
+    host.cpu_count = 8;
+    LaunchPlan result = build_plan(options, host);
+    result.quiet = true;
+    return result;
+  }
+
+  // Runs the agent over `os`; its stderr (notices, the failure report) lands in `err_`.
+  int run(LaunchPlan plan, FakeOs& os) {
+    ::testing::internal::CaptureStderr();
+    int status = -1;
+    try {
+      status = Agent(std::move(plan), {{"PATH", "/usr/bin:/bin"}}, "node7", os).run();
+    } catch (...) {
+      err_ = ::testing::internal::GetCapturedStderr();
+      throw;
+    }
+    err_ = ::testing::internal::GetCapturedStderr();
+    return status;
+  }
+
+  std::string dir_;
+  std::string err_;
+};
+
+TEST_F(AgentTest, WorkersThatAllExitZeroEndTheJobWithZero) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) { return exits(0, seconds(2)); };
+  EXPECT_EQ(run(plan(3), os), 0);
+  ASSERT_EQ(os.processes().size(), 3u);
+  for (const auto& p : os.processes()) EXPECT_TRUE(p->received.empty()) << p->pid;
+  EXPECT_EQ(os.elapsed(), seconds(2));
+}
+
+TEST_F(AgentTest, AFailureStopsTheOthersWithSigtermAndReturnsItsExitCode) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int index) {
+    return index == 1 ? exits(3, seconds(1)) : runs_until_signalled();
+  };
+  EXPECT_EQ(run(plan(3), os), 3);
+  for (int i : {0, 2}) {
+    const auto& p = *os.processes()[i];
+    EXPECT_EQ(p.when(SIGTERM), os.start() + seconds(1)) << i;
+    EXPECT_FALSE(p.got(SIGKILL)) << i;
+    EXPECT_TRUE(p.reaped) << i;
+  }
+  EXPECT_NE(err_.find("root cause (* above): rank 1 (local rank 1) on node7 exited with 3"),
+            std::string::npos)
+      << err_;
+}
+
+TEST_F(AgentTest, AWorkerThatIgnoresSigtermGetsSigkillAtTheShutdownDeadline) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int index) {
+    if (index == 1) return exits(3, seconds(1));
+    Script stubborn;
+    stubborn.ignores_sigterm = true;
+    return stubborn;
+  };
+  EXPECT_EQ(run(plan(2), os), 3);
+  const auto& p = *os.processes()[0];
+  EXPECT_EQ(p.when(SIGTERM), os.start() + seconds(1));
+  EXPECT_EQ(p.when(SIGKILL), os.start() + seconds(31));  // --shutdown_timeout 30
+  EXPECT_EQ(p.status, SIGKILL);
+}
+
+TEST_F(AgentTest, ASignalledWorkerIsTheRootCauseWith128PlusItsSignal) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int index) {
+    Script script = index == 0 ? exits(0, seconds(1)) : runs_until_signalled();
+    if (index == 0) script.killed_by = SIGSEGV;
+    return script;
+  };
+  EXPECT_EQ(run(plan(2), os), 128 + SIGSEGV);
+  EXPECT_TRUE(os.processes()[1]->got(SIGTERM));
+}
+
+TEST_F(AgentTest, RestartsUpToMaxRestartsWithTheRestartCountRising) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) { return exits(1, seconds(1)); };
+  EXPECT_EQ(run(plan(2, 2), os), 1);
+  ASSERT_EQ(os.processes().size(), 6u);  // three attempts of two workers
+  for (size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(os.processes()[i]->env("TORCHELASTIC_RESTART_COUNT"), std::to_string(i / 2)) << i;
+  EXPECT_NE(err_.find("FAILED after 3 attempts"), std::string::npos) << err_;
+}
+
+TEST_F(AgentTest, ARestartThatSucceedsEndsTheJobWithZero) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int index) {
+    return index < 2 ? exits(index == 0 ? 7 : 0, seconds(1)) : exits(0, seconds(1));
+  };
+  EXPECT_EQ(run(plan(2, 3), os), 0);
+  EXPECT_EQ(os.processes().size(), 4u);
+}
+
+TEST_F(AgentTest, AWorkersStderrTailIsInTheFailureReport) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) {
+    Script script = exits(2, seconds(1));
+    script.stderr_lines = {{milliseconds(500), "RuntimeError: out of memory\n"}};
+    return script;
+  };
+  EXPECT_EQ(run(plan(1), os), 2);
+  EXPECT_NE(err_.find("RuntimeError: out of memory"), std::string::npos) << err_;
+}
+
+TEST_F(AgentTest, AForwardedSignalReachesEveryWorkerAndTheJobGoesOn) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) { return exits(0, seconds(5)); };
+  os.signal_launcher(seconds(1), SIGUSR1);
+  EXPECT_EQ(run(plan(3), os), 0);
+  for (const auto& p : os.processes()) {
+    EXPECT_EQ(p->when(SIGUSR1), os.start() + seconds(1)) << p->pid;
+    EXPECT_FALSE(p->got(SIGTERM)) << p->pid;
+  }
+  EXPECT_EQ(os.elapsed(), seconds(5));
+}
+
+TEST_F(AgentTest, AStopSignalEndsTheJobWith128PlusItAndNoRestart) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) { return runs_until_signalled(); };
+  os.signal_launcher(seconds(2), SIGTERM);
+  EXPECT_EQ(run(plan(2, 3), os), 128 + SIGTERM);
+  ASSERT_EQ(os.processes().size(), 2u);
+  for (const auto& p : os.processes()) EXPECT_EQ(p->when(SIGTERM), os.start() + seconds(2));
+  EXPECT_TRUE(std::find(os.taken_signals().begin(), os.taken_signals().end(), SIGTERM) !=
+              os.taken_signals().end());
+}
+
+TEST_F(AgentTest, ASecondStopSignalSendsSigkillAtOnce) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) {
+    Script stubborn;
+    stubborn.ignores_sigterm = true;
+    return stubborn;
+  };
+  os.signal_launcher(seconds(1), SIGINT);
+  os.signal_launcher(seconds(3), SIGINT);
+  EXPECT_EQ(run(plan(2), os), 128 + SIGINT);
+  for (const auto& p : os.processes()) EXPECT_EQ(p->when(SIGKILL), os.start() + seconds(3));
+}
+
+TEST_F(AgentTest, AWorkerThatCannotBeRunStopsTheOthersAndThrowsLaunchError) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int index) {
+    Script script = runs_until_signalled();
+    if (index == 1) script.cannot_exec = "Permission denied";
+    return script;
+  };
+  EXPECT_THROW(run(plan(3, 2), os), LaunchError);
+  ASSERT_EQ(os.processes().size(), 3u);  // no restart
+  for (const auto& p : os.processes()) EXPECT_TRUE(p->reaped) << p->pid;
+}
+
+// Issue 17, bounded teardown: a worker stuck in the kernel survives SIGKILL. The launcher
+// names it, does not restart, and ends with its own code within the bound.
+TEST_F(AgentTest, AWorkerThatSurvivesSigkillIsNamedAndEndsTheJobWithExit5) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int index) {
+    if (index == 1) return exits(3, seconds(1));
+    Script stuck;
+    stuck.ignores_sigterm = true;
+    stuck.survives_sigkill = true;
+    return stuck;
+  };
+  EXPECT_EQ(run(plan(2, 3), os), kExitUnkillable);
+  EXPECT_EQ(kExitUnkillable, 5);
+  ASSERT_EQ(os.processes().size(), 2u);  // no restart on this host
+  const auto& stuck = *os.processes()[0];
+  EXPECT_EQ(stuck.when(SIGKILL), os.start() + seconds(31));
+  EXPECT_EQ(os.elapsed(), seconds(41));  // 1 s + --shutdown_timeout 30 + --kill_timeout 10
+  EXPECT_NE(err_.find("acc-launch: rank 0 pid 1000 is in D state (wchan nvidia_wait_for_fence) "
+                      "and cannot be killed; this host may need recycling\n"),
+            std::string::npos)
+      << err_;
+  EXPECT_EQ(err_.find("FAILED"), std::string::npos) << err_;  // not a worker failure report
+}
+
+TEST_F(AgentTest, TheKillBoundAlsoHoldsWhenTheLauncherIsStopped) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) {
+    Script stuck;
+    stuck.survives_sigkill = true;
+    stuck.ignores_sigterm = true;
+    return stuck;
+  };
+  os.signal_launcher(seconds(1), SIGTERM);
+  LaunchPlan p = plan(2);
+  p.kill_timeout = seconds(2);
+  EXPECT_EQ(run(std::move(p), os), kExitUnkillable);
+  EXPECT_EQ(os.elapsed(), seconds(33));
+  EXPECT_NE(err_.find("rank 1 pid 1001 is in D state"), std::string::npos) << err_;
+}
+
+}  // namespace
+}  // namespace acc::launcher

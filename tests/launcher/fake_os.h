@@ -1,0 +1,247 @@
+#pragma once
+
+// An Os whose processes are scripted and whose clock moves only when the agent waits: a worker
+// prints lines and exits with a code at a time, dies by a signal, ignores SIGTERM, or never dies
+// even after SIGKILL; the launcher receives signals at set times. Output goes through real
+// pipes, so the agent's streams read it as they read a real worker's; nothing else is real.
+// Time jumps straight to the next scripted event or the agent's deadline, so a test of a
+// 30-second grace period takes no wall-clock time and has no window to miss.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "acc/common/error.h"
+#include "acc/common/unique_fd.h"
+#include "process/os.h"
+
+namespace acc::launcher::testing {
+
+using std::chrono::milliseconds;
+
+// What one worker does, times from its start.
+struct Script {
+  std::vector<std::pair<milliseconds, std::string>> stdout_lines;
+  std::vector<std::pair<milliseconds, std::string>> stderr_lines;
+  std::optional<milliseconds> exit_after;  // none: runs until a signal ends it
+  int exit_code = 0;
+  int killed_by = 0;              // at exit_after, dies by this signal instead of exiting
+  bool ignores_sigterm = false;   // SIGTERM (and SIGINT) leave it running
+  bool survives_sigkill = false;  // stuck in the kernel: nothing ends it
+  std::string cannot_exec;        // await_exec throws LaunchError with this reason
+};
+
+class FakeOs : public Os {
+ public:
+  struct Process {
+    pid_t pid = 0;
+    SpawnRequest request;
+    Script script;
+    Clock::time_point started;
+    bool alive = true;
+    bool reaped = false;
+    int status = 0;                                           // as waitpid reports it, once dead
+    std::vector<std::pair<int, Clock::time_point>> received;  // signals, with when
+    UniqueFd out;  // write ends of the pipes the agent reads
+    UniqueFd err;
+
+    std::string env(const std::string& key) const {
+      for (const std::string& entry : request.env)
+        if (entry.compare(0, key.size() + 1, key + "=") == 0) return entry.substr(key.size() + 1);
+      return "<unset>";
+    }
+    bool got(int sig) const {
+      return std::any_of(received.begin(), received.end(),
+                         [sig](const auto& r) { return r.first == sig; });
+    }
+    std::optional<Clock::time_point> when(int sig) const {
+      for (const auto& [s, t] : received)
+        if (s == sig) return t;
+      return std::nullopt;
+    }
+  };
+
+  // Decides each spawned worker's script: `index` counts spawns across attempts.
+  // By default, every worker exits 0 at once.
+  std::function<Script(const SpawnRequest& request, int index)> program = [](auto&, int) {
+    Script script;
+    script.exit_after = milliseconds(0);
+    return script;
+  };
+
+  // The launcher receives `sig` `after` the fake's start.
+  void signal_launcher(milliseconds after, int sig) {
+    launcher_signals_.push_back({start_ + after, sig});
+  }
+
+  Clock::time_point start() const { return start_; }
+  milliseconds elapsed() const { return std::chrono::duration_cast<milliseconds>(now_ - start_); }
+  const std::vector<std::unique_ptr<Process>>& processes() const { return processes_; }
+  const std::vector<int>& taken_signals() const { return taken_; }
+
+  // --- Os ----------------------------------------------------------------------------------
+
+  void take_signals(const std::vector<int>& signals) override { taken_ = signals; }
+
+  SpawnedProcess spawn(SpawnRequest request, const std::string&) override {
+    auto p = std::make_unique<Process>();
+    p->pid = 1000 + static_cast<pid_t>(processes_.size());
+    p->script = program(request, static_cast<int>(processes_.size()));
+    p->started = now_;
+    SpawnedProcess spawned;
+    spawned.pid = p->pid;
+    spawned.name = request.argv.front();
+    if (request.capture_stdout) spawned.stdout_fd = open_pipe(p->out);
+    if (request.capture_stderr) spawned.stderr_fd = open_pipe(p->err);
+    p->request = std::move(request);
+    processes_.push_back(std::move(p));
+    return spawned;
+  }
+
+  void await_exec(SpawnedProcess& spawned) override {
+    Process& p = find(spawned.pid);
+    if (p.script.cannot_exec.empty()) return;
+    die(p, 127 << 8);
+    throw LaunchError("cannot run " + spawned.name + ": " + p.script.cannot_exec);
+  }
+
+  void forget(pid_t) override {}
+
+  void signal_group(pid_t group, int sig) override { signal_process(group, sig); }
+
+  void signal_process(pid_t pid, int sig) override {
+    Process& p = find(pid);
+    if (!p.alive) return;
+    p.received.push_back({sig, now_});
+    if (sig == SIGKILL && !p.script.survives_sigkill) die(p, SIGKILL);
+    if ((sig == SIGTERM || sig == SIGINT) && !p.script.ignores_sigterm) die(p, sig);
+  }
+
+  std::optional<pid_t> exited_child() override {
+    for (auto& p : processes_)
+      if (!p->alive && !p->reaped) return p->pid;
+    return std::nullopt;
+  }
+
+  int reap(pid_t pid) override {
+    Process& p = find(pid);
+    if (p.alive || p.reaped) throw std::logic_error("fake: reap of a child that has not exited");
+    p.reaped = true;
+    return p.status;
+  }
+
+  std::vector<pid_t> orphans() override { return {}; }
+
+  ProcessState process_state(pid_t pid) override {
+    const Process& p = find(pid);
+    if (!p.alive) return {p.reaped ? '?' : 'Z', ""};
+    if (p.script.survives_sigkill && p.got(SIGKILL)) return {'D', "nvidia_wait_for_fence"};
+    return {'S', "do_epoll_wait"};
+  }
+
+  Clock::time_point now() override { return now_; }
+
+  // Delivers what is due; returns when a pipe is ready or a signal is pending, else jumps the
+  // clock to the next scripted event or `deadline`. With neither, the agent would wait forever
+  // on a real machine too: that is a failure, not a hang.
+  std::vector<int> wait(std::vector<pollfd>& fds,
+                        std::optional<Clock::time_point> deadline) override {
+    for (;;) {
+      settle();
+      for (pollfd& fd : fds) fd.revents = 0;
+      const int ready = ::poll(fds.data(), fds.size(), 0);
+      if (ready > 0 || !pending_.empty() || (deadline && now_ >= *deadline))
+        return std::exchange(pending_, {});
+      std::optional<Clock::time_point> next = next_event();
+      if (deadline) next = next ? std::min(*next, *deadline) : *deadline;
+      if (!next) throw std::logic_error("fake: the agent waits with nothing left to happen");
+      now_ = std::max(now_, *next);
+    }
+  }
+
+ private:
+  static int open_pipe(UniqueFd& write_end) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("fake: pipe2");
+    write_end.reset(fds[1]);
+    return fds[0];
+  }
+
+  Process& find(pid_t pid) const {
+    for (auto& p : processes_)
+      if (p->pid == pid) return *p;
+    throw std::logic_error("fake: no process " + std::to_string(pid));
+  }
+
+  void die(Process& p, int status) {
+    p.alive = false;
+    p.status = status;
+    p.out.reset();
+    p.err.reset();
+    pending_.push_back(SIGCHLD);
+  }
+
+  // Writes the lines that are due, ends the workers whose time has come, and raises the
+  // launcher's signals that are due.
+  void settle() {
+    for (auto& p : processes_) {
+      if (!p->alive) continue;
+      write_due(*p, p->script.stdout_lines, p->out);
+      write_due(*p, p->script.stderr_lines, p->err);
+      if (p->script.exit_after && now_ >= p->started + *p->script.exit_after)
+        die(*p, p->script.killed_by ? p->script.killed_by : p->script.exit_code << 8);
+    }
+    for (auto it = launcher_signals_.begin(); it != launcher_signals_.end();) {
+      if (it->first > now_) {
+        ++it;
+        continue;
+      }
+      pending_.push_back(it->second);
+      it = launcher_signals_.erase(it);
+    }
+  }
+
+  void write_due(Process& p, std::vector<std::pair<milliseconds, std::string>>& lines,
+                 const UniqueFd& fd) {
+    for (auto it = lines.begin(); it != lines.end();) {
+      if (p.started + it->first > now_) {
+        ++it;
+        continue;
+      }
+      if (fd) (void)!::write(fd.get(), it->second.data(), it->second.size());
+      it = lines.erase(it);
+    }
+  }
+
+  std::optional<Clock::time_point> next_event() const {
+    std::optional<Clock::time_point> next;
+    auto consider = [&next](Clock::time_point t) { next = next ? std::min(*next, t) : t; };
+    for (const auto& p : processes_) {
+      if (!p->alive) continue;
+      for (const auto& line : p->script.stdout_lines) consider(p->started + line.first);
+      for (const auto& line : p->script.stderr_lines) consider(p->started + line.first);
+      if (p->script.exit_after) consider(p->started + *p->script.exit_after);
+    }
+    for (const auto& [t, sig] : launcher_signals_) consider(t);
+    return next;
+  }
+
+  // Far from zero, as a steady clock is, so that no deadline arithmetic goes below it.
+  Clock::time_point start_ = Clock::time_point(std::chrono::hours(1000));
+  Clock::time_point now_ = start_;
+  std::vector<std::unique_ptr<Process>> processes_;
+  std::vector<std::pair<Clock::time_point, int>> launcher_signals_;
+  std::vector<int> pending_;
+  std::vector<int> taken_;
+};
+
+}  // namespace acc::launcher::testing
