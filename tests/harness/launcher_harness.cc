@@ -172,9 +172,15 @@ bool wait_for_file(const std::string& path, std::chrono::seconds timeout) {
 }
 
 namespace {
+// The whole file; "" when it cannot be read. A /proc file of a process that exited after it was
+// listed fails mid-read (ESRCH), which libstdc++ reports by throwing from the stream buffer.
 std::string read_all(const fs::path& path) {
-  std::ifstream file(path);
-  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  try {
+    std::ifstream file(path);
+    return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 
 template <typename Predicate>
