@@ -7,25 +7,20 @@
 #include "acc/common/error.h"
 
 namespace acc::rendezvous {
-namespace {
-
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-milliseconds remaining(Clock::time_point deadline) {
-  return std::max(milliseconds(1), std::chrono::ceil<milliseconds>(deadline - Clock::now()));
-}
-
-}  // namespace
-
 ElasticRendezvous::ElasticRendezvous(KeyValueStore& store, RendezvousOptions options,
-                                     std::string node_id)
-    : store_(store), options_(std::move(options)), node_id_(std::move(node_id)) {
+                                     std::string node_id, const Clock& clock)
+    : store_(store), clock_(clock), options_(std::move(options)), node_id_(std::move(node_id)) {
   ACC_CHECK(options_.min_nodes >= 1, ConfigError, "rendezvous min_nodes is ", options_.min_nodes,
             "; it must be at least 1");
   ACC_CHECK(options_.max_nodes >= options_.min_nodes, ConfigError, "rendezvous max_nodes (",
             options_.max_nodes, ") is below min_nodes (", options_.min_nodes,
             "); use --nnodes MIN:MAX with MIN <= MAX");
+}
+
+milliseconds ElasticRendezvous::remaining(Clock::time_point deadline) const {
+  return std::max(milliseconds(1), std::chrono::ceil<milliseconds>(deadline - clock_.now()));
 }
 
 std::string ElasticRendezvous::key(std::string_view name) const {
@@ -48,7 +43,7 @@ void ElasticRendezvous::check_open() {
 
 RendezvousInfo ElasticRendezvous::next_rendezvous() {
   check_open();
-  auto deadline = Clock::now() + options_.join_timeout;
+  auto deadline = clock_.now() + options_.join_timeout;
   std::int64_t round = current_round();
   if (last_ && last_->round >= round) {
     // This node took part in the current round: open the next one. Of all the participants
@@ -189,7 +184,7 @@ std::vector<int> ElasticRendezvous::silent_nodes(milliseconds timeout) {
       if (store_.check({keys[i]})) values[i] = store_.get(keys[i]);
     }
   }
-  auto now = Clock::now();
+  auto now = clock_.now();
   std::vector<int> silent;
   for (int rank = 0; rank < last_->num_nodes; ++rank) {
     auto [it, first_time] = heartbeats_seen_.try_emplace(rank, Seen{values[rank], now});

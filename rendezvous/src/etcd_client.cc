@@ -1,5 +1,7 @@
 #include "acc/rendezvous/etcd_client.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -9,9 +11,20 @@
 #include "acc/common/strings.h"
 #include "base64.h"
 #include "http_connection.h"
-#include "json.h"
 
 namespace acc::rendezvous {
+
+using Json = nlohmann::json;
+
+// One key-value of etcd's: the value and the revision that last modified it.
+struct EtcdClient::Entry {
+  std::string value;
+  std::string mod_revision;
+
+  // The first entry of one transaction response ({"response_range": {"kvs": [...]}}), if any.
+  static std::optional<Entry> in(const Json& response);
+};
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -29,36 +42,57 @@ milliseconds remaining(Clock::time_point deadline) {
   return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(deadline - Clock::now()));
 }
 
-std::string bytes_field(std::string_view name, std::string_view bytes) {
-  return json::quote(name) + ":" + json::quote(base64_encode(bytes));
-}
-
 std::string decoded(const std::string& text) {
   auto bytes = base64_decode(text);
   if (!bytes) throw StoreError("etcd sent a key or value that is not base64: " + text);
   return *bytes;
 }
 
+// etcd's reply as JSON; StoreError when it is not (a proxy's page, a truncated body).
+Json parse_reply(const std::string& body) {
+  Json reply = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (reply.is_discarded())
+    throw StoreError("etcd sent a reply that is not JSON: " + body.substr(0, 200));
+  return reply;
+}
+
+// The member `name` of an object, or nullptr when `json` is not an object or has no such member.
+const Json* find_member(const Json& json, const char* name) {
+  if (!json.is_object()) return nullptr;
+  auto found = json.find(name);
+  return found == json.end() ? nullptr : &*found;
+}
+
+// A string member (etcd writes int64 fields as strings); `fallback` when absent, StoreError when
+// present but not a string.
+std::string text_of(const Json& json, const char* name, std::string fallback = "") {
+  const Json* found = find_member(json, name);
+  if (!found) return fallback;
+  ACC_CHECK(found->is_string(), StoreError, "etcd sent a \"", name,
+            "\" that is not a string: ", found->dump());
+  return found->get<std::string>();
+}
+
 // A transaction: if every comparison holds, the `success` operations, else the `failure` ones.
-std::string txn_body(const std::string& compare, const std::vector<std::string>& success,
-                     const std::vector<std::string>& failure) {
-  std::string body = "{";
-  if (!compare.empty()) body += "\"compare\":[" + compare + "],";
-  body += "\"success\":[" + join(success, ",") + "]";
-  if (!failure.empty()) body += ",\"failure\":[" + join(failure, ",") + "]";
-  return body + "}";
+Json txn(Json compare, Json success, Json failure = Json::array()) {
+  Json body = {{"success", std::move(success)}};
+  if (!compare.is_null()) body["compare"] = Json::array({std::move(compare)});
+  if (!failure.empty()) body["failure"] = std::move(failure);
+  return body;
 }
 
 // The "responses" of a transaction reply (empty when absent).
-const std::vector<json::Value>& responses(const json::Value& reply) {
-  static const std::vector<json::Value> kNone;
-  const json::Value* found = reply.find("responses");
-  return found ? found->items : kNone;
+const Json& responses(const Json& reply) {
+  static const Json kNone = Json::array();
+  const Json* found = find_member(reply, "responses");
+  if (!found) return kNone;
+  ACC_CHECK(found->is_array(), StoreError, "etcd sent \"responses\" that are not a list");
+  return *found;
 }
 
-bool succeeded(const json::Value& reply) {
-  const json::Value* found = reply.find("succeeded");
-  return found && found->boolean;
+bool succeeded(const Json& reply) {
+  const Json* found = find_member(reply, "succeeded");
+  return found && found->is_boolean() && found->get<bool>();
 }
 
 // One "key ..." list for an error message, shortened past a few keys.
@@ -70,6 +104,14 @@ std::string key_list(const std::vector<std::string>& keys) {
 }
 
 }  // namespace
+
+std::optional<EtcdClient::Entry> EtcdClient::Entry::in(const Json& response) {
+  const Json* range = find_member(response, "response_range");
+  const Json* kvs = range ? find_member(*range, "kvs") : nullptr;
+  if (!kvs || !kvs->is_array() || kvs->empty()) return std::nullopt;
+  const Json& kv = kvs->front();
+  return Entry{decoded(text_of(kv, "value")), text_of(kv, "mod_revision")};
+}
 
 EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options)) {
   std::random_device entropy;
@@ -87,7 +129,7 @@ EtcdClient::~EtcdClient() {
   if (adds_ == 0) return;
   // Best effort, one short try: the receipt only matters to this client's adds.
   try {
-    members_[current_]->post("/v3/kv/deleterange", "{" + encoded_key(receipt_key_) + "}",
+    members_[current_]->post("/v3/kv/deleterange", Json{{"key", encoded_key(receipt_key_)}}.dump(),
                              milliseconds(500));
   } catch (const Error&) {
   }
@@ -107,12 +149,12 @@ std::string EtcdClient::call(std::string_view path, const std::string& body) {
       auto reply = member.post(path, body,
                                std::clamp(remaining(deadline), milliseconds(1), kAttemptTimeout));
       if (reply.status == 200) return reply.body;
+      // etcd's own message when the body is its JSON; otherwise (a proxy's page?) the body as it
+      // came says more than nothing.
       std::string message = reply.body;
-      try {
-        message = json::parse(reply.body).text_of("message", reply.body);
-      } catch (const StoreError&) {
-        // Not JSON (a proxy's page?): the body as it came says more than nothing.
-      }
+      const Json error = Json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
+      if (const Json* text = find_member(error, "message"); text && text->is_string())
+        message = text->get<std::string>();
       // A malformed request is our bug, the same on every member: no point trying the others.
       ACC_CHECK(reply.status != 400 && reply.status != 404, StoreError, "etcd at ",
                 member.address(), " refused ", path, " (HTTP ", reply.status, "): ", message);
@@ -135,33 +177,25 @@ std::string EtcdClient::call(std::string_view path, const std::string& body) {
 }
 
 std::string EtcdClient::encoded_key(std::string_view key) const {
-  return bytes_field("key", options_.key_prefix + std::string(key));
+  return base64_encode(options_.key_prefix + std::string(key));
 }
 
 void EtcdClient::set(std::string_view key, std::string_view value) {
-  call("/v3/kv/put", "{" + encoded_key(key) + "," + bytes_field("value", value) + "}");
-}
-
-std::optional<EtcdClient::Entry> EtcdClient::entry_in(const json::Value& response) {
-  const json::Value* range = response.find("response_range");
-  const json::Value* kvs = range ? range->find("kvs") : nullptr;
-  if (!kvs || kvs->items.empty()) return std::nullopt;
-  const json::Value& kv = kvs->items.front();
-  return Entry{decoded(kv.text_of("value")), kv.text_of("mod_revision")};
+  call("/v3/kv/put", Json{{"key", encoded_key(key)}, {"value", base64_encode(value)}}.dump());
 }
 
 std::vector<std::optional<EtcdClient::Entry>> EtcdClient::read(
     const std::vector<std::string>& keys) {
   std::vector<std::optional<Entry>> entries;
   for (size_t first = 0; first < keys.size(); first += kOpsPerTxn) {
-    std::vector<std::string> ranges;
+    Json ranges = Json::array();
     for (size_t i = first; i < std::min(keys.size(), first + kOpsPerTxn); ++i)
-      ranges.push_back("{\"request_range\":{" + encoded_key(keys[i]) + "}}");
-    const json::Value reply = json::parse(call("/v3/kv/txn", txn_body("", ranges, {})));
-    const auto& results = responses(reply);
+      ranges.push_back({{"request_range", {{"key", encoded_key(keys[i])}}}});
+    const Json reply = parse_reply(call("/v3/kv/txn", txn(nullptr, ranges).dump()));
+    const Json& results = responses(reply);
     ACC_CHECK(results.size() == ranges.size(), StoreError, "etcd answered ", results.size(),
               " of the ", ranges.size(), " reads of one transaction");
-    for (const json::Value& result : results) entries.push_back(entry_in(result));
+    for (const Json& result : results) entries.push_back(Entry::in(result));
   }
   return entries;
 }
@@ -205,16 +239,18 @@ void EtcdClient::multi_set(const std::vector<std::string>& keys,
                            const std::vector<std::string>& values) {
   ACC_ASSERT(keys.size() == values.size());
   for (size_t first = 0; first < keys.size(); first += kOpsPerTxn) {
-    std::vector<std::string> puts;
+    Json puts = Json::array();
     for (size_t i = first; i < std::min(keys.size(), first + kOpsPerTxn); ++i)
-      puts.push_back("{\"request_put\":{" + encoded_key(keys[i]) + "," +
-                     bytes_field("value", values[i]) + "}}");
-    call("/v3/kv/txn", txn_body("", puts, {}));
+      puts.push_back(
+          {{"request_put", {{"key", encoded_key(keys[i])}, {"value", base64_encode(values[i])}}}});
+    call("/v3/kv/txn", txn(nullptr, puts).dump());
   }
 }
 
 std::int64_t EtcdClient::add(std::string_view key, std::int64_t delta) {
   const std::string name(key);
+  const Json key_field = encoded_key(name);
+  const Json receipt_field = encoded_key(receipt_key_);
   std::optional<Entry> seen = read({name}).front();
   for (;;) {
     std::int64_t value = 0;
@@ -228,49 +264,51 @@ std::int64_t EtcdClient::add(std::string_view key, std::int64_t delta) {
     if (delta == 0) return value;
     // Write value + delta only if nobody wrote the key since we read it (its mod revision, or
     // its absence); otherwise the failure branch reads it again and we retry from there.
-    const std::string compare = seen ? "{\"target\":\"MOD\",\"result\":\"EQUAL\"," +
-                                           encoded_key(name) + ",\"mod_revision\":\"" +
-                                           seen->mod_revision + "\"}"
-                                     : "{\"target\":\"VERSION\",\"result\":\"EQUAL\"," +
-                                           encoded_key(name) + ",\"version\":\"0\"}";
+    const Json compare =
+        seen
+            ? Json{{"target", "MOD"},
+                   {"result", "EQUAL"},
+                   {"key", key_field},
+                   {"mod_revision", seen->mod_revision}}
+            : Json{
+                  {"target", "VERSION"}, {"result", "EQUAL"}, {"key", key_field}, {"version", "0"}};
     // The same transaction also writes this client's receipt, unique to this attempt: when
     // call() resends it after a reply was lost, the compare fails (our own write moved the
     // revision) and the receipt tells that the add was applied, so it is not made twice.
     const std::string next = std::to_string(value + delta);
     const std::string receipt = std::to_string(++adds_) + ":" + next;
-    const json::Value reply = json::parse(
-        call("/v3/kv/txn", txn_body(compare,
-                                    {"{\"request_put\":{" + encoded_key(name) + "," +
-                                         bytes_field("value", next) + "}}",
-                                     "{\"request_put\":{" + encoded_key(receipt_key_) + "," +
-                                         bytes_field("value", receipt) + "}}"},
-                                    {"{\"request_range\":{" + encoded_key(name) + "}}",
-                                     "{\"request_range\":{" + encoded_key(receipt_key_) + "}}"})));
+    const Json success = {
+        {{"request_put", {{"key", key_field}, {"value", base64_encode(next)}}}},
+        {{"request_put", {{"key", receipt_field}, {"value", base64_encode(receipt)}}}}};
+    const Json failure = {{{"request_range", {{"key", key_field}}}},
+                          {{"request_range", {{"key", receipt_field}}}}};
+    const Json reply = parse_reply(call("/v3/kv/txn", txn(compare, success, failure).dump()));
     if (succeeded(reply)) return value + delta;
-    const auto& results = responses(reply);
+    const Json& results = responses(reply);
     ACC_CHECK(results.size() == 2, StoreError, "etcd answered ", results.size(),
               " of the 2 reads of an add");
-    if (auto mine = entry_in(results[1]); mine && mine->value == receipt) return value + delta;
-    seen = entry_in(results[0]);
+    if (auto mine = Entry::in(results[1]); mine && mine->value == receipt) return value + delta;
+    seen = Entry::in(results[0]);
   }
 }
 
 std::string EtcdClient::compare_set(std::string_view key, std::string_view expected,
                                     std::string_view desired) {
+  const Json key_field = encoded_key(key);
   // etcd fails a value comparison on a missing key, so "expected empty" compares absence.
-  const std::string compare = expected.empty() ? "{\"target\":\"VERSION\",\"result\":\"EQUAL\"," +
-                                                     encoded_key(key) + ",\"version\":\"0\"}"
-                                               : "{\"target\":\"VALUE\",\"result\":\"EQUAL\"," +
-                                                     encoded_key(key) + "," +
-                                                     bytes_field("value", expected) + "}";
-  const json::Value reply =
-      json::parse(call("/v3/kv/txn", txn_body(compare,
-                                              {"{\"request_put\":{" + encoded_key(key) + "," +
-                                               bytes_field("value", desired) + "}}"},
-                                              {"{\"request_range\":{" + encoded_key(key) + "}}"})));
+  const Json compare =
+      expected.empty()
+          ? Json{{"target", "VERSION"}, {"result", "EQUAL"}, {"key", key_field}, {"version", "0"}}
+          : Json{{"target", "VALUE"},
+                 {"result", "EQUAL"},
+                 {"key", key_field},
+                 {"value", base64_encode(expected)}};
+  const Json success = {{{"request_put", {{"key", key_field}, {"value", base64_encode(desired)}}}}};
+  const Json failure = {{{"request_range", {{"key", key_field}}}}};
+  const Json reply = parse_reply(call("/v3/kv/txn", txn(compare, success, failure).dump()));
   if (succeeded(reply)) return std::string(desired);
-  const auto& results = responses(reply);
-  const std::optional<Entry> now = results.empty() ? std::nullopt : entry_in(results[0]);
+  const Json& results = responses(reply);
+  const std::optional<Entry> now = results.empty() ? std::nullopt : Entry::in(results[0]);
   return now ? now->value : std::string(expected);
 }
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "acc/common/error.h"
-#include "test_util.h"
+#include "launcher_harness.h"
 
 namespace acc::config {
 namespace {
@@ -197,7 +197,7 @@ fsdp_config: {}
   const ClusterConfig first = parse_config(text, "r.yaml");
   const std::string path = dir.path() + "/written.yaml";
   save_config(first, path, false);
-  const std::string written = testing::read_file(path);
+  const std::string written = testing::read_text(path);
   EXPECT_EQ(written.find("fsdp_config"), std::string::npos);  // empty sections are not written
   EXPECT_NE(written.find("mixed_precision: 'no'\n"), std::string::npos);
   const ClusterConfig second = load_config(path);
@@ -217,7 +217,7 @@ TEST(ClusterConfigTest, JsonRoundTripKeepsEveryValue) {
       "j.yaml");
   const std::string path = dir.path() + "/c.json";
   save_config(first, path, false);
-  const std::string written = testing::read_file(path);
+  const std::string written = testing::read_text(path);
   EXPECT_EQ(written.substr(0, 4), "{\n  ");
   EXPECT_NE(written.find("\"gradient_clipping\": 1.0"), std::string::npos);
   const ClusterConfig second = load_config(path);

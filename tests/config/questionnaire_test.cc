@@ -14,8 +14,12 @@
 #include <chrono>
 #include <deque>
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include "acc/common/error.h"
-#include "test_util.h"
+
+#include "launcher_harness.h"
 
 namespace acc::config {
 namespace {
@@ -127,7 +131,7 @@ class PtySession {
     if (pid_ == 0) {
       ::setenv("HF_HOME", hf_home.c_str(), 1);
       ::setenv("TERM", "xterm", 1);
-      std::vector<std::string> argv = {testing::binary()};
+      std::vector<std::string> argv = {testing::launcher_binary()};
       argv.insert(argv.end(), args.begin(), args.end());
       std::vector<char*> raw;
       for (auto& a : argv) raw.push_back(a.data());
@@ -271,8 +275,8 @@ TEST(QuestionnaireTerminalTest, OneMachineSeveralGpusWithArrowKeys) {
   EXPECT_EQ(c.section("dynamo_config").find("dynamo_backend")->text, "INDUCTOR");
 
   // What the wizard wrote launches: four workers with the settings answered.
-  const testing::RunResult r =
-      testing::run({"--config_file", path, "--dry_run", "--no_python", "/bin/true"});
+  const testing::LaunchRun r =
+      testing::run_launcher({"--config_file", path, "--dry_run", "--no_python", "/bin/true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const testing::DryRun run = testing::parse_dry_run(r.out);
   ASSERT_EQ(run.workers.size(), 4u);
@@ -328,7 +332,7 @@ TEST(QuestionnaireTerminalTest, SeveralMachinesWriteWhatAccelerateWrites) {
   ASSERT_TRUE(s.expect("saved at " + path)) << s.transcript();
   EXPECT_EQ(s.wait(), 0);
   // reference/accelerate.md §1.4: the 2-node, not-same-network file Accelerate writes.
-  EXPECT_EQ(testing::read_file(path), R"(compute_environment: LOCAL_MACHINE
+  EXPECT_EQ(testing::read_text(path), R"(compute_environment: LOCAL_MACHINE
 debug: false
 distributed_type: MULTI_GPU
 downcast_bf16: 'no'
@@ -354,14 +358,14 @@ TEST(QuestionnairePipeTest, AnswersPipedOnStdinWriteTheFile) {
   testing::TempDir home;
   const std::string path = home.path() + "/mpi.yaml";
   // multi-CPU with mpirun: questions 2, 3, 9, 11, 12, 13, 17, 20 (reference/accelerate.md §1.2).
-  const testing::RunResult r = testing::run({"config", "--config_file", path},
-                                            {{"HF_HOME", home.path()}, {"HOME", "/home/ada"}},
-                                            "0\nmulti-CPU\n1\nno\nyes\n\nno\nseven\n4\nbf16\n");
+  const testing::LaunchRun r = testing::run_launcher(
+      {"config", "--config_file", path}, {{"HF_HOME", home.path()}, {"HOME", "/home/ada"}},
+      "0\nmulti-CPU\n1\nno\nyes\n\nno\nseven\n4\nbf16\n");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("Please enter an integer of at least 1."), std::string::npos);
   EXPECT_NE(r.out.find("How many processes should be used for distributed training? [1]:"),
             std::string::npos);
-  EXPECT_EQ(testing::read_file(path), R"(compute_environment: LOCAL_MACHINE
+  EXPECT_EQ(testing::read_text(path), R"(compute_environment: LOCAL_MACHINE
 debug: false
 distributed_type: MULTI_CPU
 downcast_bf16: 'no'
@@ -385,8 +389,8 @@ use_cpu: true
 TEST(QuestionnairePipeTest, InputEndingEarlyWritesNothingAndExitsTwo) {
   testing::TempDir home;
   const std::string path = home.path() + "/none.yaml";
-  const testing::RunResult r =
-      testing::run({"config", "--config_file", path}, {}, "0\nmulti-GPU\n");
+  const testing::LaunchRun r =
+      testing::run_launcher({"config", "--config_file", path}, {}, "0\nmulti-GPU\n");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err,
             "acc-launch: error: the input ended before every question was answered; nothing was "
@@ -424,7 +428,7 @@ TEST(QuestionnaireTest, DeepSpeedQuestionsFillTheSection) {
   // What it writes is a valid file that gives DeepSpeed's variables.
   testing::TempDir dir;
   save_config(c, dir.path() + "/ds.yaml", false);
-  const testing::RunResult r = testing::run(
+  const testing::LaunchRun r = testing::run_launcher(
       {"--config_file", dir.path() + "/ds.yaml", "--dry_run", "--no_python", "/bin/true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto env = testing::parse_dry_run(r.out).workers.at(0);
@@ -480,7 +484,7 @@ TEST(QuestionnaireTest, FsdpQuestionsFillTheSection) {
   EXPECT_TRUE(f.find("fsdp_use_orig_params")->boolean);
   testing::TempDir dir;
   save_config(c, dir.path() + "/fsdp.yaml", false);
-  const testing::RunResult r = testing::run(
+  const testing::LaunchRun r = testing::run_launcher(
       {"--config_file", dir.path() + "/fsdp.yaml", "--dry_run", "--no_python", "/bin/true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto env = testing::parse_dry_run(r.out).workers.at(7);
@@ -510,7 +514,7 @@ TEST(QuestionnaireTest, MegatronQuestionsFillTheSection) {
   EXPECT_EQ(m.find("megatron_lm_gradient_clipping")->real, 0.5);
   testing::TempDir dir;
   save_config(c, dir.path() + "/m.yaml", false);
-  const testing::RunResult r = testing::run(
+  const testing::LaunchRun r = testing::run_launcher(
       {"--config_file", dir.path() + "/m.yaml", "--dry_run", "--no_python", "/bin/true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto env = testing::parse_dry_run(r.out).workers.at(0);
@@ -533,7 +537,7 @@ TEST(QuestionnaireTest, Fsdp2AsksForTheParallelismConfig) {
   EXPECT_EQ(pc.find("parallelism_config_cp_comm_strategy")->text, "alltoall");
   testing::TempDir dir;
   save_config(c, dir.path() + "/p.yaml", false);
-  const testing::RunResult r = testing::run(
+  const testing::LaunchRun r = testing::run_launcher(
       {"--config_file", dir.path() + "/p.yaml", "--dry_run", "--no_python", "/bin/true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto env = testing::parse_dry_run(r.out).workers.at(0);

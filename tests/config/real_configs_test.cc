@@ -10,7 +10,9 @@
 #include <map>
 #include <set>
 
-#include "test_util.h"
+#include <cstdio>
+
+#include "launcher_harness.h"
 
 namespace acc::config {
 namespace {
@@ -462,9 +464,9 @@ TEST(RealConfigsTest, EveryAccelerateConfigLaunchesAsAccelerateWouldLaunchIt) {
     auto it = expected.find(name);
     ASSERT_NE(it, expected.end()) << "a new config file: add what Accelerate gives for it";
     const Expected& want = it->second;
-    const testing::RunResult r =
-        testing::run({"--config_file", path, "--dry_run", "--no_python", "/bin/true"},
-                     {{"OMP_NUM_THREADS", "3"}, {"HF_HOME", home.path()}, {"PYTHONPATH", ""}});
+    const testing::LaunchRun r = testing::run_launcher(
+        {"--config_file", path, "--dry_run", "--no_python", "/bin/true"},
+        {{"OMP_NUM_THREADS", "3"}, {"HF_HOME", home.path()}, {"PYTHONPATH", ""}});
     ++checked;
     ASSERT_EQ(r.exit_code, want.exit_code) << r.err;
     if (want.exit_code != 0) {
@@ -516,9 +518,9 @@ TEST(RealConfigsTest, TheCommandLineOverridesARealConfig) {
       testing::shared_configs() + "/examples__config_yaml_templates__multi_node.yaml";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
   // Machine 1 of the 2-node template, as its second node would start it.
-  const testing::RunResult r =
-      testing::run({"--config_file", path, "--machine_rank", "1", "--mixed_precision", "bf16",
-                    "--dry_run", "--no_python", "/bin/true"});
+  const testing::LaunchRun r =
+      testing::run_launcher({"--config_file", path, "--machine_rank", "1", "--mixed_precision",
+                             "bf16", "--dry_run", "--no_python", "/bin/true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const testing::DryRun run = testing::parse_dry_run(r.out);
   EXPECT_EQ(run.header,
@@ -533,7 +535,7 @@ TEST(RealConfigsTest, TheCommandLineOverridesARealConfig) {
 TEST(RealConfigsTest, TheSlurmTemplateLaunchesWithNumProcessesOnTheCommandLine) {
   const std::string path = testing::shared_configs() + "/examples__slurm__fsdp_config.yaml";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
-  const testing::RunResult r = testing::run(
+  const testing::LaunchRun r = testing::run_launcher(
       {"--config_file", path, "--num_processes", "4", "--dry_run", "--no_python", "/bin/true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const testing::DryRun run = testing::parse_dry_run(r.out);
@@ -547,8 +549,9 @@ TEST(RealConfigsTest, TheDefaultConfigFileIsUsedWithoutConfigFile) {
   std::filesystem::create_directories(home.path() + "/accelerate");
   home.file("accelerate/default_config.yaml",
             "distributed_type: MULTI_CPU\nnum_processes: 3\nmixed_precision: bf16\n");
-  const testing::RunResult r = testing::run({"--dry_run", "--no_python", "/bin/true"},
-                                            {{"HF_HOME", home.path()}, {"OMP_NUM_THREADS", "2"}});
+  const testing::LaunchRun r =
+      testing::run_launcher({"--dry_run", "--no_python", "/bin/true"},
+                            {{"HF_HOME", home.path()}, {"OMP_NUM_THREADS", "2"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "acc-launch: using the config file " + home.path() +
                        "/accelerate/default_config.yaml (pass --config_file to choose another)\n");
@@ -557,8 +560,8 @@ TEST(RealConfigsTest, TheDefaultConfigFileIsUsedWithoutConfigFile) {
   EXPECT_EQ(run.workers[2].at("ACCELERATE_MIXED_PRECISION"), "bf16");
   EXPECT_EQ(run.workers[2].at("ACCELERATE_USE_CPU"), "True");
   // --cpu does not skip the default file (Accelerate's quirk, fixed): its settings still apply.
-  const testing::RunResult cpu =
-      testing::run({"--cpu", "--dry_run", "--no_python", "/bin/true"}, {{"HF_HOME", home.path()}});
+  const testing::LaunchRun cpu = testing::run_launcher(
+      {"--cpu", "--dry_run", "--no_python", "/bin/true"}, {{"HF_HOME", home.path()}});
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
   EXPECT_EQ(testing::parse_dry_run(cpu.out).workers.at(0).at("ACCELERATE_MIXED_PRECISION"), "bf16");
 }

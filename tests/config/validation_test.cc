@@ -5,7 +5,7 @@
 
 #include "acc/common/error.h"
 #include "acc/config/cluster_config.h"
-#include "test_util.h"
+#include "launcher_harness.h"
 
 namespace acc::config {
 namespace {
@@ -190,8 +190,8 @@ TEST(BadConfigTest, AccLaunchExitsWithCodeTwoAndTheLines) {
       if (std::string(candidate.name) == name) input = &candidate;
     ASSERT_NE(input, nullptr) << name;
     const std::string path = dir.file(std::string(name) + ".yaml", input->yaml);
-    const testing::RunResult r =
-        testing::run({"--config_file", path, "--dry_run", "--no_python", "/bin/true"});
+    const testing::LaunchRun r =
+        testing::run_launcher({"--config_file", path, "--dry_run", "--no_python", "/bin/true"});
     EXPECT_EQ(r.exit_code, 2) << name;
     EXPECT_EQ(r.err, "acc-launch: error: " + replace_all(input->message, "bad.yaml", path) + "\n")
         << name;
@@ -200,7 +200,7 @@ TEST(BadConfigTest, AccLaunchExitsWithCodeTwoAndTheLines) {
 }
 
 TEST(BadConfigTest, AMissingConfigFileIsOneLine) {
-  const testing::RunResult r = testing::run(
+  const testing::LaunchRun r = testing::run_launcher(
       {"--config_file", "/nonexistent/acc.yaml", "--dry_run", "--no_python", "/bin/true"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(
@@ -212,7 +212,7 @@ TEST(BadConfigTest, AMissingConfigFileIsOneLine) {
 TEST(BadConfigTest, ConfigValidateReportsTheSameLines) {
   testing::TempDir dir;
   const std::string path = dir.file("v.yaml", "distributed_type: NO\nnum_process: 2\n");
-  const testing::RunResult r = testing::run({"config", "validate", path});
+  const testing::LaunchRun r = testing::run_launcher({"config", "validate", path});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "acc-launch: error: " + path +
                        ":2:1: num_process: unknown key; did you mean num_processes? (or remove "

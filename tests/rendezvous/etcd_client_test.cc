@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <set>
@@ -21,16 +24,46 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr const char* kEtcd = "/usr/bin/etcd";  // Debian's etcd-server
+// Debian's etcd-server, or the etcd binary named by ACC_ETCD.
+std::string etcd_binary() {
+  const char* chosen = std::getenv("ACC_ETCD");
+  return chosen && *chosen ? chosen : "/usr/bin/etcd";
+}
 
-// A port nothing listens on now (bound, then released).
-int free_port() {
+// A loopback address that refuses connections for as long as the object lives: a socket bound to
+// a port the kernel picked, never listening. Nothing else can take the port meanwhile.
+class RefusingAddress {
+ public:
+  RefusingAddress() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+      throw std::runtime_error("cannot bind a loopback socket");
+    address_ = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  }
+  ~RefusingAddress() { ::close(fd_); }
+  RefusingAddress(const RefusingAddress&) = delete;
+  RefusingAddress& operator=(const RefusingAddress&) = delete;
+  const std::string& str() const { return address_; }
+
+ private:
+  int fd_;
+  std::string address_;
+};
+
+// A port that was free a moment ago. etcd cannot listen on port 0 (its HTTP gateway dials the
+// configured address, port 0 included), so it gets such ports and a start that lost the race for
+// one is retried with new ones (see StartEtcd).
+int probably_free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
   socklen_t length = sizeof address;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), length);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
   ::close(fd);
   return ntohs(address.sin_port);
@@ -41,27 +74,72 @@ int free_port() {
 class EtcdClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(kEtcd, X_OK) != 0) GTEST_SKIP() << "no " << kEtcd << " (Debian's etcd-server)";
+    if (::access(etcd_binary().c_str(), X_OK) != 0)
+      GTEST_SKIP() << "no " << etcd_binary() << " (Debian's etcd-server; or set ACC_ETCD)";
     char dir[] = "/tmp/acc-etcd-test-XXXXXX";
     ASSERT_NE(::mkdtemp(dir), nullptr);
     data_dir_ = dir;
-    endpoint_ = "127.0.0.1:" + std::to_string(free_port());
-    const std::string peer = "http://127.0.0.1:" + std::to_string(free_port());
+    std::string log;
+    for (int attempt = 1; attempt <= 5; ++attempt) {
+      if (start_etcd(log)) return;
+      ASSERT_NE(log.find("address already in use"), std::string::npos)
+          << "etcd exited before it served:\n"
+          << log;
+    }
+    FAIL() << "etcd lost the race for its ports 5 times:\n" << log;
+  }
+
+  // Starts etcd on fresh ports and reads its log until it serves clients (true) or exits (false,
+  // `log` holds what it wrote). A thread keeps draining the log into data_dir_/log afterwards.
+  bool start_etcd(std::string& log) {
+    endpoint_ = "127.0.0.1:" + std::to_string(probably_free_port());
+    const std::string peer = "http://127.0.0.1:" + std::to_string(probably_free_port());
     const std::string client = "http://" + endpoint_;
+    int out[2];
+    if (::pipe(out) != 0) return false;
     pid_ = ::fork();
-    ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
-      const std::string log = data_dir_ + "/log";
-      FILE* out = std::freopen(log.c_str(), "w", stderr);
-      (void)out;
-      ::dup2(STDERR_FILENO, STDOUT_FILENO);
+      ::dup2(out[1], STDERR_FILENO);
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(out[0]);
+      ::close(out[1]);
       const std::string cluster = "m=" + peer;
-      ::execl(kEtcd, kEtcd, "--name", "m", "--data-dir", (data_dir_ + "/m.etcd").c_str(),
-              "--listen-client-urls", client.c_str(), "--advertise-client-urls", client.c_str(),
-              "--listen-peer-urls", peer.c_str(), "--initial-advertise-peer-urls", peer.c_str(),
-              "--initial-cluster", cluster.c_str(), static_cast<char*>(nullptr));
+      const std::string binary = etcd_binary();
+      ::execl(binary.c_str(), binary.c_str(), "--name", "m", "--data-dir",
+              (data_dir_ + "/m.etcd").c_str(), "--listen-client-urls", client.c_str(),
+              "--advertise-client-urls", client.c_str(), "--listen-peer-urls", peer.c_str(),
+              "--initial-advertise-peer-urls", peer.c_str(), "--initial-cluster", cluster.c_str(),
+              static_cast<char*>(nullptr));
       ::_exit(127);
     }
+    ::close(out[1]);
+    FILE* stream = ::fdopen(out[0], "r");
+    log.clear();
+    char line[4096];
+    bool serving = false;
+    while (!serving && std::fgets(line, sizeof line, stream)) {
+      log += line;
+      serving = std::strstr(line, "serving insecure client requests on") != nullptr;
+    }
+    if (!serving) {
+      std::fclose(stream);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+      std::filesystem::remove_all(data_dir_ + "/m.etcd");
+      return false;
+    }
+    // etcd blocks once a pipe it logs to is full: keep reading until it exits.
+    drain_ = std::thread([stream, path = data_dir_ + "/log", head = log] {
+      FILE* file = std::fopen(path.c_str(), "w");
+      if (file) std::fputs(head.c_str(), file);
+      char buffer[4096];
+      size_t n;
+      while ((n = std::fread(buffer, 1, sizeof buffer, stream)) > 0)
+        if (file) std::fwrite(buffer, 1, n, file);
+      if (file) std::fclose(file);
+      std::fclose(stream);
+    });
+    return true;
   }
 
   void TearDown() override {
@@ -69,6 +147,7 @@ class EtcdClientTest : public ::testing::Test {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
     }
+    if (drain_.joinable()) drain_.join();
     if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_);
   }
 
@@ -82,6 +161,7 @@ class EtcdClientTest : public ::testing::Test {
   }
 
   pid_t pid_ = -1;
+  std::thread drain_;
   std::string data_dir_;
   std::string endpoint_;
 };
@@ -152,16 +232,17 @@ TEST_F(EtcdClientTest, MultiSetAndMultiGetSpanMoreKeysThanOneTransactionAllows) 
 }
 
 TEST_F(EtcdClientTest, MovesOnFromAnEndpointThatDoesNotAnswer) {
-  const std::string dead = "127.0.0.1:" + std::to_string(free_port());
-  auto etcd = client({dead, endpoint_});
+  const RefusingAddress dead;
+  auto etcd = client({dead.str(), endpoint_});
   etcd->set("k", "v");
   EXPECT_EQ(etcd->get("k"), "v");
   EXPECT_EQ(etcd->endpoint(), endpoint_);
 }
 
 TEST_F(EtcdClientTest, NoMemberAnsweringIsANetworkErrorNamingTheEndpoints) {
+  const RefusingAddress nobody;
   EtcdClientOptions options;
-  options.endpoints = {"127.0.0.1:" + std::to_string(free_port())};
+  options.endpoints = {nobody.str()};
   options.timeout = 300ms;
   try {
     EtcdClient etcd(options);

@@ -19,19 +19,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$($python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+. "$here/../port_race.sh"
 mkdir -p "$dir/hf"
-for shell in 1 2; do
-  HF_HOME=$dir/hf PYTHON_EXEC=$python timeout 120 "$launcher" --rdzv_backend c10d \
-    --main_process_ip 127.0.0.1 --main_process_port "$port" --num_machines 2 --num_processes 4 \
-    "$here/../pytorch/ddp_check.py" >"$dir/out$shell" 2>"$dir/err$shell" &
-  pids+=($!)
-done
-failed=0
-for i in 0 1; do
-  wait "${pids[$i]}"; rc=$?
-  [ $rc -eq 0 ] || { echo "FAIL: launcher $((i + 1)) exited $rc"; failed=1; }
-done
+two_shells() {
+  pids=()
+  for shell in 1 2; do
+    HF_HOME=$dir/hf PYTHON_EXEC=$python timeout 120 "$launcher" --rdzv_backend c10d \
+      --main_process_ip 127.0.0.1 --main_process_port "$port" --num_machines 2 --num_processes 4 \
+      "$here/../pytorch/ddp_check.py" >"$dir/out$shell" 2>"$dir/err$shell" &
+    pids+=($!)
+  done
+  failed=0
+  for i in 0 1; do
+    wait "${pids[$i]}"; rc=$?
+    [ $rc -eq 0 ] || { echo "FAIL: launcher $((i + 1)) exited $rc"; failed=1; }
+  done
+  return $failed
+}
+retry_on_port_race two_shells "$dir/err1" "$dir/err2"
 pids=()
 for shell in 1 2; do
   sed "s/^/shell$shell: /" "$dir/out$shell"

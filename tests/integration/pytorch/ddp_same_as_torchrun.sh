@@ -18,8 +18,14 @@ case "$ours" in *"world=2 all_reduce=3 "*) ;; *) echo "FAIL: unexpected result";
 if [ ! -f "$torchrun" ]; then
   echo "torchrun peer not found at $torchrun (../shared absent): compared with nothing"; exit 0
 fi
-port=$($python -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])')
-theirs=$($python "$torchrun" --nproc_per_node 2 --master_port "$port" "$here/ddp_check.py" 2>/dev/null | grep '^RESULT')
+. "$here/../port_race.sh"
+errors=$(mktemp)
+trap 'rm -f "$errors"' EXIT
+torchrun_job() {
+  theirs=$($python "$torchrun" --nproc_per_node 2 --master_port "$port" "$here/ddp_check.py" \
+             2>"$errors" | grep '^RESULT')
+}
+retry_on_port_race torchrun_job "$errors"
 echo "torchrun:   $theirs"
 [ "$ours" = "$theirs" ] || { echo "FAIL: acc-launch and torchrun disagree"; exit 1; }
 echo "PASS: same result"

@@ -15,16 +15,20 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 token=hang-test-$$-$RANDOM
-port=$($python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-common=(--nnodes 2 --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$port"
-        --python $python --stall_timeout 3)
+. "$here/../port_race.sh"
+two_nodes() {
+  local common=(--nnodes 2 --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$port"
+                --python $python --stall_timeout 3)
+  "$launcher" "${common[@]}" --node_rank 1 "$script" 3 3 "$work/never-$token" > "$work/node1" 2>&1 &
+  local node1=$!
+  "$launcher" "${common[@]}" --node_rank 0 "$script" 3 3 "$work/never-$token" > "$work/node0" 2>&1
+  status0=$?
+  wait $node1
+  status1=$?
+  return $status0
+}
 set +e
-"$launcher" "${common[@]}" --node_rank 1 "$script" 3 3 "$work/never-$token" > "$work/node1" 2>&1 &
-node1=$!
-"$launcher" "${common[@]}" --node_rank 0 "$script" 3 3 "$work/never-$token" > "$work/node0" 2>&1
-status0=$?
-wait $node1
-status1=$?
+retry_on_port_race two_nodes "$work/node0" "$work/node1"
 set -e
 grep -Ev ': (loading|step [0-9]+)$' "$work/node0"
 echo "--- node 1 (exit $status1)"

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "acc/rendezvous/clock.h"
 #include "acc/rendezvous/key_value_store.h"
 
 namespace acc::rendezvous {
@@ -42,11 +43,13 @@ struct RendezvousInfo {
 };
 
 // One node's view. Not thread-safe; uses the store it is given (which must outlive it): a
-// StoreClient of our store, or an EtcdClient.
+// StoreClient of our store, or an EtcdClient. Deadlines and heartbeat ages are read from `clock`
+// (which must outlive it too); the store's waits must run on the same time.
 class ElasticRendezvous {
  public:
   // Throws ConfigError when min_nodes < 1 or max_nodes < min_nodes.
-  ElasticRendezvous(KeyValueStore& store, RendezvousOptions options, std::string node_id);
+  ElasticRendezvous(KeyValueStore& store, RendezvousOptions options, std::string node_id,
+                    const Clock& clock = Clock::steady());
 
   // Joins the open round (or, for a node that already took part in the current round, opens and
   // joins the next one) and blocks until that round closes; when this node came too late for
@@ -78,20 +81,23 @@ class ElasticRendezvous {
   void check_open();
   // Blocks until `round` closes and returns its node count; closes it after the last call when
   // this node's arrival made the minimum.
-  int await_close(std::int64_t round, int slot, std::chrono::steady_clock::time_point deadline);
+  int await_close(std::int64_t round, int slot, Clock::time_point deadline);
   void close_round(std::int64_t round, int num_nodes);
   // The rank of the participant that arrived in `slot`: the first arrival sorts the ids and
   // publishes every slot's rank; the others wait for theirs (TimeoutError past the deadline).
-  int assign_rank(std::int64_t round, int slot, int num_nodes,
-                  std::chrono::steady_clock::time_point deadline);
+  int assign_rank(std::int64_t round, int slot, int num_nodes, Clock::time_point deadline);
+
+  // Time left until `deadline`, at least 1 ms (a store wait of 0 may mean "no timeout").
+  std::chrono::milliseconds remaining(Clock::time_point deadline) const;
 
   KeyValueStore& store_;
+  const Clock& clock_;
   RendezvousOptions options_;
   std::string node_id_;
   std::optional<RendezvousInfo> last_;
   struct Seen {
     std::string value;
-    std::chrono::steady_clock::time_point since;
+    Clock::time_point since;
   };
   std::map<int, Seen> heartbeats_seen_;
 };

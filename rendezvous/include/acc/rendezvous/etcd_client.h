@@ -25,9 +25,6 @@
 namespace acc::rendezvous {
 
 class HttpConnection;
-namespace json {
-struct Value;
-}
 
 struct EtcdClientOptions {
   std::vector<std::string> endpoints;  // the members' client URLs as host:port, tried in turn
@@ -64,10 +61,8 @@ class EtcdClient : public KeyValueStore {
   const std::string& endpoint() const;
 
  private:
-  struct Entry {
-    std::string value;
-    std::string mod_revision;
-  };
+  // A key's value and the revision that last modified it (defined in etcd_client.cc).
+  struct Entry;
   // POSTs `body` to `path` on the current member, moving on through the members (with a pause
   // after each full turn) until one answers 200 or options_.timeout passes. Returns the body.
   std::string call(std::string_view path, const std::string& body);
@@ -76,9 +71,8 @@ class EtcdClient : public KeyValueStore {
   // Polls read() until every key exists; TimeoutError after `timeout`.
   std::vector<std::string> await(const std::vector<std::string>& keys,
                                  std::chrono::milliseconds timeout);
+  // The key with options_.key_prefix in front, in base64 as the gateway takes it.
   std::string encoded_key(std::string_view key) const;
-  // The first entry of one transaction response ({"response_range": {"kvs": [...]}}), if any.
-  static std::optional<Entry> entry_in(const json::Value& response);
 
   EtcdClientOptions options_;
   std::vector<std::unique_ptr<HttpConnection>> members_;

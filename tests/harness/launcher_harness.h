@@ -1,6 +1,9 @@
 #pragma once
 
-// Runs the real acc-launch binary as a user would, and looks at what it left behind in /proc.
+// Runs the real acc-launch binary as a user would, and looks at what it left behind in /proc:
+// the one harness of the tests that drive the binary (tests/launcher, tests/config,
+// tests/integration). A run is hermetic: no scheduler (SLURM, mpirun, Kubernetes), torchrun
+// variable or `accelerate config` file of the machine running the tests leaks into it.
 
 #include <sys/types.h>
 
@@ -23,9 +26,14 @@ std::string launcher_binary();
 std::string worker_binary();
 
 // Runs acc-launch with `args` (and `extra_env`; an empty value unsets) to the end (a hang guard
-// kills it after `timeout`).
+// kills it after `timeout`), stdin at end of file.
 LaunchRun run_launcher(const std::vector<std::string>& args,
                        const std::map<std::string, std::string>& extra_env = {},
+                       std::chrono::seconds timeout = std::chrono::seconds(60));
+// The same with `input` on its stdin (answers to `acc-launch config`'s questions).
+LaunchRun run_launcher(const std::vector<std::string>& args,
+                       const std::map<std::string, std::string>& extra_env,
+                       const std::string& input,
                        std::chrono::seconds timeout = std::chrono::seconds(60));
 
 // Starts acc-launch in the background, output to files in `dir`. Returns its pid.
@@ -49,6 +57,32 @@ void reap_exited_children();
 
 // A fresh empty directory under the test temp dir.
 std::string make_temp_dir();
+
+// A fresh directory, removed with everything in it when the object goes.
+class TempDir {
+ public:
+  TempDir() : path_(make_temp_dir()) {}
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  // Writes `text` to the file `name` in the directory; returns its path.
+  std::string file(const std::string& name, const std::string& text) const;
+
+ private:
+  std::string path_;
+};
+
+// The Accelerate config files of ../shared next to the source tree (real users' files).
+std::string shared_configs();
+
+// What `acc-launch --dry_run` printed: its header, each worker's KEY=VALUE lines and commands.
+struct DryRun {
+  std::string header;  // "# acc-launch dry run: ..."
+  std::vector<std::map<std::string, std::string>> workers;
+  std::vector<std::string> commands;
+};
+DryRun parse_dry_run(const std::string& out);
 
 // `launcher_args`, then `--no_python`, the test worker binary and `worker_args`.
 std::vector<std::string> worker(std::vector<std::string> launcher_args,

@@ -33,15 +33,25 @@ namespace {
   return true;
 }();
 
+// A variable of the machine running the tests that would change what the launcher does.
+bool leaks(const std::string& name) {
+  for (const char* prefix : {"SLURM_", "OMPI_", "PMI_", "PMIX_", "PET_", "KUBERNETES_"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  for (const char* exact :
+       {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "HF_HOME"})
+    if (name == exact) return true;
+  return false;
+}
+
 pid_t spawn(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-            int out_fd, int err_fd) {
+            int out_fd, int err_fd, int in_fd = -1) {
   std::vector<std::string> full = {launcher_binary()};
   full.insert(full.end(), args.begin(), args.end());
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
     std::string entry = *e;
     const std::string key = entry.substr(0, entry.find('='));
-    if (!env.count(key) && key != "HF_HOME") env_strings.push_back(entry);
+    if (!env.count(key) && !leaks(key)) env_strings.push_back(entry);
   }
   for (const auto& [k, v] : env)
     if (!v.empty()) env_strings.push_back(k + "=" + v);  // empty: unset
@@ -55,6 +65,7 @@ pid_t spawn(const std::vector<std::string>& args, const std::map<std::string, st
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::setpgid(0, 0);  // a signal we send the launcher reaches it alone
+    if (in_fd >= 0) ::dup2(in_fd, STDIN_FILENO);
     ::dup2(out_fd, STDOUT_FILENO);
     ::dup2(err_fd, STDERR_FILENO);
     ::execve(argv[0], argv.data(), envp.data());
@@ -79,11 +90,21 @@ std::string worker_binary() {
 LaunchRun run_launcher(const std::vector<std::string>& args,
                        const std::map<std::string, std::string>& extra_env,
                        std::chrono::seconds timeout) {
+  return run_launcher(args, extra_env, "", timeout);
+}
+
+LaunchRun run_launcher(const std::vector<std::string>& args,
+                       const std::map<std::string, std::string>& extra_env,
+                       const std::string& input, std::chrono::seconds timeout) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
     throw std::runtime_error("pipe");
+  // stdin from a file, so that input of any size never blocks the test.
+  const TempDir io;
+  const int in = ::open(io.file("stdin", input).c_str(), O_RDONLY | O_CLOEXEC);
   const auto start = Clock::now();
-  const pid_t pid = spawn(args, extra_env, out[1], err[1]);
+  const pid_t pid = spawn(args, extra_env, out[1], err[1], in);
+  ::close(in);
   ::close(out[1]);
   ::close(err[1]);
   LaunchRun run;
@@ -151,9 +172,15 @@ bool wait_for_file(const std::string& path, std::chrono::seconds timeout) {
 }
 
 namespace {
+// The whole file; "" when it cannot be read. A /proc file of a process that exited after it was
+// listed fails mid-read (ESRCH), which libstdc++ reports by throwing from the stream buffer.
 std::string read_all(const fs::path& path) {
-  std::ifstream file(path);
-  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  try {
+    std::ifstream file(path);
+    return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 
 template <typename Predicate>
@@ -197,6 +224,40 @@ std::string make_temp_dir() {
   std::string pattern = (fs::temp_directory_path() / "acc-launch-test-XXXXXX").string();
   if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp");
   return pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::string TempDir::file(const std::string& name, const std::string& text) const {
+  const std::string path = path_ + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::string shared_configs() {
+  return std::string(ACC_SOURCE_DIR) + "/../shared/accelerate-configs";
+}
+
+DryRun parse_dry_run(const std::string& out) {
+  DryRun d;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("# acc-launch dry run:", 0) == 0) {
+      d.header = line;
+    } else if (line.rfind("# rank ", 0) == 0) {
+      d.workers.emplace_back();
+    } else if (line.rfind("command:", 0) == 0) {
+      d.commands.push_back(line);
+    } else if (!d.workers.empty() && line.find('=') != std::string::npos) {
+      const size_t eq = line.find('=');
+      d.workers.back()[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+  }
+  return d;
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
