@@ -1,7 +1,9 @@
-// Store throughput and latency: LibTorch's own C++ client, c10d::TCPStore, with 1, 8 and 32
-// client threads (one connection each) doing set, get and add in turn, against our StoreServer
-// and against PyTorch's TCPStore server in the same process and run. Prints ops/s, p50 and p99
-// per server and the ratios.
+// Store throughput, latency and server CPU: LibTorch's own C++ client, c10d::TCPStore, with 1, 8
+// and 32 client threads (one connection each) doing set, get and add in turn, against our
+// StoreServer and against PyTorch's TCPStore server in the same run. Each server runs in a process
+// of its own, so that its CPU time (utime + stime from /proc/<pid>/stat, before and after the
+// load) is the server's alone. Prints ops/s, p50, p99 and server CPU per operation per server,
+// and the ratios.
 //
 // Usage: store_bench [--seconds S] [--clients 1,8,32] [--rounds R] [--minimal 0|1]
 
@@ -13,6 +15,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +25,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,14 +40,61 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double cpu_seconds(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+// utime + stime of a process, in seconds, from /proc/<pid>/stat (fields 14 and 15, counted
+// after the command name, which may hold spaces and parentheses).
+double process_cpu_seconds(pid_t pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::size_t end_of_name = stat.rfind(')');
+  if (end_of_name == std::string::npos) return 0;
+  const char* p = stat.c_str() + end_of_name + 1;
+  // Fields 3 (state) to 13 come first: skip 11 of them.
+  for (int field = 3; field <= 13; ++field) p = std::strchr(p + 1, ' ');
+  char* next = nullptr;
+  const unsigned long long utime = std::strtoull(p, &next, 10);
+  const unsigned long long stime = std::strtoull(next, nullptr, 10);
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+// A server in a process of its own: `serve` starts it and returns its port; the process then
+// lives until the bench closes its end of the control pipe.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::function<int()>& serve) {
+    int port_pipe[2], control[2];
+    if (::pipe(port_pipe) != 0 || ::pipe(control) != 0) std::abort();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(port_pipe[0]);
+      ::close(control[1]);
+      const int port = serve();
+      [[maybe_unused]] auto n = ::write(port_pipe[1], &port, sizeof(port));
+      char byte;
+      while (::read(control[0], &byte, 1) > 0) {
+      }
+      ::_exit(0);  // the server's threads die with the process
+    }
+    ::close(port_pipe[1]);
+    ::close(control[0]);
+    if (::read(port_pipe[0], &port_, sizeof(port_)) != sizeof(port_)) std::abort();
+    ::close(port_pipe[0]);
+    control_ = control[1];
+  }
+  ~ServerProcess() {
+    ::close(control_);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int control_ = -1;
+};
+
 struct Result {
-  double server_cpu_us_per_op = 0;  // process CPU minus the client threads' CPU, per operation
+  double server_cpu_us_per_op = 0;  // the server process's utime + stime, per operation
   double ops_per_second = 0;
   double p50_us = 0;
   double p99_us = 0;
@@ -64,13 +116,12 @@ double percentile(std::vector<std::int64_t>& ns, double p) {
 }
 
 // Every client thread connects first; all start together and run for `seconds`.
-Result measure(int port, int clients, double seconds) {
+Result measure(const ServerProcess& server, int clients, double seconds) {
   std::vector<std::unique_ptr<c10d::TCPStore>> stores;
-  for (int i = 0; i < clients; ++i) stores.push_back(connect(port));
+  for (int i = 0; i < clients; ++i) stores.push_back(connect(server.port()));
   std::vector<std::vector<std::int64_t>> latencies(clients);
   std::atomic<bool> go{false};
   std::atomic<long> ops{0};
-  std::vector<double> client_cpu(clients, 0.0);
   auto duration =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   std::vector<std::thread> threads;
@@ -82,7 +133,6 @@ Result measure(int port, int clients, double seconds) {
       auto& mine = latencies[i];
       mine.reserve(1 << 20);
       while (!go.load()) std::this_thread::yield();
-      double cpu_start = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
       auto end = Clock::now() + duration;
       long done = 0;
       for (Clock::time_point now = Clock::now(); now < end;) {
@@ -100,16 +150,14 @@ Result measure(int port, int clients, double seconds) {
         done += 3;
       }
       ops += done;
-      client_cpu[i] = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
     });
   }
   auto start = Clock::now();
-  double process_cpu_start = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
+  const double server_cpu_start = process_cpu_seconds(server.pid());
   go = true;
   for (auto& thread : threads) thread.join();
   double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  double server_cpu = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - process_cpu_start;
-  for (double c : client_cpu) server_cpu -= c;
+  const double server_cpu = process_cpu_seconds(server.pid()) - server_cpu_start;
   std::vector<std::int64_t> all;
   for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   Result result;
@@ -251,18 +299,23 @@ int main(int argc, char** argv) {
       with_minimal = std::strcmp(argv[i + 1], "0") != 0;
   }
 
-  acc::rendezvous::StoreServerOptions options;
-  options.host = "127.0.0.1";
-  acc::rendezvous::StoreServer ours(options);
-  ours.start();
-
-  c10d::TCPStoreOptions torch_options;
-  torch_options.port = 0;
-  torch_options.isServer = true;
-  torch_options.waitWorkers = false;
-  c10d::TCPStore torch_server("127.0.0.1", torch_options);
-
-  MinimalServer minimal;
+  // Forked before this process starts any thread; each child keeps its server until exit.
+  ServerProcess ours([] {
+    acc::rendezvous::StoreServerOptions options;
+    options.host = "127.0.0.1";
+    auto* server = new acc::rendezvous::StoreServer(options);
+    server->start();
+    return server->port();
+  });
+  ServerProcess torch_server([] {
+    c10d::TCPStoreOptions torch_options;
+    torch_options.port = 0;
+    torch_options.isServer = true;
+    torch_options.waitWorkers = false;
+    auto* server = new c10d::TCPStore("127.0.0.1", torch_options);
+    return static_cast<int>(server->getPort());
+  });
+  ServerProcess minimal([] { return (new MinimalServer)->port(); });
 
   std::printf("c10d::TCPStore clients doing set+get+add for %.1f s each, %u hardware threads\n",
               seconds, std::thread::hardware_concurrency());
@@ -273,18 +326,18 @@ int main(int argc, char** argv) {
       // Alternate which server goes first so neither always runs on a warmer machine.
       Result mine, theirs;
       if (round % 2 == 0) {
-        mine = measure(ours.port(), clients, seconds);
-        theirs = measure(torch_server.getPort(), clients, seconds);
+        mine = measure(ours, clients, seconds);
+        theirs = measure(torch_server, clients, seconds);
       } else {
-        theirs = measure(torch_server.getPort(), clients, seconds);
-        mine = measure(ours.port(), clients, seconds);
+        theirs = measure(torch_server, clients, seconds);
+        mine = measure(ours, clients, seconds);
       }
       std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "acc StoreServer",
                   mine.ops_per_second, mine.p50_us, mine.p99_us, mine.server_cpu_us_per_op);
       std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "PyTorch TCPStore",
                   theirs.ops_per_second, theirs.p50_us, theirs.p99_us, theirs.server_cpu_us_per_op);
       if (with_minimal) {
-        const Result bound = measure(minimal.port(), clients, seconds);
+        const Result bound = measure(minimal, clients, seconds);
         std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "minimal (bound)",
                     bound.ops_per_second, bound.p50_us, bound.p99_us, bound.server_cpu_us_per_op);
         std::printf("%8d %-16s %11.2fx\n", clients, "bound/torch",
@@ -297,6 +350,5 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  ours.stop();
   return 0;
 }

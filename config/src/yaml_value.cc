@@ -10,17 +10,24 @@
 namespace acc::config::detail {
 namespace {
 
-// PyYAML's implicit resolvers (yaml/resolver.py), which follow YAML 1.1.
-const std::regex kBool(
-    "yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF");
-const std::regex kNull("~|null|Null|NULL|");
-const std::regex kInt(
-    "[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|"
-    "[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+");
-const std::regex kFloat(
-    "[-+]?(?:[0-9][0-9_]*)\\.[0-9_]*(?:[eE][-+][0-9]+)?|\\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?|"
-    "[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\\.[0-9_]*|[-+]?\\.(?:inf|Inf|INF)|\\.(?:nan|NaN|NAN)");
-const std::regex kJsonNumber("-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][-+]?[0-9]+)?");
+// PyYAML's implicit resolvers (yaml/resolver.py), which follow YAML 1.1. Built on first use, not
+// at start-up: compiling them costs every acc-launch run milliseconds, and most read no YAML.
+struct Resolvers {
+  std::regex boolean{"yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF"};
+  std::regex null{"~|null|Null|NULL|"};
+  std::regex integer{
+      "[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|"
+      "[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+"};
+  std::regex floating{
+      "[-+]?(?:[0-9][0-9_]*)\\.[0-9_]*(?:[eE][-+][0-9]+)?|\\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?|"
+      "[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\\.[0-9_]*|[-+]?\\.(?:inf|Inf|INF)|\\.(?:nan|NaN|NAN)"};
+  std::regex json_number{"-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"};
+};
+
+const Resolvers& resolvers() {
+  static const Resolvers instance;
+  return instance;
+}
 
 std::string without_underscores(const std::string& text) {
   std::string out;
@@ -122,24 +129,25 @@ Value convert(const YAML::Node& node, bool json_numbers, const std::string& path
 }  // namespace
 
 Value resolve_plain_scalar(const std::string& text, bool json_numbers) {
-  if (std::regex_match(text, kNull)) return Value::null();
-  if (std::regex_match(text, kBool)) {
+  const Resolvers& r = resolvers();
+  if (std::regex_match(text, r.null)) return Value::null();
+  if (std::regex_match(text, r.boolean)) {
     Value v = Value::of_bool(text[0] == 'y' || text[0] == 'Y' || text[0] == 't' || text[0] == 'T' ||
                              text == "on" || text == "On" || text == "ON");
     v.text = text;
     return v;
   }
   try {
-    if (json_numbers && std::regex_match(text, kJsonNumber)) {
+    if (json_numbers && std::regex_match(text, r.json_number)) {
       if (text.find_first_of(".eE") == std::string::npos) return Value::of_int(std::stoll(text));
       return Value::of_float(std::stod(text));
     }
-    if (std::regex_match(text, kInt)) {
+    if (std::regex_match(text, r.integer)) {
       Value v = Value::of_int(parse_int(text));
       v.text = text;
       return v;
     }
-    if (std::regex_match(text, kFloat)) {
+    if (std::regex_match(text, r.floating)) {
       Value v = Value::of_float(parse_float(text));
       return v;
     }

@@ -1,7 +1,10 @@
 #include "acc/rendezvous/store_server.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -40,11 +43,17 @@ constexpr std::size_t kReadBufferBytes = 64 * 1024;
 constexpr int kReadsPerEvent = 4;
 // Accepts per readiness event, for the same fairness.
 constexpr int kAcceptsPerEvent = 256;
+// Ready connections taken from the connection poller at once.
+constexpr int kEventsPerPoll = 256;
 
+// The connections are not Asio sockets: they sit in an epoll set of their own (level-triggered,
+// registered once), and Asio waits on that set's descriptor as on any other. A request then costs
+// one recv and one send; through Asio's reactor each readiness also cost an epoll_ctl to re-arm,
+// an operation allocated and a handler dispatched (bench/README.md, "store server").
 struct Connection {
-  Connection(asio::io_context& io, ConnectionId id) : socket(io), id(id) {}
+  Connection(int fd, ConnectionId id) : fd(fd), id(id) {}
 
-  tcp::socket socket;
+  int fd;
   ConnectionId id;
   std::string peer;
   bool dialect_known = false;
@@ -54,7 +63,7 @@ struct Connection {
   Clock::time_point partial_since;
   std::string out;  // reply bytes not yet written, from out_pos on
   std::size_t out_pos = 0;
-  bool write_waiting = false;  // an async_wait for writability is in flight
+  bool write_waiting = false;  // the poller watches it for writability
   bool dirty = false;          // queued in Impl::dirty_ for a write attempt
   Clock::time_point write_blocked_since;
 };
@@ -91,6 +100,7 @@ struct StoreServer::Impl : detail::ReplySink {
         acceptor(io),
         sweep_timer(io),
         accept_retry_timer(io),
+        poller(io),
         state(options.max_keys),
         read_buffer(kReadBufferBytes) {
     if (!options.log) {
@@ -100,6 +110,9 @@ struct StoreServer::Impl : detail::ReplySink {
       };
     }
     if (options.raise_fd_limit) raise_fd_limit();
+    const int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+    ACC_CHECK(epoll_fd >= 0, NetworkError, "cannot create an epoll set: ", std::strerror(errno));
+    poller.assign(epoll_fd);
     listen();
   }
 
@@ -140,6 +153,7 @@ struct StoreServer::Impl : detail::ReplySink {
 
   void arm() {
     wait_accept();
+    wait_poller();
     arm_sweep();
   }
 
@@ -174,60 +188,96 @@ struct StoreServer::Impl : detail::ReplySink {
   }
 
   void add_connection(int fd) {
-    auto conn = std::make_shared<Connection>(io, next_id++);
-    boost::system::error_code ec;
-    conn->socket.assign(acceptor.local_endpoint(ec).protocol(), fd, ec);
-    if (ec) {
+    int on = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    auto conn = std::make_shared<Connection>(fd, next_id++);
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = conn->id;
+    if (::epoll_ctl(poller.native_handle(), EPOLL_CTL_ADD, fd, &event) != 0) {
       ::close(fd);
       return;
     }
-    conn->socket.non_blocking(true, ec);
-    conn->socket.set_option(tcp::no_delay(true), ec);
-    auto remote = conn->socket.remote_endpoint(ec);
-    conn->peer = ec ? "?" : format_endpoint(remote.address().to_string(), remote.port());
+    sockaddr_storage remote{};
+    socklen_t length = sizeof(remote);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &length) == 0) {
+      tcp::endpoint endpoint;
+      endpoint.resize(length);
+      std::memcpy(endpoint.data(), &remote, length);
+      conn->peer = format_endpoint(endpoint.address().to_string(), endpoint.port());
+    } else {
+      conn->peer = "?";
+    }
     connections.emplace(conn->id, conn);
     num_connections.store(connections.size(), std::memory_order_relaxed);
-    wait_read(conn);
   }
 
-  void wait_read(const std::shared_ptr<Connection>& conn) {
-    conn->socket.async_wait(tcp::socket::wait_read, [this, conn](boost::system::error_code ec) {
-      if (conn->closed || ec == asio::error::operation_aborted) return;
-      if (ec) return close(*conn, {});
-      on_readable(conn);
-    });
+  void wait_poller() {
+    poller.async_wait(asio::posix::stream_descriptor::wait_read,
+                      [this](boost::system::error_code ec) {
+                        if (stopping || ec == asio::error::operation_aborted) return;
+                        poll_connections(/*retry=*/false);
+                      });
   }
 
-  void on_readable(const std::shared_ptr<Connection>& conn, bool retry = false) {
-    bool eof = false;
-    bool got = false;
-    for (int i = 0; i < kReadsPerEvent; ++i) {
-      boost::system::error_code ec;
-      std::size_t n = conn->socket.read_some(asio::buffer(read_buffer), ec);
-      if (ec == asio::error::would_block) break;
-      if (ec) {
-        eof = true;  // EOF or reset: serve what arrived before it, then close
-        break;
-      }
-      if (conn->in.empty()) conn->partial_since = Clock::now();
-      conn->in.append(read_buffer.data(), n);
-      got = true;
-      if (n < read_buffer.size()) break;
+  // Serves every ready connection, then writes the replies. A connection left with data unread,
+  // or a full batch, makes another round at once: the poller is level-triggered, but Asio waits
+  // on it for a new edge.
+  void poll_connections(bool retry) {
+    epoll_event events[kEventsPerPoll];
+    int ready;
+    do {
+      ready = ::epoll_wait(poller.native_handle(), events, kEventsPerPoll, 0);
+    } while (ready < 0 && errno == EINTR);
+    bool again = ready == kEventsPerPoll;
+    bool partial = false;
+    for (int i = 0; i < ready; ++i) {
+      auto it = connections.find(events[i].data.u64);
+      if (it == connections.end()) continue;
+      std::shared_ptr<Connection> conn = it->second;
+      if (events[i].events & EPOLLOUT) try_write(conn);
+      if (conn->closed || !(events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+      if (read_some(*conn)) again = true;
+      if (!conn->closed && !conn->in.empty()) partial = true;
     }
-    process(*conn);
-    if (eof) close(*conn, {});
     flush_dirty();
-    if (conn->closed) return;
-    if (got && !retry && !conn->in.empty()) {
+    if (stopping) return;
+    if (again || (partial && !retry)) {
       // PyTorch's clients send a request in several writes (the opcode alone, then the rest).
-      // Having read only its head, look again after the other ready connections, when the rest
-      // has usually arrived, instead of paying another trip through epoll for it.
-      asio::post(io, [this, conn] {
-        if (!conn->closed && !stopping) on_readable(conn, /*retry=*/true);
+      // Having read only a head, look once more after the others, when the rest has usually
+      // arrived, instead of paying another trip through the reactor for it.
+      asio::post(io, [this, again] {
+        if (!stopping) poll_connections(/*retry=*/!again);
       });
       return;
     }
-    wait_read(conn);
+    wait_poller();
+  }
+
+  // Reads what the connection has (up to kReadsPerEvent buffers) and applies the whole requests
+  // in it. True if more may be waiting.
+  bool read_some(Connection& conn) {
+    bool eof = false;
+    bool more = false;
+    for (int i = 0;; ++i) {
+      if (i == kReadsPerEvent) {
+        more = true;
+        break;
+      }
+      const ssize_t n = ::recv(conn.fd, read_buffer.data(), read_buffer.size(), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n <= 0) {
+        eof = true;  // EOF or reset: serve what arrived before it, then close
+        break;
+      }
+      if (conn.in.empty()) conn.partial_since = Clock::now();
+      conn.in.append(read_buffer.data(), static_cast<std::size_t>(n));
+      if (static_cast<std::size_t>(n) < read_buffer.size()) break;
+    }
+    process(conn);
+    if (eof) close(conn, {});
+    return more && !conn.closed;
   }
 
   void process(Connection& conn) {
@@ -265,39 +315,44 @@ struct StoreServer::Impl : detail::ReplySink {
 
   void try_write(const std::shared_ptr<Connection>& conn) {
     while (conn->out_pos < conn->out.size()) {
-      boost::system::error_code ec;
-      std::size_t n = conn->socket.write_some(
-          asio::buffer(conn->out.data() + conn->out_pos, conn->out.size() - conn->out_pos), ec);
-      if (ec == asio::error::would_block) break;
-      if (ec) return close(*conn, {});
-      conn->out_pos += n;
+      const ssize_t n = ::send(conn->fd, conn->out.data() + conn->out_pos,
+                               conn->out.size() - conn->out_pos, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n < 0) return close(*conn, {});
+      conn->out_pos += static_cast<std::size_t>(n);
       conn->write_blocked_since = Clock::now();
     }
     if (conn->out_pos == conn->out.size()) {
       conn->out.clear();
       conn->out_pos = 0;
+      if (conn->write_waiting) watch_writable(*conn, false);
       return;
     }
     if (conn->out.size() - conn->out_pos > options.max_pending_reply_bytes) {
       return close(*conn, "it does not read its replies (" +
                               std::to_string(conn->out.size() - conn->out_pos) + " bytes pending)");
     }
-    if (conn->write_waiting) return;
-    conn->write_waiting = true;
-    conn->socket.async_wait(tcp::socket::wait_write, [this, conn](boost::system::error_code ec) {
-      conn->write_waiting = false;
-      if (conn->closed || ec == asio::error::operation_aborted) return;
-      if (ec) return close(*conn, {});
-      try_write(conn);
-    });
+    if (!conn->write_waiting) watch_writable(*conn, true);
+  }
+
+  // Adds or removes EPOLLOUT for a connection whose replies wait for room in its socket.
+  void watch_writable(Connection& conn, bool on) {
+    epoll_event event{};
+    event.events = on ? EPOLLIN | EPOLLOUT : EPOLLIN;
+    event.data.u64 = conn.id;
+    if (::epoll_ctl(poller.native_handle(), EPOLL_CTL_MOD, conn.fd, &event) != 0)
+      return close(conn, {});
+    conn.write_waiting = on;
   }
 
   void close(Connection& conn, const std::string& reason) {
     if (conn.closed) return;
     conn.closed = true;
     if (!reason.empty()) options.log("closed connection from " + conn.peer + ": " + reason);
-    boost::system::error_code ec;
-    conn.socket.close(ec);
+    // Out of the poller before the close: a worker forked meanwhile may still hold the socket.
+    ::epoll_ctl(poller.native_handle(), EPOLL_CTL_DEL, conn.fd, nullptr);
+    ::close(conn.fd);
     state.drop_connection(conn.id);
     connections.erase(conn.id);  // may destroy conn's owner last reference after handlers run
     num_connections.store(connections.size(), std::memory_order_relaxed);
@@ -342,6 +397,7 @@ struct StoreServer::Impl : detail::ReplySink {
     std::vector<std::shared_ptr<Connection>> all;
     for (auto& [id, conn] : connections) all.push_back(conn);
     for (auto& conn : all) close(*conn, {});
+    poller.close(ec);
   }
 
   StoreServerOptions options;
@@ -350,6 +406,7 @@ struct StoreServer::Impl : detail::ReplySink {
   tcp::acceptor acceptor;
   asio::steady_timer sweep_timer;
   asio::steady_timer accept_retry_timer;
+  asio::posix::stream_descriptor poller;  // the connections' epoll set
   detail::StoreState state;
   std::vector<char> read_buffer;
   Request request;  // the request being applied (parse_request overwrites it)

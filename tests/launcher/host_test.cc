@@ -97,6 +97,19 @@ TEST(DetectHostTest, ReadsCpusMemoryAndNvidiaGpusUnderTheRoot) {
   }
 }
 
+TEST(DetectHostTest, CountsNvidiaDeviceNodesButNotTheControlNodesWithoutTheDriverEntries) {
+  FakeRoot root;
+  root.file("proc/cpuinfo", "processor\t: 0\n");
+  root.file("proc/meminfo", "MemTotal:       1024 kB\n");
+  for (const char* node : {"nvidia0", "nvidia1", "nvidia10", "nvidiactl", "nvidia-uvm", "nvidia",
+                           "nvidia-caps", "nvidia2x"})
+    root.file(std::string("dev/") + node, "");
+  ScopedVariable cuda("CUDA_VISIBLE_DEVICES", nullptr);
+  const HostInfo host = detect_host(root.path());
+  EXPECT_EQ(host.gpu_vendor, "nvidia");
+  EXPECT_EQ(host.gpu_count, 3);
+}
+
 TEST(DetectHostTest, CountsAmdGpusFromTheKfdTopologyWithTheRocmVariables) {
   FakeRoot root;
   root.file("dev/kfd", "");

@@ -236,6 +236,25 @@ TEST(StoreServerTest, ClientThatStopsReadingIsClosedAfterTheStallTimeout) {
   EXPECT_EQ(writer.add("n", 1), 1);
 }
 
+TEST(StoreServerTest, RepliesLargerThanTheSocketBuffersAllArriveWhenTheClientReadsThem) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient writer = connect(server);
+  const std::string big(4 << 20, 'x');
+  writer.set("big", big);
+  ASSERT_TRUE(writer.check({"big"}));
+  // A small receive window: the server must wait for room, again and again, to send 32 MiB.
+  RawSocket reader(server.port(), 4096);
+  std::string gets;
+  for (int i = 0; i < 8; ++i) gets += legacy({Op::kGet, {"/big"}, {}, 0});
+  ASSERT_TRUE(reader.send(gets));
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(load_u64(reader.receive(8, 20s)), big.size()) << "reply " << i;
+    ASSERT_EQ(reader.receive(big.size(), 20s), big) << "reply " << i;
+  }
+  EXPECT_EQ(writer.add("n", 1), 1);  // and the server still serves the others
+}
+
 TEST(StoreServerTest, ClientThatLeavesBeforeItsRepliesDoesNotDisturbTheServer) {
   StoreServer server(loopback());
   server.start();

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <utility>
 
@@ -130,10 +129,14 @@ std::vector<Gpu> nvidia_gpus(const fs::path& root) {
     gpus.push_back(std::move(gpu));
   }
   if (!gpus.empty()) return gpus;
-  const std::regex device("nvidia[0-9]+");
+  // nvidia[0-9]+ (not nvidiactl, nvidia-uvm), checked by hand: a std::regex is compiled at run
+  // time, on every launch.
+  auto is_device = [](const std::string& name) {
+    return name.size() > 6 && name.starts_with("nvidia") &&
+           std::all_of(name.begin() + 6, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
   for (const fs::path& node : sorted_entries(root / "dev"))
-    if (std::regex_match(node.filename().string(), device))
-      gpus.push_back({{std::to_string(gpus.size())}, ""});
+    if (is_device(node.filename().string())) gpus.push_back({{std::to_string(gpus.size())}, ""});
   return gpus;
 }
 
