@@ -1,7 +1,10 @@
 // One DDP training step of BasicNet (Fashion-MNIST shapes) through libacc, timed per step.
-// Prints, on rank 0, one line: "ddp_step impl=cpp steps=N median_ms=X wait_ms=Y", where wait is
-// the median time from the last gradient computed in backward to backward() returning (the
-// all-reduce not hidden behind the backward pass).
+// Prints, on rank 0, one line:
+//   "ddp_step impl=cpp steps=N median_ms=X forward_ms=F backward_ms=B wait_ms=W optimizer_ms=O"
+// X is the median step; F, B, W, O are the medians of its phases: forward and loss, backward
+// until the last parameter gradient is computed, the wait from there to backward() returning
+// (the all-reduce not hidden behind the backward pass), optimizer step and zero_grad. All from
+// the rank whose median step is the slowest (it sets the pace). ddp_step.py prints the same.
 //
 //   ddp_step --steps 60 --warmup 10 --batch 32
 
@@ -61,11 +64,16 @@ int main(int argc, char** argv) {
     });
   }
 
-  std::vector<double> step_ms, wait_ms;
+  auto ms = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double, std::milli>(to - from).count();
+  };
+  // Per phase, in the order of the printed line: step, forward, backward, wait, optimizer.
+  std::vector<std::vector<double>> phase_ms(5);
   for (int i = 0; i < warmup + steps; ++i) {
     acc.wait_for_everyone();  // steps start together, so a rank's wait is not its peer's lag
     const auto start = Clock::now();
     auto loss = torch::nll_loss(model->forward(x), y);
+    const auto forward_end = Clock::now();
     last_grad_ns = 0;
     acc.backward(loss);
     const auto backward_end = Clock::now();
@@ -74,18 +82,22 @@ int main(int argc, char** argv) {
     finish();
     const auto end = Clock::now();
     if (i < warmup) continue;
-    step_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
     const auto last = Clock::time_point(Clock::duration(last_grad_ns.load()));
-    wait_ms.push_back(std::chrono::duration<double, std::milli>(backward_end - last).count());
+    const double phases[] = {ms(start, end), ms(start, forward_end), ms(forward_end, last),
+                             ms(last, backward_end), ms(backward_end, end)};
+    for (size_t p = 0; p < phase_ms.size(); ++p) phase_ms[p].push_back(phases[p]);
   }
-  auto medians = acc.gather(
-      torch::tensor({median(step_ms), median(wait_ms)}, torch::kDouble).to(acc.device()));
+  std::vector<double> medians;
+  for (const auto& samples : phase_ms) medians.push_back(median(samples));
+  auto all = acc.gather(torch::tensor(medians, torch::kDouble).to(acc.device()));
   if (acc.is_main_process()) {
-    // The slowest rank sets the pace.
-    auto per_rank = medians.reshape({-1, 2});
-    std::printf("ddp_step impl=cpp steps=%d median_ms=%.2f wait_ms=%.2f\n", steps,
-                per_rank.select(1, 0).max().item<double>(),
-                per_rank.select(1, 1).max().item<double>());
+    auto per_rank = all.cpu().reshape({-1, static_cast<int64_t>(medians.size())});
+    auto slowest = per_rank[per_rank.select(1, 0).argmax().item<int64_t>()];
+    auto at = [&](int64_t p) { return slowest[p].item<double>(); };
+    std::printf(
+        "ddp_step impl=cpp steps=%d median_ms=%.2f forward_ms=%.2f backward_ms=%.2f wait_ms=%.2f "
+        "optimizer_ms=%.2f\n",
+        steps, at(0), at(1), at(2), at(3), at(4));
   }
   return 0;
 }

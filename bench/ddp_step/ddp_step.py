@@ -1,6 +1,8 @@
 """One DDP training step of BasicNet with PyTorch's Python DDP (Gloo on CPU, NCCL with --device
 cuda), timed as ddp_step.cc does.
-Run under torchrun; prints on rank 0: "ddp_step impl=python steps=N median_ms=X wait_ms=Y"."""
+Run under torchrun; prints on rank 0 the line ddp_step.cc prints, with impl=python:
+"ddp_step impl=python steps=N median_ms=X forward_ms=F backward_ms=B wait_ms=W optimizer_ms=O",
+the medians of the step and of its phases on the rank whose median step is the slowest."""
 import argparse
 import os
 import statistics
@@ -58,11 +60,13 @@ def main():
     for p in model.parameters():
         p.register_hook(hook)
 
-    steps, waits = [], []
+    # Per phase, in the order of the printed line: step, forward, backward, wait, optimizer.
+    phase_ms = [[] for _ in range(5)]
     for i in range(args.warmup + args.steps):
         dist.barrier()
         start = time.perf_counter()
         loss = F.nll_loss(model(x), y)
+        forward_end = time.perf_counter()
         last_grad[0] = 0.0
         loss.backward()
         backward_end = time.perf_counter()
@@ -72,16 +76,21 @@ def main():
             torch.cuda.synchronize()
         end = time.perf_counter()
         if i >= args.warmup:
-            steps.append((end - start) * 1e3)
-            waits.append((backward_end - last_grad[0]) * 1e3)
-    medians = torch.tensor([statistics.median(steps), statistics.median(waits)],
-                           dtype=torch.double, device=device)
-    out = [torch.zeros(2, dtype=torch.double, device=device) for _ in range(dist.get_world_size())]
+            last = last_grad[0]
+            phases = (end - start, forward_end - start, last - forward_end, backward_end - last,
+                      end - backward_end)
+            for samples, seconds in zip(phase_ms, phases):
+                samples.append(seconds * 1e3)
+    medians = torch.tensor([statistics.median(p) for p in phase_ms], dtype=torch.double,
+                           device=device)
+    out = [torch.zeros_like(medians) for _ in range(dist.get_world_size())]
     dist.all_gather(out, medians)
     if dist.get_rank() == 0:
-        per_rank = torch.stack(out)
-        print(f"ddp_step impl=python steps={args.steps} median_ms={per_rank[:, 0].max():.2f} "
-              f"wait_ms={per_rank[:, 1].max():.2f}")
+        per_rank = torch.stack(out).cpu()
+        m = per_rank[per_rank[:, 0].argmax()].tolist()
+        print(f"ddp_step impl=python steps={args.steps} median_ms={m[0]:.2f} "
+              f"forward_ms={m[1]:.2f} backward_ms={m[2]:.2f} wait_ms={m[3]:.2f} "
+              f"optimizer_ms={m[4]:.2f}")
     dist.destroy_process_group()
 
 

@@ -3,8 +3,10 @@
 # on Debian's LibTorch 1.13 with Gloo, BasicNet, global batch 64 over 2 processes. The two
 # alternate for ROUNDS rounds in this one invocation so machine load hits both alike.
 #   bench/ddp_step/run.sh BUILD_DIR      (STEPS=60 WARMUP=10 ROUNDS=3)
-# On a GPU machine: DEVICE=cuda NPROC=<GPUs> BATCH=64 PYTHON=python3 (NCCL on both sides; the
-# peer launcher is ../shared/peers/torchrun_debian.py where it exists, else torch's own).
+# On a GPU machine: DEVICE=cuda NPROC=<GPUs> BATCH=64 PYTHON=python3 (NCCL on both sides). The
+# peer launcher is torch's own torchrun through torchrun.py here, which mends Debian's on 3.11.
+# Each side reports its median step and where it goes: forward, backward (until the last
+# gradient), wait (for the all-reduce after backward), optimizer.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -17,8 +19,7 @@ nproc=${NPROC:-2}
 args=(--steps "$steps" --warmup "$warmup" --batch "${BATCH:-32}")
 cpu_flag=()
 [ "$device" = cpu ] && cpu_flag=(--cpu)
-peer=(../shared/peers/torchrun_debian.py)
-[ -f "${peer[0]}" ] || peer=(-m torch.distributed.run)
+peer=(bench/ddp_step/torchrun.py)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for round in $(seq "$rounds"); do
@@ -27,16 +28,26 @@ for round in $(seq "$rounds"); do
   OMP_NUM_THREADS=1 "$python" "${peer[@]}" --nproc_per_node "$nproc" \
     bench/ddp_step/ddp_step.py "${args[@]}" --device "$device" 2>/dev/null | sed -n 's/^.*\(ddp_step impl=\)/\1/p' | tee -a "$out"
 done
-# The median over rounds of each round's median: one round disturbed by the shared machine
-# does not move it.
+# Per field, the median over rounds of each round's median (so the phases need not add up to the
+# step exactly): one round disturbed by the shared machine does not move it.
+fields=(median forward backward wait optimizer)
 summary() {
-  sed -n "s/^ddp_step impl=$1 .*median_ms=\([0-9.]*\) wait_ms=\([0-9.]*\)/\1 \2/p" "$out" |
-    sort -n | awk '{ s[NR] = $1; w[NR] = $2 } END { m = int((NR + 1) / 2); print s[m], w[m] }'
+  for field in "${fields[@]}"; do
+    sed -n "s/^ddp_step impl=$1 .* $field""_ms=\([0-9.]*\).*/\1/p" "$out" | sort -n |
+      awk '{ v[NR] = $1 } END { if (NR == 0) { print "nan"; exit } print v[int((NR + 1) / 2)] }'
+  done | paste -sd' '
 }
-read -r cpp cpp_wait <<<"$(summary cpp)"
-read -r py py_wait <<<"$(summary python)"
-awk -v c="$cpp" -v cw="$cpp_wait" -v p="$py" -v pw="$py_wait" -v r="$rounds" 'BEGIN {
-  printf "ddp_step: C++ libacc %.1f ms/step, of which %.1f ms (%.1f%%) waiting for gradients after backward\n", c, cw, 100 * cw / c
-  printf "ddp_step: Python DDP %.1f ms/step, of which %.1f ms (%.1f%%) waiting for gradients after backward\n", p, pw, 100 * pw / p
+report() {
+  awk -v who="$1" -v s="$2" -v f="$3" -v b="$4" -v w="$5" -v o="$6" 'BEGIN {
+    if (s + 0 <= 0) { printf "ddp_step: %s: no result\n", who; exit 1 }
+    printf "ddp_step: %-12s %6.1f ms/step: forward %.1f (%.0f%%), backward %.1f (%.0f%%), wait %.1f (%.0f%%), optimizer %.1f (%.0f%%)\n",
+      who, s, f, 100 * f / s, b, 100 * b / s, w, 100 * w / s, o, 100 * o / s
+  }'
+}
+read -r cpp cpp_fwd cpp_bwd cpp_wait cpp_opt <<<"$(summary cpp)"
+read -r py py_fwd py_bwd py_wait py_opt <<<"$(summary python)"
+report "C++ libacc" "$cpp" "$cpp_fwd" "$cpp_bwd" "$cpp_wait" "$cpp_opt"
+report "Python DDP" "$py" "$py_fwd" "$py_bwd" "$py_wait" "$py_opt"
+awk -v c="$cpp" -v p="$py" -v r="$rounds" 'BEGIN {
   printf "ddp_step: ratio C++/Python %.3f (target <= 0.95; median of %d alternating rounds)\n", c / p, r
 }'

@@ -12,6 +12,7 @@
 
 #include "acc/common/error.h"
 #include "accelerator_impl.h"
+#include "heap_retention.h"
 #include "log.h"
 
 namespace acc {
@@ -52,6 +53,8 @@ Accelerator::Accelerator(AcceleratorOptions options)
       gradient_state_(std::make_shared<GradientState>()),
       impl_(std::make_unique<Impl>()) {
   logger_ = runtime::detail::make_logger(env_.rank, env_.world_size);
+  // Before the model and its first step allocate: see heap_retention.h.
+  runtime::detail::retain_freed_heap_memory();
   if (options_.apply_omp_num_threads) {
     // OMP_NUM_THREADS wins (launchers set it per worker); otherwise the local processes share
     // the cores. OpenMP's own default can be 1 in containers, which wastes a lone process's cores.
