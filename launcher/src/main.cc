@@ -21,6 +21,7 @@
 #include "commands/rendezvous_command.h"
 #include "nodes/remote_nodes.h"
 #include "output/console.h"
+#include "output/log.h"
 #include "plan/config_merge.h"
 
 namespace {
@@ -28,7 +29,7 @@ namespace {
 using namespace acc::launcher;
 
 int fail(int code, const std::string& message) {
-  write_all(STDERR_FILENO, "acc-launch: error: " + message + "\n");
+  log::error(message);
   return code;
 }
 
@@ -59,19 +60,22 @@ int launch(const std::vector<std::string>& args) {
     write_all(parsed.exit_code == 0 ? STDOUT_FILENO : STDERR_FILENO, parsed.message + "\n");
     return parsed.exit_code;
   }
+  log::configure(parsed.options.log_level, parsed.options.quiet);
   HostInfo host = detect_host();
+  log::debug("host {}: {} CPU(s), {} GPU(s)", host.hostname, host.cpu_count, host.gpu_count);
   if (auto status = fan_out_if_asked(parsed.options, args, host)) return *status;
   apply_cluster_facts(cluster_facts(parsed.options, host), parsed.options);
   // After the scheduler's facts: they count as given, and a config file fills only the rest.
   apply_config_file(parsed.options, MergeEnvironment::from_host(host));
   LaunchPlan plan = build_plan(parsed.options, host);
+  log::debug("plan: {} worker(s) on node {} of {}, rendezvous {}, max {} restart(s)",
+             plan.nproc_per_node, plan.node_rank, plan.nnodes, plan.rdzv_backend,
+             plan.max_restarts);
   if (plan.dry_run) {
     const int port = plan.master_port != 0 ? plan.master_port : pick_free_port();
     for (const std::string& line : parsed.options.detected)
       write_all(STDOUT_FILENO, "# detected " + line + "\n");
-    if (!plan.quiet)
-      for (const std::string& message : plan.notices)
-        write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
+    for (const std::string& message : plan.notices) log::info(message);
     write_all(STDOUT_FILENO, format_dry_run(plan, port, host.environment));
     return 0;
   }

@@ -33,6 +33,7 @@
 #include "observe/stall_watch.h"
 #include "output/console.h"
 #include "output/deduped_console.h"
+#include "output/log.h"
 #include "process/spawn.h"
 #include "process/watchdog.h"
 
@@ -149,9 +150,7 @@ class Agent::Impl {
            plan_.stop_signals.end();
   }
 
-  void notice(const std::string& message) {
-    if (!plan_.quiet) write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
-  }
+  void notice(const std::string& message) { log::info(message); }
 
   void install_signal_handling() {
     sigset_t mask;

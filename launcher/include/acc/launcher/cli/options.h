@@ -63,6 +63,7 @@ struct LaunchOptions {
   std::optional<int> num_cpu_threads_per_process;
   bool debug = false;
   bool quiet = false;
+  std::optional<std::string> log_level;  // --log_level: debug, info, warning, error
   std::string config_file;
   // Accelerate's launch-mode flags (--cpu and --multi_gpu above).
   bool use_deepspeed = false;
