@@ -89,7 +89,7 @@ int launch(const std::vector<std::string>& args) {
 int dispatch(int argc, char** argv) {
   const std::string first = argc > 1 ? argv[1] : "";
   const std::vector<std::string> rest(argv + std::min(argc, 2), argv + argc);
-  if (first == "rendezvous") return run_rendezvous_command(argc - 1, argv + 1);
+  if (first == "rendezvous") return run_rendezvous_command(rest);
   if (first == "config") return run_config_command(rest);
   if (first == "env") return run_env_command(rest);
   if (first == "test") return run_test_command(rest);
