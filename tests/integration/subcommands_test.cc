@@ -101,11 +101,12 @@ LaunchRun dry_run(std::vector<std::string> flags, const std::string& acc_log_lev
   return run_launcher(flags, {{"OMP_NUM_THREADS", ""}, {"ACC_LOG_LEVEL", acc_log_level}});
 }
 
-TEST(LogLevelTest, NoticesShowUnlessQuietOrAboveInfo) {
+TEST(LauncherMessagesTest, NoticesShowUnlessQuietOrAboveInfo) {
   struct Case {
     std::vector<std::string> flags;
     std::string acc_log_level;  // "": unset
     bool notice;
+    bool debug = false;
   };
   const std::vector<Case> cases = {
       {{}, "", true},
@@ -117,31 +118,34 @@ TEST(LogLevelTest, NoticesShowUnlessQuietOrAboveInfo) {
       {{}, "warning", false},
       {{}, "warn", false},  // spdlog's name, as the runtime reads the same variable
       {{}, "off", false},
-      {{}, "debug", true},
+      {{}, "debug", true, true},
       {{"--log_level", "info"}, "error", true},  // the flag over the environment
       {{"--quiet", "--log_level", "info"}, "", true},
+      {{"--quiet"}, "debug", false},
   };
   for (const Case& c : cases) {
     const LaunchRun run = dry_run(c.flags, c.acc_log_level);
     const std::string name = joined(c.flags) + " ACC_LOG_LEVEL=" + c.acc_log_level;
     ASSERT_EQ(run.exit_code, 0) << name << ": " << run.err;
     EXPECT_EQ(run.err.find(kOmpNotice) != std::string::npos, c.notice) << name << ": " << run.err;
-    EXPECT_EQ(run.err.find("debug: "), std::string::npos) << name << ": " << run.err;
+    EXPECT_EQ(run.err.find("acc-launch: debug: ") != std::string::npos, c.debug)
+        << name << ": " << run.err;
   }
 }
 
-TEST(LogLevelTest, DebugAddsTheLauncherSteps) {
+TEST(LauncherMessagesTest, DebugAddsTheLauncherSteps) {
   const LaunchRun run = dry_run({"--log_level", "debug"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.err.find("\nacc-launch: debug: plan: 2 worker(s)"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find(kOmpNotice), std::string::npos) << run.err;
 }
 
-TEST(LogLevelTest, AnUnknownLevelIsOneLineAndExitTwo) {
+TEST(LauncherMessagesTest, AnUnknownLevelIsOneLineAndExitTwo) {
   const LaunchRun flag = dry_run({"--log_level", "verbose"});
   EXPECT_EQ(flag.exit_code, 2);
   EXPECT_EQ(count_lines(flag.err), 1u) << flag.err;
-  EXPECT_NE(flag.err.find("--log_level"), std::string::npos) << flag.err;
+  EXPECT_NE(flag.err.find("verbose"), std::string::npos) << flag.err;
+  EXPECT_NE(flag.err.find("-level"), std::string::npos) << flag.err;
 
   const LaunchRun environment = dry_run({}, "verbose");
   EXPECT_EQ(environment.exit_code, 2);
@@ -150,7 +154,7 @@ TEST(LogLevelTest, AnUnknownLevelIsOneLineAndExitTwo) {
 }
 
 // The error line is printed whatever the level: a failed launch always says why.
-TEST(LogLevelTest, TheErrorLineShowsEvenWhenEverythingElseIsOff) {
+TEST(LauncherMessagesTest, TheErrorLineShowsEvenWhenEverythingElseIsOff) {
   const LaunchRun run = run_launcher({"--log_level", "error", "--no_python", "/nonexistent/prog"},
                                      {{"ACC_LOG_LEVEL", "off"}});
   EXPECT_NE(run.exit_code, 0);
