@@ -20,6 +20,7 @@
 #include "commands/rendezvous_command.h"
 #include "nodes/remote_nodes.h"
 #include "output/console.h"
+#include "output/log.h"
 #include "plan/config_merge.h"
 
 namespace {
@@ -27,7 +28,7 @@ namespace {
 using namespace acc::launcher;
 
 int fail(int code, const std::string& message) {
-  write_all(STDERR_FILENO, "acc-launch: error: " + message + "\n");
+  log::error(message);
   return code;
 }
 
@@ -65,20 +66,23 @@ int launch(const std::vector<std::string>& args) {
     write_all(parsed.exit_code == 0 ? STDOUT_FILENO : STDERR_FILENO, parsed.message + "\n");
     return parsed.exit_code;
   }
+  log::configure(parsed.options.log_level, parsed.options.quiet);
   HostInfo host = detect_host();
+  log::debug("host {}: {} CPU(s), {} GPU(s)", host.hostname, host.cpu_count, host.gpu_count);
   if (auto status = fan_out_if_asked(parsed.options, args, host)) return *status;
   apply_cluster_facts(cluster_facts(parsed.options, host), parsed.options);
   // After the scheduler's facts: a config file fills only what neither the user nor they set.
   apply_config_file(parsed.options, MergeEnvironment::from_host(host));
   LaunchPlan plan = build_plan(parsed.options, host);
   if (!plan.dry_run) check_script(plan);
+  log::debug("plan: {} worker(s) on node {} of {}, rendezvous {}, max {} restart(s)",
+             plan.nproc_per_node, plan.node_rank, plan.nnodes, plan.rdzv_backend,
+             plan.max_restarts);
   if (plan.dry_run) {
     const int port = plan.master_port != 0 ? plan.master_port : pick_free_port();
     for (const std::string& line : parsed.options.detected)
       write_all(STDOUT_FILENO, "# detected " + line + "\n");
-    if (!plan.quiet)
-      for (const std::string& message : plan.notices)
-        write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
+    for (const std::string& message : plan.notices) log::info(message);
     write_all(STDOUT_FILENO, format_dry_run(plan, port, host.environment));
     return 0;
   }
@@ -92,7 +96,7 @@ int launch(const std::vector<std::string>& args) {
 int dispatch(int argc, char** argv) {
   const std::string first = argc > 1 ? argv[1] : "";
   const std::vector<std::string> rest(argv + std::min(argc, 2), argv + argc);
-  if (first == "rendezvous") return run_rendezvous_command(argc - 1, argv + 1);
+  if (first == "rendezvous") return run_rendezvous_command(rest);
   if (first == "config") return run_config_command(rest);
   if (first == "env") return run_env_command(rest);
   if (first == "test") return run_test_command(rest);

@@ -22,6 +22,7 @@
 #include "observe/python_stack_hook.h"
 #include "observe/stall_watch.h"
 #include "output/console.h"
+#include "output/log.h"
 #include "process/real_os.h"
 
 namespace acc::launcher {
@@ -125,9 +126,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   }
 
   // The one place the agent prints a notice.
-  void notice(const std::string& message) override {
-    if (!plan_.quiet) write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
-  }
+  void notice(const std::string& message) override { log::info(message); }
 
  private:
   int finish(int status) {

@@ -275,6 +275,10 @@ void add_own_flags(FlagTable& t, LaunchOptions& o) {
           "prefix of each worker output line; "
           "${rank}, ${local_rank}, ${role_name}, ${hostname}; empty for none");
   t.flag("dry_run", o.dry_run, "print each worker's command and environment, start nothing");
+  t.value("log_level", o.log_level,
+          "launcher messages shown: debug, info (default; warning with --quiet), warning or "
+          "error; default $ACC_LOG_LEVEL")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
 }
 
 // Starting every node from one command (docs/clusters.md, "One command for all nodes").

@@ -7,73 +7,31 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <regex>
 
 #include "acc/common/error.h"
 #include "acc/config/cluster_config.h"
 #include "acc/config/paths.h"
 #include "acc/config/questionnaire.h"
 #include "acc/launcher/host/host.h"
+#include "cli/flag_spelling.h"
+#include "commands/command_line.h"
 #include "commands/commands.h"
+#include "output/log.h"
 
 namespace acc::launcher {
 namespace {
 
 namespace cfg = acc::config;
 
-const char* kUsage =
-    "usage: acc-launch config [--config_file FILE]          ask the questions, write the file\n"
-    "       acc-launch config default [--config_file FILE] [--mixed_precision no|fp16|bf16]\n"
-    "       acc-launch config show [--config_file FILE]\n"
-    "       acc-launch config validate [FILE]\n"
-    "       acc-launch config update [--config_file FILE]\n"
+const char* kFooter =
     "FILE defaults to $HF_HOME/accelerate/default_config.yaml (else $XDG_CACHE_HOME/huggingface/\n"
-    "accelerate, else ~/.cache/huggingface/accelerate), as Accelerate's.\n";
+    "accelerate, else ~/.cache/huggingface/accelerate), as Accelerate's. Without a subcommand:\n"
+    "ask the questions and write FILE.";
 
 struct ConfigArgs {
-  std::string action;  // "", default, show, validate, update
   std::string config_file;
   std::string mixed_precision = "no";
-  bool help = false;
 };
-
-ConfigArgs parse(const std::vector<std::string>& args) {
-  ConfigArgs out;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string arg = args[i];
-    std::string value;
-    const size_t eq = arg.find('=');
-    const bool inline_value = arg.rfind("--", 0) == 0 && eq != std::string::npos;
-    if (inline_value) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    }
-    auto take = [&](const std::string& flag) {
-      if (inline_value) return value;
-      ACC_CHECK(i + 1 < args.size(), ConfigError, flag, ": expected a value");
-      return args[++i];
-    };
-    if (arg == "-h" || arg == "--help") {
-      out.help = true;
-    } else if (arg == "--config_file" || arg == "--config-file") {
-      out.config_file = take("--config_file");
-    } else if (arg == "--mixed_precision" || arg == "--mixed-precision") {
-      out.mixed_precision = take("--mixed_precision");
-      ACC_CHECK(out.mixed_precision == "no" || out.mixed_precision == "fp16" ||
-                    out.mixed_precision == "bf16" || out.mixed_precision == "fp8",
-                ConfigError, "--mixed_precision ", out.mixed_precision,
-                ": expected no, fp16, bf16 or fp8");
-    } else if (out.action.empty() &&
-               (arg == "default" || arg == "show" || arg == "validate" || arg == "update")) {
-      out.action = arg;
-    } else if (out.action == "validate" && out.config_file.empty() && arg[0] != '-') {
-      out.config_file = arg;
-    } else {
-      throw ConfigError("config: unknown argument " + args[i] + "; see acc-launch config --help");
-    }
-  }
-  return out;
-}
 
 int wizard(const ConfigArgs& a) {
   std::unique_ptr<cfg::Prompter> prompter = cfg::make_prompter(STDIN_FILENO, STDOUT_FILENO);
@@ -133,18 +91,17 @@ std::string existing_path(const ConfigArgs& a) {
 }
 
 void print_warnings(const cfg::ClusterConfig& config) {
-  for (const std::string& warning : config.warnings())
-    std::cerr << "acc-launch: warning: " << warning << "\n";
+  for (const std::string& warning : config.warnings()) log::warn(warning);
 }
 
-int show(const ConfigArgs& a) {
+int show_file(const ConfigArgs& a) {
   const cfg::ClusterConfig config = cfg::load_config(existing_path(a));
   print_warnings(config);
   std::cout << "# " << config.path() << "\n" << cfg::to_yaml(config);
   return 0;
 }
 
-int validate(const ConfigArgs& a) {
+int validate_file(const ConfigArgs& a) {
   const cfg::ClusterConfig config = cfg::load_config(existing_path(a));
   print_warnings(config);
   const int n = config.num_processes();
@@ -156,7 +113,7 @@ int validate(const ConfigArgs& a) {
   return 0;
 }
 
-int update(const ConfigArgs& a) {
+int update_file(const ConfigArgs& a) {
   const std::string path = a.config_file.empty() ? cfg::default_config_path() : a.config_file;
   ACC_CHECK(cfg::file_exists(path), ConfigError, "The passed config file located at ", path,
             " doesn't exist; pass an existing file to --config_file");
@@ -170,15 +127,39 @@ int update(const ConfigArgs& a) {
 }  // namespace
 
 int run_config_command(const std::vector<std::string>& args) {
-  const ConfigArgs a = parse(args);
-  if (a.help) {
-    std::cout << kUsage;
-    return 0;
-  }
-  if (a.action == "default") return write_default(a);
-  if (a.action == "show") return show(a);
-  if (a.action == "validate") return validate(a);
-  if (a.action == "update") return update(a);
+  ConfigArgs a;
+  CLI::App app{"Write, show, check or update the Accelerate config file", "acc-launch config"};
+  app.require_subcommand(0, 1);
+  // --config_file goes on each subcommand too, so that it may come before or after the name.
+  auto config_file = [&](CLI::App& command) {
+    command.add_option(flag_spellings("config_file"), a.config_file, "the config file")
+        ->type_name("FILE");
+  };
+  config_file(app);
+  CLI::App* defaults =
+      app.add_subcommand("default", "write a config for this machine without asking");
+  config_file(*defaults);
+  defaults->add_option(flag_spellings("mixed_precision"), a.mixed_precision,
+                       "no (the default), fp16, bf16 or fp8");
+  CLI::App* show = app.add_subcommand("show", "print the config file as YAML");
+  config_file(*show);
+  CLI::App* validate = app.add_subcommand("validate", "check a config file; say what it launches");
+  config_file(*validate);
+  validate->add_option("FILE", a.config_file, "the config file (or --config_file)");
+  CLI::App* update =
+      app.add_subcommand("update", "rewrite a config file of an older Accelerate version");
+  config_file(*update);
+  app.footer(kFooter);  // after the subcommands, which would inherit it
+  if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
+
+  ACC_CHECK(a.mixed_precision == "no" || a.mixed_precision == "fp16" ||
+                a.mixed_precision == "bf16" || a.mixed_precision == "fp8",
+            ConfigError, "--mixed_precision ", a.mixed_precision,
+            ": expected no, fp16, bf16 or fp8");
+  if (*defaults) return write_default(a);
+  if (*show) return show_file(a);
+  if (*validate) return validate_file(a);
+  if (*update) return update_file(a);
   return wizard(a);
 }
 

@@ -16,6 +16,8 @@
 #include "acc/config/paths.h"
 #include "acc/launcher/cli/version.h"
 #include "acc/launcher/host/host.h"
+#include "cli/flag_spelling.h"
+#include "commands/command_line.h"
 #include "commands/commands.h"
 
 namespace acc::launcher {
@@ -86,15 +88,12 @@ std::string self_path() {
 
 int run_env_command(const std::vector<std::string>& args) {
   std::string config_file;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if ((args[i] == "--config_file" || args[i] == "--config-file") && i + 1 < args.size())
-      config_file = args[++i];
-    else if (args[i].rfind("--config_file=", 0) == 0)
-      config_file = args[i].substr(14);
-    else
-      throw ConfigError("env: unknown argument " + args[i] +
-                        "; usage: acc-launch env [--config_file FILE]");
-  }
+  CLI::App app{"Print what a bug report needs: versions, libraries, GPUs, CPUs, memory, config",
+               "acc-launch env"};
+  app.add_option(flag_spellings("config_file"), config_file,
+                 "the config file to show (default: Accelerate's)")
+      ->type_name("FILE");
+  if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
   utsname host{};
   ::uname(&host);
   const HostInfo machine = detect_host();

@@ -8,17 +8,12 @@
 #include <string>
 
 #include "acc/common/endpoint.h"
-#include "acc/common/error.h"
-#include "acc/common/exit_code.h"
 #include "acc/rendezvous/store_server.h"
+#include "cli/flag_spelling.h"
+#include "commands/command_line.h"
 
 namespace acc::launcher {
 namespace {
-
-int fail(int code, const std::string& message) {
-  std::fprintf(stderr, "acc-launch rendezvous: error: %s\n", message.c_str());
-  return code;
-}
 
 int serve(rendezvous::StoreServerOptions options) {
   // Signals are taken synchronously by this thread: blocked before the server's thread starts so
@@ -28,25 +23,22 @@ int serve(rendezvous::StoreServerOptions options) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  try {
-    options.host = parse_host(options.host, "--host");  // [::1] as well as ::1
-    rendezvous::StoreServer server(std::move(options));
-    server.start();
-    std::printf("acc-launch rendezvous: store listening on %s (PyTorch TCPStore protocol)\n",
-                server.address().c_str());
-    std::fflush(stdout);
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
-    server.stop();
-    return 0;
-  } catch (const Error& e) {
-    return fail(exit_code_for(e), exit_message_for(e));
-  }
+  options.host = parse_host(options.host, "--host");  // [::1] as well as ::1
+  // A bind failure throws NetworkError: main prints its one line and exits 3.
+  rendezvous::StoreServer server(std::move(options));
+  server.start();
+  std::printf("acc-launch rendezvous: store listening on %s (PyTorch TCPStore protocol)\n",
+              server.address().c_str());
+  std::fflush(stdout);
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  server.stop();
+  return 0;
 }
 
 }  // namespace
 
-int run_rendezvous_command(int argc, char** argv) {
+int run_rendezvous_command(const std::vector<std::string>& args) {
   CLI::App app{"The rendezvous store: a server for PyTorch's TCPStore clients",
                "acc-launch rendezvous"};
   app.require_subcommand(1);
@@ -63,20 +55,12 @@ int run_rendezvous_command(int argc, char** argv) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   serve_command
-      ->add_option("--store-compat", compat,
+      ->add_option(flag_spellings("store_compat"), compat,
                    "PyTorch generation of clients that send no handshake: 1.13 (1.13 to 2.0) or "
                    "2.1; 2.2+ clients are recognised either way")
       ->check(CLI::IsMember({"1.13", "2.1"}))
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return fail(kExitConfig, std::string(e.what()) + " (see acc-launch rendezvous serve --help)");
-  }
+  if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
   options.legacy_dialect =
       compat == "2.1" ? rendezvous::Dialect::kV2_1 : rendezvous::Dialect::kV1_13;
   return serve(std::move(options));

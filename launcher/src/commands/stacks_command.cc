@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "acc/common/error.h"
+#include "commands/command_line.h"
 #include "commands/commands.h"
 #include "observe/stall_watch.h"
 #include "output/console.h"
@@ -109,15 +110,15 @@ std::string ask_for_report(int pid) {
 }  // namespace
 
 int run_stacks_command(const std::vector<std::string>& args) {
+  std::vector<std::string> pids;
+  CLI::App app{
+      "Print the stack of every worker of a running job (which goes on). Without a pid: "
+      "every acc-launch launcher of yours on this machine.",
+      "acc-launch stacks"};
+  app.add_option("LAUNCHER_PID", pids, "the pid of an acc-launch launcher");
+  if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
   std::vector<int> launchers;
-  for (const std::string& arg : args) {
-    if (arg == "-h" || arg == "--help") {
-      write_all(STDOUT_FILENO,
-                "Usage: acc-launch stacks [LAUNCHER_PID...]\n"
-                "Prints the stack of every worker of a running job (which goes on). Without a "
-                "pid: every acc-launch launcher of yours on this machine.\n");
-      return 0;
-    }
+  for (const std::string& arg : pids) {
     char* end = nullptr;
     const long pid = std::strtol(arg.c_str(), &end, 10);
     ACC_CHECK(*end == '\0' && pid > 0, ConfigError, "acc-launch stacks: '", arg,

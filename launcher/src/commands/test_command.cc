@@ -17,6 +17,8 @@
 
 #include "acc/common/error.h"
 #include "acc/rendezvous/store_client.h"
+#include "cli/flag_spelling.h"
+#include "commands/command_line.h"
 #include "commands/commands.h"
 
 namespace acc::launcher {
@@ -110,22 +112,18 @@ int run_test_worker(const std::vector<std::string>&) {
 }
 
 int run_test_command(const std::vector<std::string>& args) {
+  std::string config_file;
+  CLI::App app{"Launch a check of the worker environment over the configured workers",
+               "acc-launch test"};
+  app.add_option(flag_spellings("config_file"), config_file,
+                 "the config file to launch with (default: Accelerate's)")
+      ->type_name("FILE");
+  if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
   std::error_code ec;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   ACC_CHECK(!ec, SystemError, "cannot find this executable through /proc/self/exe: ", ec.message());
   std::vector<std::string> argv = {self};
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--config_file" || args[i] == "--config-file") {
-      ACC_CHECK(i + 1 < args.size(), ConfigError, "--config_file: expected a value");
-      argv.push_back("--config_file");
-      argv.push_back(args[++i]);
-    } else if (args[i].rfind("--config_file=", 0) == 0) {
-      argv.push_back(args[i]);
-    } else {
-      throw ConfigError("test: unknown argument " + args[i] +
-                        "; usage: acc-launch test [--config_file FILE]");
-    }
-  }
+  if (!config_file.empty()) argv.insert(argv.end(), {"--config_file", config_file});
   argv.insert(argv.end(), {"--no_python", self, kTestWorkerCommand});
   std::cout << "Running: acc-launch";
   for (size_t i = 1; i < argv.size(); ++i) std::cout << " " << argv[i];

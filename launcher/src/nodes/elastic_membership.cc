@@ -16,7 +16,7 @@
 #include "acc/rendezvous/etcd_client.h"
 #include "acc/rendezvous/store_client.h"
 #include "acc/rendezvous/store_server.h"
-#include "output/console.h"
+#include "output/log.h"
 
 namespace acc::launcher {
 namespace {
@@ -114,7 +114,7 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
       options.port = plan_.rdzv_port;
       listen_for(options, plan_.rdzv_host);
       options.log = [](std::string_view line) {
-        write_all(STDERR_FILENO, "acc-launch: rendezvous store: " + std::string(line) + "\n");
+        log::warn("rendezvous store: " + std::string(line));
       };
       rendezvous_server_ = std::make_unique<rendezvous::StoreServer>(options);
       rendezvous_server_->start();
@@ -159,10 +159,7 @@ Round ElasticMembership::join(int restart_count) {
   (void)restart_count;
   round.restart_count = static_cast<int>(info.round);
   round.agent_store = true;
-  if (!plan_.quiet)
-    write_all(STDERR_FILENO, "acc-launch: rendezvous round " + std::to_string(info.round) +
-                                 ": node " + std::to_string(info.node_rank) + " of " +
-                                 std::to_string(info.num_nodes) + "\n");
+  log::info("rendezvous round {}: node {} of {}", info.round, info.node_rank, info.num_nodes);
   return round;
 }
 
@@ -178,7 +175,7 @@ bool ElasticMembership::changed() {
              !silent.empty()) {
     why = "node " + std::to_string(silent.front()) + " stopped beating";
   }
-  if (!why.empty() && !plan_.quiet) write_all(STDERR_FILENO, "acc-launch: " + why + "\n");
+  if (!why.empty()) log::info(why);
   return !why.empty();
 }
 

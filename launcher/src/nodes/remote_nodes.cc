@@ -24,6 +24,7 @@
 #include "acc/launcher/nodes/fanout.h"
 #include "acc/launcher/output/line_splitter.h"
 #include "output/console.h"
+#include "output/log.h"
 #include "process/spawn.h"
 
 namespace acc::launcher {
@@ -201,19 +202,16 @@ class RemoteJob {
     }
     if (!root_cause_) return 0;
     const int status = exit_status_of(root_cause_->status);
-    write_all(STDERR_FILENO, "acc-launch: error: node " +
-                                 std::to_string(root_cause_->node.node_rank) + " (" +
-                                 root_cause_->node.host + ") failed" +
-                                 (status == 255 ? " or its ssh connection broke (ssh exited 255)"
-                                                : " with exit status " + std::to_string(status)) +
-                                 "; stopped the other nodes\n");
+    log::error("node " + std::to_string(root_cause_->node.node_rank) + " (" +
+               root_cause_->node.host + ") failed" +
+               (status == 255 ? " or its ssh connection broke (ssh exited 255)"
+                              : " with exit status " + std::to_string(status)) +
+               "; stopped the other nodes");
     return status;
   }
 
  private:
-  void notice(const std::string& message) {
-    write_all(STDERR_FILENO, "acc-launch: " + message + "\n");
-  }
+  void notice(const std::string& message) { log::info(message); }
 
   void install_signal_handling() {
     sigset_t mask;
@@ -431,10 +429,8 @@ std::optional<int> fan_out_if_asked(const LaunchOptions& options,
   const std::string ssh_path = resolve_executable("ssh", search);
   const std::vector<std::string> env = env_strings(environment);
   probe_hosts(nodes, ssh, ssh_path, env);
-  if (!options.quiet)
-    write_all(STDERR_FILENO, "acc-launch: starting " + std::to_string(nodes.size()) +
-                                 " nodes over ssh, store " + job.master_addr + ":" +
-                                 std::to_string(job.master_port) + ", job " + job.rdzv_id + "\n");
+  log::info("starting {} nodes over ssh, store {}:{}, job {}", nodes.size(), job.master_addr,
+            job.master_port, job.rdzv_id);
   return RemoteJob(nodes, job, ssh, options.shutdown_timeout).run(ssh_path, env);
 }
 

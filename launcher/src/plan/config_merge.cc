@@ -1,7 +1,6 @@
 #include "plan/config_merge.h"
 
 #include <cstdlib>
-#include <iostream>
 #include <map>
 #include <utility>
 
@@ -9,6 +8,7 @@
 #include "acc/config/launch_env.h"
 #include "acc/config/paths.h"
 #include "acc/config/schema.h"
+#include "output/log.h"
 
 namespace acc::launcher {
 namespace {
@@ -197,16 +197,14 @@ void apply_config_file(LaunchOptions& options, const MergeEnvironment& environme
       path.clear();
     } else if (!options.quiet) {
       // Accelerate applies its default file silently (huggingface/accelerate#1133); say so.
-      std::cerr << "acc-launch: using the config file " << path
-                << " (pass --config_file to choose another)\n";
+      log::info("using the config file " + path + " (pass --config_file to choose another)");
     }
   }
   if (path.empty() && !any_accelerate_flag(options)) return;
   cfg::ClusterConfig config;
   if (!path.empty()) {
     config = cfg::load_config(path);
-    for (const std::string& warning : config.warnings())
-      std::cerr << "acc-launch: warning: " << warning << "\n";
+    for (const std::string& warning : config.warnings()) log::warn(warning);
   } else if (!options.num_processes && !options.was_given("nproc_per_node") &&
              !options.set_by_scheduler("nproc_per_node")) {
     // No file: the flags alone, as `accelerate launch` without a config (one process unless

@@ -66,6 +66,7 @@ struct LaunchOptions {
   bool omp_threads_chosen = false;
   bool debug = false;
   bool quiet = false;
+  std::optional<std::string> log_level;  // --log_level: debug, info, warning, error
   std::string config_file;
   // Accelerate's launch-mode flags (--cpu and --multi_gpu above).
   bool use_deepspeed = false;

@@ -1,0 +1,166 @@
+// The subcommands' command lines (config, env, test, stacks, rendezvous serve) and the launcher's
+// own messages (--log_level, ACC_LOG_LEVEL, --quiet), through the real acc-launch binary.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "launcher_harness.h"
+
+namespace acc::testing {
+namespace {
+
+size_t count_lines(const std::string& text) {
+  size_t lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines;
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& word : words) out += (out.empty() ? "" : " ") + word;
+  return out;
+}
+
+TEST(SubcommandTest, EachHelpExitsZeroAndPrintsItsUsage) {
+  const std::vector<std::vector<std::string>> commands = {{"config"},
+                                                          {"config", "default"},
+                                                          {"config", "show"},
+                                                          {"config", "validate"},
+                                                          {"config", "update"},
+                                                          {"env"},
+                                                          {"test"},
+                                                          {"stacks"},
+                                                          {"rendezvous"},
+                                                          {"rendezvous", "serve"}};
+  for (const auto& command : commands) {
+    for (const char* help : {"--help", "-h"}) {
+      std::vector<std::string> args = command;
+      args.push_back(help);
+      const LaunchRun run = run_launcher(args);
+      const std::string name = joined(command);
+      EXPECT_EQ(run.exit_code, 0) << name << " " << help << ": " << run.err;
+      EXPECT_NE(run.out.find("Usage: acc-launch " + name), std::string::npos)
+          << name << " " << help << ": " << run.out;
+      EXPECT_EQ(run.err, "") << name << " " << help;
+    }
+  }
+}
+
+// The flags each subcommand takes are named in its help, in the spelling the docs use.
+TEST(SubcommandTest, HelpNamesTheFlagsWithUnderscores) {
+  EXPECT_NE(run_launcher({"env", "--help"}).out.find("--config_file"), std::string::npos);
+  EXPECT_NE(run_launcher({"test", "--help"}).out.find("--config_file"), std::string::npos);
+  EXPECT_NE(run_launcher({"config", "default", "--help"}).out.find("--mixed_precision"),
+            std::string::npos);
+  EXPECT_NE(run_launcher({"rendezvous", "serve", "--help"}).out.find("--store_compat"),
+            std::string::npos);
+}
+
+TEST(SubcommandTest, ABadCommandLineIsOneLineNamingTheFlagAndExitsTwo) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string named;  // what the line must name
+    std::string help;   // the help it points to
+  };
+  const std::vector<Case> cases = {
+      {{"env", "--bogus"}, "--bogus", "acc-launch env --help"},
+      {{"env", "--config_file"}, "--config_file", "acc-launch env --help"},
+      {{"env", "extra"}, "extra", "acc-launch env --help"},
+      {{"test", "--config-file"}, "--config_file", "acc-launch test --help"},
+      {{"test", "--nproc_per_node", "2"}, "--nproc_per_node", "acc-launch test --help"},
+      {{"config", "--bogus"}, "--bogus", "acc-launch config --help"},
+      {{"config", "frobnicate"}, "frobnicate", "acc-launch config --help"},
+      {{"config", "default", "--bogus", "x"}, "--bogus", "acc-launch config default --help"},
+      {{"config", "show", "--config_file"}, "--config_file", "acc-launch config show --help"},
+      {{"stacks", "--all"}, "--all", "acc-launch stacks --help"},
+      {{"rendezvous", "serve", "--port", "x"}, "--port", "acc-launch rendezvous serve --help"},
+      {{"rendezvous", "serve", "--store_compat", "3"},
+       "--store_compat",
+       "acc-launch rendezvous serve --help"},
+      {{"rendezvous"}, "subcommand", "acc-launch rendezvous --help"},
+  };
+  for (const Case& c : cases) {
+    const LaunchRun run = run_launcher(c.args);
+    const std::string name = joined(c.args);
+    EXPECT_EQ(run.exit_code, 2) << name << ": " << run.err;
+    EXPECT_EQ(count_lines(run.err), 1u) << name << ": " << run.err;
+    EXPECT_EQ(run.err.rfind("acc-launch: error: ", 0), 0u) << name << ": " << run.err;
+    EXPECT_NE(run.err.find(c.named), std::string::npos) << name << ": " << run.err;
+    EXPECT_NE(run.err.find("(see " + c.help + ")"), std::string::npos) << name << ": " << run.err;
+    EXPECT_EQ(run.out, "") << name;
+  }
+}
+
+// A dry run of two workers has one notice: that OMP_NUM_THREADS is set for them.
+const char* kOmpNotice = "acc-launch: setting OMP_NUM_THREADS=1 for each worker";
+
+LaunchRun dry_run(std::vector<std::string> flags, const std::string& acc_log_level = "") {
+  flags.insert(flags.end(), {"--nproc_per_node", "2", "--dry_run", "--no_python", "/bin/true"});
+  return run_launcher(flags, {{"OMP_NUM_THREADS", ""}, {"ACC_LOG_LEVEL", acc_log_level}});
+}
+
+TEST(LauncherMessagesTest, NoticesShowUnlessQuietOrAboveInfo) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string acc_log_level;  // "": unset
+    bool notice;
+    bool debug = false;
+  };
+  const std::vector<Case> cases = {
+      {{}, "", true},
+      {{"--quiet"}, "", false},
+      {{"-q"}, "", false},
+      {{"--log_level", "warning"}, "", false},
+      {{"--log-level", "error"}, "", false},
+      {{"--log_level", "info"}, "", true},
+      {{}, "warning", false},
+      {{}, "warn", false},  // spdlog's name, as the runtime reads the same variable
+      {{}, "off", false},
+      {{}, "debug", true, true},
+      {{"--log_level", "info"}, "error", true},  // the flag over the environment
+      {{"--quiet", "--log_level", "info"}, "", true},
+      {{"--quiet"}, "debug", false},
+  };
+  for (const Case& c : cases) {
+    const LaunchRun run = dry_run(c.flags, c.acc_log_level);
+    const std::string name = joined(c.flags) + " ACC_LOG_LEVEL=" + c.acc_log_level;
+    ASSERT_EQ(run.exit_code, 0) << name << ": " << run.err;
+    EXPECT_EQ(run.err.find(kOmpNotice) != std::string::npos, c.notice) << name << ": " << run.err;
+    EXPECT_EQ(run.err.find("acc-launch: debug: ") != std::string::npos, c.debug)
+        << name << ": " << run.err;
+  }
+}
+
+TEST(LauncherMessagesTest, DebugAddsTheLauncherSteps) {
+  const LaunchRun run = dry_run({"--log_level", "debug"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("\nacc-launch: debug: plan: 2 worker(s)"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(kOmpNotice), std::string::npos) << run.err;
+}
+
+TEST(LauncherMessagesTest, AnUnknownLevelIsOneLineAndExitTwo) {
+  const LaunchRun flag = dry_run({"--log_level", "verbose"});
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_EQ(count_lines(flag.err), 1u) << flag.err;
+  EXPECT_NE(flag.err.find("verbose"), std::string::npos) << flag.err;
+  EXPECT_NE(flag.err.find("-level"), std::string::npos) << flag.err;
+
+  const LaunchRun environment = dry_run({}, "verbose");
+  EXPECT_EQ(environment.exit_code, 2);
+  EXPECT_EQ(environment.err,
+            "acc-launch: error: ACC_LOG_LEVEL=verbose: expected debug, info, warning or error\n");
+}
+
+// The error line is printed whatever the level: a failed launch always says why.
+TEST(LauncherMessagesTest, TheErrorLineShowsEvenWhenEverythingElseIsOff) {
+  const LaunchRun run = run_launcher({"--log_level", "error", "--no_python", "/nonexistent/prog"},
+                                     {{"ACC_LOG_LEVEL", "off"}});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_EQ(count_lines(run.err), 1u) << run.err;
+  EXPECT_EQ(run.err.rfind("acc-launch: error: ", 0), 0u) << run.err;
+}
+
+}  // namespace
+}  // namespace acc::testing
