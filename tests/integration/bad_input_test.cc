@@ -76,9 +76,11 @@ std::vector<BadInput> bad_inputs() {
       {"StandaloneOnTwoNodes", with({"--standalone", "--nnodes", "2"}), 2,
        "--standalone runs one node, but --nnodes is 2; leave out one of them"},
       {"HostfileThatIsADirectory", with({"--hostfile", dir, "--node_rank", "0"}), 2,
-       "--hostfile " + dir + ": not a file; give a file of lines host slots=N"},
+       "--hostfile " + dir +
+           ": not a regular file; give the file that lists 'host slots=N' a line"},
       {"HostfileThatIsADirectoryForAFanOut", with({"--hostfile", dir}, false), 2,
-       "--hostfile " + dir + ": not a file; give a file of lines host slots=N"},
+       "--hostfile " + dir +
+           ": not a regular file; give the file that lists 'host slots=N' a line"},
       {"ConfigFileWithNestedAliases", with({"--config_file", files().laughs}), 2,
        files().laughs + ":[0-9]+:[0-9]+: more than 100000 values once its aliases .*"},
       {"ConfigValidateWithNestedAliases",

@@ -122,9 +122,11 @@ TEST(LaunchTest, PetVariablesMirrorFlagsAndFlagsWin) {
 }
 
 TEST(LaunchTest, PythonProgramsRunUnderTheInterpreter) {
-  LaunchRun script = run_launcher({"--python", "/bin/echo", "train.py", "--lr", "1"});
+  TempDir dir;
+  const std::string train = dir.file("train.py", "");
+  LaunchRun script = run_launcher({"--python", "/bin/echo", train, "--lr", "1"});
   EXPECT_EQ(script.exit_code, 0) << script.err;
-  EXPECT_EQ(script.out, "[rank0]: -u train.py --lr 1\n");
+  EXPECT_EQ(script.out, "[rank0]: -u " + train + " --lr 1\n");
   LaunchRun module = run_launcher({"--python", "/bin/echo", "-m", "pkg.train", "x"});
   EXPECT_EQ(module.out, "[rank0]: -u -m pkg.train x\n");
   LaunchRun local_rank_macro = run_launcher({"--nproc_per_node", "2", "--local_ranks_filter", "1",
@@ -493,7 +495,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"UnknownFlag", {"--bogus", "/bin/true"}, "--bogus"},
         BadFlag{"NprocNotANumber", {"--nproc_per_node", "abc", "/bin/true"}, "--nproc_per_node"},
         BadFlag{"NprocZero", {"--nproc_per_node", "0", "/bin/true"}, "--nproc_per_node"},
-        BadFlag{"NegativeRestarts", {"--max_restarts", "-1", "/bin/true"}, "--max-restarts"},
+        BadFlag{"NegativeRestarts", {"--max_restarts", "-1", "/bin/true"}, "--max_restarts"},
         BadFlag{"ZeroNodes", {"--nnodes", "0", "/bin/true"}, "--nnodes"},
         BadFlag{"NodeRankOutOfRange",
                 {"--nnodes", "2", "--node_rank", "2", "/bin/true"},
@@ -502,9 +504,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{"TeeMalformed", {"--tee", "0:x", "/bin/true"}, "--tee"},
         BadFlag{"ModuleWithNoPython", {"-m", "--no_python", "x"}, "--no_python"},
         BadFlag{"UnknownBackend", {"--rdzv_backend", "zookeeper", "/bin/true"}, "--rdzv_backend"},
-        BadFlag{"PortOutOfRange", {"--master_port", "70000", "/bin/true"}, "--master-port"},
+        BadFlag{"PortOutOfRange", {"--master_port", "70000", "/bin/true"}, "--master_port"},
         BadFlag{
-            "UnknownPrecision", {"--mixed_precision", "fp32", "/bin/true"}, "--mixed-precision"},
+            "UnknownPrecision", {"--mixed_precision", "fp32", "/bin/true"}, "--mixed_precision"},
         BadFlag{"ProcessesNotDivisible",
                 {"--num_processes", "3", "--num_machines", "2", "x"},
                 "--num_processes"},

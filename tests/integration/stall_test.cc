@@ -132,10 +132,10 @@ TEST(StallTest, StacksRefusesAPidThatIsNoLauncher) {
 TEST(StallTest, BadStallFlagsExitTwoNamingTheFlag) {
   LaunchRun run = run_launcher({"--stall_action", "wait", "/bin/true"});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_NE(run.err.find("--stall-action"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("--stall_action"), std::string::npos) << run.err;
   run = run_launcher({"--stall_timeout", "soon", "/bin/true"});
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_NE(run.err.find("--stall-timeout"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("--stall_timeout"), std::string::npos) << run.err;
 }
 
 }  // namespace

@@ -145,7 +145,7 @@ TEST(LauncherMessagesTest, AnUnknownLevelIsOneLineAndExitTwo) {
   EXPECT_EQ(flag.exit_code, 2);
   EXPECT_EQ(count_lines(flag.err), 1u) << flag.err;
   EXPECT_NE(flag.err.find("verbose"), std::string::npos) << flag.err;
-  EXPECT_NE(flag.err.find("-level"), std::string::npos) << flag.err;
+  EXPECT_NE(flag.err.find("--log_level"), std::string::npos) << flag.err;
 
   const LaunchRun environment = dry_run({}, "verbose");
   EXPECT_EQ(environment.exit_code, 2);

@@ -115,7 +115,7 @@ rc=$?
 took=$(echo "$(date +%s.%N) - $started" | bc)
 cat "$work/1.out"
 if [ $rc -ne 0 ] || ! grep -q '^\[10.231.9.1 rank0\]: RESULT world=4 all_reduce=10 ' "$work/1.out"; then
-  echo "FAIL: 2 node x 2 worker job over ssh (exit $rc)"; tail -30 "$work/1.err" "$work/sshd.log"; exit 1
+  echo "FAIL: 2 node x 2 worker job over ssh (exit $rc)"; tail -n 30 "$work/1.err" "$work/sshd.log"; exit 1
 fi
 echo "PASS: 4-rank Gloo job across two namespaces from one command (exit 0, ${took}s)"
 
