@@ -32,4 +32,42 @@ inline std::string hang_node_summary(int restart_count, int node_rank) {
          std::to_string(node_rank);
 }
 
+// --- the launchers of one job, in the store of its node 0 ---------------------------------------
+// Every launcher of the job is a client of node 0's store (static: the store node 0's launcher
+// serves; elastic: the rendezvous store). One layout for the job's life:
+//   /acc/job/node_<n>/alive          node n's launcher adds 1 at each keep-alive tick
+//   /acc/job/end                     the first launcher to end the job sets it (compare_set from
+//                                    absent) to one line naming the node, host, rank, exit and
+//                                    reason; every other launcher stops on seeing it
+//   /acc/job/restart                 the restart count every node moves to (compare_set k -> k+1)
+//   /acc/job/attempt_<k>/arrived     the attempt barrier: each node adds 1 before attempt k
+//   /acc/job/exit/arrived            the exit barrier: each node adds 1 when its workers are done
+//   /acc/trace/attempt_<k>/rank_<r>  rank r's collective trace (progress_file.h), put by its
+//                                    node's launcher when a hang report is built
+//   /acc/hang/attempt_<k>/node_<n>   node n's one-line hang summary (above)
+
+inline std::string node_alive(int node_rank) {
+  return "/acc/job/node_" + std::to_string(node_rank) + "/alive";
+}
+
+inline std::string job_end() {
+  return "/acc/job/end";
+}
+
+inline std::string job_restart() {
+  return "/acc/job/restart";
+}
+
+inline std::string attempt_barrier(int restart_count) {
+  return "/acc/job/attempt_" + std::to_string(restart_count) + "/arrived";
+}
+
+inline std::string exit_barrier() {
+  return "/acc/job/exit/arrived";
+}
+
+inline std::string collective_trace(int restart_count, int rank) {
+  return "/acc/trace/attempt_" + std::to_string(restart_count) + "/rank_" + std::to_string(rank);
+}
+
 }  // namespace acc::store_keys
