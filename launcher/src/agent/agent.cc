@@ -70,6 +70,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     std::vector<int> taken(std::begin(kAlwaysHandled), std::end(kAlwaysHandled));
     taken.insert(taken.end(), plan_.stop_signals.begin(), plan_.stop_signals.end());
     os_.take_signals(taken);
+    membership_->set_stop_check([this] { return arrived_stop_signal(); });
     run_dir_ = make_run_dir(plan_);
     python_hook_dir_ = install_python_stack_hook(run_dir_);
     int restart_count = 0;
@@ -133,6 +134,14 @@ class Agent::Impl : public WorkerGroup::Listener {
     membership_->leave(status == 0);
     finish_run_dir();
     return status;
+  }
+
+  // While no worker runs (a rendezvous, a barrier): the stop signal that has arrived, 0 if none.
+  int arrived_stop_signal() {
+    std::vector<pollfd> none;
+    for (int sig : os_.wait(none, os_.now()))
+      if (stops_the_job(sig)) return sig;
+    return 0;
   }
 
   bool stops_the_job(int sig) const {

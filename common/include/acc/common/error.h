@@ -53,6 +53,17 @@ class SystemError : public Error {
   using Error::Error;
 };
 
+// The launcher was asked to stop (SIGINT, SIGTERM, ...) while it waited for something other than
+// its workers: a rendezvous, a barrier, a pre-flight check. Exit code 128 + the signal, as a shell.
+class InterruptedError : public Error {
+ public:
+  InterruptedError(int signal, const std::string& what) : Error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
 namespace detail {
 template <typename... Args>
 std::string concat(Args&&... args) {

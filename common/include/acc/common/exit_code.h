@@ -21,6 +21,8 @@ inline constexpr int kExitCannotRun = 127;  // LaunchError: the program cannot b
 
 // The exit code for an exception caught at a command's edge. Never throws.
 inline int exit_code_for(const std::exception& error) {
+  if (auto* interrupted = dynamic_cast<const InterruptedError*>(&error))
+    return 128 + interrupted->signal();
   if (dynamic_cast<const ConfigError*>(&error)) return kExitConfig;
   if (dynamic_cast<const StoreError*>(&error)) return kExitNetwork;
   if (dynamic_cast<const NetworkError*>(&error)) return kExitNetwork;

@@ -4,10 +4,14 @@
 // other nodes again while its workers run. Static jobs know their place from the flags; an
 // elastic job agrees on it in rendezvous rounds.
 
+#include <string.h>
+
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "acc/common/error.h"
 #include "acc/launcher/plan/plan.h"
 
 namespace acc::rendezvous {
@@ -33,6 +37,24 @@ class Membership {
 
   // This node is done with the job.
   virtual void leave(bool succeeded) { (void)succeeded; }
+
+  // How a long wait here (a rendezvous round, a barrier, a pre-flight check) learns that the
+  // launcher was asked to stop: the agent sets `check`, which returns the stop signal that has
+  // arrived (SIGINT, SIGTERM, ...; 0 while none). Such waits call throw_if_stopped() at least
+  // every 100 ms, so that a launcher stops within a second at any stage.
+  void set_stop_check(std::function<int()> check) { stop_check_ = std::move(check); }
+
+ protected:
+  // Throws InterruptedError (exit 128 + signal) when the stop check reports a signal.
+  void throw_if_stopped() const {
+    if (!stop_check_) return;
+    if (const int sig = stop_check_())
+      throw InterruptedError(
+          sig, std::string("stopped by ") + sigabbrev_np(sig) + " while meeting the other nodes");
+  }
+
+ private:
+  std::function<int()> stop_check_;
 };
 
 // A job whose shape the flags fix (--nnodes N --node_rank R --master_addr A --master_port P).
