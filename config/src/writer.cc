@@ -2,6 +2,7 @@
 // to_json_file): sorted keys, null values and empty sections left out.
 
 #include <sys/stat.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -66,66 +67,32 @@ void write_yaml(const Value& map, int indent, std::string& out) {
   }
 }
 
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out + "\"";
-}
-
-void write_json(const Value& value, int indent, std::string& out) {
-  const std::string pad(indent + 2, ' ');
+// json.dumps(to_dict(), indent=2, sort_keys=True): nlohmann's json keeps its keys sorted, and
+// ensure_ascii escapes what is not ASCII as Python's default does.
+nlohmann::json json_value(const Value& value) {
   switch (value.kind) {
     case Value::Kind::kMap: {
-      const auto entries = written_entries(value);
-      if (entries.empty()) {
-        out += "{}";
-        return;
-      }
-      out += "{\n";
-      for (size_t i = 0; i < entries.size(); ++i) {
-        out += pad + json_string(entries[i].first) + ": ";
-        write_json(entries[i].second, indent + 2, out);
-        out += i + 1 < entries.size() ? ",\n" : "\n";
-      }
-      out += std::string(indent, ' ') + "}";
-      return;
+      nlohmann::json object = nlohmann::json::object();
+      for (const auto& [key, entry] : written_entries(value)) object[key] = json_value(entry);
+      return object;
     }
-    case Value::Kind::kList:
-      if (value.items.empty()) {
-        out += "[]";
-        return;
-      }
-      out += "[\n";
-      for (size_t i = 0; i < value.items.size(); ++i) {
-        out += pad;
-        write_json(value.items[i], indent + 2, out);
-        out += i + 1 < value.items.size() ? ",\n" : "\n";
-      }
-      out += std::string(indent, ' ') + "]";
-      return;
+    case Value::Kind::kList: {
+      nlohmann::json list = nlohmann::json::array();
+      for (const Value& item : value.items) list.push_back(json_value(item));
+      return list;
+    }
     case Value::Kind::kString:
-      out += json_string(value.text);
-      return;
-    default:
-      out += yaml_scalar(value);
+      return value.text;
+    case Value::Kind::kBool:
+      return value.boolean;
+    case Value::Kind::kInt:
+      return value.integer;
+    case Value::Kind::kFloat:
+      return value.real;
+    case Value::Kind::kNull:
+      break;
   }
+  return nullptr;
 }
 
 void make_parents(const std::string& path) {
@@ -146,9 +113,7 @@ std::string to_yaml(const ClusterConfig& config) {
 }
 
 std::string to_json(const ClusterConfig& config) {
-  std::string out;
-  write_json(config.root(), 0, out);
-  return out + "\n";
+  return json_value(config.root()).dump(2, ' ', /*ensure_ascii=*/true) + "\n";
 }
 
 void save_config(const ClusterConfig& config, const std::string& path, bool create_parent) {

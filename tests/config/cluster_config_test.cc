@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "acc/common/error.h"
 #include "launcher_harness.h"
 
@@ -225,6 +227,31 @@ TEST(ClusterConfigTest, JsonRoundTripKeepsEveryValue) {
   EXPECT_EQ(second.section("deepspeed_config").find("zero_stage")->integer, 3);
   EXPECT_EQ(second.section("deepspeed_config").find("gradient_clipping")->kind,
             Value::Kind::kFloat);
+}
+
+// accelerate writes JSON with json.dumps(indent=2, sort_keys=True): Python reading our file and
+// writing it back that way gives the same bytes, escapes and numbers included.
+TEST(ClusterConfigTest, JsonIsWrittenAsPythonsJsonDumpsWritesIt) {
+  TempDir dir;
+  const ClusterConfig config = parse_config(
+      "distributed_type: MULTI_GPU\nnum_processes: 2\nmain_process_ip: \"h\\u00f6st\\t\\x01\"\n"
+      "deepspeed_config:\n  gradient_clipping: 1.0e-05\n  zero_stage: 3\n"
+      "  deepspeed_config_file: \"say \\\"hi\\\"\"\ngpu_ids: all\n",
+      "p.yaml");
+  const std::string path = dir.path() + "/c.json";
+  save_config(config, path, false);
+  const std::string command =
+      "python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1])), indent=2, "
+      "sort_keys=True))' " +
+      path;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string python;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) python.append(buffer, n);
+  ASSERT_EQ(::pclose(pipe), 0) << python;
+  EXPECT_EQ(testing::read_text(path), python);
+  EXPECT_NE(python.find("\\u00f6"), std::string::npos) << python;
 }
 
 TEST(ClusterConfigTest, SaveCreatesTheParentDirectoryOnlyWhenAsked) {
