@@ -8,6 +8,7 @@
 
 #include "acc/common/error.h"
 #include "acc/common/int_ranges.h"
+#include "acc/common/strings.h"
 
 namespace acc::launcher {
 namespace {
@@ -229,10 +230,9 @@ CpuTopology with_visible_gpus(CpuTopology topology, const std::string& visible) 
   // UUIDs (GPU-...) or MIG names cannot be matched to PCI addresses here: PCI order stays.
   if (!ids || visible.find('-') != std::string::npos || visible.empty()) return topology;
   std::vector<int> nodes;
-  std::stringstream list(visible);
-  for (std::string id; std::getline(list, id, ',');) {
-    const int index = std::stoi(id);
-    if (index < static_cast<int>(topology.gpu_numa_nodes.size()))
+  for (const std::string& id : split(visible, ',')) {  // in the listed order: 2,0 is GPU 2 first
+    const int index = parse_int(id).value_or(-1);
+    if (index >= 0 && index < static_cast<int>(topology.gpu_numa_nodes.size()))
       nodes.push_back(topology.gpu_numa_nodes[index]);
   }
   topology.gpu_numa_nodes = nodes;

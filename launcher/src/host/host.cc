@@ -15,6 +15,8 @@
 #include <utility>
 
 #include "acc/common/error.h"
+#include "acc/common/int_ranges.h"
+#include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
 #include "acc/launcher/host/topology.h"
 
@@ -42,22 +44,7 @@ std::vector<fs::path> sorted_entries(const fs::path& dir) {
 
 // "0-3,8,10-11" (a kernel CPU list) -> how many CPUs it names.
 int count_cpu_list(const std::string& list) {
-  int count = 0;
-  size_t start = 0;
-  while (start < list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    const std::string part = list.substr(start, comma - start);
-    const size_t dash = part.find('-');
-    try {
-      count += dash == std::string::npos
-                   ? 1
-                   : std::stoi(part.substr(dash + 1)) - std::stoi(part.substr(0, dash)) + 1;
-    } catch (const std::exception&) {
-    }
-    start = comma + 1;
-  }
-  return count;
+  return static_cast<int>(parse_int_ranges(list).value_or(std::vector<int>{}).size());
 }
 
 struct CpuFacts {
@@ -217,7 +204,7 @@ void read_gpus(const fs::path& root, HostInfo& host) {
 long leading_number(const std::string& text) {
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  return digits == 0 ? -1 : std::stol(text.substr(0, digits));
+  return parse_int(std::string_view(text).substr(0, digits)).value_or(-1);
 }
 
 std::string trimmed(const std::string& text) {

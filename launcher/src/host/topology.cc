@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "acc/common/int_ranges.h"
+#include "acc/common/strings.h"
 
 namespace acc::launcher {
 namespace fs = std::filesystem;
@@ -42,8 +43,8 @@ std::vector<int> numbered_entries(const fs::path& dir, const std::string& prefix
     const std::string name = entry.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
     const std::string rest = name.substr(prefix.size());
-    if (rest.empty() || rest.find_first_not_of("0123456789") != std::string::npos) continue;
-    numbers.push_back(std::stoi(rest));
+    const std::optional<int> number = parse_int(rest);
+    if (number && *number >= 0) numbers.push_back(*number);
   }
   std::sort(numbers.begin(), numbers.end());
   return numbers;
