@@ -36,8 +36,8 @@ int fail(int code, const std::string& message) {
 ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
   ClusterFacts facts;
   if (!options.hostfile.empty()) {
-    auto hosts = filter_hosts(acc::read_hostfile(options.hostfile), options.include_hosts,
-                              options.exclude_hosts);
+    auto hosts = acc::select_hosts(acc::read_hostfile(options.hostfile), options.include_hosts,
+                                   options.exclude_hosts);
     facts = hostfile_facts(
         hosts, host.hostname,
         options.was_given("node_rank") ? std::optional(options.node_rank) : std::nullopt);

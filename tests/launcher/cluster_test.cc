@@ -83,15 +83,30 @@ TEST(ClusterTest, HostfilesReadSlotsAndFilters) {
   ASSERT_EQ(hosts.size(), 3u);
   EXPECT_EQ(hosts[1].host, "w2");
   EXPECT_EQ(hosts[1].slots, 4);
-  auto kept = filter_hosts(hosts, "", "w1");
+  auto kept = select_hosts(hosts, "", "w1");
   ClusterFacts facts = hostfile_facts(kept, "w3", std::nullopt);
   EXPECT_EQ(facts.nnodes, "2");
   EXPECT_EQ(facts.node_rank, 1);
   EXPECT_EQ(facts.master_addr, "w2");
   EXPECT_EQ(facts.nproc_per_node, "4");
+  EXPECT_FALSE(facts.gpu_ids);  // the whole host: its own CUDA_VISIBLE_DEVICES
   EXPECT_THROW(parse_hostfile("w1 slots=x\n", "hf"), ConfigError);
   EXPECT_THROW(hostfile_facts(kept, "elsewhere", std::nullopt), ConfigError);
-  EXPECT_THROW(filter_hosts(hosts, "nope", ""), ConfigError);
+  EXPECT_THROW(select_hosts(hosts, "nope", ""), ConfigError);
+}
+
+// One node of a hostfile job started by hand: the slots --include picks are its GPUs, as the
+// fan-out gives them to each node it starts.
+TEST(ClusterTest, PickedSlotsOfAHostfileBecomeThisNodesGpus) {
+  auto hosts = parse_hostfile("w1 slots=4\nw2 slots=4\n", "hf");
+  ClusterFacts facts = hostfile_facts(select_hosts(hosts, "w1:0,2@w2:1,3", ""), "w2", std::nullopt);
+  EXPECT_EQ(facts.node_rank, 1);
+  EXPECT_EQ(facts.nproc_per_node, "2");
+  EXPECT_EQ(facts.gpu_ids, "1,3");
+  LaunchOptions options;
+  apply_cluster_facts(facts, options);
+  EXPECT_EQ(options.gpu_ids, "1,3");
+  EXPECT_TRUE(options.from_scheduler.count("gpu_ids"));
 }
 
 TEST(ClusterTest, AnExplicitFlagWinsOverTheScheduler) {

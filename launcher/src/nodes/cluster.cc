@@ -171,15 +171,7 @@ ClusterFacts detect_cluster(const std::map<std::string, std::string>& environmen
   return f.facts;
 }
 
-std::vector<HostfileEntry> filter_hosts(std::vector<HostfileEntry> hosts,
-                                        const std::string& include, const std::string& exclude) {
-  std::vector<HostfileEntry> kept;
-  for (const SelectedHost& host : select_hosts(hosts, include, exclude))
-    kept.push_back({host.host, static_cast<int>(host.slots.size())});
-  return kept;
-}
-
-ClusterFacts hostfile_facts(const std::vector<HostfileEntry>& hosts, const std::string& this_host,
+ClusterFacts hostfile_facts(const std::vector<SelectedHost>& hosts, const std::string& this_host,
                             std::optional<int> node_rank) {
   ClusterFacts facts;
   facts.scheduler = "hostfile";
@@ -194,17 +186,22 @@ ClusterFacts hostfile_facts(const std::vector<HostfileEntry>& hosts, const std::
   ACC_CHECK(*node_rank >= 0 && *node_rank < static_cast<int>(hosts.size()), ConfigError,
             "--node_rank ", *node_rank, ": the hostfile has ", hosts.size(), " hosts");
   facts.node_rank = *node_rank;
-  facts.nproc_per_node = std::to_string(hosts[*node_rank].slots);
+  const SelectedHost& here = hosts[*node_rank];
+  facts.nproc_per_node = std::to_string(here.slots.size());
   for (size_t i = 1; i < hosts.size(); ++i)
-    ACC_CHECK(hosts[i].slots == hosts[0].slots, ConfigError,
-              "--hostfile: every host needs the "
-              "same slots for a static launch (",
-              hosts[0].host, " has ", hosts[0].slots, ", ", hosts[i].host, " has ", hosts[i].slots,
+    ACC_CHECK(hosts[i].slots.size() == hosts[0].slots.size(), ConfigError,
+              "--hostfile: every host needs the same slots for a static launch (", hosts[0].host,
+              " has ", hosts[0].slots.size(), ", ", hosts[i].host, " has ", hosts[i].slots.size(),
               ")");
-  facts.sources.push_back("nnodes=" + *facts.nnodes +
-                          ", node_rank=" + std::to_string(*facts.node_rank) +
-                          ", nproc_per_node=" + *facts.nproc_per_node +
-                          ", master_addr=" + *facts.master_addr + " (hostfile)");
+  if (static_cast<int>(here.slots.size()) != here.hostfile_slots) {
+    std::vector<std::string> ids;
+    for (int slot : here.slots) ids.push_back(std::to_string(slot));
+    facts.gpu_ids = join(ids, ",");
+  }
+  facts.sources.push_back(
+      "nnodes=" + *facts.nnodes + ", node_rank=" + std::to_string(*facts.node_rank) +
+      ", nproc_per_node=" + *facts.nproc_per_node + ", master_addr=" + *facts.master_addr +
+      (facts.gpu_ids ? ", gpu_ids=" + *facts.gpu_ids : "") + " (hostfile)");
   return facts;
 }
 
@@ -224,6 +221,7 @@ void apply_cluster_facts(const ClusterFacts& facts, LaunchOptions& o) {
     o.from_scheduler.insert("master_port");
   }
   fill("rdzv_id", o.rdzv_id, facts.rdzv_id);
+  fill("gpu_ids", o.gpu_ids, facts.gpu_ids);
 }
 
 }  // namespace acc::launcher

@@ -23,7 +23,8 @@ struct ClusterFacts {
   std::optional<std::string> master_addr;
   std::optional<int> master_port;
   std::optional<std::string> rdzv_id;
-  std::vector<std::string> sources;  // "nnodes=2 (SLURM_STEP_NUM_NODES)", for --dry_run and env
+  std::optional<std::string> gpu_ids;  // a hostfile's picked slots: "0,2"
+  std::vector<std::string> sources;    // "nnodes=2 (SLURM_STEP_NUM_NODES)", for --dry_run and env
 };
 
 // Reads the environment of a SLURM step, an mpirun rank or a Kubernetes pod. `resolve` maps a
@@ -41,13 +42,10 @@ int port_for_job(const std::string& job_id);
 // and SLURM on one machine, where node names are not host names), else the name itself.
 std::string resolve_slurm_node_address(const std::string& node);
 
-// The hosts kept by --include / --exclude (acc/common/hostfile.h: "h1:0,2@h2", or host names
-// separated by commas; empty: no filter), each with the number of its slots kept.
-std::vector<HostfileEntry> filter_hosts(std::vector<HostfileEntry> hosts,
-                                        const std::string& include, const std::string& exclude);
-
-// Facts from a hostfile for the node named `this_host` (or at node_rank when given).
-ClusterFacts hostfile_facts(const std::vector<HostfileEntry>& hosts, const std::string& this_host,
+// Facts from the hosts of a hostfile that --include / --exclude kept (select_hosts in
+// acc/common/hostfile.h) for the node named `this_host` (or at node_rank when given). A node
+// whose slots were picked (--include h:0,2) gets them as its GPUs (gpu_ids), as fan-out gives them.
+ClusterFacts hostfile_facts(const std::vector<SelectedHost>& hosts, const std::string& this_host,
                             std::optional<int> node_rank);
 
 // Fills every option the user did not give from `facts`, and records it in
