@@ -2,11 +2,14 @@
 """Launch overhead: acc-launch against torchrun (Debian's python3-torch 1.13.1, patched for
 Python 3.11), side by side in one invocation.
 
-  start-up : `LAUNCHER --nproc_per_node 8 --no_python /bin/true`, wall time to exit
+  start-up : `LAUNCHER --nproc_per_node 8 --no_python /bin/true`, wall time to exit; the runs of
+             the launchers are interleaved (one of each in turn), so a change of load on the
+             machine falls on all of them alike. A floor row times `spawn_floor 8 /bin/true`
+             (posix_spawn and wait, no launcher): the start-up no launcher can beat here.
   teardown : one of 8 workers exits 1 while the others sleep; time from that exit to the
              launcher's own exit
 
-Usage: bench.py ACC_LAUNCH [--runs N] [--torchrun PATH]
+Usage: bench.py ACC_LAUNCH [--runs N] [--torchrun PATH] [--floor PATH]
 """
 import argparse
 import os
@@ -19,6 +22,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_TORCHRUN = os.path.join(HERE, "..", "..", "..", "shared", "peers", "torchrun_debian.py")
+DEFAULT_FLOOR = os.path.join(HERE, "..", "..", "build", "bench", "launch_overhead", "spawn_floor")
 PYTHON = "/usr/bin/python3"
 
 
@@ -34,13 +38,15 @@ def timed(cmd, env=None):
     return time.perf_counter() - start, proc.returncode
 
 
-def startup(cmd, runs):
-    times = []
+def startup(cmds, runs):
+    """Median wall time of each command in `cmds`, their runs interleaved."""
+    times = [[] for _ in cmds]
     for _ in range(runs):
-        elapsed, code = timed(cmd + ["--nproc_per_node", "8", "--no_python", "/bin/true"])
-        assert code == 0, (cmd, code)
-        times.append(elapsed)
-    return statistics.median(times)
+        for cmd, samples in zip(cmds, times):
+            elapsed, code = timed(cmd)
+            assert code == 0, (cmd, code)
+            samples.append(elapsed)
+    return [statistics.median(samples) for samples in times]
 
 
 FAILING_WORKER = """
@@ -75,18 +81,25 @@ def main():
     parser.add_argument("acc_launch")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--torchrun", default=DEFAULT_TORCHRUN)
+    parser.add_argument("--floor", default=DEFAULT_FLOOR, help="spawn_floor binary (optional)")
     args = parser.parse_args()
 
     ours = [args.acc_launch, "--quiet"]
     peer = lambda interval: [PYTHON, args.torchrun, "--master_port", str(free_port()),
                              "--monitor_interval", str(interval)]
-    rows = []
-    acc_start = startup(ours, args.runs)
-    rows.append(("start-up, 8 x /bin/true", "acc-launch", acc_start, None))
-    for interval in (5, 0.1):
-        t = startup(peer(interval), args.runs)
-        rows.append((f"start-up, 8 x /bin/true", f"torchrun --monitor_interval {interval}", t,
-                     t / acc_start))
+    workers = ["--nproc_per_node", "8", "--no_python", "/bin/true"]
+    names = ["acc-launch"] + [f"torchrun --monitor_interval {i}" for i in (5, 0.1)]
+    cmds = [ours + workers] + [peer(i) + workers for i in (5, 0.1)]
+    if os.path.exists(args.floor):
+        names.append("floor: spawn_floor, no launcher")
+        cmds.append([args.floor, "8", "/bin/true"])
+    medians = startup(cmds, args.runs)
+    acc_start = medians[0]
+    rows = [("start-up, 8 x /bin/true", name, t, None if i == 0 else t / acc_start)
+            for i, (name, t) in enumerate(zip(names, medians))]
+    if len(medians) > 3:
+        rows.append(("start-up, 8 x /bin/true", "torchrun 0.1 / floor: best possible", medians[2],
+                     medians[2] / medians[3]))
     acc_down = teardown(ours, args.runs)
     rows.append(("teardown after 1 of 8 fails", "acc-launch", acc_down, None))
     t = teardown(peer(0.1), args.runs)
