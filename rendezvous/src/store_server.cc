@@ -45,6 +45,9 @@ constexpr int kReadsPerEvent = 4;
 constexpr int kAcceptsPerEvent = 256;
 // Ready connections taken from the connection poller at once.
 constexpr int kEventsPerPoll = 256;
+// A connection's buffers keep at most this much capacity once empty: one big reply must not pin
+// its size for the rest of a connection that PyTorch's clients hold for the whole job.
+constexpr std::size_t kKeptBufferBytes = 256 * 1024;
 
 // The connections are not Asio sockets: they sit in an epoll set of their own (level-triggered,
 // registered once), and Asio waits on that set's descriptor as on any other. A request then costs
@@ -61,12 +64,22 @@ struct Connection {
   bool closed = false;
   std::string in;  // received bytes not yet parsed into a whole request
   Clock::time_point partial_since;
-  std::string out;  // reply bytes not yet written, from out_pos on
+  bool requests_held = false;  // whole requests wait in `in` for the replies to drain
+  std::string out;             // reply bytes not yet written, from out_pos on
   std::size_t out_pos = 0;
+  bool over_limit = false;     // replies were refused past max_pending_reply_bytes: close it
+  bool reading = true;         // the poller watches it for readability
   bool write_waiting = false;  // the poller watches it for writability
-  bool dirty = false;          // queued in Impl::dirty_ for a write attempt
+  bool dirty = false;          // queued in Impl::dirty for a write attempt
   Clock::time_point write_blocked_since;
+
+  std::size_t pending() const { return out.size() - out_pos; }
 };
+
+// Drops a buffer's memory once it is empty, if a big message left it large.
+void release_if_large(std::string& buffer) {
+  if (buffer.empty() && buffer.capacity() > kKeptBufferBytes) std::string().swap(buffer);
+}
 
 void raise_fd_limit() {
   rlimit limit{};
@@ -101,7 +114,7 @@ struct StoreServer::Impl : detail::ReplySink {
         sweep_timer(io),
         accept_retry_timer(io),
         poller(io),
-        state(options.max_keys),
+        state(options.max_keys, options.max_reply_bytes),
         read_buffer(kReadBufferBytes) {
     if (!options.log) {
       options.log = [](std::string_view line) {
@@ -147,6 +160,17 @@ struct StoreServer::Impl : detail::ReplySink {
     if (!conn.dirty && !conn.write_waiting) {
       conn.dirty = true;
       dirty.push_back(it->second);
+    }
+    // Its own requests stop at pause_reading_bytes; past this bound only others' requests (wake-
+    // ups, watch notifications) can bring more. It is closed at the next write attempt: dropping
+    // a reply and going on would break its stream.
+    if (conn.over_limit || conn.pending() > options.max_pending_reply_bytes) {
+      conn.over_limit = true;
+      if (!conn.dirty) {
+        conn.dirty = true;
+        dirty.push_back(it->second);
+      }
+      return nullptr;
     }
     return &conn.out;
   }
@@ -231,6 +255,7 @@ struct StoreServer::Impl : detail::ReplySink {
     } while (ready < 0 && errno == EINTR);
     bool again = ready == kEventsPerPoll;
     bool partial = false;
+    resume_held();
     for (int i = 0; i < ready; ++i) {
       auto it = connections.find(events[i].data.u64);
       if (it == connections.end()) continue;
@@ -242,6 +267,7 @@ struct StoreServer::Impl : detail::ReplySink {
     }
     flush_dirty();
     if (stopping) return;
+    if (!held.empty()) again = true;
     if (again || (partial && !retry)) {
       // PyTorch's clients send a request in several writes (the opcode alone, then the rest).
       // Having read only a head, look once more after the others, when the rest has usually
@@ -292,6 +318,12 @@ struct StoreServer::Impl : detail::ReplySink {
     }
     std::string error;
     while (pos < in.size() && !conn.closed) {
+      // Back-pressure: a client that does not read its replies gets no more of them. Its
+      // requests wait here, and the rest in the kernel once reading is paused.
+      if (conn.pending() >= options.pause_reading_bytes) {
+        conn.requests_held = true;
+        break;
+      }
       auto result = parse_request(in.substr(pos), conn.dialect, options.limits, request);
       if (result.status == ParseStatus::kIncomplete) break;
       if (result.status == ParseStatus::kError) return close(conn, result.error);
@@ -301,6 +333,18 @@ struct StoreServer::Impl : detail::ReplySink {
     if (pos > 0) {
       conn.in.erase(0, pos);
       conn.partial_since = Clock::now();
+      release_if_large(conn.in);
+    }
+  }
+
+  // Serves the requests that waited for their connection's replies to drain.
+  void resume_held() {
+    std::vector<std::shared_ptr<Connection>> batch;
+    batch.swap(held);
+    for (auto& conn : batch) {
+      if (conn->closed || !conn->requests_held) continue;
+      conn->requests_held = false;
+      process(*conn);
     }
   }
 
@@ -323,27 +367,38 @@ struct StoreServer::Impl : detail::ReplySink {
       conn->out_pos += static_cast<std::size_t>(n);
       conn->write_blocked_since = Clock::now();
     }
-    if (conn->out_pos == conn->out.size()) {
+    if (conn->over_limit || conn->pending() > options.max_pending_reply_bytes) {
+      return close(*conn, "its replies are not being read (" + std::to_string(conn->pending()) +
+                              " bytes pending, over the limit of " +
+                              std::to_string(options.max_pending_reply_bytes) + ")");
+    }
+    if (conn->pending() == 0) {
       conn->out.clear();
       conn->out_pos = 0;
-      if (conn->write_waiting) watch_writable(*conn, false);
-      return;
+      release_if_large(conn->out);
     }
-    if (conn->out.size() - conn->out_pos > options.max_pending_reply_bytes) {
-      return close(*conn, "it does not read its replies (" +
-                              std::to_string(conn->out.size() - conn->out_pos) + " bytes pending)");
+    update_interest(*conn);
+    if (!conn->closed && conn->requests_held && conn->pending() < options.pause_reading_bytes) {
+      held.push_back(conn);
     }
-    if (!conn->write_waiting) watch_writable(*conn, true);
   }
 
-  // Adds or removes EPOLLOUT for a connection whose replies wait for room in its socket.
-  void watch_writable(Connection& conn, bool on) {
+  // Watches a connection for what it can do: readable unless its replies are over
+  // pause_reading_bytes, writable while replies wait for room in its socket. A call costs an
+  // epoll_ctl only when that changes, which the one-request-one-reply clients never make it do.
+  void update_interest(Connection& conn) {
+    if (conn.closed) return;
+    const bool want_out = conn.pending() > 0;
+    const bool want_in = conn.pending() < options.pause_reading_bytes;
+    if (want_out == conn.write_waiting && want_in == conn.reading) return;
     epoll_event event{};
-    event.events = on ? EPOLLIN | EPOLLOUT : EPOLLIN;
+    event.events = (want_in ? EPOLLIN : 0u) | (want_out ? EPOLLOUT : 0u);
     event.data.u64 = conn.id;
     if (::epoll_ctl(poller.native_handle(), EPOLL_CTL_MOD, conn.fd, &event) != 0)
       return close(conn, {});
-    conn.write_waiting = on;
+    if (want_out && !conn.write_waiting) conn.write_blocked_since = Clock::now();
+    conn.write_waiting = want_out;
+    conn.reading = want_in;
   }
 
   void close(Connection& conn, const std::string& reason) {
@@ -379,12 +434,14 @@ struct StoreServer::Impl : detail::ReplySink {
     for (auto& [id, conn] : connections) {
       bool half_sent = !conn->in.empty() && now - conn->partial_since > options.stall_timeout;
       bool unread = conn->write_waiting && now - conn->write_blocked_since > options.stall_timeout;
-      bool overfull = conn->out.size() - conn->out_pos > options.max_pending_reply_bytes;
-      if (half_sent || unread || overfull) stalled.push_back(conn);
+      if (half_sent || unread) stalled.push_back(conn);
     }
     for (auto& conn : stalled) {
-      close(*conn, !conn->in.empty() ? "it stalled in the middle of a request"
-                                     : "it does not read its replies");
+      close(*conn, conn->write_waiting
+                       ? "it does not read its replies (" + std::to_string(conn->pending()) +
+                             " bytes pending for " + std::to_string(options.stall_timeout.count()) +
+                             " ms)"
+                       : "it stalled in the middle of a request");
     }
   }
 
@@ -412,6 +469,7 @@ struct StoreServer::Impl : detail::ReplySink {
   Request request;  // the request being applied (parse_request overwrites it)
   std::unordered_map<ConnectionId, std::shared_ptr<Connection>> connections;
   std::vector<std::shared_ptr<Connection>> dirty;
+  std::vector<std::shared_ptr<Connection>> held;  // requests_held, and room again for replies
   ConnectionId next_id = 1;
   int bound_port = 0;
   std::string bound_address;
