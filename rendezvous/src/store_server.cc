@@ -26,6 +26,7 @@
 
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
+#include "send_ring.h"
 #include "store_state.h"
 
 namespace acc::rendezvous {
@@ -51,8 +52,10 @@ constexpr std::size_t kKeptBufferBytes = 256 * 1024;
 
 // The connections are not Asio sockets: they sit in an epoll set of their own (level-triggered,
 // registered once), and Asio waits on that set's descriptor as on any other. A request then costs
-// one recv and one send; through Asio's reactor each readiness also cost an epoll_ctl to re-arm,
-// an operation allocated and a handler dispatched (bench/README.md, "store server").
+// one recv, and its reply goes out with the round's others in one io_uring submission (a send
+// each where io_uring is not allowed); through Asio's reactor each readiness also cost an
+// epoll_ctl to re-arm, an operation allocated and a handler dispatched (bench/README.md, "Store
+// server CPU per operation").
 struct Connection {
   Connection(int fd, ConnectionId id) : fd(fd), id(id) {}
 
@@ -71,6 +74,7 @@ struct Connection {
   bool reading = true;         // the poller watches it for readability
   bool write_waiting = false;  // the poller watches it for writability
   bool dirty = false;          // queued in Impl::dirty for a write attempt
+  bool send_failed = false;    // a batched send failed with an error other than EAGAIN
   Clock::time_point write_blocked_since;
 
   std::size_t pending() const { return out.size() - out_pos; }
@@ -348,13 +352,42 @@ struct StoreServer::Impl : detail::ReplySink {
     }
   }
 
+  // Writes the replies of a round. With two or more connections to answer, their first sends go
+  // out together through the send ring (one system call); try_write then finishes what is left
+  // (a partial send, a full socket) and does the bookkeeping, as for a single reply.
   void flush_dirty() {
-    std::vector<std::shared_ptr<Connection>> batch;
-    batch.swap(dirty);
-    for (auto& conn : batch) {
+    flushing.swap(dirty);  // both keep their capacity: no allocation per round
+    if (flushing.size() > 1 && options.batch_sends && send_ring.ok()) send_together(flushing);
+    for (auto& conn : flushing) {
       conn->dirty = false;
-      if (!conn->closed) try_write(conn);
+      if (conn->closed) continue;
+      if (conn->send_failed) {
+        close(*conn, {});
+        continue;
+      }
+      try_write(conn);
     }
+    flushing.clear();
+  }
+
+  void send_together(std::vector<std::shared_ptr<Connection>>& batch) {
+    auto on_done = [&](std::uint64_t index, int result) {
+      Connection& conn = *batch[index];
+      if (result > 0) {
+        conn.out_pos += static_cast<std::size_t>(result);
+        conn.write_blocked_since = Clock::now();
+      } else if (result != -EAGAIN && result != -EWOULDBLOCK && result != -EINTR) {
+        conn.send_failed = true;
+      }
+    };
+    for (std::size_t i = 0; i < batch.size() && send_ring.ok(); ++i) {
+      Connection& conn = *batch[i];
+      if (conn.closed || conn.over_limit || conn.pending() == 0) continue;
+      if (send_ring.full()) send_ring.flush(on_done);
+      if (!send_ring.ok()) break;
+      send_ring.send(conn.fd, conn.out.data() + conn.out_pos, conn.pending(), i);
+    }
+    send_ring.flush(on_done);
   }
 
   void try_write(const std::shared_ptr<Connection>& conn) {
@@ -469,6 +502,8 @@ struct StoreServer::Impl : detail::ReplySink {
   Request request;  // the request being applied (parse_request overwrites it)
   std::unordered_map<ConnectionId, std::shared_ptr<Connection>> connections;
   std::vector<std::shared_ptr<Connection>> dirty;
+  std::vector<std::shared_ptr<Connection>> flushing;  // the dirty ones being written
+  detail::SendRing send_ring{kEventsPerPoll};
   std::vector<std::shared_ptr<Connection>> held;  // requests_held, and room again for replies
   ConnectionId next_id = 1;
   int bound_port = 0;

@@ -189,8 +189,12 @@ TEST(StoreServerTest, StalledHalfRequestIsClosedButAnIdleConnectionIsKept) {
   EXPECT_EQ(idle.receive(8, 5s), i64(3));
 }
 
-TEST(StoreServerTest, ThousandsOfConnectionsAreServedAtOnce) {
-  StoreServer server(loopback());
+// Every connection sends at once, so that the server's rounds answer many together: through its
+// send ring (batch_sends), or one send each.
+void serve_thousands_of_connections(bool batch_sends) {
+  StoreServerOptions options = loopback();
+  options.batch_sends = batch_sends;
+  StoreServer server(options);
   server.start();
   constexpr int kConnections = 3000;
   std::vector<RawSocket> sockets;
@@ -211,6 +215,39 @@ TEST(StoreServerTest, ThousandsOfConnectionsAreServedAtOnce) {
   EXPECT_EQ(server.num_connections(), static_cast<std::size_t>(kConnections));
   StoreClient client = connect(server);
   EXPECT_EQ(client.get("n"), std::to_string(kConnections));
+}
+
+TEST(StoreServerTest, ThousandsOfConnectionsAreServedAtOnce) {
+  serve_thousands_of_connections(/*batch_sends=*/true);
+}
+
+TEST(StoreServerTest, ThousandsOfConnectionsAreServedAtOnceWithOneSendEach) {
+  serve_thousands_of_connections(/*batch_sends=*/false);
+}
+
+// Replies sent together that do not fit their sockets (small receive windows, read one
+// connection at a time): the batch's partial sends and full sockets are finished later, and
+// every connection gets every byte in order.
+TEST(StoreServerTest, LargeRepliesToManySlowReadersAllArriveWhole) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient writer = connect(server);
+  const std::string value(256 * 1024, 'r');
+  writer.set("r", value);
+  ASSERT_TRUE(writer.check({"r"}));
+  std::vector<RawSocket> readers;
+  for (int i = 0; i < 20; ++i) readers.emplace_back(server.port(), 4096);
+  std::string gets;
+  for (int i = 0; i < 3; ++i) gets += legacy({Op::kGet, {"/r"}, {}, 0});
+  for (auto& reader : readers) ASSERT_TRUE(reader.send(gets));
+  std::string expected;
+  append_bytes(expected, value);
+  for (std::size_t r = 0; r < readers.size(); ++r) {
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(readers[r].receive(expected.size(), 20s), expected) << r << " " << i;
+    }
+  }
+  EXPECT_EQ(writer.add("n", 1), 1);
 }
 
 TEST(StoreServerTest, ClientThatStopsReadingIsClosedAfterTheStallTimeout) {

@@ -46,6 +46,10 @@ struct StoreServerOptions {
   // The dialect of connections that do not start with VALIDATE: kV1_13 (PyTorch 1.13 to 2.0) or
   // kV2_1 (PyTorch 2.1). The two cannot be told apart from their bytes.
   Dialect legacy_dialect = Dialect::kV1_13;
+  // Send the replies of one poll round together, in one io_uring submission, where the kernel
+  // allows io_uring; otherwise (or false) one send each. Same bytes either way; the batch halves
+  // the server's CPU per request under many clients (bench/README.md).
+  bool batch_sends = true;
   // Raise the soft RLIMIT_NOFILE to the hard limit, for thousands of connections.
   bool raise_fd_limit = true;
   // Receives one line per closed misbehaving connection; default: stderr.
