@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Where the store servers' CPU goes under the bench's load: system calls and context switches
-# per operation for each server process (ours, PyTorch's TCPStore, the minimal yardstick), counted
+# per operation for each server process (ours, ours with one send per reply, PyTorch's TCPStore,
+# the minimal yardstick with one send per reply and with its sends batched), counted
 # by `perf stat` on the kernel's syscall tracepoints, and a `perf record` call graph of ours.
 # Needs perf and the rights to trace (root, or perf_event_paranoid <= 1 with tracefs readable).
 # Usage: bench/store/profile.sh [BUILD_DIR] [SECONDS]
@@ -17,15 +18,15 @@ done
 
 "$bench" --seconds "$seconds" --clients 32 --rounds 1 --start_after 3 >"$out/bench" 2>&1 &
 bench_pid=$!
-# The bench forks its three servers (ours, PyTorch's, the yardstick, in that order) first.
+# The bench forks its five servers first, in the order of `names`.
 for _ in $(seq 600); do
-  [ "$(pgrep -P "$bench_pid" | wc -l)" -ge 3 ] && break
+  [ "$(pgrep -P "$bench_pid" | wc -l)" -ge 5 ] && break
   sleep 0.1
 done
 mapfile -t servers < <(pgrep -P "$bench_pid" | sort -n)
-names=(ours torch minimal)
+names=(ours ours_each torch minimal uring)
 perf_pids=()
-for i in 0 1 2; do
+for i in 0 1 2 3 4; do
   perf stat -x, -e "$events" -p "${servers[$i]}" -o "$out/${names[$i]}.stat" &
   perf_pids+=($!)
 done
@@ -39,10 +40,10 @@ wait "${perf_pids[@]}" 2>/dev/null || true
 
 cat "$out/bench"
 uptime
-rows=("acc StoreServer" "PyTorch TCPStore" "minimal (bound)")
+rows=("acc StoreServer" "acc, send each" "PyTorch TCPStore" "minimal (bound)" "minimal io_uring")
 printf '\n%-10s %10s %8s %8s %8s %8s %8s %8s %8s\n' server ops syscalls recv send epoll_w epoll_c \
   poll/rw ctxsw
-for i in 0 1 2; do
+for i in 0 1 2 3 4; do
   ops_per_s=$(awk -v row="${rows[$i]}" 'index($0, row) { print $(NF-3); exit }' "$out/bench")
   ops=$(awk -v r="$ops_per_s" -v s="$seconds" 'BEGIN { printf "%d", r * s }')
   count() { awk -F, -v e="$1" '$3 == e { print $1; exit }' "$out/${names[$i]}.stat"; }

@@ -324,6 +324,15 @@ int main(int argc, char** argv) {
     server->start();
     return server->port();
   });
+  // Ours as it was before its replies were batched: one send per reply.
+  ServerProcess ours_unbatched([] {
+    acc::rendezvous::StoreServerOptions options;
+    options.host = "127.0.0.1";
+    options.batch_sends = false;
+    auto* server = new acc::rendezvous::StoreServer(options);
+    server->start();
+    return server->port();
+  });
   ServerProcess torch_server([] {
     c10d::TCPStoreOptions torch_options;
     torch_options.port = 0;
@@ -356,6 +365,9 @@ int main(int argc, char** argv) {
       std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "PyTorch TCPStore",
                   theirs.ops_per_second, theirs.p50_us, theirs.p99_us, theirs.server_cpu_us_per_op);
       if (with_minimal) {
+        const Result each = measure(ours_unbatched, clients, seconds);
+        std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "acc, send each",
+                    each.ops_per_second, each.p50_us, each.p99_us, each.server_cpu_us_per_op);
         const Result bound = measure(minimal, clients, seconds);
         std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "minimal (bound)",
                     bound.ops_per_second, bound.p50_us, bound.p99_us, bound.server_cpu_us_per_op);
