@@ -6,6 +6,8 @@
 // and the ratios.
 //
 // Usage: store_bench [--seconds S] [--clients 1,8,32] [--rounds R] [--minimal 0|1]
+//                    [--start_after S]  (idle S seconds after forking the servers, for a
+//                                       profiler to attach to them: bench/store/profile.sh)
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -35,6 +37,7 @@
 
 #include "acc/rendezvous/protocol.h"
 #include "acc/rendezvous/store_server.h"
+#include "send_ring.h"  // the store server's own, for the yardstick that batches its sends
 
 namespace {
 
@@ -185,7 +188,7 @@ std::vector<int> parse_list(const char* text) {
 // per read. Not a store: a yardstick for the row above it.
 class MinimalServer {
  public:
-  MinimalServer() {
+  explicit MinimalServer(bool batched = false) : batched_(batched) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
@@ -228,6 +231,8 @@ class MinimalServer {
     std::string replies;
     rdzv::Request request;
     epoll_event events[256];
+    acc::rendezvous::detail::SendRing ring(256);
+    std::vector<std::string> round_replies(256);
     for (;;) {
       const int ready = ::epoll_wait(epoll_, events, 256, -1);
       for (int e = 0; e < ready; ++e) {
@@ -268,8 +273,16 @@ class MinimalServer {
           }
         }
         input.erase(0, offset);
-        if (!replies.empty()) ::send(fd, replies.data(), replies.size(), MSG_NOSIGNAL);
+        if (replies.empty()) continue;
+        if (batched_ && ring.ok()) {
+          std::string& kept = round_replies[static_cast<std::size_t>(e)];
+          kept.swap(replies);  // stays in place until the ring's flush below
+          ring.send(fd, kept.data(), kept.size(), 0);
+        } else {
+          ::send(fd, replies.data(), replies.size(), MSG_NOSIGNAL);
+        }
       }
+      ring.flush([](std::uint64_t, int) {});
     }
   }
 
@@ -279,6 +292,7 @@ class MinimalServer {
   int port_ = 0;
   std::map<int, std::string> inputs_;
   std::thread thread_;
+  bool batched_ = false;
 };
 
 }  // namespace
@@ -288,6 +302,7 @@ int main(int argc, char** argv) {
   int rounds = 1;
   std::vector<int> client_counts = {1, 8, 32};
   bool with_minimal = true;
+  double start_after = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--seconds") == 0)
       seconds = std::atof(argv[i + 1]);
@@ -295,6 +310,8 @@ int main(int argc, char** argv) {
       client_counts = parse_list(argv[i + 1]);
     else if (std::strcmp(argv[i], "--rounds") == 0)
       rounds = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--start_after") == 0)
+      start_after = std::atof(argv[i + 1]);
     else if (std::strcmp(argv[i], "--minimal") == 0)
       with_minimal = std::strcmp(argv[i + 1], "0") != 0;
   }
@@ -303,6 +320,15 @@ int main(int argc, char** argv) {
   ServerProcess ours([] {
     acc::rendezvous::StoreServerOptions options;
     options.host = "127.0.0.1";
+    auto* server = new acc::rendezvous::StoreServer(options);
+    server->start();
+    return server->port();
+  });
+  // Ours as it was before its replies were batched: one send per reply.
+  ServerProcess ours_unbatched([] {
+    acc::rendezvous::StoreServerOptions options;
+    options.host = "127.0.0.1";
+    options.batch_sends = false;
     auto* server = new acc::rendezvous::StoreServer(options);
     server->start();
     return server->port();
@@ -316,7 +342,9 @@ int main(int argc, char** argv) {
     return static_cast<int>(server->getPort());
   });
   ServerProcess minimal([] { return (new MinimalServer)->port(); });
+  ServerProcess batched([] { return (new MinimalServer(/*batched=*/true))->port(); });
 
+  if (start_after > 0) std::this_thread::sleep_for(std::chrono::duration<double>(start_after));
   std::printf("c10d::TCPStore clients doing set+get+add for %.1f s each, %u hardware threads\n",
               seconds, std::thread::hardware_concurrency());
   std::printf("%8s %-16s %12s %10s %10s %14s\n", "clients", "server", "ops/s", "p50 us", "p99 us",
@@ -337,11 +365,23 @@ int main(int argc, char** argv) {
       std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "PyTorch TCPStore",
                   theirs.ops_per_second, theirs.p50_us, theirs.p99_us, theirs.server_cpu_us_per_op);
       if (with_minimal) {
+        const Result each = measure(ours_unbatched, clients, seconds);
+        std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "acc, send each",
+                    each.ops_per_second, each.p50_us, each.p99_us, each.server_cpu_us_per_op);
         const Result bound = measure(minimal, clients, seconds);
         std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "minimal (bound)",
                     bound.ops_per_second, bound.p50_us, bound.p99_us, bound.server_cpu_us_per_op);
-        std::printf("%8d %-16s %11.2fx\n", clients, "bound/torch",
-                    bound.ops_per_second / theirs.ops_per_second);
+        const Result uring = measure(batched, clients, seconds);
+        std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "minimal io_uring",
+                    uring.ops_per_second, uring.p50_us, uring.p99_us, uring.server_cpu_us_per_op);
+        std::printf("%8d %-16s %11.2fx %9.2fx %9.2fx %13.2fx\n", clients, "bound/torch",
+                    bound.ops_per_second / theirs.ops_per_second, bound.p50_us / theirs.p50_us,
+                    bound.p99_us / theirs.p99_us,
+                    bound.server_cpu_us_per_op / theirs.server_cpu_us_per_op);
+        std::printf("%8d %-16s %11.2fx %9.2fx %9.2fx %13.2fx\n", clients, "io_uring/torch",
+                    uring.ops_per_second / theirs.ops_per_second, uring.p50_us / theirs.p50_us,
+                    uring.p99_us / theirs.p99_us,
+                    uring.server_cpu_us_per_op / theirs.server_cpu_us_per_op);
       }
       std::printf("%8d %-16s %11.2fx %9.2fx %9.2fx %13.2fx\n", clients, "ratio acc/torch",
                   mine.ops_per_second / theirs.ops_per_second, mine.p50_us / theirs.p50_us,

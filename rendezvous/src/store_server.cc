@@ -26,6 +26,7 @@
 
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
+#include "send_ring.h"
 #include "store_state.h"
 
 namespace acc::rendezvous {
@@ -45,11 +46,16 @@ constexpr int kReadsPerEvent = 4;
 constexpr int kAcceptsPerEvent = 256;
 // Ready connections taken from the connection poller at once.
 constexpr int kEventsPerPoll = 256;
+// A connection's buffers keep at most this much capacity once empty: one big reply must not pin
+// its size for the rest of a connection that PyTorch's clients hold for the whole job.
+constexpr std::size_t kKeptBufferBytes = 256 * 1024;
 
 // The connections are not Asio sockets: they sit in an epoll set of their own (level-triggered,
 // registered once), and Asio waits on that set's descriptor as on any other. A request then costs
-// one recv and one send; through Asio's reactor each readiness also cost an epoll_ctl to re-arm,
-// an operation allocated and a handler dispatched (bench/README.md, "store server").
+// one recv, and its reply goes out with the round's others in one io_uring submission (a send
+// each where io_uring is not allowed); through Asio's reactor each readiness also cost an
+// epoll_ctl to re-arm, an operation allocated and a handler dispatched (bench/README.md, "Store
+// server CPU per operation").
 struct Connection {
   Connection(int fd, ConnectionId id) : fd(fd), id(id) {}
 
@@ -61,12 +67,23 @@ struct Connection {
   bool closed = false;
   std::string in;  // received bytes not yet parsed into a whole request
   Clock::time_point partial_since;
-  std::string out;  // reply bytes not yet written, from out_pos on
+  bool requests_held = false;  // whole requests wait in `in` for the replies to drain
+  std::string out;             // reply bytes not yet written, from out_pos on
   std::size_t out_pos = 0;
+  bool over_limit = false;     // replies were refused past max_pending_reply_bytes: close it
+  bool reading = true;         // the poller watches it for readability
   bool write_waiting = false;  // the poller watches it for writability
-  bool dirty = false;          // queued in Impl::dirty_ for a write attempt
+  bool dirty = false;          // queued in Impl::dirty for a write attempt
+  bool send_failed = false;    // a batched send failed with an error other than EAGAIN
   Clock::time_point write_blocked_since;
+
+  std::size_t pending() const { return out.size() - out_pos; }
 };
+
+// Drops a buffer's memory once it is empty, if a big message left it large.
+void release_if_large(std::string& buffer) {
+  if (buffer.empty() && buffer.capacity() > kKeptBufferBytes) std::string().swap(buffer);
+}
 
 void raise_fd_limit() {
   rlimit limit{};
@@ -101,7 +118,7 @@ struct StoreServer::Impl : detail::ReplySink {
         sweep_timer(io),
         accept_retry_timer(io),
         poller(io),
-        state(options.max_keys),
+        state(options.max_keys, options.max_reply_bytes),
         read_buffer(kReadBufferBytes) {
     if (!options.log) {
       options.log = [](std::string_view line) {
@@ -147,6 +164,17 @@ struct StoreServer::Impl : detail::ReplySink {
     if (!conn.dirty && !conn.write_waiting) {
       conn.dirty = true;
       dirty.push_back(it->second);
+    }
+    // Its own requests stop at pause_reading_bytes; past this bound only others' requests (wake-
+    // ups, watch notifications) can bring more. It is closed at the next write attempt: dropping
+    // a reply and going on would break its stream.
+    if (conn.over_limit || conn.pending() > options.max_pending_reply_bytes) {
+      conn.over_limit = true;
+      if (!conn.dirty) {
+        conn.dirty = true;
+        dirty.push_back(it->second);
+      }
+      return nullptr;
     }
     return &conn.out;
   }
@@ -231,6 +259,7 @@ struct StoreServer::Impl : detail::ReplySink {
     } while (ready < 0 && errno == EINTR);
     bool again = ready == kEventsPerPoll;
     bool partial = false;
+    resume_held();
     for (int i = 0; i < ready; ++i) {
       auto it = connections.find(events[i].data.u64);
       if (it == connections.end()) continue;
@@ -242,6 +271,7 @@ struct StoreServer::Impl : detail::ReplySink {
     }
     flush_dirty();
     if (stopping) return;
+    if (!held.empty()) again = true;
     if (again || (partial && !retry)) {
       // PyTorch's clients send a request in several writes (the opcode alone, then the rest).
       // Having read only a head, look once more after the others, when the rest has usually
@@ -292,6 +322,12 @@ struct StoreServer::Impl : detail::ReplySink {
     }
     std::string error;
     while (pos < in.size() && !conn.closed) {
+      // Back-pressure: a client that does not read its replies gets no more of them. Its
+      // requests wait here, and the rest in the kernel once reading is paused.
+      if (conn.pending() >= options.pause_reading_bytes) {
+        conn.requests_held = true;
+        break;
+      }
       auto result = parse_request(in.substr(pos), conn.dialect, options.limits, request);
       if (result.status == ParseStatus::kIncomplete) break;
       if (result.status == ParseStatus::kError) return close(conn, result.error);
@@ -301,16 +337,57 @@ struct StoreServer::Impl : detail::ReplySink {
     if (pos > 0) {
       conn.in.erase(0, pos);
       conn.partial_since = Clock::now();
+      release_if_large(conn.in);
     }
   }
 
-  void flush_dirty() {
+  // Serves the requests that waited for their connection's replies to drain.
+  void resume_held() {
     std::vector<std::shared_ptr<Connection>> batch;
-    batch.swap(dirty);
+    batch.swap(held);
     for (auto& conn : batch) {
-      conn->dirty = false;
-      if (!conn->closed) try_write(conn);
+      if (conn->closed || !conn->requests_held) continue;
+      conn->requests_held = false;
+      process(*conn);
     }
+  }
+
+  // Writes the replies of a round. With two or more connections to answer, their first sends go
+  // out together through the send ring (one system call); try_write then finishes what is left
+  // (a partial send, a full socket) and does the bookkeeping, as for a single reply.
+  void flush_dirty() {
+    flushing.swap(dirty);  // both keep their capacity: no allocation per round
+    if (flushing.size() > 1 && options.batch_sends && send_ring.ok()) send_together(flushing);
+    for (auto& conn : flushing) {
+      conn->dirty = false;
+      if (conn->closed) continue;
+      if (conn->send_failed) {
+        close(*conn, {});
+        continue;
+      }
+      try_write(conn);
+    }
+    flushing.clear();
+  }
+
+  void send_together(std::vector<std::shared_ptr<Connection>>& batch) {
+    auto on_done = [&](std::uint64_t index, int result) {
+      Connection& conn = *batch[index];
+      if (result > 0) {
+        conn.out_pos += static_cast<std::size_t>(result);
+        conn.write_blocked_since = Clock::now();
+      } else if (result != -EAGAIN && result != -EWOULDBLOCK && result != -EINTR) {
+        conn.send_failed = true;
+      }
+    };
+    for (std::size_t i = 0; i < batch.size() && send_ring.ok(); ++i) {
+      Connection& conn = *batch[i];
+      if (conn.closed || conn.over_limit || conn.pending() == 0) continue;
+      if (send_ring.full()) send_ring.flush(on_done);
+      if (!send_ring.ok()) break;
+      send_ring.send(conn.fd, conn.out.data() + conn.out_pos, conn.pending(), i);
+    }
+    send_ring.flush(on_done);
   }
 
   void try_write(const std::shared_ptr<Connection>& conn) {
@@ -323,27 +400,38 @@ struct StoreServer::Impl : detail::ReplySink {
       conn->out_pos += static_cast<std::size_t>(n);
       conn->write_blocked_since = Clock::now();
     }
-    if (conn->out_pos == conn->out.size()) {
+    if (conn->over_limit || conn->pending() > options.max_pending_reply_bytes) {
+      return close(*conn, "its replies are not being read (" + std::to_string(conn->pending()) +
+                              " bytes pending, over the limit of " +
+                              std::to_string(options.max_pending_reply_bytes) + ")");
+    }
+    if (conn->pending() == 0) {
       conn->out.clear();
       conn->out_pos = 0;
-      if (conn->write_waiting) watch_writable(*conn, false);
-      return;
+      release_if_large(conn->out);
     }
-    if (conn->out.size() - conn->out_pos > options.max_pending_reply_bytes) {
-      return close(*conn, "it does not read its replies (" +
-                              std::to_string(conn->out.size() - conn->out_pos) + " bytes pending)");
+    update_interest(*conn);
+    if (!conn->closed && conn->requests_held && conn->pending() < options.pause_reading_bytes) {
+      held.push_back(conn);
     }
-    if (!conn->write_waiting) watch_writable(*conn, true);
   }
 
-  // Adds or removes EPOLLOUT for a connection whose replies wait for room in its socket.
-  void watch_writable(Connection& conn, bool on) {
+  // Watches a connection for what it can do: readable unless its replies are over
+  // pause_reading_bytes, writable while replies wait for room in its socket. A call costs an
+  // epoll_ctl only when that changes, which the one-request-one-reply clients never make it do.
+  void update_interest(Connection& conn) {
+    if (conn.closed) return;
+    const bool want_out = conn.pending() > 0;
+    const bool want_in = conn.pending() < options.pause_reading_bytes;
+    if (want_out == conn.write_waiting && want_in == conn.reading) return;
     epoll_event event{};
-    event.events = on ? EPOLLIN | EPOLLOUT : EPOLLIN;
+    event.events = (want_in ? EPOLLIN : 0u) | (want_out ? EPOLLOUT : 0u);
     event.data.u64 = conn.id;
     if (::epoll_ctl(poller.native_handle(), EPOLL_CTL_MOD, conn.fd, &event) != 0)
       return close(conn, {});
-    conn.write_waiting = on;
+    if (want_out && !conn.write_waiting) conn.write_blocked_since = Clock::now();
+    conn.write_waiting = want_out;
+    conn.reading = want_in;
   }
 
   void close(Connection& conn, const std::string& reason) {
@@ -379,12 +467,14 @@ struct StoreServer::Impl : detail::ReplySink {
     for (auto& [id, conn] : connections) {
       bool half_sent = !conn->in.empty() && now - conn->partial_since > options.stall_timeout;
       bool unread = conn->write_waiting && now - conn->write_blocked_since > options.stall_timeout;
-      bool overfull = conn->out.size() - conn->out_pos > options.max_pending_reply_bytes;
-      if (half_sent || unread || overfull) stalled.push_back(conn);
+      if (half_sent || unread) stalled.push_back(conn);
     }
     for (auto& conn : stalled) {
-      close(*conn, !conn->in.empty() ? "it stalled in the middle of a request"
-                                     : "it does not read its replies");
+      close(*conn, conn->write_waiting
+                       ? "it does not read its replies (" + std::to_string(conn->pending()) +
+                             " bytes pending for " + std::to_string(options.stall_timeout.count()) +
+                             " ms)"
+                       : "it stalled in the middle of a request");
     }
   }
 
@@ -412,6 +502,9 @@ struct StoreServer::Impl : detail::ReplySink {
   Request request;  // the request being applied (parse_request overwrites it)
   std::unordered_map<ConnectionId, std::shared_ptr<Connection>> connections;
   std::vector<std::shared_ptr<Connection>> dirty;
+  std::vector<std::shared_ptr<Connection>> flushing;  // the dirty ones being written
+  detail::SendRing send_ring{kEventsPerPoll};
+  std::vector<std::shared_ptr<Connection>> held;  // requests_held, and room again for replies
   ConnectionId next_id = 1;
   int bound_port = 0;
   std::string bound_address;

@@ -70,15 +70,6 @@ bool StoreState::apply(ConnectionId connection, Dialect dialect, const Request& 
     case Op::kCompareSet:
       compare_set(connection, request, sink);
       return true;
-    case Op::kGet:
-    case Op::kMultiGet:
-      for (const auto& key : request.keys) {
-        // A missing key reads as empty, as in PyTorch's libuv server (the 1.13 server dropped
-        // the connection instead; its clients always WAIT first, so they never see a difference).
-        auto it = values_.find(key);
-        append_bytes(out, it == values_.end() ? std::string_view() : it->second);
-      }
-      break;
     case Op::kAdd:
       return add(connection, request, sink, error);
     case Op::kCheck: {
@@ -131,10 +122,31 @@ bool StoreState::apply(ConnectionId connection, Dialect dialect, const Request& 
       append_i64(out, it == queues_.end() ? 0 : static_cast<std::int64_t>(it->second.size()));
       break;
     }
-    case Op::kList:
-      append_i64(out, static_cast<std::int64_t>(values_.size()));
-      for (const auto& [key, value] : values_) append_bytes(out, key);
+    case Op::kGet:
+    case Op::kMultiGet:
+    case Op::kList: {
+      // Sized before a byte is built: a MULTI_GET naming the key of an 8 MiB value a thousand
+      // times costs its client a few KiB to send and would cost us 8 GiB to answer.
+      const std::size_t size = reply_size(request);
+      if (size > max_reply_bytes_) {
+        error = std::string(op_name(request.op)) + " reply of " + std::to_string(size) +
+                " bytes is over the limit of " + std::to_string(max_reply_bytes_);
+        return false;
+      }
+      out.reserve(size);
+      if (request.op == Op::kList) {
+        append_i64(out, static_cast<std::int64_t>(values_.size()));
+        for (const auto& [key, value] : values_) append_bytes(out, key);
+        break;
+      }
+      for (const auto& key : request.keys) {
+        // A missing key reads as empty, as in PyTorch's libuv server (the 1.13 server dropped
+        // the connection instead; its clients always WAIT first, so they never see a difference).
+        auto it = values_.find(key);
+        append_bytes(out, it == values_.end() ? std::string_view() : it->second);
+      }
       break;
+    }
   }
   reply(sink, connection, out);
   return true;
@@ -146,6 +158,20 @@ void StoreState::drop_connection(ConnectionId connection) {
     std::erase(it->second, connection);
     it = it->second.empty() ? watchers_.erase(it) : std::next(it);
   }
+}
+
+std::size_t StoreState::reply_size(const Request& request) const {
+  std::size_t size = 0;
+  if (request.op == Op::kList) {
+    size = 8;
+    for (const auto& [key, value] : values_) size += 8 + key.size();
+    return size;
+  }
+  for (const auto& key : request.keys) {
+    auto it = values_.find(key);
+    size += 8 + (it == values_.end() ? 0 : it->second.size());
+  }
+  return size;
 }
 
 bool StoreState::present(const std::string& key) const {

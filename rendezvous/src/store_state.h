@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -26,12 +27,18 @@ class ReplySink {
 
 class StoreState {
  public:
-  explicit StoreState(std::size_t max_keys) : max_keys_(max_keys) {}
+  // `max_reply_bytes` bounds the reply to one request of a connection (GET, MULTI_GET, LIST):
+  // a request whose reply would be larger is refused (apply returns false) before any byte of it
+  // is built, so one small MULTI_GET naming a big key many times cannot exhaust memory.
+  explicit StoreState(std::size_t max_keys,
+                      std::size_t max_reply_bytes = std::numeric_limits<std::size_t>::max())
+      : max_keys_(max_keys), max_reply_bytes_(max_reply_bytes) {}
 
   // Applies `request` from `connection` (which speaks `dialect`), appending replies to the sink's
   // buffers: to `connection` itself and, for WAITs now satisfied or watched keys, to others.
   // Returns false with `error` set when the request cannot be served (a non-numeric value under
-  // ADD, a full store, VALIDATE with a wrong magic); the caller then closes the connection.
+  // ADD, a full store, VALIDATE with a wrong magic, a reply over `max_reply_bytes`); the caller
+  // then closes the connection.
   bool apply(ConnectionId connection, Dialect dialect, const Request& request, ReplySink& sink,
              std::string& error);
 
@@ -49,6 +56,7 @@ class StoreState {
   };
 
   bool present(const std::string& key) const;
+  std::size_t reply_size(const Request& request) const;
   void reply(ReplySink& sink, ConnectionId connection, std::string_view bytes);
   bool store(const std::string& key, std::string value, std::string& error);
   void wake_waiters(const std::string& key, ReplySink& sink, bool only_one = false);
@@ -62,6 +70,7 @@ class StoreState {
   void queue_pop(ConnectionId connection, const std::string& key, ReplySink& sink);
 
   std::size_t max_keys_;
+  std::size_t max_reply_bytes_;
   std::unordered_map<std::string, std::string> values_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;
   std::uint64_t next_wait_id_ = 1;

@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cstdio>
 #include <future>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "acc/common/error.h"
 #include "acc/rendezvous/store_client.h"
@@ -187,8 +189,12 @@ TEST(StoreServerTest, StalledHalfRequestIsClosedButAnIdleConnectionIsKept) {
   EXPECT_EQ(idle.receive(8, 5s), i64(3));
 }
 
-TEST(StoreServerTest, ThousandsOfConnectionsAreServedAtOnce) {
-  StoreServer server(loopback());
+// Every connection sends at once, so that the server's rounds answer many together: through its
+// send ring (batch_sends), or one send each.
+void serve_thousands_of_connections(bool batch_sends) {
+  StoreServerOptions options = loopback();
+  options.batch_sends = batch_sends;
+  StoreServer server(options);
   server.start();
   constexpr int kConnections = 3000;
   std::vector<RawSocket> sockets;
@@ -209,6 +215,39 @@ TEST(StoreServerTest, ThousandsOfConnectionsAreServedAtOnce) {
   EXPECT_EQ(server.num_connections(), static_cast<std::size_t>(kConnections));
   StoreClient client = connect(server);
   EXPECT_EQ(client.get("n"), std::to_string(kConnections));
+}
+
+TEST(StoreServerTest, ThousandsOfConnectionsAreServedAtOnce) {
+  serve_thousands_of_connections(/*batch_sends=*/true);
+}
+
+TEST(StoreServerTest, ThousandsOfConnectionsAreServedAtOnceWithOneSendEach) {
+  serve_thousands_of_connections(/*batch_sends=*/false);
+}
+
+// Replies sent together that do not fit their sockets (small receive windows, read one
+// connection at a time): the batch's partial sends and full sockets are finished later, and
+// every connection gets every byte in order.
+TEST(StoreServerTest, LargeRepliesToManySlowReadersAllArriveWhole) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient writer = connect(server);
+  const std::string value(256 * 1024, 'r');
+  writer.set("r", value);
+  ASSERT_TRUE(writer.check({"r"}));
+  std::vector<RawSocket> readers;
+  for (int i = 0; i < 20; ++i) readers.emplace_back(server.port(), 4096);
+  std::string gets;
+  for (int i = 0; i < 3; ++i) gets += legacy({Op::kGet, {"/r"}, {}, 0});
+  for (auto& reader : readers) ASSERT_TRUE(reader.send(gets));
+  std::string expected;
+  append_bytes(expected, value);
+  for (std::size_t r = 0; r < readers.size(); ++r) {
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(readers[r].receive(expected.size(), 20s), expected) << r << " " << i;
+    }
+  }
+  EXPECT_EQ(writer.add("n", 1), 1);
 }
 
 TEST(StoreServerTest, ClientThatStopsReadingIsClosedAfterTheStallTimeout) {
@@ -336,6 +375,96 @@ TEST(StoreServerTest, ReplyToAPipelinedBurstArrivesInOrder) {
   for (int i = 0; i < 1000; ++i) {
     EXPECT_EQ(static_cast<std::int64_t>(load_u64(replies.substr(8 * i))), i + 1);
   }
+}
+
+// Back-pressure: with replies over pause_reading_bytes the server applies no more of a
+// connection's requests until they drain; then it serves the held ones, in order, to the end.
+TEST(StoreServerTest, PipelinedRequestsHeldForUnreadRepliesAreAllServedInOrderOnceRead) {
+  StoreServerOptions options = loopback();
+  options.pause_reading_bytes = 16 * 1024;
+  StoreServer server(options);
+  server.start();
+  StoreClient writer = connect(server);
+  const std::string value(10'000, 'v');
+  writer.set("v", value);
+  ASSERT_TRUE(writer.check({"v"}));
+  RawSocket reader(server.port(), 4096);
+  std::string burst;
+  constexpr int kRounds = 3000;  // 30 MB of replies for 45 KB of requests
+  for (int i = 1; i <= kRounds; ++i) {
+    burst += legacy({Op::kGet, {"/v"}, {}, 0});
+    burst += legacy({Op::kAdd, {"/n"}, {}, 1});
+  }
+  ASSERT_TRUE(reader.send(burst));
+  std::string expected_value;
+  append_bytes(expected_value, value);
+  for (int i = 1; i <= kRounds; ++i) {
+    ASSERT_EQ(reader.receive(expected_value.size(), 20s), expected_value) << "round " << i;
+    ASSERT_EQ(reader.receive(8, 20s), i64(i)) << "round " << i;
+  }
+  EXPECT_EQ(writer.add("n", 0), kRounds);
+}
+
+TEST(StoreServerTest, MultiGetWhoseReplyIsOverTheLimitClosesItsConnectionWithOneLine) {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  StoreServerOptions options = loopback();
+  options.log = [&](std::string_view line) {
+    std::lock_guard lock(mutex);
+    lines.emplace_back(line);
+  };
+  StoreServer server(options);
+  server.start();
+  StoreClient good = connect(server);
+  good.set("big", std::string(8 << 20, 'x'));
+  ASSERT_TRUE(good.check({"big"}));
+  RawSocket bad(server.port());
+  std::string request;
+  append_u8(request, *opcode_of(Op::kValidate, Dialect::kV2_2));
+  append_u32(request, kValidationMagic);
+  Request multi_get{Op::kMultiGet, std::vector<std::string>(1000, "/big"), {}, 0};
+  encode_request(multi_get, Dialect::kV2_2, request);  // 14 KB that ask for 8 GiB
+  ASSERT_TRUE(bad.send(request));
+  EXPECT_TRUE(bad.closed_by_peer(10s));
+  EXPECT_EQ(good.get("big").size(), 8u << 20);
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("MULTI_GET reply of 8388616000 bytes is over the limit of 33554432"),
+            std::string::npos)
+      << lines[0];
+}
+
+// What other connections cause (here, WATCH_KEY notifications) is not held back by pausing the
+// watcher's reads: past max_pending_reply_bytes the watcher is closed, with one line.
+TEST(StoreServerTest, WatcherThatReadsNoNotificationsIsClosedPastThePendingBound) {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  StoreServerOptions options = loopback();
+  options.max_pending_reply_bytes = 4 << 20;
+  options.log = [&](std::string_view line) {
+    std::lock_guard lock(mutex);
+    lines.emplace_back(line);
+  };
+  StoreServer server(options);
+  server.start();
+  RawSocket watcher(server.port(), 4096);
+  ASSERT_TRUE(watcher.send(legacy({Op::kWatchKey, {"/w"}, {}, 0})));
+  ASSERT_EQ(watcher.receive(1, 5s), std::string(1, static_cast<char>(kWatchCallbackRegistered)));
+  StoreClient writer = connect(server);
+  const std::string value(1 << 20, 'w');
+  // Each SET pushes old and new value (up to 2 MiB); kernel buffers take some tens of MiB
+  // on loopback, so keep going until the watcher is gone, within a bound.
+  int sets = 0;
+  while (server.num_connections() > 1 && sets < 2000) {
+    writer.set("w", value + std::to_string(sets++));
+    (void)writer.check({"w"});  // a round trip: the pushes of that SET are queued
+  }
+  EXPECT_EQ(server.num_connections(), 1u) << sets << " SETs";
+  EXPECT_EQ(writer.add("n", 1), 1);
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("its replies are not being read"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("over the limit of 4194304"), std::string::npos) << lines[0];
 }
 
 }  // namespace

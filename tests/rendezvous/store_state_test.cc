@@ -144,6 +144,28 @@ TEST_F(StoreStateTest, CheckDeleteAndNumKeys) {
   EXPECT_EQ(state_.num_keys(), 1u);
 }
 
+TEST(StoreStateLimitTest, MultiGetOrListWhoseReplyIsOverTheLimitIsRefusedAndNothingIsSent) {
+  StoreState state(1000, /*max_reply_bytes=*/1024);
+  RecordingSink sink;
+  std::string error;
+  ASSERT_TRUE(state.apply(1, Dialect::kV2_2, {Op::kSet, {"/big"}, {std::string(600, 'x')}, 0}, sink,
+                          error));
+  // One naming: 8 + 600 bytes fit. Twice: 1216 bytes do not.
+  ASSERT_TRUE(state.apply(1, Dialect::kV2_2, {Op::kMultiGet, {"/big"}, {}, 0}, sink, error));
+  EXPECT_EQ(sink.take(1).size(), 608u);
+  EXPECT_FALSE(
+      state.apply(1, Dialect::kV2_2, {Op::kMultiGet, {"/big", "/big"}, {}, 0}, sink, error));
+  EXPECT_EQ(error, "MULTI_GET reply of 1216 bytes is over the limit of 1024");
+  EXPECT_EQ(sink.take(1), "");
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(state.apply(1, Dialect::kV2_2, {Op::kSet, {"/key" + std::to_string(i)}, {"v"}, 0},
+                            sink, error));
+  }
+  EXPECT_FALSE(state.apply(1, Dialect::kV2_2, {Op::kList, {}, {}, 0}, sink, error));
+  EXPECT_NE(error.find("LIST reply of"), std::string::npos) << error;
+  EXPECT_EQ(sink.take(1), "");
+}
+
 TEST_F(StoreStateTest, GetAndMultiGetReadMissingKeysAsEmpty) {
   ASSERT_TRUE(apply(1, {Op::kAppend, {"/a"}, {"x"}, 0}));
   ASSERT_TRUE(apply(1, {Op::kAppend, {"/a"}, {"y"}, 0}));

@@ -32,11 +32,24 @@ struct StoreServerOptions {
   // A connection that leaves a request half-sent, or does not read its replies, for this long
   // is closed. Idle connections between requests are kept (PyTorch clients hold them for hours).
   std::chrono::milliseconds stall_timeout{30'000};
-  // Most reply bytes queued for a connection that does not read them before it is closed.
+  // Memory per connection (docs/rendezvous.md, "Limits"). A connection with this many reply
+  // bytes unsent stops being read (its requests wait in the kernel, so its client's sends block)
+  // until they drain below it again.
+  std::size_t pause_reading_bytes = 1024 * 1024;
+  // The largest reply to one request (GET, MULTI_GET, LIST); a request whose reply would be
+  // larger closes its connection, before the reply is built.
+  std::size_t max_reply_bytes = 32 * 1024 * 1024;
+  // Most reply bytes queued for one connection: more closes it. Its own requests cannot reach it
+  // (reading pauses first, so they add at most pause_reading_bytes + max_reply_bytes); what other
+  // connections cause (WAIT wake-ups, WATCH_KEY notifications) can.
   std::size_t max_pending_reply_bytes = 64 * 1024 * 1024;
   // The dialect of connections that do not start with VALIDATE: kV1_13 (PyTorch 1.13 to 2.0) or
   // kV2_1 (PyTorch 2.1). The two cannot be told apart from their bytes.
   Dialect legacy_dialect = Dialect::kV1_13;
+  // Send the replies of one poll round together, in one io_uring submission, where the kernel
+  // allows io_uring; otherwise (or false) one send each. Same bytes either way; the batch halves
+  // the server's CPU per request under many clients (bench/README.md).
+  bool batch_sends = true;
   // Raise the soft RLIMIT_NOFILE to the hard limit, for thousands of connections.
   bool raise_fd_limit = true;
   // Receives one line per closed misbehaving connection; default: stderr.
