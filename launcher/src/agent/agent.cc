@@ -15,6 +15,7 @@
 #include "acc/common/error.h"
 #include "acc/common/exit_code.h"
 #include "acc/common/int_ranges.h"
+#include "acc/common/progress_file.h"
 #include "acc/launcher/agent/failure_report.h"
 #include "acc/launcher/nodes/membership.h"
 #include "agent/error_file.h"
@@ -212,7 +213,8 @@ class Agent::Impl : public WorkerGroup::Listener {
     for (const auto& w : group_->workers())
       watched.push_back({w->rank, w->spec.local_rank, w->pid, w->dir});
     stall_watch_ =
-        std::make_unique<StallWatch>(plan_, round_, std::move(watched), plan_.stall_timeout);
+        std::make_unique<StallWatch>(plan_, round_, std::move(watched), plan_.stall_timeout,
+                                     [this](const std::string& m) { notice(m); });
   }
 
   void on_stall() {
@@ -342,6 +344,7 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
     }
     for (const auto& [key, value] : worker_env(plan, worker, round, "<log dir>/error.json"))
       out << key << "=" << value << "\n";
+    out << progress_file::kEnvVar << "=" << progress_file_path("<log dir>") << "\n";
     for (const auto& [key, value] : plan.env_defaults)
       if (!environment.count(key)) out << key << "=" << value << "\n";
     out << "command:";

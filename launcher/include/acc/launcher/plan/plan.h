@@ -73,6 +73,8 @@ struct LaunchPlan {
 
   // Hang detection: see LaunchOptions.
   std::chrono::milliseconds stall_timeout{0};  // 0: off
+  // Before a worker's first progress; never shorter than stall_timeout.
+  std::chrono::milliseconds stall_init_timeout{600000};
   bool stall_stops_job = true;
 
   // --rdzv_backend etcd-v2 (or etcd): the etcd members' client addresses, host:port each, that
