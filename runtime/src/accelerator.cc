@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "acc/common/error.h"
 #include "accelerator_impl.h"
@@ -18,11 +20,59 @@
 namespace acc {
 namespace {
 
-// c10d reports failures as c10::Error or std::runtime_error; users get acc::BackendError.
-template <typename F>
-auto run_collective(const char* what, F&& fn) {
+// PyTorch's names of dtypes ("float32"), as the Python hook writes them in the progress file.
+const char* dtype_name(torch::ScalarType type) {
+  switch (type) {
+    case torch::kFloat:
+      return "float32";
+    case torch::kDouble:
+      return "float64";
+    case torch::kHalf:
+      return "float16";
+    case torch::kBFloat16:
+      return "bfloat16";
+    case torch::kLong:
+      return "int64";
+    case torch::kInt:
+      return "int32";
+    case torch::kShort:
+      return "int16";
+    case torch::kChar:
+      return "int8";
+    case torch::kByte:
+      return "uint8";
+    case torch::kBool:
+      return "bool";
+    default:
+      return "other";
+  }
+}
+
+// Runs one collective of the default group. c10d reports failures as c10::Error or
+// std::runtime_error; users get acc::BackendError naming `what`. And,
+// under acc-launch, it is a record in the worker's progress file (acc/common/progress_file.h)
+// from start to end, so the hang report can name it and a completed one counts as progress
+// (`op` null: no record).
+template <typename Impl, typename F>
+auto run_collective(Impl& impl, const char* what, const char* op, const torch::Tensor* tensor,
+                    int world_size, F&& fn) {
+  std::optional<std::uint64_t> slot;
+  if (impl.progress && op)
+    slot = impl.progress->begin(
+        "default", ++impl.collectives, op, tensor ? static_cast<std::uint64_t>(tensor->numel()) : 0,
+        tensor ? dtype_name(tensor->scalar_type()) : "", world_size, -1, "");
+  auto end = [&] {
+    if (slot) impl.progress->end(*slot);
+  };
   try {
-    return fn();
+    if constexpr (std::is_void_v<decltype(fn())>) {
+      fn();
+      end();
+    } else {
+      auto result = fn();
+      end();
+      return result;
+    }
   } catch (const acc::Error&) {
     throw;
   } catch (const c10::Error& e) {
@@ -92,6 +142,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
     backend_ = device_.is_cuda() ? "nccl" : "gloo";
     impl_->group = runtime::detail::join_group(env_, device_.is_cuda(), options_.timeout);
     impl_->beat = std::make_unique<runtime::detail::ProgressBeat>(impl_->group.store, env_.rank);
+    impl_->progress = progress_file::Writer::from_environment();
     runtime::detail::log(
         *logger_, runtime::detail::LogLevel::kDebug,
         detail::concat("joined ", env_.world_size, " processes through ", env_.master_addr, ":",
@@ -125,10 +176,11 @@ void Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
   runtime::detail::DataParallelOptions dp{
       options_.first_bucket_cap_bytes, options_.bucket_cap_bytes, options_.find_unused_parameters,
       options_.broadcast_buffers};
-  run_collective("broadcasting the model from rank 0", [&] {
-    impl_->data_parallel.push_back(
-        std::make_unique<runtime::detail::DataParallel>(module, impl_->group.group, dp));
-  });
+  run_collective(
+      *impl_, "broadcasting the model from rank 0", "broadcast", nullptr, num_processes(), [&] {
+        impl_->data_parallel.push_back(
+            std::make_unique<runtime::detail::DataParallel>(module, impl_->group.group, dp));
+      });
 }
 
 AcceleratedOptimizer Accelerator::prepare(torch::optim::Optimizer& optimizer) {
@@ -148,7 +200,9 @@ void Accelerator::backward(const torch::Tensor& loss) {
   torch::Tensor scaled = loss;
   if (gradient_accumulation_steps_ > 1) scaled = scaled / gradient_accumulation_steps_;
   if (impl_->scaler) scaled = scaled * impl_->scale.to(scaled.scalar_type());
-  run_collective("synchronising gradients", [&] {
+  // Not a record of its own (op null): it is mostly the backward pass, whose time would read as
+  // time spent waiting in a collective; the optimizer step's beat is its progress.
+  run_collective(*impl_, "synchronising gradients", nullptr, nullptr, num_processes(), [&] {
     for (auto& dp : impl_->data_parallel) dp->before_backward(scaled, reducer_sync_);
     scaled.backward();
   });
@@ -215,6 +269,7 @@ void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer) {
   }
   ++step_;
   if (impl_->beat) impl_->beat->step();
+  if (impl_->progress) impl_->progress->beat();
 }
 
 double Accelerator::loss_scale() const {
@@ -297,7 +352,7 @@ torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
   if (!use_distributed()) return input;
   const auto dtype = input.scalar_type();
   input = to_wire(input).contiguous();
-  return run_collective("gather", [&] {
+  return run_collective(*impl_, "gather", "all_gather", &input, num_processes(), [&] {
     std::vector<std::vector<torch::Tensor>> outputs(1);
     for (int i = 0; i < num_processes(); ++i) outputs[0].push_back(torch::empty_like(input));
     std::vector<torch::Tensor> inputs{input};
@@ -316,7 +371,7 @@ torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& tensor) {
 torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reduction, double scale) {
   torch::Tensor out = tensor.clone().contiguous();
   if (use_distributed()) {
-    run_collective("reduce", [&] {
+    run_collective(*impl_, "reduce", "all_reduce", &out, num_processes(), [&] {
       std::vector<torch::Tensor> tensors{out};
       c10d::AllreduceOptions opts;
       opts.reduceOp = reduction == Reduction::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
@@ -333,7 +388,7 @@ torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int from_proce
             "broadcast: from_process ", from_process, " is not a rank of ", num_processes());
   torch::Tensor out = to_wire(tensor).clone().contiguous();
   if (!use_distributed()) return out.to(tensor.scalar_type());
-  run_collective("broadcast", [&] {
+  run_collective(*impl_, "broadcast", "broadcast", &out, num_processes(), [&] {
     std::vector<torch::Tensor> tensors{out};
     c10d::BroadcastOptions opts;
     opts.rootRank = from_process;
@@ -372,7 +427,8 @@ torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int
 
 void Accelerator::wait_for_everyone() {
   if (!use_distributed()) return;
-  run_collective("wait_for_everyone", [&] { impl_->group.group->barrier()->wait(); });
+  run_collective(*impl_, "wait_for_everyone", "barrier", nullptr, num_processes(),
+                 [&] { impl_->group.group->barrier()->wait(); });
 }
 
 std::pair<size_t, size_t> Accelerator::split_range(size_t length) const {

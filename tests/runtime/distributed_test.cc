@@ -13,8 +13,11 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "acc/common/progress_file.h"
 
 namespace {
 
@@ -125,6 +128,36 @@ TEST(CollectivesTest, EveryCollectiveGivesItsResultOnThreeRanks) {
     EXPECT_NE(result.output.find("collectives ok rank " + std::to_string(r) + " of 3"),
               std::string::npos)
         << result.output;
+}
+
+// Under acc-launch the Accelerator records its collectives in each worker's progress file, the
+// trace the launcher's hang report and straggler watch read: the same ops under the same sequence
+// numbers on every rank, each completed.
+TEST(CollectivesTest, EachRankRecordsItsCollectivesInItsProgressFile) {
+  TempDir dir;
+  auto result = run(launch(3, "collectives", "--log_dir " + dir.path()));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::vector<acc::progress_file::Snapshot> ranks;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path()))
+    if (entry.path().filename() == "progress")
+      ranks.push_back(acc::progress_file::Reader(entry.path().string()).snapshot());
+  ASSERT_EQ(ranks.size(), 3u);
+  for (const acc::progress_file::Snapshot& rank : ranks) {
+    EXPECT_NE(rank.writer_pid, 0);
+    EXPECT_EQ(rank.started, rank.completed);
+    ASSERT_EQ(rank.calls.size(), ranks[0].calls.size());
+    std::set<std::string> ops;
+    for (size_t i = 0; i < rank.calls.size(); ++i) {
+      const acc::progress_file::Call& call = rank.calls[i];
+      EXPECT_EQ(call.seq, i + 1);
+      EXPECT_EQ(call.op, ranks[0].calls[i].op) << "seq " << call.seq;
+      EXPECT_EQ(call.group, "default");
+      EXPECT_EQ(call.group_size, 3);
+      EXPECT_GE(call.end_ns, call.start_ns);
+      ops.insert(call.op);
+    }
+    EXPECT_EQ(ops, (std::set<std::string>{"all_gather", "all_reduce", "broadcast", "barrier"}));
+  }
 }
 
 TEST(CollectivesTest, AWorldOfOneNeedsNoLauncher) {
