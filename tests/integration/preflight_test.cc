@@ -147,7 +147,9 @@ void expect_fan_out_probe_stops(int sig) {
   const std::string dir = make_temp_dir();
   const std::string ssh = dir + "/ssh";
   // Never connects, and forks nothing (its command line names `dir`, for the check at the end).
-  std::ofstream(ssh) << "#!/bin/sh\ntouch \"$0.$$\"\nexec tail -f \"$0\"\n";
+  // The marker is made by the shell itself: a `touch` still exiting when the group is killed
+  // would be an orphan of the test, not of the launcher.
+  std::ofstream(ssh) << "#!/bin/sh\n: > \"$0.$$\"\nexec tail -f \"$0\"\n";
   fs::permissions(ssh, fs::perms::owner_all);
   std::ofstream(dir + "/hosts") << "h1 slots=1\nh2 slots=1\n";
   // The head finds ssh on its PATH, which it inherits from this process.
