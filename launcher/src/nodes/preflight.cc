@@ -30,6 +30,8 @@ constexpr milliseconds kRetryPause{1000};  // between two tries at a target that
 constexpr milliseconds kTryBound{5000};    // one try's connect, so a retry follows a drop
 constexpr milliseconds kMinTryBound{1000};
 constexpr milliseconds kDryRunBound{2000};
+// A wait this long gets one notice: shorter ones end in their one line soon enough.
+constexpr milliseconds kNoticeAfter{5000};
 
 void throw_if_stopped(const StopCheck& stop) {
   if (!stop) return;
@@ -171,6 +173,22 @@ std::string seconds_text(milliseconds duration) {
   return text;
 }
 
+// --preflight_timeout, or an elastic job's join_timeout when that is shorter: the rendezvous would
+// give up then anyway.
+milliseconds bound_of(const LaunchPlan& plan) {
+  milliseconds bound = plan.preflight_timeout;
+  if (plan.rdzv_backend == "static") return bound;
+  const auto join = plan.rdzv_conf.find("join_timeout");
+  if (join != plan.rdzv_conf.end())
+    bound = std::min(bound, milliseconds(static_cast<int64_t>(std::stod(join->second) * 1000)));
+  return bound;
+}
+
+std::string bound_name(const LaunchPlan& plan) {
+  return bound_of(plan) < plan.preflight_timeout ? "--rdzv_conf join_timeout"
+                                                 : "--preflight_timeout";
+}
+
 std::string describe(const PreflightTarget& target) {
   return target.what + " at " + target.endpoint.to_string();
 }
@@ -231,7 +249,8 @@ void run_preflight(const LaunchPlan& plan, const StopCheck& stop) {
   const std::vector<PreflightTarget> targets = preflight_targets(plan);
   if (targets.empty()) return;
   const auto started = Clock::now();
-  const auto deadline = started + plan.preflight_timeout;
+  const milliseconds bound_ms = bound_of(plan);
+  const auto deadline = started + bound_ms;
   bool told = false;
   for (;;) {
     const auto try_started = Clock::now();
@@ -253,13 +272,10 @@ void run_preflight(const LaunchPlan& plan, const StopCheck& stop) {
     const auto now = Clock::now();
     if (now >= deadline)
       throw NetworkError("pre-flight: cannot reach " + describe(*failed) + ": " + last.why +
-                         " (tried for " + seconds_text(plan.preflight_timeout) +
-                         " s, --preflight_timeout)");
-    if (!told) {
-      log::info(
-          "pre-flight: cannot reach {} yet: {}; trying again for up to {} s "
-          "(--preflight_timeout)",
-          describe(*failed), last.why, seconds_text(plan.preflight_timeout));
+                         " (tried for " + seconds_text(bound_ms) + " s, " + bound_name(plan) + ")");
+    if (!told && now - started >= kNoticeAfter) {
+      log::info("pre-flight: cannot reach {} yet: {}; trying again for up to {} s ({})",
+                describe(*failed), last.why, seconds_text(bound_ms), bound_name(plan));
       told = true;
     }
     pause_until(std::min<Clock::time_point>(deadline, try_started + kRetryPause), stop);
@@ -275,7 +291,7 @@ bool dry_run_preflight(const LaunchPlan& plan) {
     } else if (result.reach == Reach::kRefused) {
       log::warn("pre-flight: " + describe(target) + ": " + result.why +
                 " (nothing listens there yet; the launch retries it for up to " +
-                seconds_text(plan.preflight_timeout) + " s)");
+                seconds_text(bound_of(plan)) + " s)");
     } else {
       log::error("pre-flight: cannot reach " + describe(target) + ": " + result.why);
       ok = false;

@@ -8,8 +8,9 @@
 // refused; no route to host; timed out (a firewall drops the connection).
 //
 // A node may start before the one it must reach: every reason but loopback is retried, once a
-// second, until --preflight_timeout has passed since the first try; the first failure prints one
-// notice so the wait is not silent. docs/launch.md, "Pre-flight".
+// second, until --preflight_timeout (or an elastic job's shorter join_timeout) has passed since
+// the first try; a wait that goes on past 5 s prints one notice so it is not silent.
+// docs/launch.md, "Pre-flight".
 
 #include <chrono>
 #include <functional>
@@ -50,9 +51,9 @@ ReachResult try_reach(const Endpoint& endpoint, bool multi_node, std::chrono::mi
                       const StopCheck& stop);
 
 // The pre-flight of a launch: returns once every target is reached (for etcd, one member).
-// Blocks at most about plan.preflight_timeout. Throws ConfigError for a loopback name (exit 2),
-// NetworkError naming the target and the last reason when the bound passes (exit 3),
-// InterruptedError when `stop` reports a signal (exit 128 + signal).
+// Blocks at most about plan.preflight_timeout (or join_timeout, when shorter) plus 1 s. Throws
+// ConfigError for a loopback name (exit 2), NetworkError naming the target and the last reason when
+// the bound passes (exit 3), InterruptedError when `stop` reports a signal (exit 128 + signal).
 void run_preflight(const LaunchPlan& plan, const StopCheck& stop);
 
 // --dry_run: one try at each target, each bounded by 2 s; one line each on the launcher's log.
