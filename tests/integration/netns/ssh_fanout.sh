@@ -134,7 +134,8 @@ done
 echo "PASS: hosts with 1 and 3 slots make one 4-rank world (ranks 0 | 1-3)"
 
 # 1c. Arguments with spaces, quotes and shell characters reach the program intact over ssh.
-head --no_python printf '<%s>' 'a b' "it's" '"q"' '$HOME' '' 'x;y' >"$work/1c.out" 2>"$work/1c.err"
+# (printf meets nobody: no pre-flight, as in 1b.)
+head --preflight_timeout 0 --no_python printf '<%s>' 'a b' "it's" '"q"' '$HOME' '' 'x;y' >"$work/1c.out" 2>"$work/1c.err"
 rc=$?
 expected="[10.231.9.2 rank3]: <a b><it's><\"q\"><\$HOME><><x;y>"
 [ $rc -eq 0 ] && grep -qxF "$expected" "$work/1c.out" \
