@@ -18,6 +18,7 @@
 #include "acc/launcher/plan/plan.h"
 #include "commands/commands.h"
 #include "commands/rendezvous_command.h"
+#include "nodes/preflight.h"
 #include "nodes/remote_nodes.h"
 #include "output/console.h"
 #include "output/log.h"
@@ -84,11 +85,17 @@ int launch(const std::vector<std::string>& args) {
       write_all(STDOUT_FILENO, "# detected " + line + "\n");
     for (const std::string& message : plan.notices) log::info(message);
     write_all(STDOUT_FILENO, format_dry_run(plan, port, host.environment));
-    return 0;
+    return dry_run_preflight(plan) ? 0 : acc::kExitNetwork;
   }
-  // The membership keeps a reference to the plan: both live in the agent.
-  Agent agent(std::move(plan), std::move(host.environment), host.hostname);
-  return agent.run();
+  // From here a failure is the launcher's own: --retryable_exit_code applies (docs/errors.md).
+  const int retryable = plan.retryable_exit_code;
+  try {
+    // The membership keeps a reference to the plan: both live in the agent.
+    Agent agent(std::move(plan), std::move(host.environment), host.hostname);
+    return agent.run();
+  } catch (const std::exception& e) {
+    return fail(acc::launcher_exit(acc::exit_code_for(e), retryable), acc::exit_message_for(e));
+  }
 }
 
 // `acc-launch SUBCOMMAND ...`, or a launch. `acc-launch launch ...` is always a launch, so a

@@ -93,6 +93,16 @@ std::vector<BadInput> bad_inputs() {
        "cannot run " + dir + "/missing.py: no such file"},
       {"FlagNamedAsWrittenWithUnderscores", with({"--max_restarts", "-1"}), 2,
        "--max_restarts: -1 is not a whole number of at least 0.*"},
+      {"RetryableExitCodeZero", with({"--retryable_exit_code", "0"}), 2,
+       "--retryable_exit_code 0: expected an exit status from 1 to 255, such as 138 .*"},
+      {"RetryableExitCodeAboveAByte", with({"--retryable_exit_code", "256"}), 2,
+       "--retryable_exit_code 256: expected an exit status from 1 to 255, such as 138 .*"},
+      {"RetryableExitCodeNegative", with({"--retryable_exit_code=-1"}), 2,
+       "--retryable_exit_code: -1 is not a whole number of at least 0.*"},
+      {"RetryableExitCodeThatIsNotANumber", with({"--retryable_exit_code", "abc"}), 2,
+       "--retryable_exit_code: abc is not a whole number of at least 0.*"},
+      {"PreflightTimeoutNegative", with({"--preflight_timeout=-1"}), 2,
+       "--preflight_timeout: -1 is not a number of seconds.*"},
   };
 }
 

@@ -20,6 +20,8 @@
 #include "acc/launcher/nodes/membership.h"
 #include "agent/error_file.h"
 #include "agent/worker_group.h"
+#include "nodes/preflight.h"
+#include "observe/file_timer.h"
 #include "observe/python_stack_hook.h"
 #include "observe/stall_watch.h"
 #include "output/console.h"
@@ -72,8 +74,10 @@ class Agent::Impl : public WorkerGroup::Listener {
     taken.insert(taken.end(), plan_.stop_signals.begin(), plan_.stop_signals.end());
     os_.take_signals(taken);
     membership_->set_stop_check([this] { return arrived_stop_signal(); });
+    run_preflight(plan_, [this] { return arrived_stop_signal(); });
     run_dir_ = make_run_dir(plan_);
     python_hook_dir_ = install_python_stack_hook(run_dir_);
+    start_file_timer();
     int restart_count = 0;
     for (int attempt = 0;; ++attempt) {
       try {
@@ -83,13 +87,14 @@ class Agent::Impl : public WorkerGroup::Listener {
         finish_run_dir();
         throw;
       }
-      if (!group_->unkillable().empty()) return finish(report_unkillable());
+      if (!group_->unkillable().empty())
+        return finish(launcher_exit(report_unkillable(), plan_.retryable_exit_code));
       if (interrupted_by_) {
         notice(std::string("stopped by ") + sigabbrev_np(interrupted_by_) +
                ", forwarded to the workers");
         return finish(128 + interrupted_by_);
       }
-      if (stalled_) return finish(kExitTimeout);
+      if (stalled_) return finish(launcher_exit(kExitTimeout, plan_.retryable_exit_code));
       if (membership_changed_) {
         notice("nodes joined or left the job; meeting again (no restart used)");
         continue;
@@ -127,6 +132,11 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (stall_watch_) stall_watch_->progress(index);
   }
 
+  // The file timer's pipe has requests.
+  void on_readable(int fd) override {
+    if (file_timer_ && fd == file_timer_->fd()) file_timer_->read_requests();
+  }
+
   // The one place the agent prints a notice.
   void notice(const std::string& message) override { log::info(message); }
 
@@ -161,6 +171,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     group_ = std::make_unique<WorkerGroup>(os_, plan_, round_, environment_,
                                            run_dir_ + "/attempt_" + std::to_string(attempt),
                                            python_hook_dir_, *this);
+    if (file_timer_) group_->watch(file_timer_->fd());
     next_membership_check_ = os_.now() + membership_->poll_interval();
     group_->start();
     if (group_->keeps_logs()) keep_run_dir_ = true;
@@ -184,11 +195,17 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (membership_->poll_interval().count() > 0) wake = next_membership_check_;
     if (stall_watch_ && stall_watch_->next_wake() != Clock::time_point::max())
       wake = std::min(wake.value_or(Clock::time_point::max()), stall_watch_->next_wake());
+    if (auto expiry = file_timer_ ? file_timer_->regions().next_expiry() : std::nullopt) {
+      const auto left = std::chrono::duration<double>(std::max(0.0, *expiry - wall_seconds()));
+      const auto at = os_.now() + std::chrono::ceil<std::chrono::milliseconds>(left);
+      wake = std::min(wake.value_or(Clock::time_point::max()), at);
+    }
     return wake;
   }
 
   // While the workers run: the stall watch, and whether the nodes of the job changed.
   void look_around() {
+    check_file_timer();
     if (stall_watch_ && stall_watch_->tick()) on_stall();
     if (group_->stopping() || membership_->poll_interval().count() == 0 ||
         os_.now() < next_membership_check_)
@@ -203,6 +220,47 @@ class Agent::Impl : public WorkerGroup::Listener {
       // The job's store is gone (its node died) or broke: this node cannot go on.
       membership_error_ = e.what();
       group_->stop(SIGTERM);
+    }
+  }
+
+  // --- torchelastic's file timer (file_timer.h) ---------------------------------------------
+
+  // The pipe in the run directory unless the user named one, in every worker's
+  // TORCHELASTIC_TIMER_FILE. Not for Accelerate's simple launcher, which gives no torchrun
+  // contract.
+  void start_file_timer() {
+    if (plan_.single_process) return;
+    auto given = environment_.find("TORCHELASTIC_TIMER_FILE");
+    const std::string path = given != environment_.end() && !given->second.empty()
+                                 ? given->second
+                                 : run_dir_ + "/timer_fifo";
+    file_timer_ = std::make_unique<FileTimer>(path);
+    environment_["TORCHELASTIC_TIMER_FILE"] = path;
+  }
+
+  static double wall_seconds() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // An expired region: its signal to its pid (torchrun's agent does the same), one line naming
+  // the region, the rank and the pid.
+  void check_file_timer() {
+    if (!file_timer_) return;
+    for (const FileTimerRegions::Expiry& expiry :
+         file_timer_->regions().take_expired(wall_seconds())) {
+      std::string who = "pid " + std::to_string(expiry.pid) + " (not a worker of this node)";
+      for (const auto& w : group_->workers())
+        if (w->pid == expiry.pid)
+          who = "rank " + std::to_string(w->rank) + " (pid " + std::to_string(w->pid) + ")";
+      std::string line = "timer region '" + expiry.scope_id + "' of " + who +
+                         " expired (torch.distributed.elastic.timer)";
+      if (expiry.signal <= 0) {
+        log::warn(line + "; its client asked for no signal");
+        continue;
+      }
+      log::warn(line + "; sending it SIG" + sigabbrev_np(expiry.signal));
+      os_.signal_process(expiry.pid, expiry.signal);
     }
   }
 
@@ -312,6 +370,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   int interrupted_by_ = 0;
   std::unique_ptr<StallWatch> stall_watch_;
   bool stalled_ = false;
+  std::unique_ptr<FileTimer> file_timer_;
 };
 
 Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
@@ -345,6 +404,13 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
     for (const auto& [key, value] : worker_env(plan, worker, round, "<log dir>/error.json"))
       out << key << "=" << value << "\n";
     out << progress_file::kEnvVar << "=" << progress_file_path("<log dir>") << "\n";
+    if (!plan.single_process) {
+      auto timer = environment.find("TORCHELASTIC_TIMER_FILE");
+      out << "TORCHELASTIC_TIMER_FILE="
+          << (timer != environment.end() && !timer->second.empty() ? timer->second
+                                                                   : "<log dir>/timer_fifo")
+          << "\n";
+    }
     for (const auto& [key, value] : plan.env_defaults)
       if (!environment.count(key)) out << key << "=" << value << "\n";
     out << "command:";

@@ -189,7 +189,12 @@ void WorkerGroup::wait_once(std::optional<Clock::time_point> wake) {
   if (killed_ && running()) earliest(given_up_after_);
   if (auto due = dedup_ ? dedup_->next_due() : std::nullopt) earliest(*due);
 
+  const size_t first_watched = fds.size();
+  for (int fd : watched_fds_) fds.push_back({fd, POLLIN, 0});
   const std::vector<int> signals = os_.wait(fds, wake);
+  for (size_t i = first_watched; i < fds.size(); ++i)
+    if (fds[i].revents & POLLIN) listener_.on_readable(fds[i].fd);
+  fds.resize(first_watched);
   read_streams(fds, streams);
   if (dedup_) dedup_->write(false);
   for (int sig : signals) {

@@ -55,6 +55,8 @@ class WorkerGroup {
     virtual void on_progress(int index) = 0;
     // A one-line message for the user (the agent's notice()).
     virtual void notice(const std::string& message) = 0;
+    // A descriptor given to watch() is readable.
+    virtual void on_readable(int fd) { (void)fd; }
   };
 
   // `attempt_dir` gets one directory per worker (logs, error.json).
@@ -74,6 +76,9 @@ class WorkerGroup {
   // deadlines), and handles it: output, exits, signals (to the listener), the SIGKILL deadline
   // and the kill bound. Throws SystemError.
   void wait_once(std::optional<Clock::time_point> wake);
+  // Adds a descriptor of the listener's (the file timer's pipe) to the wait: on_readable(fd)
+  // when it can be read. The caller keeps it open while the group lives.
+  void watch(int fd) { watched_fds_.push_back(fd); }
   // Stops the group: `sig` to every running worker's group now, SIGKILL at the deadline.
   void stop(int sig);
   // SIGKILL to every running worker's group now.
@@ -118,6 +123,7 @@ class WorkerGroup {
   bool keeps_logs_ = false;
   Clock::time_point kill_deadline_;   // SIGKILL after SIGTERM
   Clock::time_point given_up_after_;  // the kill bound after SIGKILL
+  std::vector<int> watched_fds_;
 };
 
 }  // namespace acc::launcher

@@ -444,6 +444,14 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
   t.value("stall_action", o.stall_action,
           "what a stall does after its report: stop (the default) or report (and go on)")
       ->check(CLI::IsMember({"stop", "report"}));
+  t.value("preflight_timeout", o.preflight_timeout,
+          "seconds a node that does not host the store keeps trying to reach it (master, "
+          "rendezvous endpoint) before the launch fails in one line (default 60); 0: no check")
+      ->check(seconds());
+  t.value("retryable_exit_code", o.retryable_exit_code,
+          "exit with CODE (e.g. 138) for every failure of the launcher's own (hang, lost node, "
+          "unkillable worker, rendezvous), so Kubeflow's ExitCode restart policy retries it")
+      ->check(whole_number(0));
 }
 
 }  // namespace

@@ -122,9 +122,35 @@ std::string last_line(std::string text) {
   return newline == std::string::npos ? text : text.substr(newline + 1);
 }
 
-// `ssh host true` on every host at once; the first host that fails is named in the error.
+// The head's stop signals (and SIGCHLD) blocked and read from a signalfd, from before the probe
+// to the end of the job, so that a stop at any stage is handled, not the default death that would
+// leave the ssh processes (each in its own process group) behind.
+UniqueFd take_stop_signals() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  for (int s : kStopSignals) sigaddset(&mask, s);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  UniqueFd fd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  ACC_CHECK(fd, LaunchError, "signalfd: ", std::strerror(errno));
+  ::signal(SIGPIPE, SIG_IGN);
+  return fd;
+}
+
+// The stop signal waiting on `signal_fd`, 0 if none (SIGCHLD is read and dropped: the probes
+// are reaped by pid).
+int stop_signal_from(int signal_fd) {
+  signalfd_siginfo info{};
+  int stop = 0;
+  while (::read(signal_fd, &info, sizeof(info)) == sizeof(info))
+    if (info.ssi_signo != SIGCHLD && stop == 0) stop = static_cast<int>(info.ssi_signo);
+  return stop;
+}
+
+// `ssh host true` on every host at once; the first host that fails is named in the error. A
+// stop signal kills every probe, reaps it and throws InterruptedError (exit 128 + signal).
 void probe_hosts(const std::vector<RemoteNode>& nodes, const SshSettings& ssh,
-                 const std::string& ssh_path, const std::vector<std::string>& env) {
+                 const std::string& ssh_path, const std::vector<std::string>& env, int signal_fd) {
   UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   std::vector<SpawnedProcess> probes;
   for (const RemoteNode& node : nodes) {
@@ -142,8 +168,19 @@ void probe_hosts(const std::vector<RemoteNode>& nodes, const SshSettings& ssh,
   for (size_t i = 0; i < probes.size(); ++i) {
     std::string said;
     const UniqueFd err(probes[i].stderr_fd);
-    pollfd readable{err.get(), POLLIN, 0};
-    while (read_available(err.get(), said)) ::poll(&readable, 1, -1);
+    pollfd fds[2] = {{err.get(), POLLIN, 0}, {signal_fd, POLLIN, 0}};
+    while (read_available(err.get(), said)) {
+      ::poll(fds, 2, -1);
+      if (const int sig = (fds[1].revents & POLLIN) ? stop_signal_from(signal_fd) : 0) {
+        for (size_t j = i; j < probes.size(); ++j) {
+          ::kill(-probes[j].pid, SIGKILL);
+          ::waitpid(probes[j].pid, nullptr, 0);
+          if (j > i) ::close(probes[j].stderr_fd);
+        }
+        throw InterruptedError(sig, std::string("stopped by SIG") + sigabbrev_np(sig) +
+                                        " while probing the hosts over ssh");
+      }
+    }
     int status = 0;
     ::waitpid(probes[i].pid, &status, 0);
     if (status != 0 && !error)
@@ -182,14 +219,15 @@ std::unique_ptr<LineSplitter> relay(const std::string& host, int console) {
 
 class RemoteJob {
  public:
-  RemoteJob(std::vector<RemoteNode> nodes, FanoutJob job, SshSettings ssh, double shutdown_timeout)
+  RemoteJob(std::vector<RemoteNode> nodes, FanoutJob job, SshSettings ssh, double shutdown_timeout,
+            UniqueFd signal_fd)
       : nodes_(std::move(nodes)),
         job_(std::move(job)),
         ssh_(std::move(ssh)),
-        stop_grace_(shutdown_timeout + kStopGraceSeconds) {}
+        stop_grace_(shutdown_timeout + kStopGraceSeconds),
+        signal_fd_(std::move(signal_fd)) {}
 
   int run(const std::string& ssh_path, const std::vector<std::string>& env) {
-    install_signal_handling();
     for (const RemoteNode& node : nodes_) start(node, ssh_path, env);
     while (any_running()) wait_for_events();
     for (auto& p : processes_) {
@@ -212,17 +250,6 @@ class RemoteJob {
 
  private:
   void notice(const std::string& message) { log::info(message); }
-
-  void install_signal_handling() {
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    for (int s : kStopSignals) sigaddset(&mask, s);
-    ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-    signal_fd_.reset(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
-    ACC_CHECK(signal_fd_, LaunchError, "signalfd: ", std::strerror(errno));
-    ::signal(SIGPIPE, SIG_IGN);
-  }
 
   void start(const RemoteNode& node, const std::string& ssh_path,
              const std::vector<std::string>& env) {
@@ -428,10 +455,12 @@ std::optional<int> fan_out_if_asked(const LaunchOptions& options,
   }
   const std::string ssh_path = resolve_executable("ssh", search);
   const std::vector<std::string> env = env_strings(environment);
-  probe_hosts(nodes, ssh, ssh_path, env);
+  UniqueFd signal_fd = take_stop_signals();
+  probe_hosts(nodes, ssh, ssh_path, env, signal_fd.get());
   log::info("starting {} nodes over ssh, store {}:{}, job {}", nodes.size(), job.master_addr,
             job.master_port, job.rdzv_id);
-  return RemoteJob(nodes, job, ssh, options.shutdown_timeout).run(ssh_path, env);
+  return RemoteJob(nodes, job, ssh, options.shutdown_timeout, std::move(signal_fd))
+      .run(ssh_path, env);
 }
 
 }  // namespace acc::launcher

@@ -292,6 +292,16 @@ std::vector<int> resolve_node_slots(const LaunchOptions& o, const LaunchPlan& pl
   return slots;
 }
 
+// --retryable_exit_code: an exit status a scheduler can see (1-255); 0 when not given.
+int resolve_retryable_exit_code(const LaunchOptions& o) {
+  if (!o.was_given("retryable_exit_code")) return 0;
+  const int code = o.retryable_exit_code;
+  ACC_CHECK(code >= 1 && code <= 255, ConfigError, "--retryable_exit_code ", code,
+            ": expected an exit status from 1 to 255, such as 138 (Kubeflow's ExitCode restart "
+            "policy retries 130, 137, 138 and 143)");
+  return code;
+}
+
 // "SIGTERM,SIGINT" (names with or without SIG, or numbers) -> signal numbers.
 std::vector<int> parse_signals(const std::string& list) {
   std::vector<int> signals;
@@ -468,6 +478,9 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
       std::max(plan.stall_timeout, std::chrono::round<std::chrono::milliseconds>(
                                        std::chrono::duration<double>(o.stall_init_timeout)));
   plan.stall_stops_job = o.stall_action != "report";
+  plan.preflight_timeout = std::chrono::round<std::chrono::milliseconds>(
+      std::chrono::duration<double>(o.preflight_timeout));
+  plan.retryable_exit_code = resolve_retryable_exit_code(o);
 
   const std::vector<std::string> argv = worker_argv(o);
   const std::vector<std::string> devices = visible_devices(plan, host);

@@ -32,6 +32,20 @@ inline int exit_code_for(const std::exception& error) {
   return kExitInternal;
 }
 
+// True for the launcher's own failures that another try of the job may cure: the network or a
+// lost node (3), a timeout or a hang (4), a worker stuck in the kernel on this host (5). Not a
+// mistake in the input (2), a program that cannot run (127) or a bug (1): those fail again.
+inline bool is_retryable_launcher_exit(int code) {
+  return code == kExitNetwork || code == kExitTimeout || code == kExitUnkillable;
+}
+
+// --retryable_exit_code: the status a launcher's own failure exits with, `retryable` (e.g. 138,
+// which Kubeflow's ExitCode restart policy retries) for the codes above, else `code` unchanged.
+// Never for a worker's status passed through. 0 leaves every code alone.
+inline int launcher_exit(int code, int retryable) {
+  return retryable != 0 && is_retryable_launcher_exit(code) ? retryable : code;
+}
+
 // The one-line message for it: the error's own words, or "internal error: ..." for what is not
 // an acc::Error (a bug).
 inline std::string exit_message_for(const std::exception& error) {

@@ -137,6 +137,10 @@ struct LaunchOptions {
   double stall_timeout = 0;           // seconds without progress from any worker; 0: off
   double stall_init_timeout = 600;    // the same before a worker's first progress (start-up)
   std::string stall_action = "stop";  // stop (exit status 4) or report (and go on)
+
+  // Multi-node start-up and exits (docs/launch.md "Pre-flight", docs/errors.md).
+  double preflight_timeout = 60;  // seconds a node keeps trying to reach the store; 0: no check
+  int retryable_exit_code = 0;    // 0: the launcher's failures keep their own exit codes
 };
 
 }  // namespace acc::launcher

@@ -77,6 +77,13 @@ struct LaunchPlan {
   std::chrono::milliseconds stall_init_timeout{600000};
   bool stall_stops_job = true;
 
+  // Pre-flight (nodes/preflight.h): how long a node that does not host the store keeps trying to
+  // reach it before the launch fails; 0: no check.
+  std::chrono::milliseconds preflight_timeout{60'000};
+  // --retryable_exit_code: the exit status that stands for every failure of the launcher's own
+  // (not a worker's code passed through); 0: each keeps its own code (docs/errors.md).
+  int retryable_exit_code = 0;
+
   // --rdzv_backend etcd-v2 (or etcd): the etcd members' client addresses, host:port each, that
   // the elastic rendezvous runs on instead of a store at rdzv_host:rdzv_port.
   std::vector<std::string> etcd_endpoints;

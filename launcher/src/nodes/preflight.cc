@@ -1,0 +1,303 @@
+#include "nodes/preflight.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <thread>
+
+#include "acc/common/error.h"
+#include "acc/common/strings.h"
+#include "acc/common/unique_fd.h"
+#include "output/log.h"
+
+namespace acc::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kSlice{100};        // how often a wait looks at the stop check
+constexpr milliseconds kRetryPause{1000};  // between two tries at a target that failed
+constexpr milliseconds kTryBound{5000};    // one try's connect, so a retry follows a drop
+constexpr milliseconds kMinTryBound{1000};
+constexpr milliseconds kDryRunBound{2000};
+// A wait this long gets one notice: shorter ones end in their one line soon enough.
+constexpr milliseconds kNoticeAfter{5000};
+
+void throw_if_stopped(const StopCheck& stop) {
+  if (!stop) return;
+  if (const int sig = stop())
+    throw InterruptedError(
+        sig, std::string("stopped by SIG") + sigabbrev_np(sig) + " during the pre-flight check");
+}
+
+// Sleeps until `until`, looking at the stop check every 100 ms.
+void pause_until(Clock::time_point until, const StopCheck& stop) {
+  for (auto now = Clock::now(); now < until; now = Clock::now()) {
+    throw_if_stopped(stop);
+    std::this_thread::sleep_for(std::min<Clock::duration>(kSlice, until - now));
+  }
+  throw_if_stopped(stop);
+}
+
+struct Resolved {
+  int rc = 0;
+  std::vector<std::pair<sockaddr_storage, socklen_t>> addresses;
+};
+
+// getaddrinfo cannot be interrupted and may wait seconds for DNS: it runs in a thread of its own
+// (signals stay blocked there, as in the launcher's thread), and a stop or the bound leaves it.
+std::optional<Resolved> resolve(const Endpoint& endpoint, Clock::time_point deadline,
+                                const StopCheck& stop) {
+  auto promise = std::make_shared<std::promise<Resolved>>();
+  std::future<Resolved> future = promise->get_future();
+  std::thread([promise, host = endpoint.host, port = std::to_string(endpoint.port)] {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    Resolved resolved;
+    resolved.rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
+    for (addrinfo* a = resolved.rc == 0 ? found : nullptr; a; a = a->ai_next) {
+      sockaddr_storage address{};
+      std::memcpy(&address, a->ai_addr, a->ai_addrlen);
+      resolved.addresses.emplace_back(address, a->ai_addrlen);
+    }
+    if (found) ::freeaddrinfo(found);
+    promise->set_value(std::move(resolved));
+  }).detach();
+  while (future.wait_for(kSlice) != std::future_status::ready) {
+    throw_if_stopped(stop);
+    if (Clock::now() >= deadline) return std::nullopt;
+  }
+  return future.get();
+}
+
+std::string address_text(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address.ss_family == AF_INET)
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr, text,
+                sizeof(text));
+  else
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, text,
+                sizeof(text));
+  return text;
+}
+
+bool is_loopback(const sockaddr_storage& address) {
+  if (address.ss_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in&>(address).sin_addr.s_addr) >> 24) == 127;
+  if (address.ss_family == AF_INET6)
+    return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6&>(address).sin6_addr);
+  return false;
+}
+
+// A name the user chose for this machine on purpose (all nodes on one machine): an address
+// literal or localhost. Any other name that resolves to loopback is the /etc/hosts trap.
+bool loopback_on_purpose(const std::string& host) {
+  in_addr v4{};
+  const std::string lower = to_lower(host);
+  return ::inet_pton(AF_INET, host.c_str(), &v4) == 1 || is_ipv6_literal(host) ||
+         lower == "localhost" || ends_with(lower, ".localhost");
+}
+
+ReachResult failure(Reach reach, std::string why) {
+  return {reach, std::move(why)};
+}
+
+ReachResult connect_error(int error) {
+  if (error == ECONNREFUSED) return failure(Reach::kRefused, "connection refused");
+  if (error == ENETUNREACH || error == EHOSTUNREACH)
+    return failure(Reach::kNoRoute, std::string("no route (") + std::strerror(error) + ")");
+  if (error == ETIMEDOUT) return failure(Reach::kTimedOut, "timed out");
+  return failure(Reach::kOther, std::strerror(error));
+}
+
+// One non-blocking connect, polled in slices so that a stop is seen.
+ReachResult connect_once(const sockaddr_storage& address, socklen_t length,
+                         Clock::time_point deadline, const StopCheck& stop) {
+  UniqueFd fd(::socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return failure(Reach::kOther, std::string("socket: ") + std::strerror(errno));
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), length) == 0) return {};
+  if (errno != EINPROGRESS) return connect_error(errno);
+  for (;;) {
+    throw_if_stopped(stop);
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0)
+      return failure(Reach::kTimedOut,
+                     "timed out: nothing answered (a firewall may drop the connection)");
+    pollfd writable{fd.get(), POLLOUT, 0};
+    const int ready = ::poll(&writable, 1, static_cast<int>(std::min(left, kSlice).count()));
+    if (ready <= 0) continue;
+    int error = 0;
+    socklen_t size = sizeof(error);
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &size);
+    return error == 0 ? ReachResult{} : connect_error(error);
+  }
+}
+
+// True when binding to `host` works: it names an address of this machine.
+bool is_local_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool local = false;
+  for (addrinfo* a = found; a && !local; a = a->ai_next) {
+    const UniqueFd fd(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (fd) local = ::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0;
+  }
+  ::freeaddrinfo(found);
+  return local;
+}
+
+// Whether a loopback name is a mistake: on a multi-node job, for the store another node hosts. An
+// etcd member may well run on every node, so its endpoints are left alone.
+bool multi_node(const LaunchPlan& plan) {
+  return (plan.max_nodes > 1 || plan.nnodes > 1) && plan.rdzv_backend != "etcd-v2";
+}
+
+std::string seconds_text(milliseconds duration) {
+  const double seconds = static_cast<double>(duration.count()) / 1000;
+  std::string text = std::to_string(seconds);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (text.back() == '.') text.pop_back();
+  return text;
+}
+
+// --preflight_timeout, or an elastic job's join_timeout when that is shorter: the rendezvous would
+// give up then anyway.
+milliseconds bound_of(const LaunchPlan& plan) {
+  milliseconds bound = plan.preflight_timeout;
+  if (plan.rdzv_backend == "static") return bound;
+  const auto join = plan.rdzv_conf.find("join_timeout");
+  if (join != plan.rdzv_conf.end())
+    bound = std::min(bound, milliseconds(static_cast<int64_t>(std::stod(join->second) * 1000)));
+  return bound;
+}
+
+std::string bound_name(const LaunchPlan& plan) {
+  return bound_of(plan) < plan.preflight_timeout ? "--rdzv_conf join_timeout"
+                                                 : "--preflight_timeout";
+}
+
+std::string describe(const PreflightTarget& target) {
+  return target.what + " at " + target.endpoint.to_string();
+}
+
+}  // namespace
+
+std::vector<PreflightTarget> preflight_targets(const LaunchPlan& plan) {
+  if (plan.preflight_timeout.count() == 0) return {};
+  if (plan.rdzv_backend == "static") {
+    if (plan.nnodes < 2 || plan.node_rank == 0) return {};
+    return {{"the master (--master_addr, --master_port)", {plan.master_addr, plan.master_port}}};
+  }
+  if (plan.rdzv_backend == "etcd-v2") {
+    std::vector<PreflightTarget> members;
+    for (const std::string& text : plan.etcd_endpoints)
+      members.push_back({"the etcd member (--rdzv_endpoint)", parse_endpoint(text, 2379, "etcd")});
+    return members;
+  }
+  // As the elastic membership decides who serves the rendezvous store: is_host, else whether the
+  // endpoint is an address of this machine.
+  const auto is_host = plan.rdzv_conf.find("is_host");
+  const std::string given = is_host == plan.rdzv_conf.end() ? "" : to_lower(is_host->second);
+  const bool host_here = given.empty() ? is_local_address(plan.rdzv_host)
+                                       : given == "1" || given == "true" || given == "yes";
+  if (host_here) return {};
+  return {{"the rendezvous endpoint (--rdzv_endpoint)", {plan.rdzv_host, plan.rdzv_port}}};
+}
+
+ReachResult try_reach(const Endpoint& endpoint, bool multi_node, milliseconds timeout,
+                      const StopCheck& stop) {
+  const auto deadline = Clock::now() + timeout;
+  const std::optional<Resolved> resolved = resolve(endpoint, deadline, stop);
+  if (!resolved)
+    return failure(Reach::kUnresolved, "the name " + endpoint.host + " did not resolve within " +
+                                           seconds_text(timeout) + " s (DNS does not answer)");
+  if (resolved->rc != 0 || resolved->addresses.empty())
+    return failure(Reach::kUnresolved, "the name " + endpoint.host + " does not resolve (" +
+                                           ::gai_strerror(resolved->rc) + ")");
+  const bool all_loopback =
+      std::all_of(resolved->addresses.begin(), resolved->addresses.end(),
+                  [](const auto& address) { return is_loopback(address.first); });
+  if (multi_node && all_loopback && !loopback_on_purpose(endpoint.host))
+    return failure(Reach::kLoopback,
+                   "the name " + endpoint.host + " resolves to " +
+                       address_text(resolved->addresses.front().first) +
+                       " here, a loopback address, on a multi-node job: this node would reach "
+                       "itself, not the node that hosts the store (a Debian /etc/hosts maps the "
+                       "machine's own name to 127.0.1.1); give an address the other nodes reach");
+  ReachResult last;
+  for (const auto& [address, length] : resolved->addresses) {
+    last = connect_once(address, length, deadline, stop);
+    if (last.reach == Reach::kReached) return last;
+  }
+  return last;
+}
+
+void run_preflight(const LaunchPlan& plan, const StopCheck& stop) {
+  const std::vector<PreflightTarget> targets = preflight_targets(plan);
+  if (targets.empty()) return;
+  const auto started = Clock::now();
+  const milliseconds bound_ms = bound_of(plan);
+  const auto deadline = started + bound_ms;
+  bool told = false;
+  for (;;) {
+    const auto try_started = Clock::now();
+    // At least a second, so that the last try near the bound still tells refused from silence.
+    const auto bound = std::chrono::duration_cast<milliseconds>(
+        std::clamp<Clock::duration>(deadline - try_started, kMinTryBound, kTryBound));
+    ReachResult last;
+    const PreflightTarget* failed = nullptr;
+    for (const PreflightTarget& target : targets) {
+      last = try_reach(target.endpoint, multi_node(plan), bound, stop);
+      if (last.reach == Reach::kReached) {
+        log::debug("pre-flight: reached {}", describe(target));
+        return;
+      }
+      if (last.reach == Reach::kLoopback)
+        throw ConfigError("pre-flight: cannot use " + describe(target) + ": " + last.why);
+      failed = &target;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline)
+      throw NetworkError("pre-flight: cannot reach " + describe(*failed) + ": " + last.why +
+                         " (tried for " + seconds_text(bound_ms) + " s, " + bound_name(plan) + ")");
+    if (!told && now - started >= kNoticeAfter) {
+      log::info("pre-flight: cannot reach {} yet: {}; trying again for up to {} s ({})",
+                describe(*failed), last.why, seconds_text(bound_ms), bound_name(plan));
+      told = true;
+    }
+    pause_until(std::min<Clock::time_point>(deadline, try_started + kRetryPause), stop);
+  }
+}
+
+bool dry_run_preflight(const LaunchPlan& plan) {
+  bool ok = true;
+  for (const PreflightTarget& target : preflight_targets(plan)) {
+    const ReachResult result = try_reach(target.endpoint, multi_node(plan), kDryRunBound, {});
+    if (result.reach == Reach::kReached) {
+      log::info("pre-flight: {} answers", describe(target));
+    } else if (result.reach == Reach::kRefused) {
+      log::warn("pre-flight: " + describe(target) + ": " + result.why +
+                " (nothing listens there yet; the launch retries it for up to " +
+                seconds_text(bound_of(plan)) + " s)");
+    } else {
+      log::error("pre-flight: cannot reach " + describe(target) + ": " + result.why);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+}  // namespace acc::launcher
