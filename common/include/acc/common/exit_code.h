@@ -17,6 +17,7 @@ inline constexpr int kExitNetwork = 3;      // NetworkError, StoreError
 inline constexpr int kExitTimeout = 4;      // TimeoutError: a rendezvous or wait ran out of time
 inline constexpr int kExitUnkillable = 5;   // a worker outlived SIGKILL (stuck in the kernel)
 inline constexpr int kExitBackend = 6;      // BackendError: Gloo or NCCL missing or failing
+inline constexpr int kExitNodeLost = 7;     // a node of a static job went silent or away
 inline constexpr int kExitCannotRun = 127;  // LaunchError: the program cannot be run
 
 // The exit code for an exception caught at a command's edge. Never throws.
