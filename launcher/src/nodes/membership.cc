@@ -1,5 +1,7 @@
 #include "acc/launcher/nodes/membership.h"
 
+#include <string.h>
+
 #include <thread>
 
 #include "acc/common/endpoint.h"
@@ -58,8 +60,10 @@ class StaticMembership::Link {
         options.port = port;
         options.connect_timeout = kWaitStep * 5;
         // A node 0 that vanished without closing the connection (its machine died) answers
-        // nothing: that is its loss too, seen within the keep-alive window.
-        options.timeout = std::max(window_, milliseconds(1000));
+        // nothing: that is its loss too. Not at the first late reply, though: on a loaded host
+        // our own store's reply was seen to take over 5 s.
+        options.timeout = plan_.node_rank == 0 ? milliseconds(60'000)
+                                               : std::max(2 * window_, milliseconds(10'000));
         client_ = std::make_unique<rendezvous::StoreClient>(options);
         break;
       } catch (const TimeoutError&) {
@@ -116,7 +120,8 @@ class StaticMembership::Link {
         end.node = plan_.node_rank;
         end.host = plan_.hostname;
         end.status = 128 + e.signal();
-        end.reason = std::string("its launcher was stopped ") + e.what();
+        end.reason = std::string("its launcher was stopped by SIG") + sigabbrev_np(e.signal()) +
+                     " while waiting for the other nodes";
         publish_end(end);
         throw;
       }
