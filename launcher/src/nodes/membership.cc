@@ -144,11 +144,17 @@ class StaticMembership::Link {
         return ended;
       });
       if (finished || event.kind != JobEvent::Kind::kNone) return event;
-      if (bounded && SteadyClock::now() >= deadline)
-        throw TimeoutError("node " + std::to_string(plan_.node_rank) + ": not every node reached " +
-                           what + " within the join timeout (" +
-                           std::to_string(join_timeout_.count() / 1000) +
-                           " s, --rdzv_conf join_timeout)");
+      if (bounded && SteadyClock::now() >= deadline) {
+        // The nodes that did arrive end too, instead of each waiting out its own timeout.
+        JobEnd end;
+        end.node = plan_.node_rank;
+        end.host = plan_.hostname;
+        end.status = kExitTimeout;
+        end.reason = "not every node reached " + what + " within the join timeout (" +
+                     std::to_string(join_timeout_.count() / 1000) + " s, --rdzv_conf join_timeout)";
+        publish_end(end);
+        throw TimeoutError("node " + std::to_string(plan_.node_rank) + ": " + end.reason);
+      }
       std::this_thread::sleep_for(kWaitStep);
     }
   }
@@ -252,10 +258,16 @@ Round StaticMembership::join(int restart_count) {
     }
     // Every node starts attempt `restart_count` together, after the others stopped theirs.
     link_->arrive(store_keys::attempt_barrier(restart_count), 1);
-    const JobEvent event = link_->wait(
-        restart_count,
-        [&](JobLink& job) { return job.all_arrived(store_keys::attempt_barrier(restart_count)); },
-        "the start of attempt " + std::to_string(restart_count), /*bounded=*/true);
+    JobEvent event;
+    try {
+      event = link_->wait(
+          restart_count,
+          [&](JobLink& job) { return job.all_arrived(store_keys::attempt_barrier(restart_count)); },
+          "the start of attempt " + std::to_string(restart_count), /*bounded=*/true);
+    } catch (const TimeoutError&) {
+      leave(false);  // node 0: the others read why from its store
+      throw;
+    }
     if (event.kind == JobEvent::Kind::kEnded) throw JobEndedError(event.end);
   }
   Round round = static_round(plan_, port, restart_count);
