@@ -317,6 +317,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   }
 
   void on_stall() {
+    membership_->keep_alive();  // collecting stacks takes seconds without a beat
     const std::string report = stall_watch_->report(group_->running_workers(), true);
     keep_run_dir_ = true;
     const std::string path = run_dir_ + "/hang_report.txt";

@@ -43,7 +43,9 @@ class StaticMembership::Link {
       : plan_(plan),
         throw_if_stopped_(std::move(throw_if_stopped)),
         interval_(seconds_conf(plan, "keep_alive_interval", 1)),
-        window_(interval_ * count_conf(plan, "keep_alive_max_attempt", 5)),
+        // Ten beats: a launcher busy for a few seconds (a hang report collects stacks for up to
+        // 5 s) is not lost.
+        window_(interval_ * count_conf(plan, "keep_alive_max_attempt", 10)),
         join_timeout_(seconds_conf(plan, "join_timeout", 600)) {}
 
   milliseconds interval() const { return interval_; }

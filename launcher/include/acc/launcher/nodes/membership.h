@@ -147,7 +147,7 @@ class Membership {
 //
 // With several nodes the launchers are linked through that store (job_link.h): each beats every
 // keep-alive interval (--rdzv_conf keep_alive_interval, 1 s); a node that fails ends or restarts
-// the job for all; node 0 ends it when a node is silent for keep_alive_max_attempt (5) intervals,
+// the job for all; node 0 ends it when a node is silent for keep_alive_max_attempt (10) intervals,
 // the others when node 0 is silent or its store is gone. Attempts start together after an
 // attempt barrier, and a node whose workers succeeded waits at the exit barrier for the others.
 class StaticMembership : public Membership {
