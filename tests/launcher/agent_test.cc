@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "acc/common/exit_code.h"
 #include "fake_os.h"
@@ -28,6 +29,71 @@ Script exits(int code, milliseconds after) {
 
 Script runs_until_signalled() {
   return Script{};
+}
+
+// What a scripted membership saw the agent do, kept by the test (the agent owns the membership).
+struct MembershipLog {
+  std::vector<int> joins;                             // the restart count of each join
+  std::vector<FakeOs::Clock::time_point> kept_alive;  // keep_alive() while workers stopped
+  std::vector<std::pair<FakeOs::Clock::time_point, JobEnd>> ends;  // end_job()
+  std::vector<int> restarts;                                       // restart_job()
+};
+
+// Node 0 of a static job of two nodes, whose other node acts as the test scripts: from `at`
+// on, watch() reports `event` during attempt 0; await_exit() reports `at_exit` once, then kNone.
+class ScriptedMembership : public Membership {
+ public:
+  ScriptedMembership(FakeOs& os, MembershipLog& log) : os_(os), log_(log) {}
+
+  Round join(int restart_count) override {
+    log_.joins.push_back(restart_count);
+    Round round;
+    round.nnodes = 2;
+    round.master_addr = "127.0.0.1";
+    round.master_port = 29500;
+    round.restart_count = restart_count;
+    return round;
+  }
+  std::chrono::milliseconds poll_interval() const override { return seconds(1); }
+  JobEvent watch(int restart_count) override {
+    if (restart_count == 0 && os_.now() >= os_.start() + at) return event;
+    return {};
+  }
+  void keep_alive() override { log_.kept_alive.push_back(os_.now()); }
+  JobEvent restart_job(int restart_count) override {
+    log_.restarts.push_back(restart_count);
+    return Membership::restart_job(restart_count);
+  }
+  JobEvent end_job(const JobEnd& end) override {
+    log_.ends.emplace_back(os_.now(), end);
+    JobEvent ended;
+    ended.kind = JobEvent::Kind::kEnded;
+    ended.end = end;
+    ended.shared = true;
+    return ended;
+  }
+  JobEvent await_exit(int) override { return std::exchange(at_exit, JobEvent{}); }
+
+  milliseconds at{0};
+  JobEvent event;
+  JobEvent at_exit;
+
+ private:
+  FakeOs& os_;
+  MembershipLog& log_;
+};
+
+JobEnd node_one_failed() {
+  JobEnd end;
+  end.node = 1;
+  end.host = "b";
+  end.rank = 3;
+  end.local_rank = 1;
+  end.pid = 4711;
+  end.exit_code = 3;
+  end.status = 3;
+  end.reason = "rank 3 exited with 3";
+  return end;
 }
 
 class AgentTest : public ::testing::Test {
@@ -65,6 +131,20 @@ class AgentTest : public ::testing::Test {
     int status = -1;
     try {
       status = Agent(std::move(plan), {{"PATH", "/usr/bin:/bin"}}, "node7", os).run();
+    } catch (...) {
+      err_ = ::testing::internal::GetCapturedStderr();
+      throw;
+    }
+    err_ = ::testing::internal::GetCapturedStderr();
+    return status;
+  }
+
+  // The same as node 0 of two nodes, with `membership` for its link to the other node.
+  int run(LaunchPlan plan, FakeOs& os, std::unique_ptr<Membership> membership) {
+    ::testing::internal::CaptureStderr();
+    int status = -1;
+    try {
+      status = Agent(std::move(plan), {{"PATH", "/usr/bin:/bin"}}, os, std::move(membership)).run();
     } catch (...) {
       err_ = ::testing::internal::GetCapturedStderr();
       throw;
@@ -245,6 +325,99 @@ TEST_F(AgentTest, TheKillBoundAlsoHoldsWhenTheLauncherIsStopped) {
   EXPECT_EQ(run(std::move(p), os), kExitUnkillable);
   EXPECT_EQ(os.elapsed(), seconds(33));
   EXPECT_NE(err_.find("rank 1 pid 1001 is in D state"), std::string::npos) << err_;
+}
+
+// Issue 17, static fail-fast: another node's failure stops this node's workers at the next
+// keep-alive tick, and this node exits with the job's status, naming that node.
+TEST_F(AgentTest, AnotherNodesFailureStopsTheWorkersHereAndNamesThatNode) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) { return runs_until_signalled(); };
+  MembershipLog log;
+  auto membership = std::make_unique<ScriptedMembership>(os, log);
+  membership->at = milliseconds(2500);
+  membership->event.kind = JobEvent::Kind::kEnded;
+  membership->event.end = node_one_failed();
+  membership->event.shared = true;
+  EXPECT_EQ(run(plan(2, 3), os, std::move(membership)), 3);
+  ASSERT_EQ(os.processes().size(), 2u);  // no restart: the job is over
+  for (const auto& p : os.processes()) EXPECT_EQ(p->when(SIGTERM), os.start() + seconds(3));
+  EXPECT_TRUE(log.ends.empty());  // nothing of its own to publish
+  EXPECT_NE(err_.find("root cause (* above): rank 3 (local rank 1) on node 1 (host b) exited "
+                      "with 3"),
+            std::string::npos)
+      << err_;
+  EXPECT_NE(err_.find("acc-launch: error: node 1 (host b) ended the job: rank 3 exited with 3\n"),
+            std::string::npos)
+      << err_;
+}
+
+TEST_F(AgentTest, AFailureHereIsPublishedTheMomentItHappensAndTheNodeBeatsWhileItStops) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int index) {
+    if (index == 1) return exits(3, seconds(1));
+    Script stubborn;
+    stubborn.ignores_sigterm = true;
+    return stubborn;
+  };
+  MembershipLog log;
+  EXPECT_EQ(run(plan(2), os, std::make_unique<ScriptedMembership>(os, log)), 3);
+  ASSERT_EQ(log.ends.size(), 1u);
+  EXPECT_EQ(log.ends[0].first, os.start() + seconds(1));  // not after the 30 s grace
+  EXPECT_EQ(log.ends[0].second.rank, 1);
+  EXPECT_EQ(log.ends[0].second.status, 3);
+  EXPECT_EQ(log.ends[0].second.reason, "rank 1 exited with 3");
+  EXPECT_GE(log.kept_alive.size(), 29u);  // every second of --shutdown_timeout 30
+  EXPECT_NE(err_.find("node 0 (host node7) ended the job: rank 1 exited with 3"), std::string::npos)
+      << err_;
+}
+
+TEST_F(AgentTest, AnotherNodesRestartRunsTheNextAttemptHereWithItsCount) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int index) {
+    return index < 2 ? runs_until_signalled() : exits(0, seconds(1));
+  };
+  MembershipLog log;
+  auto membership = std::make_unique<ScriptedMembership>(os, log);
+  membership->at = seconds(2);
+  membership->event.kind = JobEvent::Kind::kRestart;
+  membership->event.restart_count = 1;
+  membership->event.why = "another node's workers failed";
+  EXPECT_EQ(run(plan(2, 1), os, std::move(membership)), 0);
+  EXPECT_EQ(log.joins, (std::vector<int>{0, 1}));
+  ASSERT_EQ(os.processes().size(), 4u);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_EQ(os.processes()[i]->when(SIGTERM), os.start() + seconds(2));
+  for (size_t i = 2; i < 4; ++i)
+    EXPECT_EQ(os.processes()[i]->env("TORCHELASTIC_RESTART_COUNT"), "1") << i;
+  EXPECT_TRUE(log.restarts.empty());  // the other node asked; this one follows
+  EXPECT_NE(err_.find("another node's workers failed; restarting (1 of 1)"), std::string::npos)
+      << err_;
+}
+
+TEST_F(AgentTest, ANodeWhoseWorkersSucceededRunsThemAgainWhenAnotherNodeRestartsTheJob) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) { return exits(0, seconds(1)); };
+  MembershipLog log;
+  auto membership = std::make_unique<ScriptedMembership>(os, log);
+  membership->at_exit.kind = JobEvent::Kind::kRestart;
+  membership->at_exit.restart_count = 1;
+  membership->at_exit.why = "another node's workers failed";
+  EXPECT_EQ(run(plan(2, 1), os, std::move(membership)), 0);
+  EXPECT_EQ(log.joins, (std::vector<int>{0, 1}));
+  ASSERT_EQ(os.processes().size(), 4u);
+  EXPECT_EQ(os.processes()[3]->env("TORCHELASTIC_RESTART_COUNT"), "1");
+}
+
+TEST_F(AgentTest, AStopSignalHereEndsTheJobForEveryNode) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) { return runs_until_signalled(); };
+  os.signal_launcher(seconds(2), SIGTERM);
+  MembershipLog log;
+  EXPECT_EQ(run(plan(2, 3), os, std::make_unique<ScriptedMembership>(os, log)), 128 + SIGTERM);
+  ASSERT_EQ(log.ends.size(), 1u);
+  EXPECT_EQ(log.ends[0].second.status, 128 + SIGTERM);
+  EXPECT_EQ(log.ends[0].second.rank, -1);
+  EXPECT_EQ(log.ends[0].second.reason, "its launcher was stopped by SIGTERM");
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "agent/worker_group.h"
 #include "nodes/preflight.h"
 #include "observe/file_timer.h"
+#include "nodes/job_link.h"
 #include "observe/python_stack_hook.h"
 #include "observe/stall_watch.h"
 #include "output/console.h"
@@ -68,6 +69,12 @@ class Agent::Impl : public WorkerGroup::Listener {
         environment_(std::move(environment)),
         os_(os),
         membership_(make_membership(plan_, hostname)) {}
+  Impl(LaunchPlan plan, std::map<std::string, std::string> environment, Os& os,
+       std::unique_ptr<Membership> membership)
+      : plan_(std::move(plan)),
+        environment_(std::move(environment)),
+        os_(os),
+        membership_(std::move(membership)) {}
 
   int run() {
     std::vector<int> taken(std::begin(kAlwaysHandled), std::end(kAlwaysHandled));
@@ -78,38 +85,51 @@ class Agent::Impl : public WorkerGroup::Listener {
     run_dir_ = make_run_dir(plan_);
     python_hook_dir_ = install_python_stack_hook(run_dir_);
     start_file_timer();
-    int restart_count = 0;
     for (int attempt = 0;; ++attempt) {
+      JobEvent next;
       try {
-        run_attempt(attempt, membership_->join(restart_count));
+        group_.reset();
+        job_event_ = {};
+        try {
+          run_attempt(attempt, membership_->join(restart_count_));
+        } catch (const JobEndedError& e) {
+          next.kind = JobEvent::Kind::kEnded;
+          next.end = e.end();
+          next.shared = true;
+          return report_end(attempt, next);
+        }
+        if (!group_->unkillable().empty())
+          return end_job(launcher_exit(report_unkillable(), plan_.retryable_exit_code),
+                         "a worker cannot be killed");
+        if (interrupted_by_) {
+          notice(std::string("stopped by ") + sigabbrev_np(interrupted_by_) +
+                 ", forwarded to the workers");
+          return end_job(128 + interrupted_by_, std::string("its launcher was stopped by SIG") +
+                                                    sigabbrev_np(interrupted_by_));
+        }
+        if (stalled_)
+          return end_job(launcher_exit(kExitTimeout, plan_.retryable_exit_code),
+                         "its workers stopped making progress");
+        if (membership_changed_) {
+          notice("nodes joined or left the job; meeting again (no restart used)");
+          continue;
+        }
+        next = job_event_;
+        // Every worker here succeeded: so must every other node's, or the job goes on.
+        if (next.kind == JobEvent::Kind::kNone) next = membership_->await_exit(restart_count_);
       } catch (...) {
         if (group_ && group_->keeps_logs()) keep_run_dir_ = true;
         finish_run_dir();
         throw;
       }
-      if (!group_->unkillable().empty())
-        return finish(launcher_exit(report_unkillable(), plan_.retryable_exit_code));
-      if (interrupted_by_) {
-        notice(std::string("stopped by ") + sigabbrev_np(interrupted_by_) +
-               ", forwarded to the workers");
-        return finish(128 + interrupted_by_);
-      }
-      if (stalled_) return finish(launcher_exit(kExitTimeout, plan_.retryable_exit_code));
-      if (membership_changed_) {
-        notice("nodes joined or left the job; meeting again (no restart used)");
+      if (next.kind == JobEvent::Kind::kNone) return finish(0);
+      if (next.kind == JobEvent::Kind::kRestart) {
+        restart_count_ = next.restart_count;
+        notice(next.why + "; restarting (" + std::to_string(restart_count_) + " of " +
+               std::to_string(plan_.max_restarts) + ")");
         continue;
       }
-      if (!group_->root_cause()) return finish(0);
-      if (restart_count < plan_.max_restarts) {
-        ++restart_count;
-        notice("worker group failed (" + describe_root_cause() + "); restarting (" +
-               std::to_string(restart_count) + " of " + std::to_string(plan_.max_restarts) + ")");
-        continue;
-      }
-      std::vector<WorkerOutcome> outcomes = collect_outcomes();
-      write_all(STDERR_FILENO, format_failure_report(plan_.program, attempt + 1, outcomes));
-      return finish(failure_exit_status(*std::find_if(
-          outcomes.begin(), outcomes.end(), [](const WorkerOutcome& o) { return o.root_cause; })));
+      return report_end(attempt, next);
     }
   }
 
@@ -180,10 +200,12 @@ class Agent::Impl : public WorkerGroup::Listener {
     start_stall_watch();
     while (group_->running()) {
       group_->wait_once(next_wake());
-      if (!group_->stopping()) look_around();
+      publish_failure();
+      look_around();
     }
     stall_watch_.reset();
     group_->finish();
+    publish_failure();
     ACC_CHECK(membership_error_.empty(), NetworkError,
               "lost the job's rendezvous: ", membership_error_);
   }
@@ -191,8 +213,8 @@ class Agent::Impl : public WorkerGroup::Listener {
   // The next membership check or stall-watch tick; the group adds its own deadlines.
   std::optional<Clock::time_point> next_wake() const {
     std::optional<Clock::time_point> wake;
-    if (group_->stopping()) return wake;
     if (membership_->poll_interval().count() > 0) wake = next_membership_check_;
+    if (group_->stopping()) return wake;
     if (stall_watch_ && stall_watch_->next_wake() != Clock::time_point::max())
       wake = std::min(wake.value_or(Clock::time_point::max()), stall_watch_->next_wake());
     if (auto expiry = file_timer_ ? file_timer_->regions().next_expiry() : std::nullopt) {
@@ -203,19 +225,26 @@ class Agent::Impl : public WorkerGroup::Listener {
     return wake;
   }
 
-  // While the workers run: the stall watch, and whether the nodes of the job changed.
+  // While the workers run: the stall watch, and what the other nodes of the job did. While they
+  // stop: only keeping this node alive in the job's eyes.
   void look_around() {
     check_file_timer();
-    if (stall_watch_ && stall_watch_->tick()) on_stall();
-    if (group_->stopping() || membership_->poll_interval().count() == 0 ||
-        os_.now() < next_membership_check_)
-      return;
+    if (!group_->stopping() && stall_watch_ && stall_watch_->tick()) on_stall();
+    if (membership_->poll_interval().count() == 0 || os_.now() < next_membership_check_) return;
     next_membership_check_ = os_.now() + membership_->poll_interval();
+    if (group_->stopping()) {
+      membership_->keep_alive();
+      return;
+    }
     try {
-      if (membership_->changed()) {
+      const JobEvent event = membership_->watch(restart_count_);
+      if (event.kind == JobEvent::Kind::kNone) return;
+      if (event.kind == JobEvent::Kind::kMeetAgain) {
         membership_changed_ = true;
-        group_->stop(SIGTERM);
+      } else {
+        job_event_ = event;
       }
+      group_->stop(SIGTERM);
     } catch (const Error& e) {
       // The job's store is gone (its node died) or broke: this node cannot go on.
       membership_error_ = e.what();
@@ -264,6 +293,82 @@ class Agent::Impl : public WorkerGroup::Listener {
     }
   }
 
+  // The moment a worker fails, before the others here are stopped: the other nodes learn that
+  // the job restarts or ends, and stop theirs too.
+  void publish_failure() {
+    if (job_event_.kind != JobEvent::Kind::kNone || !group_->root_cause() || membership_changed_ ||
+        interrupted_by_ || stalled_)
+      return;
+    if (restart_count_ < plan_.max_restarts) {
+      job_event_ = membership_->restart_job(restart_count_);
+      if (job_event_.kind == JobEvent::Kind::kRestart)
+        job_event_.why = "worker group failed (" + describe_root_cause() + ")";
+    } else {
+      job_event_ = membership_->end_job(own_end());
+    }
+  }
+
+  // This node ends the job (a stop signal, a hang, a worker that cannot be killed).
+  int end_job(int status, const std::string& reason) {
+    JobEnd end;
+    end.node = round_.node_rank;
+    end.host = plan_.hostname;
+    end.status = status;
+    end.reason = reason;
+    const JobEvent event = membership_->end_job(end);
+    if (event.shared) log::error(describe_job_end(event.end));
+    return finish(status);
+  }
+
+  // The job ended (here or on another node): the failure report where a worker failed here, and
+  // on node 0 also for another node's worker, then the line naming the node that ended it.
+  int report_end(int attempt, const JobEvent& event) {
+    const JobEnd& end = event.end;
+    const bool here = !event.shared || end.node == round_.node_rank;
+    const Worker* root = group_ ? group_->root_cause() : nullptr;
+    if (root || (group_ && round_.node_rank == 0 && end.rank >= 0)) {
+      std::vector<WorkerOutcome> outcomes = collect_outcomes();
+      if (!here || !root) {
+        for (WorkerOutcome& o : outcomes) o.root_cause = false;
+        if (end.rank >= 0) outcomes.push_back(remote_outcome(end));
+      }
+      write_all(STDERR_FILENO, format_failure_report(plan_.program, attempt + 1, outcomes));
+    }
+    if (event.shared) log::error(describe_job_end(end));
+    // A worker's status passes through; the launchers' own (a lost node, a hang elsewhere) may be
+    // made retryable.
+    return finish(end.rank >= 0 ? end.status : launcher_exit(end.status, plan_.retryable_exit_code));
+  }
+
+  JobEnd own_end() const {
+    const Worker& w = *group_->root_cause();
+    const WorkerOutcome outcome = exit_of(w);
+    JobEnd end;
+    end.node = round_.node_rank;
+    end.host = plan_.hostname;
+    end.rank = w.rank;
+    end.local_rank = w.spec.local_rank;
+    end.pid = w.pid;
+    end.exit_code = outcome.exit_code;
+    end.signal = outcome.signal;
+    end.status = failure_exit_status(outcome);
+    end.reason = describe_root_cause();
+    return end;
+  }
+
+  static WorkerOutcome remote_outcome(const JobEnd& end) {
+    WorkerOutcome o;
+    o.rank = end.rank;
+    o.local_rank = end.local_rank;
+    o.host = end.host;
+    o.node = end.node;
+    o.pid = end.pid;
+    o.exit_code = end.exit_code;
+    o.signal = end.signal;
+    o.root_cause = true;
+    return o;
+  }
+
   // --- hangs (stall_watch.h) -------------------------------------------------------------------
 
   void start_stall_watch() {
@@ -276,6 +381,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   }
 
   void on_stall() {
+    membership_->keep_alive();  // collecting stacks takes seconds without a beat
     const std::string report = stall_watch_->report(group_->running_workers(), true);
     keep_run_dir_ = true;
     const std::string path = run_dir_ + "/hang_report.txt";
@@ -360,6 +466,8 @@ class Agent::Impl : public WorkerGroup::Listener {
   Os& os_;
   std::unique_ptr<Membership> membership_;
   Round round_;
+  int restart_count_ = 0;  // failure restarts so far: the job's, on a static multi-node job
+  JobEvent job_event_;     // this attempt's: another node's restart or end, or this node's
   bool membership_changed_ = false;
   std::string membership_error_;
   Clock::time_point next_membership_check_;
@@ -381,6 +489,10 @@ Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
 Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
              const std::string& hostname, Os& os)
     : impl_(std::make_unique<Impl>(std::move(plan), std::move(environment), hostname, os)) {}
+Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment, Os& os,
+             std::unique_ptr<Membership> membership)
+    : impl_(std::make_unique<Impl>(std::move(plan), std::move(environment), os,
+                                   std::move(membership))) {}
 Agent::~Agent() = default;
 int Agent::run() {
   return impl_->run();

@@ -67,9 +67,16 @@ std::string format_failure_report(const std::string& program, int attempts,
   if (root != outcomes.end()) {
     out << std::string(72, '-') << '\n'
         << "root cause (* above): rank " << root->rank << " (local rank " << root->local_rank
-        << ") on " << root->host << " exited with " << describe_exit(*root) << '\n'
-        << "  error file: " << (root->error_file.empty() ? "<none written>" : root->error_file)
-        << '\n';
+        << ") on ";
+    if (root->node >= 0) {
+      out << "node " << root->node << " (host " << or_dash(root->host) << ") exited with "
+          << describe_exit(*root) << '\n'
+          << "  details   : in node " << root->node << "'s own report\n";
+    } else {
+      out << root->host << " exited with " << describe_exit(*root) << '\n'
+          << "  error file: " << (root->error_file.empty() ? "<none written>" : root->error_file)
+          << '\n';
+    }
     if (!root->error_message.empty()) out << "  error     : " << root->error_message << '\n';
     if (!root->traceback.empty()) {
       out << "  traceback :\n";

@@ -1,9 +1,241 @@
 #include "acc/launcher/nodes/membership.h"
 
+#include <string.h>
+
+#include <thread>
+
 #include "acc/common/endpoint.h"
+#include "acc/common/exit_code.h"
+#include "acc/common/store_keys.h"
+#include "acc/rendezvous/store_client.h"
 #include "acc/rendezvous/store_server.h"
+#include "nodes/job_link.h"
+#include "output/log.h"
 
 namespace acc::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+// How often a wait here (a barrier, the connection to node 0) looks at the store and at the
+// stop check: well under the second in which a stopped launcher must end.
+constexpr milliseconds kWaitStep{100};
+
+milliseconds seconds_conf(const LaunchPlan& plan, const std::string& key, double fallback) {
+  auto it = plan.rdzv_conf.find(key);
+  const double seconds = it == plan.rdzv_conf.end() ? fallback : std::stod(it->second);
+  return milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+int count_conf(const LaunchPlan& plan, const std::string& key, int fallback) {
+  auto it = plan.rdzv_conf.find(key);
+  return it == plan.rdzv_conf.end() ? fallback : std::stoi(it->second);
+}
+
+}  // namespace
+
+// This node's link to the others: a client of node 0's store and the JobLink over it, the waits
+// (connecting, the barriers) with their stop checks, and what a store error means: node 0 is gone.
+class StaticMembership::Link {
+ public:
+  Link(const LaunchPlan& plan, std::function<void()> throw_if_stopped)
+      : plan_(plan),
+        throw_if_stopped_(std::move(throw_if_stopped)),
+        interval_(seconds_conf(plan, "keep_alive_interval", 1)),
+        // Ten beats: a launcher busy for a few seconds (a hang report collects stacks for up to
+        // 5 s) is not lost.
+        window_(interval_ * count_conf(plan, "keep_alive_max_attempt", 10)),
+        join_timeout_(seconds_conf(plan, "join_timeout", 600)) {}
+
+  milliseconds interval() const { return interval_; }
+  milliseconds window() const { return window_; }
+
+  // Connects to node 0's store (retrying while it starts, at most join_timeout) and joins.
+  void connect(const std::string& host, int port) {
+    const auto deadline = SteadyClock::now() + join_timeout_;
+    for (;;) {
+      throw_if_stopped_();
+      try {
+        rendezvous::StoreClientOptions options;
+        options.host = host;
+        options.port = port;
+        options.connect_timeout = kWaitStep * 5;
+        // A node 0 that vanished without closing the connection (its machine died) answers
+        // nothing: that is its loss too. Not at the first late reply, though: on a loaded host
+        // our own store's reply was seen to take over 5 s.
+        options.timeout = plan_.node_rank == 0 ? milliseconds(60'000)
+                                               : std::max(2 * window_, milliseconds(10'000));
+        client_ = std::make_unique<rendezvous::StoreClient>(options);
+        break;
+      } catch (const TimeoutError&) {
+        if (SteadyClock::now() >= deadline)
+          throw TimeoutError("node 0's store at " + format_endpoint(host, port) +
+                             " did not answer within the join timeout (" +
+                             std::to_string(join_timeout_.count() / 1000) +
+                             " s, --rdzv_conf join_timeout)");
+      }
+    }
+    JobLink::Options options;
+    options.node_rank = plan_.node_rank;
+    options.nnodes = plan_.nnodes;
+    options.keep_alive_window = window_;
+    job_ = std::make_unique<JobLink>(*client_, rendezvous::Clock::steady(), options);
+    job_->join();
+    next_beat_ = SteadyClock::now() + interval_;
+  }
+
+  bool connected() const { return client_ != nullptr; }
+
+  // Runs `step` on the link; a store that cannot be reached ends the job: node 0 is gone.
+  template <typename Step>
+  JobEvent guarded(Step step) {
+    if (ended_) return *ended_;
+    if (!job_) return {};
+    try {
+      JobEvent event = step(*job_);
+      if (event.kind == JobEvent::Kind::kEnded) ended(event);
+      return event;
+    } catch (const Error& e) {
+      JobEvent event;
+      event.kind = JobEvent::Kind::kEnded;
+      event.shared = true;
+      event.end.node = 0;
+      event.end.host = plan_.master_addr;
+      event.end.status = kExitNodeLost;
+      event.end.reason = "its store at " + format_endpoint(plan_.master_addr, plan_.master_port) +
+                         " is gone (" + e.what() + ")";
+      ended(event);
+      return event;
+    }
+  }
+
+  // Waits, beating, until `done()` or the job restarts or ends; kNone when done.
+  template <typename Done>
+  JobEvent wait(int restart_count, Done done, const std::string& what, bool bounded) {
+    const auto deadline = SteadyClock::now() + join_timeout_;
+    for (;;) {
+      try {
+        throw_if_stopped_();
+      } catch (const InterruptedError& e) {
+        JobEnd end;
+        end.node = plan_.node_rank;
+        end.host = plan_.hostname;
+        end.status = 128 + e.signal();
+        end.reason = std::string("its launcher was stopped by SIG") + sigabbrev_np(e.signal()) +
+                     " while waiting for the other nodes";
+        publish_end(end);
+        throw;
+      }
+      bool finished = false;
+      const JobEvent event = guarded([&](JobLink& job) {
+        if (done(job)) {
+          finished = true;
+          return JobEvent{};
+        }
+        if (SteadyClock::now() >= next_beat_) {
+          next_beat_ = SteadyClock::now() + interval_;
+          return job.tick(restart_count);
+        }
+        JobEvent ended;
+        if (auto end = job.ended()) {
+          ended.kind = JobEvent::Kind::kEnded;
+          ended.end = *end;
+          ended.shared = true;
+        }
+        return ended;
+      });
+      if (finished || event.kind != JobEvent::Kind::kNone) return event;
+      if (bounded && SteadyClock::now() >= deadline) {
+        // The nodes that did arrive end too, instead of each waiting out its own timeout.
+        JobEnd end;
+        end.node = plan_.node_rank;
+        end.host = plan_.hostname;
+        end.status = kExitTimeout;
+        end.reason = "not every node reached " + what + " within the join timeout (" +
+                     std::to_string(join_timeout_.count() / 1000) + " s, --rdzv_conf join_timeout)";
+        publish_end(end);
+        throw TimeoutError("node " + std::to_string(plan_.node_rank) + ": " + end.reason);
+      }
+      std::this_thread::sleep_for(kWaitStep);
+    }
+  }
+
+  JobEvent tick(int restart_count) {
+    next_beat_ = SteadyClock::now() + interval_;
+    return guarded([&](JobLink& job) { return job.tick(restart_count); });
+  }
+
+  void beat() {
+    guarded([&](JobLink& job) {
+      job.beat();
+      return JobEvent{};
+    });
+  }
+
+  // Publishes this node's end of the job unless one is known already. With node 0 gone there is
+  // nobody to tell: this node's own end is what it reports.
+  JobEvent publish_end(const JobEnd& end) {
+    if (ended_) return *ended_;
+    JobEvent event;
+    event.kind = JobEvent::Kind::kEnded;
+    event.end = end;
+    try {
+      event.end = job_->end(end);
+      event.shared = true;
+    } catch (const Error&) {
+    }
+    ended(event);
+    return event;
+  }
+
+  JobEvent restart(int restart_count) {
+    return guarded([&](JobLink& job) {
+      JobEvent event;
+      if (auto end = job.ended()) {
+        event.kind = JobEvent::Kind::kEnded;
+        event.end = *end;
+        event.shared = true;
+        return event;
+      }
+      event.kind = JobEvent::Kind::kRestart;
+      event.restart_count = job.restart(restart_count);
+      return event;
+    });
+  }
+
+  // Arrives at `barrier`, or leaves it again (delta -1), ignoring a store that is gone.
+  void arrive(const std::string& barrier, int delta) {
+    guarded([&](JobLink& job) {
+      job.arrive(barrier, delta);
+      return JobEvent{};
+    });
+  }
+
+  void close() {
+    job_.reset();
+    client_.reset();
+  }
+
+ private:
+  // Once the job has ended this node needs nothing more from the store: it lets go of it at
+  // once, so that node 0 need not wait for it.
+  void ended(const JobEvent& event) {
+    ended_ = event;
+    job_.reset();
+    client_.reset();
+  }
+
+  const LaunchPlan& plan_;
+  std::function<void()> throw_if_stopped_;
+  const milliseconds interval_;
+  const milliseconds window_;
+  const milliseconds join_timeout_;
+  std::unique_ptr<rendezvous::StoreClient> client_;
+  std::unique_ptr<JobLink> job_;
+  std::optional<JobEvent> ended_;
+  SteadyClock::time_point next_beat_;
+};
 
 StaticMembership::StaticMembership(const LaunchPlan& plan) : plan_(plan) {}
 StaticMembership::~StaticMembership() = default;
@@ -18,9 +250,80 @@ Round StaticMembership::join(int restart_count) {
     store_ = std::make_unique<rendezvous::StoreServer>(options);
     store_->start();
   }
-  Round round = static_round(plan_, store_ ? store_->port() : plan_.master_port, restart_count);
+  const int port = store_ ? store_->port() : plan_.master_port;
+  if (plan_.nnodes > 1) {
+    if (!link_) {
+      link_ = std::make_unique<Link>(plan_, [this] { throw_if_stopped(); });
+      link_->connect(
+          store_ ? (is_ipv6_literal(plan_.master_addr) ? "::1" : "127.0.0.1") : plan_.master_addr,
+          port);
+    }
+    // Every node starts attempt `restart_count` together, after the others stopped theirs.
+    link_->arrive(store_keys::attempt_barrier(restart_count), 1);
+    JobEvent event;
+    try {
+      event = link_->wait(
+          restart_count,
+          [&](JobLink& job) { return job.all_arrived(store_keys::attempt_barrier(restart_count)); },
+          "the start of attempt " + std::to_string(restart_count), /*bounded=*/true);
+    } catch (const TimeoutError&) {
+      leave(false);  // node 0: the others read why from its store
+      throw;
+    }
+    if (event.kind == JobEvent::Kind::kEnded) throw JobEndedError(event.end);
+  }
+  Round round = static_round(plan_, port, restart_count);
   round.agent_store = true;
   return round;
+}
+
+std::chrono::milliseconds StaticMembership::poll_interval() const {
+  return link_ ? link_->interval() : std::chrono::milliseconds(0);
+}
+
+JobEvent StaticMembership::watch(int restart_count) {
+  return link_ ? link_->tick(restart_count) : JobEvent{};
+}
+
+void StaticMembership::keep_alive() {
+  if (link_) link_->beat();
+}
+
+JobEvent StaticMembership::restart_job(int restart_count) {
+  return link_ ? link_->restart(restart_count) : Membership::restart_job(restart_count);
+}
+
+JobEvent StaticMembership::end_job(const JobEnd& end) {
+  return link_ ? link_->publish_end(end) : Membership::end_job(end);
+}
+
+JobEvent StaticMembership::await_exit(int restart_count) {
+  if (!link_) return {};
+  link_->arrive(store_keys::exit_barrier(), 1);
+  const JobEvent event = link_->wait(
+      restart_count, [](JobLink& job) { return job.all_arrived(store_keys::exit_barrier()); },
+      "the exit barrier", /*bounded=*/false);
+  // Another node's failure restarts the job: this node's arrival no longer counts.
+  if (event.kind == JobEvent::Kind::kRestart) link_->arrive(store_keys::exit_barrier(), -1);
+  return event;
+}
+
+void StaticMembership::leave(bool succeeded) {
+  (void)succeeded;
+  if (!link_) return;
+  link_->close();
+  if (!store_) return;
+  // The others read the job's end (or the exit barrier) from this store: it stays until their
+  // launchers have let go of it, at most one keep-alive window, or a stop signal.
+  const auto deadline = SteadyClock::now() + link_->window();
+  while (store_->num_connections() > 0 && SteadyClock::now() < deadline) {
+    try {
+      throw_if_stopped();
+    } catch (const InterruptedError&) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 }  // namespace acc::launcher

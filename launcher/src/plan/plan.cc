@@ -239,6 +239,8 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
       o.standalone ? std::pair(1, 1) : resolve_nnodes(merged.nnodes);
   plan.local_addr = o.local_addr;
   if (elastic) resolve_elastic(merged, plan);
+  // Static jobs of several nodes read their keep-alive and join timeout from it too.
+  if (!elastic) plan.rdzv_conf = parse_rdzv_conf(merged.rdzv_conf);
   ACC_CHECK(
       elastic || plan.min_nodes == plan.max_nodes, ConfigError, "--nnodes ", merged.nnodes,
       ": elastic membership (MIN:MAX) needs --rdzv_backend c10d or etcd-v2 and --rdzv_endpoint");

@@ -8,6 +8,8 @@
 #   srun acc-launch --num_processes $((SLURM_NNODES * GPUS_PER_NODE)) --num_machines $SLURM_NNODES
 #        --rdzv_backend c10d --main_process_ip $head_node_ip --main_process_port PORT script
 # (no --machine_rank: the nodes meet in a c10d rendezvous there), GPUS_PER_NODE=2 CPU workers.
+# Without it, then a rank of node 1 exits 3 while the others sleep: both nodes end within seconds
+# (fail-fast), and node 0 names node 1.
 # Usage: srun_two_nodes.sh ACC_LAUNCH [accelerate_recipe]. Exits 77 (skipped) without slurm-wlm,
 # munge or torch.
 set -uo pipefail
@@ -117,3 +119,21 @@ if ! echo "$out" | grep -q '^\[rank0\]: RESULT world=4 all_reduce=10 '; then
   echo "FAIL: no 4-rank all_reduce result"; sed 's/^/stderr: /' "$dir/srun.err" | tail -30; exit 1
 fi
 echo "PASS: srun -N2 acc-launch ran a 4-rank job${2:+ ($2)}"
+[ -n "${2:-}" ] && exit 0
+
+# Fail-fast across the two static nodes: rank 3 (node 1) exits 3 after 3 s while the others would
+# sleep 120 s. Both launchers end within seconds, srun with 3, and node 0 names node 1.
+started=$(date +%s)
+PYTHON_EXEC=$python timeout 100 srun -N2 --ntasks-per-node=1 --cpus-per-task=2 "$launcher" \
+  --shutdown_timeout 3 "$here/../netns/static_job.py" sleep 120 3 3 3 >"$dir/fail.out" 2>"$dir/fail.err"
+rc=$?
+took=$(( $(date +%s) - started ))
+echo "srun exited $rc ${took}s after it started (rank 3 failed at about 3 s plus start-up)"
+grep -E '^acc-launch: error: node' "$dir/fail.err" | sed 's/^/srun: /'
+[ $rc -eq 3 ] || { echo "FAIL: srun exited $rc, expected 3"; tail -30 "$dir/fail.err"; exit 1; }
+[ $took -lt 60 ] || { echo "FAIL: the job took ${took}s: the other ranks were not stopped"; exit 1; }
+[ "$(grep -c 'ended the job: rank 3 exited with 3' "$dir/fail.err")" = 2 ] ||
+  { echo "FAIL: not both nodes name node 1"; tail -30 "$dir/fail.err"; exit 1; }
+grep -q 'root cause (\* above): rank 3 (local rank 1) on node 1 ' "$dir/fail.err" ||
+  { echo "FAIL: node 0's table does not name node 1"; tail -30 "$dir/fail.err"; exit 1; }
+echo "PASS: under srun, a failure on node 1 ended both nodes in ${took}s"

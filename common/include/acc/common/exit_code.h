@@ -17,6 +17,7 @@ inline constexpr int kExitNetwork = 3;      // NetworkError, StoreError
 inline constexpr int kExitTimeout = 4;      // TimeoutError: a rendezvous or wait ran out of time
 inline constexpr int kExitUnkillable = 5;   // a worker outlived SIGKILL (stuck in the kernel)
 inline constexpr int kExitBackend = 6;      // BackendError: Gloo or NCCL missing or failing
+inline constexpr int kExitNodeLost = 7;     // a node of a static job went silent or away
 inline constexpr int kExitCannotRun = 127;  // LaunchError: the program cannot be run
 
 // The exit code for an exception caught at a command's edge. Never throws.
@@ -33,10 +34,12 @@ inline int exit_code_for(const std::exception& error) {
 }
 
 // True for the launcher's own failures that another try of the job may cure: the network or a
-// lost node (3), a timeout or a hang (4), a worker stuck in the kernel on this host (5). Not a
+// lost store (3), a timeout or a hang (4), a worker stuck in the kernel on this host (5), a lost
+// node of a static job (7). Not a
 // mistake in the input (2), a program that cannot run (127) or a bug (1): those fail again.
 inline bool is_retryable_launcher_exit(int code) {
-  return code == kExitNetwork || code == kExitTimeout || code == kExitUnkillable;
+  return code == kExitNetwork || code == kExitTimeout || code == kExitUnkillable ||
+         code == kExitNodeLost;
 }
 
 // --retryable_exit_code: the status a launcher's own failure exits with, `retryable` (e.g. 138,

@@ -25,6 +25,9 @@ class Agent {
   // The same over another Os (tests: a scripted fake), which must outlive the agent.
   Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
         const std::string& hostname, Os& os);
+  // The same with the given membership instead of the plan's (tests: a scripted one).
+  Agent(LaunchPlan plan, std::map<std::string, std::string> environment, Os& os,
+        std::unique_ptr<Membership> membership);
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;

@@ -12,6 +12,7 @@ struct WorkerOutcome {
   int rank = 0;
   int local_rank = 0;
   std::string host;
+  int node = -1;  // set for a worker of another node (its node rank), whose details stay there
   int pid = 0;
   int exit_code = 0;  // valid when signal == 0
   int signal = 0;     // the signal that ended it, or 0

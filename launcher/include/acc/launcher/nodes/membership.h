@@ -20,12 +20,52 @@ class StoreServer;
 
 namespace acc::launcher {
 
+// How a job ended, as the node that ended it tells the others (static multi-node jobs publish it
+// in node 0's store, store_keys::job_end()). Plain data.
+struct JobEnd {
+  int node = 0;      // the node whose failure ended the job (a lost node: that node)
+  std::string host;  // its host name, empty when not known (a lost node)
+  int rank = -1;     // the root-cause worker's global rank; -1 when no worker failed
+  int local_rank = -1;
+  int pid = 0;
+  int exit_code = 0;   // the worker's exit code, when signal == 0
+  int signal = 0;      // the signal that ended the worker, or 0
+  int status = 1;      // what every launcher of the job exits with
+  std::string reason;  // "rank 3 exited with 3", "its launcher stopped beating for 5 s"
+};
+
+// What a node learns about the job from the other nodes, or decides for it.
+struct JobEvent {
+  enum class Kind {
+    kNone,       // go on
+    kMeetAgain,  // nodes joined or left: stop and join again (no restart used; elastic)
+    kRestart,    // every node stops its workers and starts attempt `restart_count`
+    kEnded,      // the job is over: `end` says why and with which status
+  };
+  Kind kind = Kind::kNone;
+  int restart_count = 0;  // kRestart
+  JobEnd end;             // kEnded
+  bool shared = false;    // kEnded: every node of the job sees this same end
+  std::string why;        // kMeetAgain, kRestart: one line for the user
+};
+
+// Thrown by join() when the job ended while this node waited to start an attempt.
+class JobEndedError : public Error {
+ public:
+  explicit JobEndedError(JobEnd end) : Error(end.reason), end_(std::move(end)) {}
+  const JobEnd& end() const { return end_; }
+
+ private:
+  JobEnd end_;
+};
+
 class Membership {
  public:
   virtual ~Membership() = default;
 
   // Blocks until this node's round for the next attempt is known. Throws NetworkError,
-  // TimeoutError (rendezvous) or ConfigError.
+  // TimeoutError (rendezvous), ConfigError, InterruptedError (a stop signal), or JobEndedError
+  // (another node ended the job meanwhile).
   virtual Round join(int restart_count) = 0;
 
   // How often changed() wants calling while the workers run; zero: never.
@@ -34,6 +74,47 @@ class Membership {
   // Keeps this node alive in the job and looks around: true when nodes joined or left, so the
   // group must stop and join again (which does not use up a restart).
   virtual bool changed() { return false; }
+
+  // While the workers of attempt `restart_count` run, every poll_interval(): keeps this node
+  // alive in the job and says what the other nodes did. The default: changed().
+  virtual JobEvent watch(int restart_count) {
+    (void)restart_count;
+    JobEvent event;
+    if (changed()) event.kind = JobEvent::Kind::kMeetAgain;
+    return event;
+  }
+
+  // While this node's workers are being stopped (up to --shutdown_timeout and --kill_timeout),
+  // every poll_interval(): only keeps this node alive in the job.
+  virtual void keep_alive() {}
+
+  // This node's workers failed with a restart left: asks every node to start attempt
+  // restart_count + 1. Returns kRestart with the attempt the job moves to (another node may
+  // have asked first), or kEnded when the job has ended meanwhile. Blocks for a store round trip.
+  virtual JobEvent restart_job(int restart_count) {
+    JobEvent event;
+    event.kind = JobEvent::Kind::kRestart;
+    event.restart_count = restart_count + 1;
+    return event;
+  }
+
+  // This node ends the job (its workers failed with no restart left, it was stopped, ...):
+  // tells every node, unless another node ended it first. Returns kEnded with the end that
+  // counts: `end`, or the first one. Blocks for a store round trip; does not throw.
+  virtual JobEvent end_job(const JobEnd& end) {
+    JobEvent event;
+    event.kind = JobEvent::Kind::kEnded;
+    event.end = end;
+    return event;
+  }
+
+  // Every worker of this node's attempt `restart_count` exited 0: blocks until every node's did
+  // (kNone), another node's failure restarts the job (kRestart) or ends it (kEnded). Throws
+  // InterruptedError on a stop signal. The default: kNone at once.
+  virtual JobEvent await_exit(int restart_count) {
+    (void)restart_count;
+    return {};
+  }
 
   // This node is done with the job.
   virtual void leave(bool succeeded) { (void)succeeded; }
@@ -63,18 +144,36 @@ class Membership {
 // chosen and released (the race of torchrun's free-port pick). Workers of every attempt use it:
 // PyTorch's own workers put each attempt under "/worker/attempt_<n>/", so a restart never sees
 // the keys of the one before.
+//
+// With several nodes the launchers are linked through that store (job_link.h): each beats every
+// keep-alive interval (--rdzv_conf keep_alive_interval, 1 s); a node that fails ends or restarts
+// the job for all; node 0 ends it when a node is silent for keep_alive_max_attempt (10) intervals,
+// the others when node 0 is silent or its store is gone. Attempts start together after an
+// attempt barrier, and a node whose workers succeeded waits at the exit barrier for the others.
 class StaticMembership : public Membership {
  public:
   explicit StaticMembership(const LaunchPlan& plan);
   ~StaticMembership() override;
   // The first call on node 0 starts the store (NetworkError naming address and port when it
   // is taken). Call after the launcher has blocked the signals it handles, so that the store's
-  // thread never runs a handler.
+  // thread never runs a handler. With several nodes, then waits at the attempt barrier for
+  // every node (up to --rdzv_conf join_timeout, 600 s: TimeoutError).
   Round join(int restart_count) override;
+  std::chrono::milliseconds poll_interval() const override;
+  JobEvent watch(int restart_count) override;
+  void keep_alive() override;
+  JobEvent restart_job(int restart_count) override;
+  JobEvent end_job(const JobEnd& end) override;
+  JobEvent await_exit(int restart_count) override;
+  // Node 0 stays (at most one keep-alive window) until the other launchers have left its
+  // store, so that none of them reads the store's end as node 0's loss.
+  void leave(bool succeeded) override;
 
  private:
+  class Link;
   const LaunchPlan& plan_;
   std::unique_ptr<rendezvous::StoreServer> store_;
+  std::unique_ptr<Link> link_;  // several nodes only
 };
 
 // The membership the plan asks for: elastic for --rdzv_backend c10d or etcd-v2, else static.

@@ -1,0 +1,170 @@
+#include "nodes/job_link.h"
+
+#include <charconv>
+#include <vector>
+
+#include "acc/common/exit_code.h"
+#include "acc/common/store_keys.h"
+
+namespace acc::launcher {
+namespace {
+
+std::optional<int> parse_number(std::string_view text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+std::string seconds_text(std::chrono::milliseconds duration) {
+  const auto ms = duration.count();
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+  return std::to_string(ms) + " ms";
+}
+
+}  // namespace
+
+std::string format_job_end(const JobEnd& end) {
+  return "node=" + std::to_string(end.node) + " host=" + (end.host.empty() ? "-" : end.host) +
+         " rank=" + std::to_string(end.rank) + " local_rank=" + std::to_string(end.local_rank) +
+         " pid=" + std::to_string(end.pid) + " exit=" + std::to_string(end.exit_code) +
+         " signal=" + std::to_string(end.signal) + " status=" + std::to_string(end.status) +
+         " reason=" + end.reason;
+}
+
+JobEnd parse_job_end(std::string_view line) {
+  JobEnd end;
+  std::string_view rest = line;
+  // Each field as format_job_end writes it, in its order; any mismatch: not one of ours.
+  const auto field = [&rest](std::string_view name) -> std::optional<std::string_view> {
+    if (rest.substr(0, name.size() + 1) != std::string(name) + "=") return std::nullopt;
+    rest.remove_prefix(name.size() + 1);
+    const size_t space = rest.find(' ');
+    if (space == std::string_view::npos) return std::nullopt;
+    const std::string_view value = rest.substr(0, space);
+    rest.remove_prefix(space + 1);
+    return value;
+  };
+  const auto number = [&field](std::string_view name, int& out) {
+    const auto value = field(name);
+    const auto n = value ? parse_number(*value) : std::nullopt;
+    if (n) out = *n;
+    return n.has_value();
+  };
+  std::optional<std::string_view> host;
+  const bool ok = number("node", end.node) && (host = field("host")) && number("rank", end.rank) &&
+                  number("local_rank", end.local_rank) && number("pid", end.pid) &&
+                  number("exit", end.exit_code) && number("signal", end.signal) &&
+                  number("status", end.status) && rest.substr(0, 7) == "reason=";
+  if (!ok) {
+    JobEnd other;
+    other.reason = std::string(line);
+    return other;
+  }
+  end.host = *host == "-" ? "" : std::string(*host);
+  end.reason = std::string(rest.substr(7));
+  return end;
+}
+
+std::string describe_job_end(const JobEnd& end) {
+  std::string line = "node " + std::to_string(end.node);
+  if (!end.host.empty()) line += " (host " + end.host + ")";
+  return line + " ended the job: " + end.reason;
+}
+
+JobLink::JobLink(rendezvous::KeyValueStore& store, const rendezvous::Clock& clock, Options options)
+    : store_(store), clock_(clock), options_(options) {}
+
+void JobLink::join() {
+  if (options_.node_rank == 0) store_.compare_set(store_keys::job_restart(), "", "0");
+  beat();
+}
+
+void JobLink::beat() {
+  store_.add(store_keys::node_alive(options_.node_rank), 1);
+}
+
+JobEvent JobLink::tick(int restart_count) {
+  beat();
+  JobEvent event;
+  if (auto end = ended()) {
+    event.kind = JobEvent::Kind::kEnded;
+    event.end = std::move(*end);
+    event.shared = true;
+    return event;
+  }
+  if (store_.check({store_keys::job_restart()})) {
+    const auto now = parse_number(store_.get(store_keys::job_restart()));
+    if (now && *now > restart_count) {
+      event.kind = JobEvent::Kind::kRestart;
+      event.restart_count = *now;
+      event.why = "another node's workers failed";
+      return event;
+    }
+  }
+  if (const auto silent = silent_node()) {
+    JobEnd lost;
+    lost.node = *silent;
+    lost.status = kExitNodeLost;
+    lost.reason = "its launcher stopped beating for " + seconds_text(options_.keep_alive_window) +
+                  " (seen by node " + std::to_string(options_.node_rank) + ")";
+    event.kind = JobEvent::Kind::kEnded;
+    event.end = end(lost);
+    event.shared = true;
+  }
+  return event;
+}
+
+// Node 0 watches every other node; the others watch node 0. A node not yet registered is not
+// watched: it may still be starting.
+std::optional<int> JobLink::silent_node() {
+  std::vector<int> nodes;
+  if (options_.node_rank == 0) {
+    for (int n = 1; n < options_.nnodes; ++n) nodes.push_back(n);
+  } else {
+    nodes.push_back(0);
+  }
+  std::vector<std::string> keys;
+  for (int n : nodes) keys.push_back(store_keys::node_alive(n));
+  std::vector<std::string> values(keys.size());
+  if (store_.check(keys)) {
+    values = store_.multi_get(keys);
+  } else {
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (store_.check({keys[i]})) values[i] = store_.get(keys[i]);
+  }
+  const auto now = clock_.now();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (values[i].empty()) continue;
+    auto [it, first] = beats_seen_.try_emplace(nodes[i], Seen{values[i], now});
+    if (!first && it->second.value != values[i]) it->second = Seen{values[i], now};
+    if (now - it->second.since >= options_.keep_alive_window) return nodes[i];
+  }
+  return std::nullopt;
+}
+
+std::optional<JobEnd> JobLink::ended() {
+  if (!store_.check({store_keys::job_end()})) return std::nullopt;
+  return parse_job_end(store_.get(store_keys::job_end()));
+}
+
+JobEnd JobLink::end(const JobEnd& end) {
+  return parse_job_end(store_.compare_set(store_keys::job_end(), "", format_job_end(end)));
+}
+
+int JobLink::restart(int restart_count) {
+  const std::string now = store_.compare_set(
+      store_keys::job_restart(), std::to_string(restart_count), std::to_string(restart_count + 1));
+  return parse_number(now).value_or(restart_count + 1);
+}
+
+void JobLink::arrive(const std::string& barrier, int delta) {
+  store_.add(barrier, delta);
+}
+
+bool JobLink::all_arrived(const std::string& barrier) {
+  return store_.add(barrier, 0) >= options_.nnodes;
+}
+
+}  // namespace acc::launcher

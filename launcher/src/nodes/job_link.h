@@ -1,0 +1,77 @@
+#pragma once
+
+// The launchers of one static job, linked through node 0's store (store_keys.h, "the launchers
+// of one job"): each beats, publishes how the job ended or that it restarts, and meets the others
+// at the attempt and exit barriers. Every step here is a few store requests and never waits on a
+// key, so the caller decides how often to call and how to wait; the store and the clock are
+// given, so tests run it on an in-memory store with a clock they move (memory_store.h).
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "acc/launcher/nodes/membership.h"
+#include "acc/rendezvous/clock.h"
+#include "acc/rendezvous/key_value_store.h"
+
+namespace acc::launcher {
+
+// One line for the store: "node=1 host=b rank=3 local_rank=1 pid=42 exit=3 signal=0 status=3
+// reason=rank 3 exited with 3" (the reason last: it may hold spaces).
+std::string format_job_end(const JobEnd& end);
+// The inverse; a line that is not one gives a JobEnd whose reason is the line itself.
+JobEnd parse_job_end(std::string_view line);
+// What every node prints: "node 1 (host b) ended the job: rank 3 exited with 3".
+std::string describe_job_end(const JobEnd& end);
+
+class JobLink {
+ public:
+  struct Options {
+    int node_rank = 0;
+    int nnodes = 1;
+    // A node whose beat did not change for this long is lost: node 0 watches every node, the
+    // others watch node 0.
+    std::chrono::milliseconds keep_alive_window{5'000};
+  };
+
+  // Uses `store` and `clock`, which must outlive it. Not thread-safe. Every method throws what
+  // the store throws (NetworkError, TimeoutError) when it cannot be reached.
+  JobLink(rendezvous::KeyValueStore& store, const rendezvous::Clock& clock, Options options);
+
+  // Adds this node to the job: its first beat, and on node 0 the job's restart count (0).
+  void join();
+  // One beat: ADD 1 to this node's alive counter.
+  void beat();
+  // A beat, then what the others did: the job ended (kEnded), it moved past `restart_count`
+  // (kRestart), or a watched node has been silent for the keep-alive window (then this node ends
+  // the job for it: kEnded with status kExitNodeLost). kNone otherwise.
+  JobEvent tick(int restart_count);
+
+  // The job's end when one was published.
+  std::optional<JobEnd> ended();
+  // Publishes `end` unless an end was published before; returns the one that counts.
+  JobEnd end(const JobEnd& end);
+  // Moves the job from `restart_count` to the next attempt unless another node did; returns
+  // the job's restart count now.
+  int restart(int restart_count);
+
+  // Barriers: this node arrives (adds `delta`: -1 leaves again), and whether every node has.
+  void arrive(const std::string& barrier, int delta = 1);
+  bool all_arrived(const std::string& barrier);
+
+ private:
+  std::optional<int> silent_node();
+
+  rendezvous::KeyValueStore& store_;
+  const rendezvous::Clock& clock_;
+  Options options_;
+  struct Seen {
+    std::string value;
+    rendezvous::Clock::time_point since;
+  };
+  std::map<int, Seen> beats_seen_;
+};
+
+}  // namespace acc::launcher

@@ -1,0 +1,178 @@
+// The link between the launchers of a static job (nodes/job_link.h) on an in-memory store whose
+// clock moves only when the test says: ends, restarts, lost nodes and barriers, node by node.
+
+#include "nodes/job_link.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "acc/common/exit_code.h"
+#include "acc/common/store_keys.h"
+#include "memory_store.h"
+
+namespace acc::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+using Kind = JobEvent::Kind;
+
+class JobLinkTest : public ::testing::Test {
+ protected:
+  // `nnodes` links over one store, each joined.
+  void start(int nnodes) {
+    for (int n = 0; n < nnodes; ++n) {
+      JobLink::Options options;
+      options.node_rank = n;
+      options.nnodes = nnodes;
+      options.keep_alive_window = 5s;
+      nodes_.push_back(std::make_unique<JobLink>(store_, store_, options));
+      nodes_.back()->join();
+    }
+  }
+  JobLink& node(int n) { return *nodes_[n]; }
+
+  static JobEnd worker_failed(int node, int rank, int code) {
+    JobEnd end;
+    end.node = node;
+    end.host = "host" + std::to_string(node);
+    end.rank = rank;
+    end.local_rank = rank % 2;
+    end.pid = 4711;
+    end.exit_code = code;
+    end.status = code;
+    end.reason = "rank " + std::to_string(rank) + " exited with " + std::to_string(code);
+    return end;
+  }
+
+  rendezvous::MemoryStore store_;
+  std::vector<std::unique_ptr<JobLink>> nodes_;
+};
+
+TEST(JobEndTest, ALineRoundTripsWithEveryField) {
+  JobEnd end;
+  end.node = 3;
+  end.host = "gpu-07";
+  end.rank = 25;
+  end.local_rank = 1;
+  end.pid = 4711;
+  end.signal = 9;
+  end.status = 137;
+  end.reason = "rank 25 exited with SIGKILL (9)";
+  const std::string line = format_job_end(end);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const JobEnd back = parse_job_end(line);
+  EXPECT_EQ(back.node, 3);
+  EXPECT_EQ(back.host, "gpu-07");
+  EXPECT_EQ(back.rank, 25);
+  EXPECT_EQ(back.local_rank, 1);
+  EXPECT_EQ(back.pid, 4711);
+  EXPECT_EQ(back.signal, 9);
+  EXPECT_EQ(back.status, 137);
+  EXPECT_EQ(back.reason, end.reason);
+  EXPECT_EQ(describe_job_end(back), "node 3 (host gpu-07) ended the job: " + end.reason);
+}
+
+TEST(JobEndTest, ALineThatIsNotOneOfOursBecomesTheReason) {
+  const JobEnd end = parse_job_end("node=1 host=b rank=x");
+  EXPECT_EQ(end.reason, "node=1 host=b rank=x");
+  EXPECT_EQ(end.status, 1);  // never a success
+}
+
+TEST_F(JobLinkTest, AFailureOnNodeOneIsSeenByNodeZeroAtItsNextTick) {
+  start(2);
+  EXPECT_EQ(node(0).tick(0).kind, Kind::kNone);
+  const JobEnd published = node(1).end(worker_failed(1, 3, 3));
+  EXPECT_EQ(published.node, 1);
+  const JobEvent seen = node(0).tick(0);
+  ASSERT_EQ(seen.kind, Kind::kEnded);
+  EXPECT_TRUE(seen.shared);
+  EXPECT_EQ(seen.end.node, 1);
+  EXPECT_EQ(seen.end.host, "host1");
+  EXPECT_EQ(seen.end.rank, 3);
+  EXPECT_EQ(seen.end.status, 3);
+}
+
+TEST_F(JobLinkTest, TheFirstEndCountsForEveryNode) {
+  start(3);
+  node(2).end(worker_failed(2, 5, 3));
+  // Node 0's own workers failed next (their peers were gone): the job's end is still node 2's.
+  const JobEnd counted = node(0).end(worker_failed(0, 0, 1));
+  EXPECT_EQ(counted.node, 2);
+  EXPECT_EQ(counted.status, 3);
+  EXPECT_EQ(node(1).ended()->node, 2);
+}
+
+TEST_F(JobLinkTest, ARestartMovesEveryNodeToTheSameCount) {
+  start(2);
+  EXPECT_EQ(node(1).restart(0), 1);
+  const JobEvent seen = node(0).tick(0);
+  ASSERT_EQ(seen.kind, Kind::kRestart);
+  EXPECT_EQ(seen.restart_count, 1);
+  // Node 0's workers failed too: asking again does not skip an attempt.
+  EXPECT_EQ(node(0).restart(0), 1);
+  EXPECT_EQ(node(0).tick(1).kind, Kind::kNone);
+  EXPECT_EQ(node(1).tick(1).kind, Kind::kNone);
+}
+
+TEST_F(JobLinkTest, NodeZeroEndsTheJobForANodeSilentForTheWindow) {
+  start(3);
+  node(0).tick(0);  // first look: records every node's beat
+  store_.advance(3s);
+  node(2).beat();
+  EXPECT_EQ(node(0).tick(0).kind, Kind::kNone);
+  store_.advance(2s);  // node 1 silent for 5 s; node 2 for 2 s
+  node(2).beat();
+  const JobEvent seen = node(0).tick(0);
+  ASSERT_EQ(seen.kind, Kind::kEnded);
+  EXPECT_EQ(seen.end.node, 1);
+  EXPECT_EQ(seen.end.rank, -1);
+  EXPECT_EQ(seen.end.status, kExitNodeLost);
+  EXPECT_EQ(seen.end.reason, "its launcher stopped beating for 5 s (seen by node 0)");
+  EXPECT_EQ(node(2).tick(0).end.node, 1);
+}
+
+TEST_F(JobLinkTest, TheOtherNodesEndTheJobWhenNodeZeroIsSilent) {
+  start(2);
+  node(1).tick(0);
+  store_.advance(5s);
+  const JobEvent seen = node(1).tick(0);
+  ASSERT_EQ(seen.kind, Kind::kEnded);
+  EXPECT_EQ(seen.end.node, 0);
+  EXPECT_EQ(seen.end.status, kExitNodeLost);
+}
+
+TEST_F(JobLinkTest, ANodeThatHasNotJoinedYetIsNotLost) {
+  JobLink::Options options;
+  options.node_rank = 0;
+  options.nnodes = 2;
+  options.keep_alive_window = 5s;
+  JobLink zero(store_, store_, options);
+  zero.join();
+  zero.tick(0);
+  store_.advance(60s);
+  EXPECT_EQ(zero.tick(0).kind, Kind::kNone);
+}
+
+TEST_F(JobLinkTest, ABarrierIsCompleteWhenEveryNodeArrived) {
+  start(3);
+  const std::string barrier = store_keys::attempt_barrier(0);
+  node(0).arrive(barrier);
+  node(1).arrive(barrier);
+  EXPECT_FALSE(node(0).all_arrived(barrier));
+  node(2).arrive(barrier);
+  EXPECT_TRUE(node(0).all_arrived(barrier));
+  EXPECT_TRUE(node(2).all_arrived(barrier));
+}
+
+TEST_F(JobLinkTest, ANodeThatLeavesTheExitBarrierNoLongerCounts) {
+  start(2);
+  node(0).arrive(store_keys::exit_barrier());
+  node(0).arrive(store_keys::exit_barrier(), -1);  // the job restarted meanwhile
+  node(1).arrive(store_keys::exit_barrier());
+  EXPECT_FALSE(node(1).all_arrived(store_keys::exit_barrier()));
+}
+
+}  // namespace
+}  // namespace acc::launcher
