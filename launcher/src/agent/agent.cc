@@ -77,6 +77,10 @@ class Agent::Impl : public WorkerGroup::Listener {
     for (int attempt = 0;; ++attempt) {
       try {
         run_attempt(attempt, membership_->join(restart_count));
+      } catch (const NotNeeded& e) {
+        notice(e.what());
+        finish_run_dir();
+        return 0;
       } catch (...) {
         if (group_ && group_->keeps_logs()) keep_run_dir_ = true;
         finish_run_dir();
@@ -131,7 +135,12 @@ class Agent::Impl : public WorkerGroup::Listener {
 
  private:
   int finish(int status) {
-    membership_->leave(status == 0);
+    try {
+      membership_->leave(status == 0);  // may be stopped by a signal at its exit barrier
+    } catch (...) {
+      finish_run_dir();
+      throw;
+    }
     finish_run_dir();
     return status;
   }

@@ -20,6 +20,13 @@ class StoreServer;
 
 namespace acc::launcher {
 
+// Thrown by Membership::join() on a node that the job never needed: it finished while this node
+// waited as a spare. The agent prints the message and exits 0.
+class NotNeeded : public Error {
+ public:
+  using Error::Error;
+};
+
 class Membership {
  public:
   virtual ~Membership() = default;
