@@ -84,7 +84,9 @@ ElasticMembership::ElasticMembership(const LaunchPlan& plan, std::string hostnam
 ElasticMembership::~ElasticMembership() = default;
 
 std::string ElasticMembership::key(const std::string& name) const {
-  return "acc-launch/" + plan_.run_id + "/round/" + std::to_string(round_) + "/" + name;
+  // Inside the run's generation, so that the next run of the same --rdzv_id on a store that
+  // outlives this one (etcd, `acc-launch rendezvous serve`) never reads this run's keys.
+  return rendezvous_->run_scope() + "launch/" + std::to_string(round_) + "/" + name;
 }
 
 void ElasticMembership::connect() {

@@ -10,7 +10,9 @@
 #   3. SIGINT and SIGTERM to a launcher waiting in a rendezvous (one node of --nnodes 2) stop it
 #      within 1 s with 130 and 143;
 #   4. the same for a spare (SIGINT) and for node 0 at the exit barrier (SIGTERM), its worker
-#      done while the other node's still runs.
+#      done while the other node's still runs;
+#   5. on a standalone `acc-launch rendezvous serve`, which outlives the job, the same two-node
+#      PyTorch command with the same --rdzv_id twice in a row: both runs succeed.
 # Nothing may be left running. Usage: spares.sh ACC_LAUNCH.
 set -uo pipefail
 launcher=$(realpath "$1")
@@ -146,3 +148,29 @@ kill -s TERM "$(eval echo \$pid_$node1)"
 wait "$(eval echo \$pid_$node1)"
 await '! left_over' 10 || fail "workers left running"
 echo "PASS: SIGINT to a spare and SIGTERM at the exit barrier stop the launcher within 1 s"
+
+# 5. The same command twice on a standalone store (skipped without python3-torch).
+if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
+  here=$(cd "$(dirname "$0")" && pwd)
+  port=$(free_port)
+  "$launcher" rendezvous serve --host 127.0.0.1 --port "$port" >"$work/serve.out" 2>&1 &
+  pids+=($!)
+  await "listening $port" 20 || fail "rendezvous serve never listened"
+  for run in 1 2; do
+    for n in x y; do
+      PYTHON_EXEC=/usr/bin/python3 HF_HOME=/nonexistent/acc-launch-tests "$launcher" --nnodes 2 \
+        --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" \
+        --rdzv_id again --rdzv_conf is_host=0,last_call_timeout=1,join_timeout=30 \
+        "$here/../pytorch/ddp_check.py" >"$work/run$run$n.out" 2>"$work/run$run$n.err" &
+      eval "pid_$n=$!"
+    done
+    wait "$pid_x"; rx=$?
+    wait "$pid_y"; ry=$?
+    echo "run $run on rendezvous serve (--rdzv_id again): exits $rx and $ry"
+    [ "$rx$ry" = 00 ] && cat "$work"/run$run[xy].out | grep -q 'RESULT world=2 ' ||
+      fail "run $run of the same command"
+  done
+  echo "PASS: the same command with the same --rdzv_id ran twice on one rendezvous server"
+else
+  echo "SKIP (5): no python3-torch"
+fi

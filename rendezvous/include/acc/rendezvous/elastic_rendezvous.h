@@ -115,6 +115,10 @@ class ElasticRendezvous {
   // (its workers failed), so this node should stop its workers and join. One store operation.
   bool superseded();
 
+  // The key prefix of this node's run, "rdzv/<run_id>/<generation>/", for the caller's own keys
+  // of the run (which must not outlive it either). Valid after next_rendezvous() or close_run().
+  std::string run_scope() const { return key(""); }
+
   // Marks the run finished: a node waiting in it (a spare) or meeting again gets
   // RendezvousClosedError; a node that never joined it starts a new run. Then waits up to `linger`
   // for the spares to see the close, so that a store that goes away with this process does not
