@@ -94,7 +94,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       }
       if (stalled_) return finish(kExitTimeout);
       if (membership_changed_) {
-        notice("nodes joined or left the job; meeting again (no restart used)");
+        notice("nodes joined or left the job; meeting again (--max_restarts not used)");
         continue;
       }
       if (!group_->root_cause()) return finish(0);
