@@ -149,9 +149,24 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   rendezvous::StoreClientOptions client;
   client.host = plan_.rdzv_host;
   client.port = plan_.rdzv_port;
-  client.connect_timeout = seconds_conf(plan_, "join_timeout", 600);
   client.timeout = seconds_conf(plan_, "read_timeout", 60);
-  return std::make_unique<rendezvous::StoreClient>(client);
+  // The host may start after this node: keep trying for the join timeout, in short tries with
+  // the stop check between them, so that SIGINT/SIGTERM end the wait within a second.
+  const milliseconds join_timeout = seconds_conf(plan_, "join_timeout", 600);
+  const auto deadline = std::chrono::steady_clock::now() + join_timeout;
+  for (;;) {
+    throw_if_stopped();
+    const auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
+    client.connect_timeout = std::clamp(left, milliseconds(1), milliseconds(100));
+    try {
+      return std::make_unique<rendezvous::StoreClient>(client);
+    } catch (const TimeoutError&) {
+      if (std::chrono::steady_clock::now() < deadline) continue;
+      throw TimeoutError(detail::concat(
+          "no store server answered at ", format_endpoint(plan_.rdzv_host, plan_.rdzv_port),
+          " within ", join_timeout.count(), " ms; is it running and reachable?"));
+    }
+  }
 }
 
 Round ElasticMembership::join(int restart_count) {

@@ -42,6 +42,11 @@ await() {
   local end=$(($(now_ms) + $2 * 1000))
   until eval "$1"; do [ "$(now_ms)" -lt $end ] || return 1; sleep 0.05; done
 }
+takes_signals() {  # SigBlk has SIGINT (bit 1) and SIGTERM (bit 14)
+  local mask
+  mask=$(awk '/^SigBlk/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+  [ -n "$mask" ] && [ $((0x$mask & 0x4002)) = $((0x4002)) ]
+}
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 node() {  # node NAME PORT NNODES [CONF]: one launcher in the background, output in $work/NAME.*
@@ -116,6 +121,23 @@ for sig in INT TERM; do
   [ "$rc" = "$want" ] || fail "SIG$sig: exit $rc, expected $want"
   [ $took -lt 1000 ] || fail "SIG$sig: took ${took} ms"
   left_over && fail "workers left running"
+done
+# A node that is not the store's host, started before it: it waits for the store to come up.
+for sig in INT TERM; do
+  port=$(free_port)
+  node early "$port" 2 ",join_timeout=60,is_host=0"
+  # Until it has taken SIGINT and SIGTERM (blocked, read from a signalfd): from then on a signal
+  # reaches its code, not the default action.
+  await "takes_signals $pid_early" 10 || fail "the launcher never took its signals"
+  t0=$(now_ms)
+  kill -s "$sig" "$pid_early"
+  wait "$pid_early"
+  rc=$?
+  took=$(($(now_ms) - t0))
+  want=$([ $sig = INT ] && echo 130 || echo 143)
+  echo "SIG$sig while waiting for the store's host: exit $rc after ${took} ms"
+  [ "$rc" = "$want" ] || fail "SIG$sig before the host: exit $rc, expected $want"
+  [ $took -lt 1000 ] || fail "SIG$sig before the host: took ${took} ms"
 done
 echo "PASS: SIGINT and SIGTERM stop a launcher waiting in a rendezvous"
 
