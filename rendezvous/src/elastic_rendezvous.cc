@@ -162,7 +162,7 @@ void ElasticRendezvous::wait_as_spare(std::int64_t round) {
   // Counted while waiting, so that close_run() can wait until the spares have seen the close.
   store_.add(key("spares"), 1);
   try {
-    wait_until({next}, Clock::time_point::max());
+    await_next_or_silence(round);
   } catch (...) {
     try {
       store_.add(key("spares"), -1);
@@ -173,6 +173,49 @@ void ElasticRendezvous::wait_as_spare(std::int64_t round) {
   const bool closed = store_.get(next) == "closed";
   store_.add(key("spares"), -1);
   if (closed) throw_closed(true);
+}
+
+void ElasticRendezvous::await_next_or_silence(std::int64_t round) {
+  const std::string next = round_key(round, "next");
+  const int num_nodes = std::stoi(store_.get(round_key(round, "closed")));
+  std::vector<std::string> seen;
+  auto since = clock_.now();
+  for (;;) {
+    try {
+      wait_until({next}, clock_.now() + options_.keep_alive_timeout / 3);
+      return;
+    } catch (const TimeoutError&) {
+    }
+    // A participant that dies is noticed by the others, which meet again; a round whose every
+    // participant died has nobody left to do so, and this spare must, or it would wait forever.
+    std::vector<std::string> beats = heartbeats(round, num_nodes);
+    if (beats != seen) {
+      seen = std::move(beats);
+      since = clock_.now();
+      continue;
+    }
+    if (clock_.now() - since < options_.keep_alive_timeout) continue;
+    if (options_.log)
+      options_.log(detail::concat("every node of rendezvous round ", round,
+                                  " went silent: this spare opens round ", round + 1));
+    store_.set(round_key(round, "failed"), "1");
+    store_.compare_set(key("round"), std::to_string(round), std::to_string(round + 1));
+    store_.set(next, "open");
+    return;
+  }
+}
+
+std::vector<std::string> ElasticRendezvous::heartbeats(std::int64_t round, int num_nodes) {
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < num_nodes; ++rank)
+    keys.push_back(round_key(round, "heartbeat/" + std::to_string(rank)));
+  // A node that died between being counted and writing its keys has none: read it as silent
+  // (its value stays empty) instead of waiting for it.
+  if (store_.check(keys)) return store_.multi_get(keys);
+  std::vector<std::string> values(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    if (store_.check({keys[i]})) values[i] = store_.get(keys[i]);
+  return values;
 }
 
 int ElasticRendezvous::await_close(std::int64_t round, int slot, Clock::time_point deadline) {
@@ -280,20 +323,7 @@ void ElasticRendezvous::heartbeat() {
 
 std::vector<int> ElasticRendezvous::silent_nodes(milliseconds timeout) {
   ACC_CHECK(last_.has_value(), StoreError, "silent_nodes() before next_rendezvous()");
-  std::vector<std::string> keys;
-  for (int rank = 0; rank < last_->num_nodes; ++rank) {
-    keys.push_back(round_key(last_->round, "heartbeat/" + std::to_string(rank)));
-  }
-  // A node that died between being counted and writing its keys has none: read it as silent
-  // (its value stays empty) instead of waiting for it.
-  std::vector<std::string> values(keys.size());
-  if (store_.check(keys)) {
-    values = store_.multi_get(keys);
-  } else {
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      if (store_.check({keys[i]})) values[i] = store_.get(keys[i]);
-    }
-  }
+  const std::vector<std::string> values = heartbeats(last_->round, last_->num_nodes);
   auto now = clock_.now();
   std::vector<int> silent;
   for (int rank = 0; rank < last_->num_nodes; ++rank) {

@@ -294,6 +294,38 @@ TEST_F(ElasticRendezvousTest, ThePreviousParticipantsComeBeforeTheSpare) {
   EXPECT_FALSE(ready(js));
 }
 
+// Nobody is left to meet again when every participant died: the spare opens the next round.
+TEST_F(ElasticRendezvousTest, ASpareOpensTheNextRoundWhenEveryParticipantWentSilent) {
+  auto options = rendezvous(1, 2, 100ms);
+  options.keep_alive_timeout = 300ms;
+  options.spare_delay = 100ms;
+  auto a = node(options, "a"), b = node(options, "b"), spare = node(options, "spare");
+  auto ja = join(*a), jb = join(*b);
+  result(ja);
+  result(jb);
+  auto js = join(*spare);
+  ASSERT_TRUE(store_.await_blocked(1));
+  for (int step = 0; step < 3; ++step) {  // a and b beat for a while
+    a->heartbeat();
+    b->heartbeat();
+    store_.advance(100ms);
+    ASSERT_TRUE(store_.await_blocked(1));
+  }
+  store_.advance(200ms);  // then stop: 200 ms of silence is not yet enough
+  ASSERT_TRUE(store_.await_blocked(1));
+  EXPECT_FALSE(a->superseded()) << "the spare opened a round while the participants lived";
+  store_.advance(100ms);  // 300 ms: the spare opens round 1, and waits its spare_delay
+  ASSERT_TRUE(store_.await_blocked(1));
+  EXPECT_TRUE(a->superseded());
+  store_.advance(100ms);  // then takes a place, and the last call runs
+  ASSERT_TRUE(store_.await_blocked(1));
+  store_.advance(100ms);
+  RendezvousInfo info = result(js);
+  EXPECT_EQ(info.round, 1);
+  EXPECT_EQ(info.num_nodes, 1);
+  EXPECT_EQ(info.restart_count, 1);
+}
+
 // torchrun's TORCHELASTIC_RESTART_COUNT counts failures only: a round that let a node in is
 // not a restart.
 TEST_F(ElasticRendezvousTest, TheRestartCountCountsFailedRoundsOnly) {

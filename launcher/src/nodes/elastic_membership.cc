@@ -101,6 +101,7 @@ void ElasticMembership::connect() {
   // two intervals let them take their places before a spare does.
   options.spare_delay =
       seconds_conf(plan_, "spare_delay", 2.0 * keep_alive_interval_.count() / 1000.0);
+  options.keep_alive_timeout = keep_alive_interval_ * keep_alive_max_attempt_;
   options.log = [](std::string_view line) { log::info(line); };
   rendezvous_ = std::make_unique<rendezvous::ElasticRendezvous>(
       *client_, options, address_ + ":" + std::to_string(::getpid()));

@@ -13,7 +13,8 @@
 // num_nodes_waiting() (so it never disturbs the running round) and waits without a deadline for
 // the next round, which it joins only after `spare_delay`, so that the previous participants,
 // which meet again at their next keep-alive, take their places first. When the run is closed it
-// gets RendezvousClosedError.
+// gets RendezvousClosedError. Should every participant go silent (no heartbeat for
+// keep_alive_timeout), the spare opens the next round itself.
 //
 // Restarts: a participant that meets again because its round failed (its workers failed, or a
 // node of the round went silent) says so (next_rendezvous(true)); the next round's restart_count
@@ -55,6 +56,9 @@ struct RendezvousOptions {
   // How long a spare lets the previous participants rejoin a round opened after a failure
   // before it takes a place in it.
   std::chrono::milliseconds spare_delay{10'000};
+  // How long every participant of a full round must be silent (no heartbeat) before a spare
+  // opens the next round itself: the launcher's keep_alive_interval x keep_alive_max_attempt.
+  std::chrono::milliseconds keep_alive_timeout{30'000};
   // Lines worth a user's eye (this node waits as a spare); may be empty.
   std::function<void(std::string_view)> log;
 };
@@ -134,6 +138,11 @@ class ElasticRendezvous {
   void wait_until(const std::vector<std::string>& keys, Clock::time_point deadline);
   // A spare's wait for the next round after `round`; throws RendezvousClosedError on close.
   void wait_as_spare(std::int64_t round);
+  // Until `round`'s next round opens, or every participant of `round` has been silent for
+  // keep_alive_timeout (then opens it, the round counted as failed).
+  void await_next_or_silence(std::int64_t round);
+  // The heartbeat counters of `round`'s ranks; "" for one not written (yet).
+  std::vector<std::string> heartbeats(std::int64_t round, int num_nodes);
   [[noreturn]] void throw_closed(bool was_spare);
   int restarts_before(std::int64_t round);
   std::string round_key(std::int64_t round, std::string_view name) const;
