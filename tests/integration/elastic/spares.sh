@@ -12,7 +12,9 @@
 #   4. the same for a spare (SIGINT) and for node 0 at the exit barrier (SIGTERM), its worker
 #      done while the other node's still runs;
 #   5. on a standalone `acc-launch rendezvous serve`, which outlives the job, the same two-node
-#      PyTorch command with the same --rdzv_id twice in a row: both runs succeed.
+#      PyTorch command with the same --rdzv_id twice in a row: both runs succeed;
+#   6. on that server, both participants' launchers killed: the spare sees every one of them
+#      silent, opens the next round itself and completes the job (restart count 1).
 # Nothing may be left running. Usage: spares.sh ACC_LAUNCH.
 set -uo pipefail
 launcher=$(realpath "$1")
@@ -172,12 +174,12 @@ await '! left_over' 10 || fail "workers left running"
 echo "PASS: SIGINT to a spare and SIGTERM at the exit barrier stop the launcher within 1 s"
 
 # 5. The same command twice on a standalone store (skipped without python3-torch).
+port=$(free_port)
+"$launcher" rendezvous serve --host 127.0.0.1 --port "$port" >"$work/serve.out" 2>&1 &
+pids+=($!)
+await "listening $port" 20 || fail "rendezvous serve never listened"
 if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
   here=$(cd "$(dirname "$0")" && pwd)
-  port=$(free_port)
-  "$launcher" rendezvous serve --host 127.0.0.1 --port "$port" >"$work/serve.out" 2>&1 &
-  pids+=($!)
-  await "listening $port" 20 || fail "rendezvous serve never listened"
   for run in 1 2; do
     for n in x y; do
       PYTHON_EXEC=/usr/bin/python3 HF_HOME=/nonexistent/acc-launch-tests "$launcher" --nnodes 2 \
@@ -196,3 +198,23 @@ if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
 else
   echo "SKIP (5): no python3-torch"
 fi
+
+# 6. Both participants killed, on the standalone store: nobody is left to meet again but the spare.
+rm -f "$work"/[pqr].*
+for n in p q r; do node "$n" "$port" 1:2 ",is_host=0"; done
+await '[ "$(cat "$work"/[pqr].out 2>/dev/null | grep -c START)" = 2 ]' 30 ||
+  fail "the first round never started"
+spare=$(basename "$(grep -l 'waits as a spare' "$work"/[pqr].err)" .err)
+for n in p q r; do
+  [ "$n" = "$spare" ] && continue
+  kill -9 "$(eval echo \$pid_$n)"
+  wait "$(eval echo \$pid_$n)" 2>/dev/null
+done
+echo "killed both participants; $spare is the spare"
+wait "$(eval echo \$pid_$spare)"
+rc=$?
+grep -h 'acc-launch' "$work/$spare.err"
+[ "$rc" = 0 ] || fail "the spare exited $rc"
+grep -q 'DONE group_rank=0 restart_count=1' "$work/$spare.out" || fail "the spare did not finish the job"
+await '! left_over' 10 || fail "workers left running"
+echo "PASS: with every participant gone, the spare opened the next round and finished the job"
