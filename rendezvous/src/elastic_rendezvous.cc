@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "acc/common/error.h"
@@ -23,12 +24,28 @@ milliseconds ElasticRendezvous::remaining(Clock::time_point deadline) const {
   return std::max(milliseconds(1), std::chrono::ceil<milliseconds>(deadline - clock_.now()));
 }
 
-std::string ElasticRendezvous::key(std::string_view name) const {
+std::string ElasticRendezvous::run_key(std::string_view name) const {
   return "rdzv/" + options_.run_id + "/" + std::string(name);
+}
+
+std::string ElasticRendezvous::key(std::string_view name) const {
+  ACC_ASSERT(generation_.has_value());
+  return run_key(std::to_string(*generation_) + "/" + std::string(name));
 }
 
 std::string ElasticRendezvous::round_key(std::int64_t round, std::string_view name) const {
   return key(std::to_string(round) + "/" + std::string(name));
+}
+
+void ElasticRendezvous::resolve_generation() {
+  if (generation_) return;
+  // Created at 0 on first use. A closed generation is a finished run: this node, which never
+  // took part in it, starts the next one; of several doing so, the first moves the counter.
+  std::int64_t generation = std::stoll(store_.compare_set(run_key("generation"), "", "0"));
+  if (store_.check({run_key(std::to_string(generation) + "/run_closed")}))
+    generation = std::stoll(store_.compare_set(run_key("generation"), std::to_string(generation),
+                                               std::to_string(generation + 1)));
+  generation_ = generation;
 }
 
 std::int64_t ElasticRendezvous::current_round() {
@@ -37,11 +54,37 @@ std::int64_t ElasticRendezvous::current_round() {
 }
 
 void ElasticRendezvous::check_open() {
-  ACC_CHECK(!store_.check({key("run_closed")}), StoreError, "rendezvous '", options_.run_id,
-            "' is closed: the job has finished");
+  if (store_.check({key("run_closed")})) throw_closed(false);
 }
 
-RendezvousInfo ElasticRendezvous::next_rendezvous() {
+void ElasticRendezvous::throw_closed(bool was_spare) {
+  throw RendezvousClosedError(
+      detail::concat("rendezvous '", options_.run_id, "' is closed: the job has finished"),
+      was_spare);
+}
+
+void ElasticRendezvous::wait_until(const std::vector<std::string>& keys,
+                                   Clock::time_point deadline) {
+  // Without a stop check a wait needs no slices; a day stands for "no deadline" in one.
+  const milliseconds slice = stop_check_ ? milliseconds(100) : milliseconds(86'400'000);
+  for (;;) {
+    if (stop_check_) stop_check_();
+    const milliseconds left =
+        deadline == Clock::time_point::max() ? slice : std::min(slice, remaining(deadline));
+    try {
+      store_.wait(keys, left);
+      return;
+    } catch (const TimeoutError&) {
+      if (deadline != Clock::time_point::max() && clock_.now() >= deadline) throw;
+    }
+  }
+}
+
+RendezvousInfo ElasticRendezvous::next_rendezvous(bool failed) {
+  resolve_generation();
+  // Before anything that could open the next round: the node that opens it must have said that
+  // its round failed, so that whoever counts the next round's restarts sees it.
+  if (failed && last_) store_.set(round_key(last_->round, "failed"), "1");
   check_open();
   auto deadline = clock_.now() + options_.join_timeout;
   std::int64_t round = current_round();
@@ -52,7 +95,15 @@ RendezvousInfo ElasticRendezvous::next_rendezvous() {
         store_.compare_set(key("round"), std::to_string(round), std::to_string(round + 1)));
     store_.set(round_key(round - 1, "next"), "open");
   }
+  bool spare = false;  // this node waited as a spare of the round before `round`
   for (;;) {
+    if (spare && spare_left_out(round)) {
+      // The previous participants filled the round again: still a spare.
+      wait_as_spare(round);
+      ++round;
+      continue;
+    }
+    spare = false;
     // The arrival slot (ADD's order) decides who takes part; the rank is the node id's place
     // among the participants', so the same nodes get the same ranks however they raced.
     int slot = static_cast<int>(store_.add(round_key(round, "joined"), 1) - 1);
@@ -60,26 +111,111 @@ RendezvousInfo ElasticRendezvous::next_rendezvous() {
     if (slot + 1 == options_.max_nodes) close_round(round, options_.max_nodes);
     int num_nodes = await_close(round, slot, deadline);
     if (slot < num_nodes) {
-      const int rank = assign_rank(round, slot, num_nodes, deadline);
+      int restart_count = 0;
+      const int rank = assign_rank(round, slot, num_nodes, deadline, restart_count);
       store_.multi_set({round_key(round, "node/" + std::to_string(rank)),
                         round_key(round, "heartbeat/" + std::to_string(rank))},
                        {node_id_, "0"});
-      last_ = RendezvousInfo{round, rank, num_nodes};
+      last_ = RendezvousInfo{round, rank, num_nodes, restart_count};
       heartbeats_seen_.clear();
       return *last_;
     }
-    // Too late for this round: wait until a participant opens the next one.
+    if (num_nodes >= options_.max_nodes) {
+      // A full round: wait as a spare, without a deadline, and without disturbing it.
+      wait_as_spare(round);
+      spare = true;
+      ++round;
+      continue;
+    }
+    // Too late for a round with room: the participants see this node waiting and meet again.
     try {
-      store_.wait({round_key(round, "next")}, remaining(deadline));
+      wait_until({round_key(round, "next")}, deadline);
     } catch (const TimeoutError&) {
       throw TimeoutError(detail::concat("rendezvous '", options_.run_id, "': round ", round,
                                         " closed before this node joined and no next round "
                                         "opened within ",
                                         options_.join_timeout.count(), " ms"));
     }
-    check_open();
+    if (store_.get(round_key(round, "next")) == "closed") throw_closed(true);
     ++round;
   }
+}
+
+bool ElasticRendezvous::spare_left_out(std::int64_t round) {
+  // The previous participants meet again at their next keep-alive: let them take their places
+  // first, and take one only if the round is still open after spare_delay.
+  const std::string closed = round_key(round, "closed");
+  try {
+    wait_until({closed}, clock_.now() + options_.spare_delay);
+  } catch (const TimeoutError&) {
+    check_open();
+    return false;
+  }
+  return std::stoll(store_.get(closed)) >= options_.max_nodes;
+}
+
+void ElasticRendezvous::wait_as_spare(std::int64_t round) {
+  const std::string next = round_key(round, "next");
+  if (options_.log && !store_.check({next}))
+    options_.log(detail::concat("rendezvous round ", round, " is full (", options_.max_nodes,
+                                " nodes): this node waits as a spare"));
+  // Counted while waiting, so that close_run() can wait until the spares have seen the close.
+  store_.add(key("spares"), 1);
+  try {
+    await_next_or_silence(round);
+  } catch (...) {
+    try {
+      store_.add(key("spares"), -1);
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  const bool closed = store_.get(next) == "closed";
+  store_.add(key("spares"), -1);
+  if (closed) throw_closed(true);
+}
+
+void ElasticRendezvous::await_next_or_silence(std::int64_t round) {
+  const std::string next = round_key(round, "next");
+  const int num_nodes = std::stoi(store_.get(round_key(round, "closed")));
+  std::vector<std::string> seen;
+  auto since = clock_.now();
+  for (;;) {
+    try {
+      wait_until({next}, clock_.now() + options_.keep_alive_timeout / 3);
+      return;
+    } catch (const TimeoutError&) {
+    }
+    // A participant that dies is noticed by the others, which meet again; a round whose every
+    // participant died has nobody left to do so, and this spare must, or it would wait forever.
+    std::vector<std::string> beats = heartbeats(round, num_nodes);
+    if (beats != seen) {
+      seen = std::move(beats);
+      since = clock_.now();
+      continue;
+    }
+    if (clock_.now() - since < options_.keep_alive_timeout) continue;
+    if (options_.log)
+      options_.log(detail::concat("every node of rendezvous round ", round,
+                                  " went silent: this spare opens round ", round + 1));
+    store_.set(round_key(round, "failed"), "1");
+    store_.compare_set(key("round"), std::to_string(round), std::to_string(round + 1));
+    store_.set(next, "open");
+    return;
+  }
+}
+
+std::vector<std::string> ElasticRendezvous::heartbeats(std::int64_t round, int num_nodes) {
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < num_nodes; ++rank)
+    keys.push_back(round_key(round, "heartbeat/" + std::to_string(rank)));
+  // A node that died between being counted and writing its keys has none: read it as silent
+  // (its value stays empty) instead of waiting for it.
+  if (store_.check(keys)) return store_.multi_get(keys);
+  std::vector<std::string> values(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    if (store_.check({keys[i]})) values[i] = store_.get(keys[i]);
+  return values;
 }
 
 int ElasticRendezvous::await_close(std::int64_t round, int slot, Clock::time_point deadline) {
@@ -88,14 +224,14 @@ int ElasticRendezvous::await_close(std::int64_t round, int slot, Clock::time_poi
     // Enough nodes: last call. Whoever's last call ends first closes the round with the count
     // joined by then; ADD's order makes that count agree with the slots that take part.
     try {
-      store_.wait(closed, std::min(options_.last_call_timeout, remaining(deadline)));
+      wait_until(closed, std::min(clock_.now() + options_.last_call_timeout, deadline));
     } catch (const TimeoutError&) {
       auto joined = store_.add(round_key(round, "joined"), 0);
       close_round(round, static_cast<int>(std::min<std::int64_t>(joined, options_.max_nodes)));
     }
   } else {
     try {
-      store_.wait(closed, remaining(deadline));
+      wait_until(closed, deadline);
     } catch (const TimeoutError&) {
       auto joined = store_.add(round_key(round, "joined"), 0);
       throw TimeoutError(detail::concat("rendezvous '", options_.run_id, "': round ", round,
@@ -107,12 +243,23 @@ int ElasticRendezvous::await_close(std::int64_t round, int slot, Clock::time_poi
   return std::stoi(store_.get(closed[0]));
 }
 
+int ElasticRendezvous::restarts_before(std::int64_t round) {
+  if (round == 0) return 0;
+  // The previous round closed (its participants opened this one), and its first arrival wrote
+  // its count before any of them learnt a rank; check() all the same, never a wait.
+  const std::string count = round_key(round - 1, "restarts");
+  const int before = store_.check({count}) ? std::stoi(store_.get(count)) : 0;
+  return before + (store_.check({round_key(round - 1, "failed")}) ? 1 : 0);
+}
+
 int ElasticRendezvous::assign_rank(std::int64_t round, int slot, int num_nodes,
-                                   Clock::time_point deadline) {
+                                   Clock::time_point deadline, int& restart_count) {
   const std::string mine = round_key(round, "rank/" + std::to_string(slot));
+  const std::string restarts = round_key(round, "restarts");
   if (slot == 0) {
-    // The first arrival sorts the participants' ids and publishes each slot's rank: O(n) work
-    // for this one node, one read and one write; every other node reads its own rank only.
+    // The first arrival sorts the participants' ids and publishes each slot's rank and the
+    // round's restart count: O(n) work for this one node, one read and one write; every other
+    // node reads its own rank only.
     std::vector<std::string> slot_keys;
     for (int i = 0; i < num_nodes; ++i)
       slot_keys.push_back(round_key(round, "slot/" + std::to_string(i)));
@@ -122,19 +269,20 @@ int ElasticRendezvous::assign_rank(std::int64_t round, int slot, int num_nodes,
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
       return ids[static_cast<std::size_t>(a)] < ids[static_cast<std::size_t>(b)];
     });
-    std::vector<std::string> rank_keys, ranks;
+    restart_count = restarts_before(round);
+    std::vector<std::string> keys = {restarts}, values = {std::to_string(restart_count)};
     int own = 0;
     for (int rank = 0; rank < num_nodes; ++rank) {
       const int of = order[static_cast<std::size_t>(rank)];
-      rank_keys.push_back(round_key(round, "rank/" + std::to_string(of)));
-      ranks.push_back(std::to_string(rank));
+      keys.push_back(round_key(round, "rank/" + std::to_string(of)));
+      values.push_back(std::to_string(rank));
       if (of == slot) own = rank;
     }
-    store_.multi_set(rank_keys, ranks);
+    store_.multi_set(keys, values);
     return own;
   }
   try {
-    store_.wait({mine}, remaining(deadline));
+    wait_until({mine}, deadline);
   } catch (const TimeoutError&) {
     throw TimeoutError(detail::concat(
         "rendezvous '", options_.run_id, "': round ", round, " closed with ", num_nodes,
@@ -142,7 +290,9 @@ int ElasticRendezvous::assign_rank(std::int64_t round, int slot, int num_nodes,
         " ms (the node that sorts them, the round's first "
         "arrival, stopped?)"));
   }
-  return std::stoi(store_.get(mine));
+  const std::vector<std::string> got = store_.multi_get({mine, restarts});
+  restart_count = std::stoi(got[1]);
+  return std::stoi(got[0]);
 }
 
 void ElasticRendezvous::close_round(std::int64_t round, int num_nodes) {
@@ -159,8 +309,11 @@ int ElasticRendezvous::num_nodes_waiting() {
   std::int64_t round = current_round();
   std::string closed = round_key(round, "closed");
   if (!store_.check({closed})) return 0;
+  const std::int64_t taking_part = std::stoll(store_.get(closed));
+  // A full round's late arrivals are spares: meeting again would only leave them out again.
+  if (taking_part >= options_.max_nodes) return 0;
   auto joined = store_.add(round_key(round, "joined"), 0);
-  return static_cast<int>(std::max<std::int64_t>(0, joined - std::stoll(store_.get(closed))));
+  return static_cast<int>(std::max<std::int64_t>(0, joined - taking_part));
 }
 
 void ElasticRendezvous::heartbeat() {
@@ -170,20 +323,7 @@ void ElasticRendezvous::heartbeat() {
 
 std::vector<int> ElasticRendezvous::silent_nodes(milliseconds timeout) {
   ACC_CHECK(last_.has_value(), StoreError, "silent_nodes() before next_rendezvous()");
-  std::vector<std::string> keys;
-  for (int rank = 0; rank < last_->num_nodes; ++rank) {
-    keys.push_back(round_key(last_->round, "heartbeat/" + std::to_string(rank)));
-  }
-  // A node that died between being counted and writing its keys has none: read it as silent
-  // (its value stays empty) instead of waiting for it.
-  std::vector<std::string> values(keys.size());
-  if (store_.check(keys)) {
-    values = store_.multi_get(keys);
-  } else {
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      if (store_.check({keys[i]})) values[i] = store_.get(keys[i]);
-    }
-  }
+  const std::vector<std::string> values = heartbeats(last_->round, last_->num_nodes);
   auto now = clock_.now();
   std::vector<int> silent;
   for (int rank = 0; rank < last_->num_nodes; ++rank) {
@@ -194,10 +334,14 @@ std::vector<int> ElasticRendezvous::silent_nodes(milliseconds timeout) {
   return silent;
 }
 
-void ElasticRendezvous::close_run() {
+void ElasticRendezvous::close_run(milliseconds linger) {
+  resolve_generation();
   store_.set(key("run_closed"), "1");
   // Wake nodes waiting for a next round, so they see the run closed.
   store_.set(round_key(current_round(), "next"), "closed");
+  const auto deadline = std::chrono::steady_clock::now() + linger;
+  while (std::chrono::steady_clock::now() < deadline && store_.add(key("spares"), 0) > 0)
+    std::this_thread::sleep_for(milliseconds(20));
 }
 
 }  // namespace acc::rendezvous

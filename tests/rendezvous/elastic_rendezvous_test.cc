@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <atomic>
 #include <future>
 #include <map>
 #include <memory>
@@ -56,6 +59,14 @@ class ElasticRendezvousTest : public ::testing::Test {
   ElasticRendezvous* node(const RendezvousOptions& options, const std::string& id) {
     nodes_.push_back(std::make_unique<ElasticRendezvous>(store_, options, id, store_));
     return nodes_.back().get();
+  }
+
+  std::future<RendezvousInfo> join_after_failure(ElasticRendezvous& node) {
+    auto task = std::make_shared<std::packaged_task<RendezvousInfo()>>(
+        [&node] { return node.next_rendezvous(true); });
+    auto future = task->get_future();
+    threads_.emplace_back([task] { (*task)(); });
+    return future;
   }
 
   // Starts `node` joining on a thread of its own. The future does not block when destroyed, so a
@@ -185,9 +196,12 @@ TEST_F(ElasticRendezvousTest, LateNodeWaitsAndJoinsTheNextRoundWhenParticipantsR
 }
 
 TEST_F(ElasticRendezvousTest, ALateNodeGivesUpWhenNoNextRoundOpensWithinTheJoinTimeout) {
-  auto options = rendezvous(1, 1);
+  auto options = rendezvous(1, 2);
   auto a = node(options, "a"), late = node(options, "late");
-  ASSERT_EQ(a->next_rendezvous().num_nodes, 1);
+  auto ja = join(*a);
+  ASSERT_TRUE(store_.await_blocked(1));
+  store_.advance(options.last_call_timeout);  // closes the round with one of two
+  ASSERT_EQ(result(ja).num_nodes, 1);
   auto jl = join(*late);
   ASSERT_TRUE(store_.await_blocked(1));
   store_.advance(options.join_timeout);
@@ -198,6 +212,160 @@ TEST_F(ElasticRendezvousTest, ALateNodeGivesUpWhenNoNextRoundOpensWithinTheJoinT
     EXPECT_NE(std::string(error.what()).find("no next round opened"), std::string::npos)
         << error.what();
   }
+}
+
+// Three nodes for at most two: the third is a spare. It is not a node waiting to join (which
+// would make the participants meet again, and leave one out again), and it waits past any
+// join timeout while the round runs.
+TEST_F(ElasticRendezvousTest, ASpareOfAFullRoundNeitherDisturbsItNorTimesOut) {
+  auto options = rendezvous(1, 2);
+  auto a = node(options, "a"), b = node(options, "b"), spare = node(options, "spare");
+  auto ja = join(*a), jb = join(*b);
+  ASSERT_EQ(result(ja).round, 0);
+  ASSERT_EQ(result(jb).num_nodes, 2);
+  auto js = join(*spare);
+  ASSERT_TRUE(store_.await_blocked(1));
+  EXPECT_EQ(a->num_nodes_waiting(), 0);
+  EXPECT_EQ(b->num_nodes_waiting(), 0);
+  store_.advance(options.join_timeout * 3);
+  ASSERT_TRUE(store_.await_blocked(1));
+  EXPECT_FALSE(ready(js)) << "the spare gave up while the round ran";
+  EXPECT_FALSE(a->superseded());
+  // The job ends: the spare learns that it was never needed.
+  a->close_run();
+  try {
+    result(js);
+    FAIL() << "the spare joined a closed run";
+  } catch (const RendezvousClosedError& error) {
+    EXPECT_TRUE(error.was_spare());
+  }
+}
+
+// A participant fails and meets again; the other participant is gone. The spare lets the
+// previous participants rejoin first (spare_delay), then takes the free place. The new round's
+// restart count is 1 on both nodes, the spare included.
+TEST_F(ElasticRendezvousTest, ASpareTakesTheFreePlaceAfterAFailureAndSharesTheRestartCount) {
+  auto options = rendezvous(1, 2, 300ms);
+  options.spare_delay = 100ms;
+  auto a = node(options, "a"), b = node(options, "b"), spare = node(options, "spare");
+  auto ja = join(*a), jb = join(*b);
+  ASSERT_EQ(result(ja).restart_count, 0);
+  ASSERT_EQ(result(jb).restart_count, 0);
+  auto js = join(*spare);
+  ASSERT_TRUE(store_.await_blocked(1));
+  auto again = join_after_failure(*a);   // b never comes back
+  ASSERT_TRUE(store_.await_blocked(2));  // a in its last call, the spare in its delay
+  store_.advance(99ms);
+  ASSERT_TRUE(store_.await_blocked(2));
+  EXPECT_FALSE(ready(js)) << "the spare took a place before spare_delay";
+  store_.advance(1ms);
+  RendezvousInfo ia = result(again), is = result(js);
+  EXPECT_EQ(ia.round, 1);
+  EXPECT_EQ(is.round, 1);
+  EXPECT_EQ(ia.num_nodes, 2);
+  EXPECT_EQ(std::set<int>({ia.node_rank, is.node_rank}), (std::set<int>{0, 1}));
+  EXPECT_EQ(ia.restart_count, 1);
+  EXPECT_EQ(is.restart_count, 1);
+}
+
+// Both participants come back (one failed, the other saw the round superseded): they fill the
+// next round and the spare stays a spare.
+TEST_F(ElasticRendezvousTest, ThePreviousParticipantsComeBeforeTheSpare) {
+  auto options = rendezvous(1, 2);
+  options.spare_delay = 100ms;
+  auto a = node(options, "a"), b = node(options, "b"), spare = node(options, "spare");
+  auto ja = join(*a), jb = join(*b);
+  result(ja);
+  result(jb);
+  auto js = join(*spare);
+  ASSERT_TRUE(store_.await_blocked(1));
+  auto ra = join_after_failure(*a);
+  ASSERT_TRUE(store_.await_blocked(2));
+  ASSERT_TRUE(b->superseded());
+  auto rb = join(*b);
+  RendezvousInfo ia = result(ra), ib = result(rb);
+  EXPECT_EQ(ia.num_nodes, 2);
+  EXPECT_EQ(ib.num_nodes, 2);
+  EXPECT_EQ(ia.restart_count, 1);
+  EXPECT_EQ(ib.restart_count, 1);
+  ASSERT_TRUE(store_.await_blocked(1));  // the spare waits for round 2 now
+  store_.advance(options.join_timeout * 2);
+  ASSERT_TRUE(store_.await_blocked(1));
+  EXPECT_FALSE(ready(js));
+}
+
+// Nobody is left to meet again when every participant died: the spare opens the next round.
+TEST_F(ElasticRendezvousTest, ASpareOpensTheNextRoundWhenEveryParticipantWentSilent) {
+  auto options = rendezvous(1, 2, 100ms);
+  options.keep_alive_timeout = 300ms;
+  options.spare_delay = 100ms;
+  auto a = node(options, "a"), b = node(options, "b"), spare = node(options, "spare");
+  auto ja = join(*a), jb = join(*b);
+  result(ja);
+  result(jb);
+  auto js = join(*spare);
+  ASSERT_TRUE(store_.await_blocked(1));
+  for (int step = 0; step < 3; ++step) {  // a and b beat for a while
+    a->heartbeat();
+    b->heartbeat();
+    store_.advance(100ms);
+    ASSERT_TRUE(store_.await_blocked(1));
+  }
+  store_.advance(200ms);  // then stop: 200 ms of silence is not yet enough
+  ASSERT_TRUE(store_.await_blocked(1));
+  EXPECT_FALSE(a->superseded()) << "the spare opened a round while the participants lived";
+  store_.advance(100ms);  // 300 ms: the spare opens round 1, and waits its spare_delay
+  ASSERT_TRUE(store_.await_blocked(1));
+  EXPECT_TRUE(a->superseded());
+  store_.advance(100ms);  // then takes a place, and the last call runs
+  ASSERT_TRUE(store_.await_blocked(1));
+  store_.advance(100ms);
+  RendezvousInfo info = result(js);
+  EXPECT_EQ(info.round, 1);
+  EXPECT_EQ(info.num_nodes, 1);
+  EXPECT_EQ(info.restart_count, 1);
+}
+
+// torchrun's TORCHELASTIC_RESTART_COUNT counts failures only: a round that let a node in is
+// not a restart.
+TEST_F(ElasticRendezvousTest, TheRestartCountCountsFailedRoundsOnly) {
+  auto options = rendezvous(1, 3);
+  auto a = node(options, "a"), b = node(options, "b");
+  auto ja = join(*a);
+  ASSERT_TRUE(store_.await_blocked(1));
+  store_.advance(options.last_call_timeout);
+  ASSERT_EQ(result(ja).num_nodes, 1);
+  auto jb = join(*b);
+  ASSERT_TRUE(store_.await_blocked(1));
+  ASSERT_EQ(a->num_nodes_waiting(), 1);
+  auto ra = join(*a);  // meets again to let b in
+  ASSERT_TRUE(store_.await_blocked(2));
+  store_.advance(options.last_call_timeout);
+  RendezvousInfo ia = result(ra), ib = result(jb);
+  EXPECT_EQ(ia.round, 1);
+  EXPECT_EQ(ia.num_nodes, 2);
+  EXPECT_EQ(ia.restart_count, 0);
+  EXPECT_EQ(ib.restart_count, 0);
+  auto fa = join_after_failure(*a), fb = join(*b);
+  ASSERT_TRUE(store_.await_blocked(2));
+  store_.advance(options.last_call_timeout);
+  EXPECT_EQ(result(fa).restart_count, 1);
+  EXPECT_EQ(result(fb).restart_count, 1);
+}
+
+// The launcher's SIGINT/SIGTERM: every wait looks at the stop check at least every 100 ms.
+TEST_F(ElasticRendezvousTest, AStopCheckEndsAWaitWithinOneSlice) {
+  auto options = rendezvous(2, 2);
+  auto lonely = node(options, "lonely");
+  std::atomic<bool> stop{false};
+  lonely->set_stop_check([&] {
+    if (stop) throw InterruptedError(SIGTERM, "stopped");
+  });
+  auto j = join(*lonely);
+  ASSERT_TRUE(store_.await_blocked(1));
+  stop = true;
+  store_.advance(100ms);
+  EXPECT_THROW(result(j), InterruptedError);
 }
 
 TEST_F(ElasticRendezvousTest, HeartbeatsTellSilentNodes) {
@@ -231,16 +399,33 @@ TEST_F(ElasticRendezvousTest, AParticipantMeetingAgainSupersedesTheRound) {
   EXPECT_EQ(result(jb2).round, 1);
 }
 
-TEST_F(ElasticRendezvousTest, ClosedRunRefusesNewRendezvousAndWakesWaitingNodes) {
-  auto options = rendezvous(1, 1);
+TEST_F(ElasticRendezvousTest, AClosedRunWakesItsNodesAndANewNodeStartsTheNextRun) {
+  auto options = rendezvous(1, 2, 300ms);
   auto a = node(options, "a"), late = node(options, "late");
-  EXPECT_EQ(a->next_rendezvous().num_nodes, 1);
+  auto ja = join(*a);
+  ASSERT_TRUE(store_.await_blocked(1));
+  store_.advance(300ms);
+  ASSERT_EQ(result(ja).num_nodes, 1);
   auto jl = join(*late);
   ASSERT_TRUE(store_.await_blocked(1));
   a->close_run();
-  EXPECT_THROW(result(jl), StoreError);
+  EXPECT_THROW(result(jl), RendezvousClosedError);
+  // A participant of the closed run meeting again: the job is over, and not for want of it.
+  try {
+    a->next_rendezvous();
+    FAIL() << "a node of the closed run met again";
+  } catch (const RendezvousClosedError& error) {
+    EXPECT_FALSE(error.was_spare());
+  }
+  // The same command again, with the same run id: a new run, from round 0.
   auto b = node(options, "b");
-  EXPECT_THROW(b->next_rendezvous(), StoreError);
+  auto jb = join(*b);
+  ASSERT_TRUE(store_.await_blocked(1));
+  store_.advance(300ms);
+  RendezvousInfo ib = result(jb);
+  EXPECT_EQ(ib.round, 0);
+  EXPECT_EQ(ib.num_nodes, 1);
+  EXPECT_EQ(ib.restart_count, 0);
 }
 
 TEST_F(ElasticRendezvousTest, BadNodeCountsAreAConfigError) {
@@ -268,7 +453,8 @@ TEST_F(ElasticRendezvousTest, AJoinWritesTheSameNumberOfKeysWhateverTheNodeCount
   const auto per_node = (keys_for_8 - keys_for_2) / 6;
   EXPECT_EQ(per_node * 6, keys_for_8 - keys_for_2);
   EXPECT_EQ(per_node, 4u);
-  EXPECT_EQ(keys_for_2 - 2 * per_node, 3u);  // round counter, joined counter, closed count
+  // The run's generation, and the round counter, joined counter, closed count, restart count.
+  EXPECT_EQ(keys_for_2 - 2 * per_node, 5u);
 }
 
 // The same rounds over our real store server on a loopback port the kernel picked, each node with
@@ -323,13 +509,17 @@ TEST_F(ElasticRendezvousOverStoreServerTest, MaxNodesJoiningGetDistinctRanks) {
   EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
 }
 
-TEST_F(ElasticRendezvousOverStoreServerTest, ClosedRunRefusesNewRendezvous) {
+// A standalone store outlives the job: the same run id runs again once the last run closed.
+TEST_F(ElasticRendezvousOverStoreServerTest, TheSameRunIdRunsAgainAfterTheRunClosed) {
   auto options = rendezvous(1, 1);
-  Node a = node(options, "a");
-  EXPECT_EQ(a.handler->next_rendezvous().num_nodes, 1);
-  a.handler->close_run();
-  Node b = node(options, "b");
-  EXPECT_THROW(b.handler->next_rendezvous(), StoreError);
+  for (int run = 0; run < 2; ++run) {
+    Node a = node(options, "a");
+    RendezvousInfo info = a.handler->next_rendezvous();
+    EXPECT_EQ(info.round, 0) << "run " << run;
+    EXPECT_EQ(info.num_nodes, 1) << "run " << run;
+    a.handler->close_run();
+    EXPECT_THROW(a.handler->next_rendezvous(), RendezvousClosedError);
+  }
 }
 
 // What an agent does while its workers run, on every node, round after round: it must never

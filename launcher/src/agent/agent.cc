@@ -111,12 +111,16 @@ class Agent::Impl : public WorkerGroup::Listener {
           return end_job(launcher_exit(kExitTimeout, plan_.retryable_exit_code),
                          "its workers stopped making progress");
         if (membership_changed_) {
-          notice("nodes joined or left the job; meeting again (no restart used)");
+          notice("nodes joined or left the job; meeting again (--max_restarts not used)");
           continue;
         }
         next = job_event_;
         // Every worker here succeeded: so must every other node's, or the job goes on.
         if (next.kind == JobEvent::Kind::kNone) next = membership_->await_exit(restart_count_);
+      } catch (const NotNeeded& e) {
+        notice(e.what());
+        finish_run_dir();
+        return 0;
       } catch (...) {
         if (group_ && group_->keeps_logs()) keep_run_dir_ = true;
         finish_run_dir();
@@ -162,7 +166,12 @@ class Agent::Impl : public WorkerGroup::Listener {
 
  private:
   int finish(int status) {
-    membership_->leave(status == 0);
+    try {
+      membership_->leave(status == 0);  // may be stopped by a signal at its exit barrier
+    } catch (...) {
+      finish_run_dir();
+      throw;
+    }
     finish_run_dir();
     return status;
   }

@@ -84,7 +84,9 @@ ElasticMembership::ElasticMembership(const LaunchPlan& plan, std::string hostnam
 ElasticMembership::~ElasticMembership() = default;
 
 std::string ElasticMembership::key(const std::string& name) const {
-  return "acc-launch/" + plan_.run_id + "/round/" + std::to_string(round_) + "/" + name;
+  // Inside the run's generation, so that the next run of the same --rdzv_id on a store that
+  // outlives this one (etcd, `acc-launch rendezvous serve`) never reads this run's keys.
+  return rendezvous_->run_scope() + "launch/" + std::to_string(round_) + "/" + name;
 }
 
 void ElasticMembership::connect() {
@@ -95,8 +97,30 @@ void ElasticMembership::connect() {
   options.max_nodes = plan_.max_nodes;
   options.join_timeout = seconds_conf(plan_, "join_timeout", 600);
   options.last_call_timeout = seconds_conf(plan_, "last_call_timeout", 30);
+  // The previous participants meet again at their next keep-alive and then stop their workers:
+  // two intervals let them take their places before a spare does.
+  options.spare_delay =
+      seconds_conf(plan_, "spare_delay", 2.0 * keep_alive_interval_.count() / 1000.0);
+  options.keep_alive_timeout = keep_alive_interval_ * keep_alive_max_attempt_;
+  options.log = [](std::string_view line) { log::info(line); };
   rendezvous_ = std::make_unique<rendezvous::ElasticRendezvous>(
       *client_, options, address_ + ":" + std::to_string(::getpid()));
+  rendezvous_->set_stop_check([this] { throw_if_stopped(); });
+}
+
+void ElasticMembership::wait_for(const std::string& name, milliseconds timeout) {
+  // In slices, so that SIGINT/SIGTERM stop the launcher within a second here too.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    throw_if_stopped();
+    const auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
+    try {
+      client_->wait({key(name)}, std::clamp(left, milliseconds(1), milliseconds(100)));
+      return;
+    } catch (const TimeoutError&) {
+      if (std::chrono::steady_clock::now() >= deadline) throw;
+    }
+  }
 }
 
 std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
@@ -126,15 +150,40 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   rendezvous::StoreClientOptions client;
   client.host = plan_.rdzv_host;
   client.port = plan_.rdzv_port;
-  client.connect_timeout = seconds_conf(plan_, "join_timeout", 600);
   client.timeout = seconds_conf(plan_, "read_timeout", 60);
-  return std::make_unique<rendezvous::StoreClient>(client);
+  // The host may start after this node: keep trying for the join timeout, in short tries with
+  // the stop check between them, so that SIGINT/SIGTERM end the wait within a second.
+  const milliseconds join_timeout = seconds_conf(plan_, "join_timeout", 600);
+  const auto deadline = std::chrono::steady_clock::now() + join_timeout;
+  for (;;) {
+    throw_if_stopped();
+    const auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
+    client.connect_timeout = std::clamp(left, milliseconds(1), milliseconds(100));
+    try {
+      return std::make_unique<rendezvous::StoreClient>(client);
+    } catch (const TimeoutError&) {
+      if (std::chrono::steady_clock::now() < deadline) continue;
+      throw TimeoutError(detail::concat(
+          "no store server answered at ", format_endpoint(plan_.rdzv_host, plan_.rdzv_port),
+          " within ", join_timeout.count(), " ms; is it running and reachable?"));
+    }
+  }
 }
 
 Round ElasticMembership::join(int restart_count) {
   if (!client_) connect();
   worker_store_.reset();  // the last round's; its workers are gone
-  const rendezvous::RendezvousInfo info = rendezvous_->next_rendezvous();
+  // A restart the agent counted, or a node of the round that went silent: the round failed.
+  const bool failed = restart_count > restarts_seen_ || failure_seen_;
+  restarts_seen_ = restart_count;
+  failure_seen_ = false;
+  rendezvous::RendezvousInfo info;
+  try {
+    info = rendezvous_->next_rendezvous(failed);
+  } catch (const rendezvous::RendezvousClosedError& e) {
+    if (!e.was_spare()) throw;
+    throw NotNeeded("the job finished without needing this node (it waited as a spare)");
+  }
   round_ = info.round;
   num_nodes_ = info.num_nodes;
   if (info.node_rank == 0) {
@@ -145,6 +194,7 @@ Round ElasticMembership::join(int restart_count) {
     worker_store_->start();
     client_->set(key("workers_store"), format_endpoint(address_, worker_store_->port()));
   }
+  wait_for("workers_store", seconds_conf(plan_, "join_timeout", 600));
   const Endpoint workers_store =
       parse_endpoint(client_->get(key("workers_store")), 0, "the round's workers store");
   Round round;
@@ -152,12 +202,11 @@ Round ElasticMembership::join(int restart_count) {
   round.nnodes = info.num_nodes;
   round.master_addr = workers_store.host;
   round.master_port = workers_store.port;
-  // Every node of a round must tell its workers the same attempt: PyTorch's workers keep each
-  // attempt's keys under /worker/attempt_<TORCHELASTIC_RESTART_COUNT>/, and nodes that failed
-  // and nodes that only met again have used different numbers of restarts. The round is the
-  // job's attempt. (--max_restarts still counts this node's failures.)
-  (void)restart_count;
-  round.restart_count = static_cast<int>(info.round);
+  // Failed rounds so far, the same on every node of the round (spares included), as torchrun
+  // counts restarts: a round that only let nodes in does not count. Each round has a fresh
+  // workers' store, so PyTorch's /worker/attempt_<n>/ keys of one round never meet another's.
+  // (--max_restarts still counts this node's own failures.)
+  round.restart_count = info.restart_count;
   round.agent_store = true;
   log::info("rendezvous round {}: node {} of {}", info.round, info.node_rank, info.num_nodes);
   return round;
@@ -174,6 +223,7 @@ bool ElasticMembership::changed() {
                  rendezvous_->silent_nodes(keep_alive_interval_ * keep_alive_max_attempt_);
              !silent.empty()) {
     why = "node " + std::to_string(silent.front()) + " stopped beating";
+    failure_seen_ = true;
   }
   if (!why.empty()) log::info(why);
   return !why.empty();
@@ -186,9 +236,13 @@ void ElasticMembership::leave(bool succeeded) {
     if (last) client_->set(key("all_finished"), "1");
     // The workers' store goes with node 0 and, for c10d, the rendezvous store with its host:
     // those wait for the others. An etcd cluster stays, so there the last node closes the run.
-    if (rendezvous_server_ || worker_store_)
-      client_->wait({key("all_finished")}, plan_.exit_barrier_timeout);
-    if (rendezvous_server_ || last) rendezvous_->close_run();
+    if (rendezvous_server_ || worker_store_) wait_for("all_finished", plan_.exit_barrier_timeout);
+    // The host of the rendezvous store stays until the spares have seen the close (at most 5 s),
+    // so that they end with "not needed" rather than with a broken connection.
+    if (rendezvous_server_ || last)
+      rendezvous_->close_run(rendezvous_server_ ? milliseconds(5000) : milliseconds(0));
+  } catch (const InterruptedError&) {
+    throw;
   } catch (const Error&) {
     // The job succeeded here; a node that never reports done is its own failure.
   }

@@ -43,6 +43,8 @@ class ElasticMembership : public Membership {
   void connect();
   std::unique_ptr<rendezvous::KeyValueStore> connect_store();
   std::string key(const std::string& name) const;
+  // Waits until key(name) exists: TimeoutError after `timeout`, InterruptedError on a stop.
+  void wait_for(const std::string& name, std::chrono::milliseconds timeout);
 
   const LaunchPlan& plan_;
   std::string address_;  // this node, as the others reach it
@@ -54,6 +56,8 @@ class ElasticMembership : public Membership {
   std::unique_ptr<rendezvous::StoreServer> worker_store_;
   std::int64_t round_ = 0;
   int num_nodes_ = 0;
+  int restarts_seen_ = 0;      // the agent's restart count at the last join
+  bool failure_seen_ = false;  // changed() found a silent node since the last join
 };
 
 }  // namespace acc::launcher

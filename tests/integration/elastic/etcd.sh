@@ -5,7 +5,10 @@
 #   2. the etcd leader, the member the nodes talk to (first in their --rdzv_endpoint), is killed
 #      (SIGKILL) mid-job: a new one is elected, the nodes' heartbeats go on through the others;
 #   3. node c's launcher is killed (SIGKILL): a and b meet again in round 1 on the 2 members left
-#      and finish the job as a 2-rank world.
+#      and finish the job as a 2-rank world;
+#   4. the same two-node command with the same --rdzv_id, twice in a row: both runs succeed (the
+#      first run's state, which etcd keeps, does not stop the second);
+#   5. SIGINT and SIGTERM to a node waiting in the rendezvous stop it within 1 s (130, 143).
 # Nothing may be left running (etcd members, launchers, workers), no data dir left behind.
 # Usage: etcd.sh ACC_LAUNCH. Exits 77 (skipped) without etcd, etcdctl or python3-torch.
 set -uo pipefail
@@ -107,7 +110,7 @@ echo "killed the etcd leader m$first_leader; m$new_leader leads now"
 heartbeats() {
   for rank in 0 1 2; do
     etcdctl --endpoints "$endpoints" --command-timeout 1s get --print-value-only \
-      "/acc-launch/rdzv/job$$/0/heartbeat/$rank" 2>/dev/null | head -n 1
+      "/acc-launch/rdzv/job$$/0/0/heartbeat/$rank" 2>/dev/null | head -n 1
   done | xargs
 }
 moved_on() {  # every counter in $now at least 2 past its value in $before
@@ -142,6 +145,52 @@ if [ $rc_a != 0 ] || [ $rc_b != 0 ] || ! cat "$work"/{a,b}.out | grep -q "RESULT
   echo "FAIL: the survivors did not finish as a 2-rank world"; tail -n 30 "$work"/{a,b}.err; exit 1
 fi
 echo "PASS: etcd leader and node c killed mid-job; a and b met again and finished"
+
+# 4. The etcd members alive, for the runs of the same command.
+alive=""
+for i in 0 1 2; do [ $i = "$first_leader" ] || alive="${alive:+$alive,}$(client $i)"; done
+again() {  # again NAME: one node of the two-node job "again$$"
+  env PYTHON_EXEC=$python HF_HOME=/nonexistent/acc-launch-tests "$launcher" \
+    --nnodes 2 --nproc_per_node 1 --rdzv_backend etcd-v2 --rdzv_endpoint "$alive" \
+    --rdzv_id "again$$" --rdzv_conf last_call_timeout=1,keep_alive_interval=1,join_timeout=30 \
+    "$work/job.py" 5 >"$work/$1.out" 2>"$work/$1.err"
+}
+for run in 1 2; do
+  again "run${run}a" & pa=$!
+  again "run${run}b" & pb=$!
+  wait $pa; ra=$?
+  wait $pb; rb=$?
+  echo "run $run of the same command (--rdzv_id again$$): exits $ra and $rb"
+  if [ $ra != 0 ] || [ $rb != 0 ] || ! cat "$work"/run${run}{a,b}.out | grep -q "RESULT world=2 steps=5"; then
+    echo "FAIL: run $run of the same command"; tail -n 20 "$work"/run${run}{a,b}.err; exit 1
+  fi
+done
+echo "PASS: the same command with the same --rdzv_id ran twice in a row"
+
+# 5. SIGINT and SIGTERM to a node waiting in the rendezvous (one of --nnodes 2): 130/143 within 1 s.
+for sig in INT TERM; do
+  env PYTHON_EXEC=$python "$launcher" --nnodes 2 --nproc_per_node 1 --rdzv_backend etcd-v2 \
+    --rdzv_endpoint "$alive" --rdzv_id "sig$sig$$" --rdzv_conf join_timeout=60 \
+    "$work/job.py" 5 >"$work/sig$sig.out" 2>"$work/sig$sig.err" &
+  pid=$!
+  joined=""
+  for _ in $(seq 400); do  # until its arrival is in etcd: it waits in round 0
+    joined=$(etcdctl --endpoints "$alive" --command-timeout 1s get --print-value-only \
+      "/acc-launch/rdzv/sig$sig$$/0/0/joined" 2>/dev/null)
+    [ -n "$joined" ] && break
+    sleep 0.05
+  done
+  [ -n "$joined" ] || { echo "FAIL: the node never joined round 0"; cat "$work/sig$sig.err"; exit 1; }
+  t0=$(date +%s%N)
+  kill -s $sig $pid
+  wait $pid
+  rc=$?
+  took=$((($(date +%s%N) - t0) / 1000000))
+  echo "SIG$sig in the etcd rendezvous: exit $rc after ${took} ms"
+  want=$([ $sig = INT ] && echo 130 || echo 143)
+  [ $rc = "$want" ] && [ $took -lt 1000 ] || { echo "FAIL: SIG$sig in the rendezvous"; exit 1; }
+done
+echo "PASS: SIGINT and SIGTERM stop a node waiting in the etcd rendezvous within 1 s"
 
 for pid in "${members[@]}"; do kill "$pid" 2>/dev/null; done
 wait

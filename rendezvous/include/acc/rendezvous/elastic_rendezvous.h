@@ -9,6 +9,23 @@
 // next one, which starts when a participant calls next_rendezvous() again (an agent does so when
 // num_nodes_waiting() > 0 or a node died).
 //
+// Spares: a node that finds the round closed with max_nodes is a spare. It is not counted by
+// num_nodes_waiting() (so it never disturbs the running round) and waits without a deadline for
+// the next round, which it joins only after `spare_delay`, so that the previous participants,
+// which meet again at their next keep-alive, take their places first. When the run is closed it
+// gets RendezvousClosedError. Should every participant go silent (no heartbeat for
+// keep_alive_timeout), the spare opens the next round itself.
+//
+// Restarts: a participant that meets again because its round failed (its workers failed, or a
+// node of the round went silent) says so (next_rendezvous(true)); the next round's restart_count
+// is the previous one's plus one if any of its participants said so. Every node of a round gets
+// the same count, spares included; a round opened only to let nodes in does not count.
+//
+// Runs: close_run() marks the run finished. Every node resolves the run's generation once, on its
+// first next_rendezvous(): a node that finds the run closed before it ever joined starts a new
+// generation, so the same command with the same run id runs again on a store that remembers the
+// last run (an etcd cluster, a standalone `acc-launch rendezvous serve`).
+//
 // Cost: a join is a constant number of store operations on a constant number of keys, whatever
 // the node count (no key lists all nodes), except for the round's first arrival, which reads the
 // participants' ids and writes their ranks in one request each. Keys live under
@@ -16,11 +33,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "acc/common/error.h"
 #include "acc/rendezvous/clock.h"
 #include "acc/rendezvous/key_value_store.h"
 
@@ -34,12 +53,33 @@ struct RendezvousOptions {
   std::chrono::milliseconds join_timeout{600'000};
   // After min_nodes have joined, how long the round stays open for more.
   std::chrono::milliseconds last_call_timeout{30'000};
+  // How long a spare lets the previous participants rejoin a round opened after a failure
+  // before it takes a place in it.
+  std::chrono::milliseconds spare_delay{10'000};
+  // How long every participant of a full round must be silent (no heartbeat) before a spare
+  // opens the next round itself: the launcher's keep_alive_interval x keep_alive_max_attempt.
+  std::chrono::milliseconds keep_alive_timeout{30'000};
+  // Lines worth a user's eye (this node waits as a spare); may be empty.
+  std::function<void(std::string_view)> log;
+};
+
+// next_rendezvous() found the run closed: the job finished (or was shut down) elsewhere.
+class RendezvousClosedError : public StoreError {
+ public:
+  RendezvousClosedError(std::string message, bool was_spare)
+      : StoreError(std::move(message)), was_spare_(was_spare) {}
+  // True when this node waited as a spare (or a late node) in this call: the job never needed it.
+  bool was_spare() const { return was_spare_; }
+
+ private:
+  bool was_spare_;
 };
 
 struct RendezvousInfo {
   std::int64_t round = 0;
   int node_rank = 0;  // 0 .. num_nodes-1, distinct within the round
   int num_nodes = 0;
+  int restart_count = 0;  // failed rounds before this one, the same on every node of the round
 };
 
 // One node's view. Not thread-safe; uses the store it is given (which must outlive it): a
@@ -51,14 +91,22 @@ class ElasticRendezvous {
   ElasticRendezvous(KeyValueStore& store, RendezvousOptions options, std::string node_id,
                     const Clock& clock = Clock::steady());
 
+  // Called at least every 100 ms of every wait of this object, so that a wait can be cut short
+  // by throwing from it (the launcher's InterruptedError on SIGINT/SIGTERM). Without one, waits
+  // run to their deadlines.
+  void set_stop_check(std::function<void()> check) { stop_check_ = std::move(check); }
+
   // Joins the open round (or, for a node that already took part in the current round, opens and
   // joins the next one) and blocks until that round closes; when this node came too late for
-  // it, keeps waiting for the next round. Throws TimeoutError when no round closes with this
-  // node within join_timeout, StoreError when close_run() was called, NetworkError when the
-  // store connection breaks.
-  RendezvousInfo next_rendezvous();
+  // it, keeps waiting for the next round (as a spare, without a deadline, when the round is
+  // full). `failed`: this node meets again because its last round failed, which counts a
+  // restart. Throws TimeoutError when no round closes with this node within join_timeout,
+  // RendezvousClosedError when close_run() was called, NetworkError when the store connection
+  // breaks, and whatever the stop check throws.
+  RendezvousInfo next_rendezvous(bool failed = false);
 
-  // Nodes that joined the current round after it closed, and wait for the next. Two store reads.
+  // Nodes that joined the current round after it closed and wait for the next, when that round
+  // has room for them (below max_nodes); spares of a full round do not count. Two or three reads.
   int num_nodes_waiting();
 
   // Bumps this node's heartbeat counter in its round: one ADD. Call after next_rendezvous().
@@ -71,11 +119,32 @@ class ElasticRendezvous {
   // (its workers failed), so this node should stop its workers and join. One store operation.
   bool superseded();
 
-  // Marks the run finished: every later next_rendezvous() of any node throws StoreError.
-  void close_run();
+  // The key prefix of this node's run, "rdzv/<run_id>/<generation>/", for the caller's own keys
+  // of the run (which must not outlive it either). Valid after next_rendezvous() or close_run().
+  std::string run_scope() const { return key(""); }
+
+  // Marks the run finished: a node waiting in it (a spare) or meeting again gets
+  // RendezvousClosedError; a node that never joined it starts a new run. Then waits up to `linger`
+  // for the spares to see the close, so that a store that goes away with this process does not
+  // leave them a broken connection instead.
+  void close_run(std::chrono::milliseconds linger = std::chrono::milliseconds(0));
 
  private:
   std::string key(std::string_view name) const;
+  std::string run_key(std::string_view name) const;  // outside any generation
+  void resolve_generation();
+  // store_.wait in slices of at most 100 ms with the stop check between them; TimeoutError at
+  // `deadline` (Clock::time_point::max(): none).
+  void wait_until(const std::vector<std::string>& keys, Clock::time_point deadline);
+  // A spare's wait for the next round after `round`; throws RendezvousClosedError on close.
+  void wait_as_spare(std::int64_t round);
+  // Until `round`'s next round opens, or every participant of `round` has been silent for
+  // keep_alive_timeout (then opens it, the round counted as failed).
+  void await_next_or_silence(std::int64_t round);
+  // The heartbeat counters of `round`'s ranks; "" for one not written (yet).
+  std::vector<std::string> heartbeats(std::int64_t round, int num_nodes);
+  [[noreturn]] void throw_closed(bool was_spare);
+  int restarts_before(std::int64_t round);
   std::string round_key(std::int64_t round, std::string_view name) const;
   std::int64_t current_round();
   void check_open();
@@ -85,7 +154,11 @@ class ElasticRendezvous {
   void close_round(std::int64_t round, int num_nodes);
   // The rank of the participant that arrived in `slot`: the first arrival sorts the ids and
   // publishes every slot's rank; the others wait for theirs (TimeoutError past the deadline).
-  int assign_rank(std::int64_t round, int slot, int num_nodes, Clock::time_point deadline);
+  int assign_rank(std::int64_t round, int slot, int num_nodes, Clock::time_point deadline,
+                  int& restart_count);
+  // A spare woken by the opening of `round`: false once spare_delay has passed with the round
+  // still open (take a place), true when the previous participants filled it meanwhile.
+  bool spare_left_out(std::int64_t round);
 
   // Time left until `deadline`, at least 1 ms (a store wait of 0 may mean "no timeout").
   std::chrono::milliseconds remaining(Clock::time_point deadline) const;
@@ -95,6 +168,8 @@ class ElasticRendezvous {
   RendezvousOptions options_;
   std::string node_id_;
   std::optional<RendezvousInfo> last_;
+  std::optional<std::int64_t> generation_;
+  std::function<void()> stop_check_;
   struct Seen {
     std::string value;
     Clock::time_point since;

@@ -59,6 +59,13 @@ class JobEndedError : public Error {
   JobEnd end_;
 };
 
+// Thrown by Membership::join() on a node that the job never needed: it finished while this node
+// waited as a spare. The agent prints the message and exits 0.
+class NotNeeded : public Error {
+ public:
+  using Error::Error;
+};
+
 class Membership {
  public:
   virtual ~Membership() = default;
