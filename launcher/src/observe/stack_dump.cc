@@ -239,6 +239,11 @@ ProcessStat read_process_stat(int pid) {
   return stat;
 }
 
+std::string process_name(int pid) {
+  const std::string name = trim(read_text("/proc/" + std::to_string(pid) + "/comm"));
+  return name.empty() ? "?" : name;
+}
+
 bool catches_signal(int pid, int signal) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(status, line);) {

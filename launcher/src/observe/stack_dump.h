@@ -35,6 +35,9 @@ struct ProcessStat {
 // /proc/PID/stat: state and user+system CPU time.
 ProcessStat read_process_stat(int pid);
 
+// /proc/PID/comm: the process's name ("python3", "pt_data_worker"); "?" when it is gone.
+std::string process_name(int pid);
+
 // Whether the process has a handler installed for `signal` (SigCgt in /proc/PID/status).
 bool catches_signal(int pid, int signal);
 

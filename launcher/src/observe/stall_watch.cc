@@ -13,6 +13,7 @@
 #include "acc/rendezvous/store_client.h"
 #include "observe/hang_report.h"
 #include "observe/stack_dump.h"
+#include "observe/trace_gather.h"
 #include "output/console.h"
 
 namespace acc::launcher {
@@ -22,6 +23,10 @@ using std::chrono::milliseconds;
 
 // Stacks must come in well within the 5 s the user waits after the stall timeout.
 constexpr milliseconds kStackBudget{3000};
+// A worker's descendants shown in the report, at most (a DataLoader has a few).
+constexpr size_t kMaxDescendants = 16;
+// How long node 0 waits for the other nodes' traces once its own stacks are in.
+constexpr milliseconds kTraceWait{2000};
 
 double seconds(StallWatch::Clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -192,17 +197,24 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   const auto now = Clock::now();
   std::vector<StackTarget> targets;
   std::vector<size_t> indices;
+  std::vector<LocalRank> ranks;
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (i < running.size() && !running[i]) continue;
     targets.push_back({workers_[i].pid, workers_[i].dir});
     indices.push_back(i);
+    ranks.push_back({workers_[i].rank, workers_[i].pid});
   }
   HangReport report;
   report.host = plan_.hostname;
+  report.nnodes = round_.nnodes;
   Clock::time_point group_last = Clock::time_point::min();
   for (size_t i = 0; i < workers_.size(); ++i)
     group_last = std::max(group_last, monitor_.last_progress(static_cast<int>(i)));
   if (stalled) report.stalled_for = seconds(now - group_last);
+  // The traces before the stacks, which disturb the workers; shared with node 0 at a stall.
+  report.traces = local_traces(ranks);
+  const bool across_nodes = stalled && round_.nnodes > 1;
+  if (across_nodes) share_traces(report.traces);
   // CPU and state first: dumping a stack costs the worker some CPU.
   for (size_t i : indices) {
     const Worker& w = workers_[i];
@@ -219,10 +231,67 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
     snapshot.progress_count = monitor_.progress_count(static_cast<int>(i));
     report.workers.push_back(std::move(snapshot));
   }
+  // Each worker's descendants (DataLoader workers, ...) after the workers, in one collection.
+  std::vector<std::pair<size_t, size_t>> descendant_slots;  // (worker, descendant) per target
+  for (size_t k = 0; k < indices.size(); ++k) {
+    WorkerSnapshot& snapshot = report.workers[k];
+    for (const auto& [pid, parent] : descendants_of(snapshot.pid)) {
+      if (snapshot.descendants.size() == kMaxDescendants) break;
+      const ProcessStat stat = read_process_stat(pid);
+      DescendantSnapshot d;
+      d.pid = pid;
+      d.parent = parent;
+      d.state = stat.ok ? stat.state : "?";
+      d.name = process_name(pid);
+      descendant_slots.emplace_back(k, snapshot.descendants.size());
+      snapshot.descendants.push_back(std::move(d));
+      targets.push_back({pid, workers_[indices[k]].dir});
+    }
+  }
   std::vector<WorkerStack> stacks = collect_stacks(targets, kStackBudget);
-  for (size_t k = 0; k < stacks.size(); ++k) report.workers[k].stack = std::move(stacks[k]);
+  for (size_t k = 0; k < indices.size(); ++k) report.workers[k].stack = std::move(stacks[k]);
+  for (size_t j = 0; j < descendant_slots.size(); ++j) {
+    const auto [worker, slot] = descendant_slots[j];
+    report.workers[worker].descendants[slot].stack = std::move(stacks[indices.size() + j]);
+  }
+  if (across_nodes && round_.node_rank == 0) report.traces = gathered_traces(report.traces);
   const std::string text = format_hang_report(report);
-  return stalled && round_.nnodes > 1 ? with_other_nodes(text) : text;
+  return across_nodes ? with_other_nodes(text) : text;
+}
+
+void StallWatch::share_traces(const std::vector<RankTrace>& traces) {
+  rendezvous::StoreClient* client = store();
+  if (!client) return;
+  try {
+    publish_traces(*client, round_.restart_count, traces);
+  } catch (const std::exception&) {
+    store_.reset();
+  }
+}
+
+// Node 0's view: every rank's trace that came through the store, its own ranks' as read here.
+std::vector<RankTrace> StallWatch::gathered_traces(const std::vector<RankTrace>& local) {
+  rendezvous::StoreClient* client = store();
+  if (!client) return local;
+  std::vector<RankTrace> all;
+  try {
+    all = gather_traces(*client, round_.restart_count, plan_.world_size, kTraceWait);
+  } catch (const std::exception&) {
+    store_.reset();
+    return local;
+  }
+  for (const RankTrace& mine : local) {
+    auto same = std::find_if(all.begin(), all.end(),
+                             [&](const RankTrace& t) { return t.rank == mine.rank; });
+    if (same == all.end())
+      all.push_back(mine);
+    else
+      *same = mine;
+  }
+  // A node whose ranks issued nothing yet publishes no trace; the ranks that did still count.
+  const bool any_call =
+      std::any_of(all.begin(), all.end(), [](const RankTrace& t) { return !t.calls.empty(); });
+  return any_call ? all : std::vector<RankTrace>{};
 }
 
 }  // namespace acc::launcher

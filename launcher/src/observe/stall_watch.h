@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "acc/launcher/plan/plan.h"
+#include "observe/collective_match.h"
 #include "observe/stall_monitor.h"
 
 namespace acc::rendezvous {
@@ -70,6 +71,10 @@ class StallWatch {
   rendezvous::StoreClient* store();
   // Several nodes: shares this node's summary and, on node 0, adds the other nodes' to `report`.
   std::string with_other_nodes(const std::string& report);
+  // Several nodes: puts this node's traces in node 0's store (at a stall).
+  void share_traces(const std::vector<RankTrace>& traces);
+  // Node 0: the traces of every rank, its own as read here, the others' from the store.
+  std::vector<RankTrace> gathered_traces(const std::vector<RankTrace>& local);
 
   const LaunchPlan& plan_;
   Round round_;
