@@ -19,6 +19,7 @@
 #include "acc/launcher/nodes/membership.h"
 #include "agent/error_file.h"
 #include "agent/worker_group.h"
+#include "observe/flight_recorder.h"
 #include "observe/python_stack_hook.h"
 #include "observe/stall_watch.h"
 #include "output/console.h"
@@ -170,6 +171,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       group_->wait_once(next_wake());
       if (!group_->stopping()) look_around();
     }
+    if (stall_watch_) write_all(STDERR_FILENO, stall_watch_->straggler_summary());
     stall_watch_.reset();
     group_->finish();
     ACC_CHECK(membership_error_.empty(), NetworkError,
@@ -343,6 +345,8 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
     for (const auto& [key, value] : worker_env(plan, worker, round, "<log dir>/error.json"))
       out << key << "=" << value << "\n";
     for (const auto& [key, value] : plan.env_defaults)
+      if (!environment.count(key)) out << key << "=" << value << "\n";
+    for (const auto& [key, value] : flight_recorder_env("<log dir>"))
       if (!environment.count(key)) out << key << "=" << value << "\n";
     out << "command:";
     for (const std::string& arg : worker.argv) out << " " << quote_for_shell(arg);

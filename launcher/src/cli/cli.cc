@@ -439,6 +439,11 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
   t.value("stall_action", o.stall_action,
           "what a stall does after its report: stop (the default) or report (and go on)")
       ->check(CLI::IsMember({"stop", "report"}));
+  t.value("straggler_window", o.straggler_window,
+          "every this many seconds, compare the ranks' time outside collectives per step and "
+          "name a rank 1.5 times slower than the median (default 30); 0: off")
+      ->check(seconds())
+      ->envname("ACC_STRAGGLER_WINDOW");
 }
 
 }  // namespace

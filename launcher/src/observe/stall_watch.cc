@@ -5,16 +5,20 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "acc/common/error.h"
 #include "acc/common/store_keys.h"
 #include "acc/common/unique_fd.h"
 #include "acc/rendezvous/store_client.h"
+#include "observe/flight_recorder.h"
 #include "observe/hang_report.h"
+#include "observe/nccl_ras.h"
 #include "observe/stack_dump.h"
 #include "observe/trace_gather.h"
 #include "output/console.h"
+#include "output/log.h"
 
 namespace acc::launcher {
 namespace {
@@ -27,9 +31,30 @@ constexpr milliseconds kStackBudget{3000};
 constexpr size_t kMaxDescendants = 16;
 // How long node 0 waits for the other nodes' traces once its own stacks are in.
 constexpr milliseconds kTraceWait{2000};
+// How long NCCL's RAS service may take to gather its report (nothing listening answers at once).
+constexpr milliseconds kRasWait{2000};
+
+// What NCCL's RAS service says of the job's communicators; empty when nothing listens.
+std::string ask_nccl_ras() {
+  const char* configured = std::getenv("NCCL_RAS_ADDR");
+  const std::string address = configured && *configured ? configured : kRasDefaultAddress;
+  const std::optional<std::string> reply = query_ras(address, kRasWait);
+  return reply ? ras_section(parse_ras_status(*reply), address) : "";
+}
 
 double seconds(StallWatch::Clock::duration d) {
   return std::chrono::duration<double>(d).count();
+}
+
+std::vector<StragglerWatch::Rank> straggler_ranks(const std::vector<StallWatch::Worker>& workers) {
+  std::vector<StragglerWatch::Rank> ranks;
+  for (const StallWatch::Worker& w : workers) ranks.push_back({w.rank, w.pid});
+  return ranks;
+}
+
+std::string straggler_table(const StragglerFinding& finding, const std::string& title) {
+  const std::string table = format_straggler_table(finding);
+  return table.empty() ? "" : title + "\n" + table;
 }
 
 }  // namespace
@@ -77,7 +102,8 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
       next_poll_(Clock::now() + poll_interval_),
       beats_seen_(workers_.size(), 0),
       counted_at_sample_(workers_.size(), 0),
-      cpu_at_progress_(workers_.size(), 0) {
+      cpu_at_progress_(workers_.size(), 0),
+      stragglers_(straggler_ranks(workers_), plan.straggler_window, Clock::now()) {
   for (size_t i = 0; i < workers_.size(); ++i)
     cpu_at_progress_[i] = read_process_stat(workers_[i].pid).cpu_seconds;
 }
@@ -89,11 +115,12 @@ void StallWatch::progress(int index) {
 }
 
 StallWatch::Clock::time_point StallWatch::next_wake() const {
-  if (!enabled_) return Clock::time_point::max();
-  return std::min(next_poll_, monitor_.next_check());
+  if (!enabled_) return stragglers_.next_tick();
+  return std::min({next_poll_, monitor_.next_check(), stragglers_.next_tick()});
 }
 
 bool StallWatch::tick() {
+  if (const std::string line = stragglers_.tick(Clock::now()); !line.empty()) log::info(line);
   if (!enabled_) return false;
   const auto now = Clock::now();
   if (now >= next_poll_) {
@@ -215,6 +242,10 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   report.traces = local_traces(ranks);
   const bool across_nodes = stalled && round_.nnodes > 1;
   if (across_nodes) share_traces(report.traces);
+  // NCCL ranks dump their Flight Recorder while the stacks come in.
+  std::vector<FlightRecorderTarget> recorders;
+  for (size_t i : indices) recorders.push_back({workers_[i].rank, workers_[i].dir});
+  const std::vector<int> poked = poke_flight_recorder(recorders);
   // CPU and state first: dumping a stack costs the worker some CPU.
   for (size_t i : indices) {
     const Worker& w = workers_[i];
@@ -255,8 +286,22 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
     report.workers[worker].descendants[slot].stack = std::move(stacks[indices.size() + j]);
   }
   if (across_nodes && round_.node_rank == 0) report.traces = gathered_traces(report.traces);
+  const std::string stragglers = straggler_table(
+      stragglers_.whole_run(), "stragglers (this node's ranks, from their collective timing):");
+  if (!stragglers.empty()) report.sections.push_back(stragglers);
+  const std::string recorder = flight_recorder_section(recorders, poked);
+  if (!recorder.empty()) report.sections.push_back(recorder);
+  if (stalled)
+    if (const std::string ras = ask_nccl_ras(); !ras.empty()) report.sections.push_back(ras);
   const std::string text = format_hang_report(report);
   return across_nodes ? with_other_nodes(text) : text;
+}
+
+std::string StallWatch::straggler_summary() const {
+  if (!stragglers_.named_any()) return "";
+  return straggler_table(stragglers_.whole_run(),
+                         "acc-launch: stragglers over the attempt (this node's ranks, from their "
+                         "collective timing):");
 }
 
 void StallWatch::share_traces(const std::vector<RankTrace>& traces) {

@@ -14,6 +14,7 @@
 #include "acc/launcher/plan/plan.h"
 #include "observe/collective_match.h"
 #include "observe/stall_monitor.h"
+#include "observe/straggler_watch.h"
 
 namespace acc::rendezvous {
 class StoreClient;
@@ -63,6 +64,8 @@ class StallWatch {
   // Collects the stacks of the workers still running (`running` in the agent's order) and
   // returns the report; `stalled` says whether it is the stall's report or an on-demand one.
   std::string report(const std::vector<bool>& running, bool stalled);
+  // The end-of-attempt straggler table when a straggler was named during it; empty otherwise.
+  std::string straggler_summary() const;
 
  private:
   void poll_beats();
@@ -88,6 +91,7 @@ class StallWatch {
   std::vector<long long> beats_seen_;
   std::vector<long> counted_at_sample_;
   std::vector<double> cpu_at_progress_;
+  StragglerWatch stragglers_;
 };
 
 }  // namespace acc::launcher

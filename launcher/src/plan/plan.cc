@@ -465,6 +465,8 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.stall_timeout =
       std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(o.stall_timeout));
   plan.stall_stops_job = o.stall_action != "report";
+  plan.straggler_window = std::chrono::round<std::chrono::milliseconds>(
+      std::chrono::duration<double>(o.straggler_window));
 
   const std::vector<std::string> argv = worker_argv(o);
   const std::vector<std::string> devices = visible_devices(plan, host);

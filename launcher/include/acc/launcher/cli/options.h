@@ -136,6 +136,9 @@ struct LaunchOptions {
   // Hang detection (--stall_timeout, ACC_STALL_TIMEOUT; docs/launch.md "When a job hangs").
   double stall_timeout = 0;           // seconds without progress from any worker; 0: off
   std::string stall_action = "stop";  // stop (exit status 4) or report (and go on)
+
+  // Stragglers (--straggler_window, ACC_STRAGGLER_WINDOW; docs/launch.md "Stragglers").
+  double straggler_window = 30;  // seconds of collective timing per look; 0: off
 };
 
 }  // namespace acc::launcher

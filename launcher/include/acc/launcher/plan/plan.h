@@ -74,6 +74,7 @@ struct LaunchPlan {
   // Hang detection: see LaunchOptions.
   std::chrono::milliseconds stall_timeout{0};  // 0: off
   bool stall_stops_job = true;
+  std::chrono::milliseconds straggler_window{30000};  // 0: off
 
   // --rdzv_backend etcd-v2 (or etcd): the etcd members' client addresses, host:port each, that
   // the elastic rendezvous runs on instead of a store at rdzv_host:rdzv_port.
