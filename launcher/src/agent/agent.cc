@@ -15,6 +15,7 @@
 #include "acc/common/error.h"
 #include "acc/common/exit_code.h"
 #include "acc/common/int_ranges.h"
+#include "acc/common/progress_file.h"
 #include "acc/launcher/agent/failure_report.h"
 #include "acc/launcher/nodes/membership.h"
 #include "agent/error_file.h"
@@ -344,6 +345,7 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
     }
     for (const auto& [key, value] : worker_env(plan, worker, round, "<log dir>/error.json"))
       out << key << "=" << value << "\n";
+    out << progress_file::kEnvVar << "=" << progress_file_path("<log dir>") << "\n";
     for (const auto& [key, value] : plan.env_defaults)
       if (!environment.count(key)) out << key << "=" << value << "\n";
     for (const auto& [key, value] : flight_recorder_env("<log dir>"))

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "acc/common/error.h"
+#include "acc/common/progress_file.h"
 #include "acc/launcher/host/host.h"
 #include "observe/flight_recorder.h"
 #include "observe/python_stack_hook.h"
@@ -84,6 +85,9 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec) {
   worker->dir = attempt_dir_ + "/" + std::to_string(spec.local_rank);
   fs::create_directories(worker->dir);
   const std::string error_file = worker->dir + "/error.json";
+  // The worker's progress file exists before it starts, so that its first write needs no
+  // setup and the stall watch can map it at once (a sparse 64 KiB file: one create, one write).
+  progress_file::create(progress_file_path(worker->dir));
 
   std::map<std::string, std::string> env = environment_;
   const std::vector<int> cpus = spec.local_rank < static_cast<int>(plan_.worker_cpus.size())

@@ -8,6 +8,8 @@
 #include <fstream>
 
 #include "acc/common/error.h"
+#include "acc/common/progress_file.h"
+#include "observe/python_files.h"
 
 namespace acc::launcher {
 namespace {
@@ -19,7 +21,8 @@ namespace {
 constexpr const char* kSitecustomize =
     R"PY(# Written by acc-launch: on the signal in ACC_STACK_SIGNAL, every thread's traceback goes to
 # $ACC_STACK_DIR/python_stacks.<pid>.txt (read by the launcher's hang report and
-# `acc-launch stacks`). Then the sitecustomize this one shadows, if any, runs as usual.
+# `acc-launch stacks`); torch.distributed's calls are recorded in $ACC_PROGRESS_FILE (acc_launch.py).
+# Then the sitecustomize this one shadows, if any, runs as usual.
 import os as _acc_os
 import sys as _acc_sys
 
@@ -50,9 +53,21 @@ def _acc_run_shadowed_sitecustomize():
     spec.loader.exec_module(module)
 
 
+def _acc_start_recorder():
+    # acc_launch.py, beside this file: torch.distributed's calls into $ACC_PROGRESS_FILE.
+    if not _acc_os.environ.get("ACC_PROGRESS_FILE"):
+        return
+    try:
+        import acc_launch
+        acc_launch._start()
+    except Exception:
+        pass
+
+
 _acc_register_stack_dump()
 # A forked child (a DataLoader worker) runs no sitecustomize: it would dump into its parent's file.
 _acc_os.register_at_fork(after_in_child=_acc_register_stack_dump)
+_acc_start_recorder()
 _acc_run_shadowed_sitecustomize()
 )PY";
 
@@ -66,14 +81,21 @@ std::string python_stack_file(const std::string& worker_dir, int pid) {
   return worker_dir + "/python_stacks." + std::to_string(pid) + ".txt";
 }
 
+std::string progress_file_path(const std::string& worker_dir) {
+  return worker_dir + "/progress";
+}
+
 std::string install_python_stack_hook(const std::string& run_dir) {
   const std::string dir = run_dir + "/python";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  std::ofstream file(dir + "/sitecustomize.py");
-  file << kSitecustomize;
-  ACC_CHECK(file.good(), LaunchError, "cannot write ", dir,
-            "/sitecustomize.py: ", std::strerror(errno));
+  for (const auto& [name, text] : {std::pair{"sitecustomize.py", kSitecustomize},
+                                   std::pair{"acc_launch.py", kAccLaunchModule}}) {
+    std::ofstream file(dir + "/" + name);
+    file << text;
+    ACC_CHECK(file.good(), LaunchError, "cannot write ", dir, "/", name, ": ",
+              std::strerror(errno));
+  }
   return dir;
 }
 
@@ -83,6 +105,7 @@ EnvList python_stack_hook_env(const std::string& hook_dir, const std::string& wo
   env.emplace_back("PYTHONPATH", pythonpath.empty() ? hook_dir : hook_dir + ":" + pythonpath);
   env.emplace_back("ACC_STACK_DIR", worker_dir);
   env.emplace_back("ACC_STACK_SIGNAL", std::to_string(stack_dump_signal()));
+  env.emplace_back(progress_file::kEnvVar, progress_file_path(worker_dir));
   if (!has_faulthandler_setting) env.emplace_back("PYTHONFAULTHANDLER", "1");
   return env;
 }

@@ -4,6 +4,9 @@
 // script: a sitecustomize.py of ours, embedded in the binary and written to the run directory,
 // goes first on the workers' PYTHONPATH. It registers faulthandler for the dump signal, writing to
 // a file per process that stack_dump.h reads, then runs the sitecustomize it shadows (if any).
+// Beside it goes acc_launch.py (observe/python/): the module a program imports to beat or open a
+// named section, and the recorder of torch.distributed's calls into the worker's progress file
+// (acc/common/progress_file.h), which the sitecustomize starts.
 
 #include <string>
 
@@ -21,13 +24,18 @@ int stack_dump_signal();
 // Where the Python hook of process `pid` writes its tracebacks, in the worker's directory.
 std::string python_stack_file(const std::string& worker_dir, int pid);
 
-// Writes the hook into `run_dir`/python and returns that directory. Throws LaunchError.
+// The worker's progress file (ACC_PROGRESS_FILE), which the launcher creates before the worker
+// starts.
+std::string progress_file_path(const std::string& worker_dir);
+
+// Writes the hook and acc_launch.py into `run_dir`/python and returns that directory. Throws
+// LaunchError.
 std::string install_python_stack_hook(const std::string& run_dir);
 
 // The variables that enable the hook for a worker whose files go in `worker_dir`: PYTHONPATH
 // (hook_dir first, then `pythonpath`, the one the worker would have had), ACC_STACK_DIR,
-// ACC_STACK_SIGNAL, and PYTHONFAULTHANDLER=1 (tracebacks on crashes too) unless
-// `has_faulthandler_setting`.
+// ACC_STACK_SIGNAL, ACC_PROGRESS_FILE (progress_file_path()), and PYTHONFAULTHANDLER=1 (tracebacks
+// on crashes too) unless `has_faulthandler_setting`.
 EnvList python_stack_hook_env(const std::string& hook_dir, const std::string& worker_dir,
                               const std::string& pythonpath, bool has_faulthandler_setting);
 

@@ -1,0 +1,413 @@
+"""acc-launch's Python side, installed by the launcher into the run directory (on the workers'
+PYTHONPATH). Two uses:
+
+  import acc_launch
+  acc_launch.beat()                                   # a sign of life, e.g. once per step
+  with acc_launch.section("checkpoint", timeout=600): # a named section with its own deadline
+      save(...)
+
+and, without any change to the program, a record of every torch.distributed collective and
+point-to-point call: sitecustomize.py calls _start(), which patches torch.distributed when the
+program imports it (importing torch here would cost seconds at every start).
+
+Everything goes into the worker's progress file (ACC_PROGRESS_FILE), byte for byte the layout of
+common/include/acc/common/progress_file.h, which the launcher's stall watch and hang report read.
+Only the process that claimed the file writes it: the first Python process of the worker. Its
+children (DataLoader workers, subprocesses) inherit the variable and stay silent. Outside
+acc-launch every function here does nothing.
+"""
+import mmap as _mmap
+import os as _os
+import struct as _struct
+import sys as _sys
+import time as _time
+
+__all__ = ["beat", "section"]
+
+_MAGIC = b"ACCPROG1"
+_VERSION = 1
+_CAPACITY = 512
+_HEADER_SIZE = 256
+_RECORD_SIZE = 128
+_FILE_SIZE = _HEADER_SIZE + _CAPACITY * _RECORD_SIZE
+# Header offsets (progress_file.h).
+_PID, _BEATS, _STARTED, _COMPLETED, _LAST = 16, 24, 32, 40, 48
+_SECTION_STARTED, _SECTION_DEADLINE, _IN_COLLECTIVE, _SECTION = 56, 64, 72, 80
+_SECTION_SIZE = 48
+# A record: seq, start_ns, end_ns, numel, group size, peer, group, op, dtype, where.
+_RECORD = _struct.Struct("<QqqQii24s16s8s40s")
+_END = 16
+_U64 = _struct.Struct("<Q")
+_I64 = _struct.Struct("<q")
+
+_now = _time.monotonic_ns  # CLOCK_MONOTONIC, as the launcher's steady_clock
+
+
+def _text(value, size):
+    return value.encode("utf-8", "replace")[: size - 1]
+
+
+class _File:
+    """The mapped progress file of this worker, or None when this process does not own it."""
+
+    def __init__(self, memory):
+        self.m = memory
+        self.sections = []  # open sections, innermost last: (name, started_ns, deadline_ns)
+
+    def add(self, offset, n):
+        value = _U64.unpack_from(self.m, offset)[0] + n
+        _U64.pack_into(self.m, offset, value)
+        return value
+
+    def set(self, offset, value):
+        _I64.pack_into(self.m, offset, value)
+
+    def beat(self):
+        self.add(_BEATS, 1)
+        self.set(_LAST, _now())
+
+    def begin(self, group, seq, op, numel, dtype, group_size, peer, where):
+        slot = _U64.unpack_from(self.m, _STARTED)[0]
+        _RECORD.pack_into(self.m, _HEADER_SIZE + (slot % _CAPACITY) * _RECORD_SIZE, seq, _now(),
+                          0, numel, group_size, peer, _text(group, 24), _text(op, 16),
+                          _text(dtype, 8), _text(where, 40))
+        _U64.pack_into(self.m, _STARTED, slot + 1)  # publishes the record
+        return slot
+
+    def end(self, slot):
+        now = _now()
+        if _U64.unpack_from(self.m, _STARTED)[0] - slot <= _CAPACITY:
+            offset = _HEADER_SIZE + (slot % _CAPACITY) * _RECORD_SIZE
+            start = _I64.unpack_from(self.m, offset + 8)[0]
+            self.set(offset + _END, now)
+            self.set(_IN_COLLECTIVE, _I64.unpack_from(self.m, _IN_COLLECTIVE)[0] + now - start)
+        self.set(_LAST, now)
+        self.add(_COMPLETED, 1)
+
+    def show_section(self):
+        name, started, deadline = self.sections[-1] if self.sections else ("", 0, 0)
+        self.set(_SECTION_DEADLINE, 0)  # no deadline while the name changes
+        self.m[_SECTION:_SECTION + _SECTION_SIZE] = _text(name, _SECTION_SIZE).ljust(
+            _SECTION_SIZE, b"\0")
+        self.set(_SECTION_STARTED, started)
+        self.set(_SECTION_DEADLINE, deadline)
+        self.set(_LAST, _now())
+
+
+_file = None
+_opened = False
+
+
+def _open():
+    """Maps ACC_PROGRESS_FILE and claims it for this process when nobody did; None otherwise."""
+    global _file, _opened
+    if _opened:
+        return _file if _file is not None and _owner == _os.getpid() else None
+    _opened = True
+    path = _os.environ.get("ACC_PROGRESS_FILE")
+    if not path:
+        return None
+    try:
+        fd = _os.open(path, _os.O_RDWR | getattr(_os, "O_CLOEXEC", 0))
+        try:
+            memory = _mmap.mmap(fd, _FILE_SIZE, _mmap.MAP_SHARED,
+                                _mmap.PROT_READ | _mmap.PROT_WRITE)
+        finally:
+            _os.close(fd)
+    except (OSError, ValueError):
+        return None
+    if memory[:8] != _MAGIC or _struct.unpack_from("<II", memory, 8) != (_VERSION, _CAPACITY):
+        return None
+    _claim(memory)
+    _file = _File(memory)
+    return _file if _owner == _os.getpid() else None
+
+
+_owner = 0
+
+
+def _claim(memory):
+    global _owner
+    pid = _I64.unpack_from(memory, _PID)[0]
+    if pid == 0:
+        _I64.pack_into(memory, _PID, _os.getpid())
+        pid = _os.getpid()
+    _owner = pid
+
+
+def beat():
+    """A sign of life that is not a collective: call it once per step (it costs a few memory
+    writes). The launcher's stall watch counts it as progress. Never raises."""
+    f = _open()
+    if f is not None:
+        f.beat()
+
+
+class section:
+    """`with acc_launch.section("checkpoint", timeout=600): ...` names what the program is doing
+    and, with a timeout (seconds), when it must be done: past it, the launcher reports the
+    section by name and stops the job as for a stall (--stall_action). Sections nest; the inner
+    one is shown while it is open. Entering and leaving count as progress."""
+
+    def __init__(self, name, timeout=None):
+        self.name = str(name)
+        self.timeout = timeout
+
+    def __enter__(self):
+        f = _open()
+        if f is not None:
+            now = _now()
+            deadline = now + int(self.timeout * 1e9) if self.timeout else 0
+            f.sections.append((self.name, now, deadline))
+            f.show_section()
+        return self
+
+    def __exit__(self, *exc):
+        f = _open()
+        if f is not None and f.sections:
+            f.sections.pop()
+            f.show_section()
+        return False
+
+
+# --- the collective recorder ------------------------------------------------------------------
+
+# Collectives: (name, parameter that holds the group). Point-to-point: (name, peer parameter).
+_COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "all_reduce_multigpu", "broadcast",
+                "broadcast_multigpu", "reduce", "reduce_multigpu", "all_gather",
+                "all_gather_multigpu", "all_gather_into_tensor", "_all_gather_base",
+                "all_gather_coalesced", "all_gather_object", "gather", "gather_object",
+                "scatter", "scatter_object_list", "broadcast_object_list", "reduce_scatter",
+                "reduce_scatter_multigpu", "reduce_scatter_tensor", "_reduce_scatter_base",
+                "all_to_all", "all_to_all_single", "barrier", "monitored_barrier")
+_POINT_TO_POINT = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}
+_SHORT_NAMES = {"all_gather_into_tensor": "all_gather_base", "_all_gather_base": "all_gather_base",
+                "reduce_scatter_tensor": "reduce_scatter_base",
+                "_reduce_scatter_base": "reduce_scatter_base",
+                "all_reduce_coalesced": "all_reduce_coal", "all_gather_coalesced": "all_gather_coal",
+                "scatter_object_list": "scatter_object", "broadcast_object_list": "broadcast_object",
+                "batch_isend_irecv": "batch_p2p", "all_gather_object": "all_gather_obj", "reduce_scatter_multigpu": "reduce_scatter_mg",
+                "all_gather_multigpu": "all_gather_mg", "all_reduce_multigpu": "all_reduce_mg",
+                "broadcast_multigpu": "broadcast_mg"}
+
+
+class _Recorder:
+    def __init__(self, dist, c10d, f):
+        import inspect
+        import threading
+        self.dist, self.c10d, self.f = dist, c10d, f
+        self.inspect = inspect
+        self.local = threading.local()  # depth: calls inside a recorded call are not recorded
+        self.seqs = {}  # group name, or (group name, peer) for point-to-point: the last number
+        self.tensor_type = _sys.modules["torch"].Tensor
+        self.here = _os.path.abspath(__file__)
+        self.pid = _os.getpid()
+
+    def group_of(self, group):
+        if group is None or group is self.dist.GroupMember.WORLD:
+            return "default", self.dist.get_world_size()
+        try:
+            if group is self.c10d._get_default_group():
+                return "default", self.dist.get_world_size()
+            name = self.c10d._pg_names.get(group, "?")
+            return name, group.size()
+        except Exception:
+            return "?", 0
+
+    def tensors(self, value, out, depth=0):
+        if isinstance(value, self.tensor_type):
+            out.append(value)
+        elif isinstance(value, (list, tuple)) and depth < 2:
+            for item in value:
+                self.tensors(item, out, depth + 1)
+        elif hasattr(value, "tensor") and hasattr(value, "peer"):  # a P2POp
+            out.append(value.tensor)
+
+    def where(self):
+        frame = _sys._getframe(2)
+        while frame is not None:
+            path = frame.f_code.co_filename
+            if ("/torch/" not in path and _os.path.abspath(path) != self.here
+                    and not path.startswith("<")):
+                return "%s:%d" % (_os.path.basename(path), frame.f_lineno)
+            frame = frame.f_back
+        return "?"
+
+    def wrap(self, name, fn, peer_param):
+        try:
+            params = list(self.inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            return fn
+        group_at = params.index("group") if "group" in params else None
+        peer_at = params.index(peer_param) if peer_param in params else None
+        op = _SHORT_NAMES.get(name, name)
+        recorder = self
+
+        def recorded(*args, **kwargs):
+            local = recorder.local
+            if getattr(local, "depth", 0) or _os.getpid() != recorder.pid:
+                return fn(*args, **kwargs)
+            try:
+                slot = recorder.begin(op, args, kwargs, group_at, peer_at, peer_param)
+            except Exception:
+                slot = None
+            local.depth = 1
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException:
+                local.depth = 0
+                if slot is not None:
+                    recorder.f.end(slot)
+                raise
+            local.depth = 0
+            if slot is None:
+                return result
+            return recorder.finish(slot, result)
+
+        recorded.__name__ = getattr(fn, "__name__", name)
+        recorded.__qualname__ = getattr(fn, "__qualname__", name)
+        recorded.__doc__ = getattr(fn, "__doc__", None)
+        recorded.__wrapped__ = fn
+        recorded._acc_recorded = True
+        return recorded
+
+    def begin(self, op, args, kwargs, group_at, peer_at, peer_param):
+        group = kwargs.get("group") if "group" in kwargs else (
+            args[group_at] if group_at is not None and group_at < len(args) else None)
+        if op == "batch_p2p" and args and args[0]:
+            group = getattr(args[0][0], "group", None)
+        group_name, size = self.group_of(group)
+        peer = -1
+        if peer_param is not None:
+            value = kwargs.get(peer_param) if peer_param in kwargs else (
+                args[peer_at] if peer_at is not None and peer_at < len(args) else None)
+            peer = int(value) if value is not None else -1
+        tensors = []
+        for value in args:
+            self.tensors(value, tensors)
+        for key, value in kwargs.items():
+            if key != "group":
+                self.tensors(value, tensors)
+        numel = sum(t.numel() for t in tensors)
+        dtype = str(tensors[0].dtype).replace("torch.", "") if tensors else (
+            "object" if "object" in op else "")
+        key = group_name if peer_param is None else (group_name, peer)
+        seq = self.seqs.get(key, 0) + 1
+        self.seqs[key] = seq
+        return self.f.begin(group_name, seq, op, numel, dtype, size, peer, self.where())
+
+    def finish(self, slot, result):
+        """Ends the record now, or when the asynchronous work it returned completes."""
+        works = result if isinstance(result, list) else [result]
+        works = [w for w in works if hasattr(w, "wait")]
+        if not works:
+            self.f.end(slot)
+            return result
+        remaining = [len(works)]
+        f = self.f
+
+        def one_done(*_):
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                f.end(slot)
+
+        wrapped = []
+        for work in works:
+            try:
+                work.get_future().then(one_done)
+                wrapped.append(work)
+            except Exception:  # no future (Gloo's send/recv): the record ends at wait()
+                wrapped.append(_WaitedWork(work, one_done))
+        if isinstance(result, list):
+            return wrapped
+        return wrapped[0]
+
+    def init_done(self, fn):
+        def init_process_group(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            self.f.beat()  # start-up is over: the stall clock runs from here
+            return result
+        init_process_group.__wrapped__ = fn
+        init_process_group.__doc__ = fn.__doc__
+        init_process_group._acc_recorded = True
+        return init_process_group
+
+
+class _WaitedWork:
+    """A Work without a future: the record ends when the program waits for it."""
+
+    def __init__(self, work, done):
+        self._work, self._done = work, done
+
+    def wait(self, *args, **kwargs):
+        try:
+            return self._work.wait(*args, **kwargs)
+        finally:
+            done, self._done = self._done, None
+            if done is not None:
+                done()
+
+    def __getattr__(self, name):
+        return getattr(self._work, name)
+
+
+def _patch(dist):
+    """Wraps the calls of torch.distributed (and of distributed_c10d, where torch's own code
+    finds them) so that each is recorded. Once per process; only in the file's owner."""
+    f = _open()
+    c10d = _sys.modules.get("torch.distributed.distributed_c10d")
+    if f is None or c10d is None or getattr(dist, "_acc_recorded", False):
+        return
+    recorder = _Recorder(dist, c10d, f)
+    names = [(n, None) for n in _COLLECTIVES] + list(_POINT_TO_POINT.items())
+    names.append(("batch_isend_irecv", None))
+    for name, peer_param in names:
+        fn = getattr(c10d, name, None)
+        if fn is None or getattr(fn, "_acc_recorded", False):
+            continue
+        wrapped = recorder.wrap(name, fn, peer_param)
+        setattr(c10d, name, wrapped)
+        if getattr(dist, name, None) is fn:
+            setattr(dist, name, wrapped)
+    init = getattr(c10d, "init_process_group", None)
+    if init is not None:
+        wrapped = recorder.init_done(init)
+        c10d.init_process_group = wrapped
+        if getattr(dist, "init_process_group", None) is init:
+            dist.init_process_group = wrapped
+    dist._acc_recorded = True
+
+
+class _Finder:
+    """On sys.meta_path: when torch.distributed is imported, patch it right after it ran."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != "torch.distributed":
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            try:
+                _patch(module)
+            except Exception:
+                pass  # the program runs as it would without us
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _start():
+    """From sitecustomize: claims the progress file and watches for torch.distributed."""
+    if _open() is None:
+        return
+    dist = _sys.modules.get("torch.distributed")
+    if dist is not None:
+        _patch(dist)
+    else:
+        _sys.meta_path.insert(0, _Finder())
