@@ -202,5 +202,24 @@ TEST(StackParseTest, GdbFramesKeepFunctionAndPlaceButNotAddressesOrArguments) {
   EXPECT_TRUE(is_collective_frame(stack.main_thread[0]));
 }
 
+// `eu-stack -s`: the source line below a frame joins it; a frame without one stays as it was.
+TEST(StackParseTest, EuStackSourceLinesJoinTheirFrames) {
+  const WorkerStack stack = parse_eu_stack(
+      "PID 22951 - process\n"
+      "TID 22951:\n"
+      "#0  0x00007ff572865503 clock_nanosleep@GLIBC_2.2.5\n"
+      "    ../sysdeps/unix/sysv/linux/clock_nanosleep.c:71:10\n"
+      "#1  0x000055d20732e4af\n"
+      "#2  0x00007ff5727bd24a __libc_start_call_main\n"
+      "    ../sysdeps/nptl/libc_start_call_main.h:58:16\n",
+      22951);
+  ASSERT_EQ(stack.main_thread.size(), 3u);
+  EXPECT_EQ(stack.main_thread[0],
+            "clock_nanosleep@GLIBC_2.2.5 at ../sysdeps/unix/sysv/linux/clock_nanosleep.c:71");
+  EXPECT_EQ(stack.main_thread[1], "??");
+  EXPECT_EQ(stack.main_thread[2],
+            "__libc_start_call_main at ../sysdeps/nptl/libc_start_call_main.h:58");
+}
+
 }  // namespace
 }  // namespace acc::launcher

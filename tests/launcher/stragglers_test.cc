@@ -57,8 +57,7 @@ TEST(StragglersTest, RanksWithoutCompletedCollectivesAreLeftOut) {
 TEST(StragglersTest, TheTableMarksTheStraggler) {
   const std::string table = format_straggler_table(find_stragglers(one_slow_rank()));
   EXPECT_NE(table.find("  rank  steps   compute s/step  wait s/step\n"), std::string::npos);
-  EXPECT_NE(table.find("  0     6       0.100           0.800      \n"), std::string::npos)
-      << table;
+  EXPECT_NE(table.find("  0     6       0.100           0.800\n"), std::string::npos) << table;
   EXPECT_NE(table.find("  3     6       0.800           0.100        <- straggler\n"),
             std::string::npos)
       << table;

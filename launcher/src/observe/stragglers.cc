@@ -84,9 +84,11 @@ std::string format_straggler_table(const StragglerFinding& finding) {
     const bool straggler =
         std::find(finding.ranks.begin(), finding.ranks.end(), t.rank) != finding.ranks.end();
     char row[160];
-    std::snprintf(row, sizeof(row), "  %-5d %-7llu %-15s %-11s%s\n", t.rank,
-                  static_cast<unsigned long long>(t.steps), fixed(t.compute_per_step(), 3).c_str(),
-                  fixed(t.wait_per_step(), 3).c_str(), straggler ? "  <- straggler" : "");
+    std::snprintf(
+        row, sizeof(row),
+        straggler ? "  %-5d %-7llu %-15s %-11s  <- straggler\n" : "  %-5d %-7llu %-15s %s\n",
+        t.rank, static_cast<unsigned long long>(t.steps), fixed(t.compute_per_step(), 3).c_str(),
+        fixed(t.wait_per_step(), 3).c_str());
     text += row;
   }
   return text;
