@@ -45,7 +45,7 @@ TEST(PythonRecorderTest, EveryCollectiveAndPointToPointCallIsInTheRanksProgressF
   const std::string dir = make_temp_dir();
   LaunchRun run = run_launcher({"--nproc_per_node", "2", "--python", "/usr/bin/python3",
                                 "--log_dir", dir + "/logs", kScript},
-                               {}, std::chrono::seconds(110));
+                               {}, std::chrono::seconds(200));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::vector<std::string> files = progress_files(dir + "/logs");
   ASSERT_EQ(files.size(), 2u);

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -33,8 +36,10 @@ size_t count(const std::string& text, const std::string& needle) {
 
 TEST(StallTest, SilentWorkersAreReportedAndStoppedWithExitStatusFour) {
   const std::string dir = make_temp_dir();
-  LaunchRun run = run_launcher(waiting_workers(
-      {"--nproc_per_node", "2", "--stall_timeout", "1", "--log_dir", dir + "/logs"}, dir));
+  LaunchRun run =
+      run_launcher(waiting_workers({"--nproc_per_node", "2", "--stall_timeout", "1",
+                                    "--stall_init_timeout", "1", "--log_dir", dir + "/logs"},
+                                   dir));
   EXPECT_EQ(run.exit_code, 4) << run.err;
   EXPECT_LT(run.elapsed, seconds(1 + 5 + 5)) << "stall timeout, stacks, startup on a busy machine";
   EXPECT_NE(run.err.find("acc-launch: hang: no worker on"), std::string::npos) << run.err;
@@ -52,7 +57,8 @@ TEST(StallTest, SilentWorkersAreReportedAndStoppedWithExitStatusFour) {
 
 TEST(StallTest, TheTimeoutCanComeFromTheEnvironment) {
   const std::string dir = make_temp_dir();
-  LaunchRun run = run_launcher(waiting_workers({}, dir), {{"ACC_STALL_TIMEOUT", "0.5"}});
+  LaunchRun run = run_launcher(waiting_workers({}, dir),
+                               {{"ACC_STALL_TIMEOUT", "0.5"}, {"ACC_STALL_INIT_TIMEOUT", "0.5"}});
   EXPECT_EQ(run.exit_code, 4) << run.err;
   EXPECT_NE(run.err.find("acc-launch: hang: no worker on"), std::string::npos) << run.err;
   expect_nothing_left(dir);
@@ -66,7 +72,8 @@ TEST(StallTest, NativeStacksComeFromGdbWithoutEuStack) {
   fs::create_directories(dir + "/bin");
   fs::create_symlink("/usr/bin/gdb", dir + "/bin/gdb");
   LaunchRun run =
-      run_launcher(waiting_workers({"--stall_timeout", "0.5"}, dir), {{"PATH", dir + "/bin"}});
+      run_launcher(waiting_workers({"--stall_timeout", "0.5", "--stall_init_timeout", "0.5"}, dir),
+                   {{"PATH", dir + "/bin"}});
   EXPECT_EQ(run.exit_code, 4) << run.err;
   EXPECT_NE(run.err.find(" gdb\n"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("block_forever"), std::string::npos) << run.err;
@@ -77,7 +84,8 @@ TEST(StallTest, NativeStacksComeFromGdbWithoutEuStack) {
 TEST(StallTest, WithoutDebuggersTheReportSaysWhatProcShows) {
   const std::string dir = make_temp_dir();
   LaunchRun run =
-      run_launcher(waiting_workers({"--stall_timeout", "0.5"}, dir), {{"PATH", dir + "/none"}});
+      run_launcher(waiting_workers({"--stall_timeout", "0.5", "--stall_init_timeout", "0.5"}, dir),
+                   {{"PATH", dir + "/none"}});
   EXPECT_EQ(run.exit_code, 4) << run.err;
   EXPECT_NE(run.err.find("/proc (neither eu-stack nor gdb is installed)"), std::string::npos)
       << run.err;
@@ -88,8 +96,10 @@ TEST(StallTest, WithoutDebuggersTheReportSaysWhatProcShows) {
 
 TEST(StallTest, ReportActionReportsOnceAndTheJobGoesOn) {
   const std::string dir = make_temp_dir();
-  pid_t launcher = start_launcher(
-      waiting_workers({"--stall_timeout", "0.5", "--stall_action", "report"}, dir), dir);
+  pid_t launcher = start_launcher(waiting_workers({"--stall_timeout", "0.5", "--stall_init_timeout",
+                                                   "0.5", "--stall_action", "report"},
+                                                  dir),
+                                  dir);
   const auto deadline = std::chrono::steady_clock::now() + seconds(30);
   while (read_text(dir + "/launcher.err").find("the job goes on") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline)
@@ -129,6 +139,93 @@ TEST(StallTest, StacksRefusesAPidThatIsNoLauncher) {
   EXPECT_NE(run.err.find("is not a running acc-launch launcher"), std::string::npos) << run.err;
 }
 
+// --- PyTorch (Gloo, CPU) jobs as a user writes them: no false kills ---------------------------
+
+const std::string kPytorch = ACC_PYTORCH_DIR;
+
+bool python_has_torch() {
+  return std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") == 0;
+}
+
+std::vector<std::string> torch_job(std::vector<std::string> launcher_args,
+                                   const std::string& script,
+                                   const std::vector<std::string>& script_args) {
+  launcher_args.insert(launcher_args.end(),
+                       {"--python", "/usr/bin/python3", kPytorch + "/" + script});
+  launcher_args.insert(launcher_args.end(), script_args.begin(), script_args.end());
+  return launcher_args;
+}
+
+TEST(StallTest, AStartUpLongerThanTheStallTimeoutIsNoHang) {
+  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  LaunchRun run = run_launcher(
+      torch_job({"--nproc_per_node", "4", "--stall_timeout", "3"}, "slow_start.py", {}), {},
+      seconds(200));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err.find("acc-launch: hang"), std::string::npos) << run.err;
+  EXPECT_EQ(count(run.out, "sum 64"), 4u) << run.out;
+}
+
+TEST(StallTest, ASilentJobWhoseRanksAllComputeIsNotKilled) {
+  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  LaunchRun run = run_launcher(
+      torch_job({"--nproc_per_node", "4", "--stall_timeout", "3"}, "silent_compute.py", {"10"}), {},
+      seconds(200));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err.find("acc-launch: hang"), std::string::npos) << run.err;
+  // One notice per silent stretch: the 10 s of computing (and, on a loaded machine, maybe the
+  // ranks' exit, which tears torch down for seconds on CPU).
+  EXPECT_GE(count(run.err, "every rank is busy on CPU outside collectives"), 1u) << run.err;
+  EXPECT_EQ(count(run.out, "sum 4"), 4u) << run.out;
+}
+
+TEST(StallTest, ASectionPastItsDeadlineIsReportedByNameAndStopsTheJob) {
+  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  const std::string dir = make_temp_dir();
+  LaunchRun run = run_launcher(
+      torch_job({"--nproc_per_node", "4", "--stall_timeout", "60"}, "section_overrun.py", {dir}),
+      {}, seconds(200));
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_NE(run.err.find("acc-launch: hang: rank 1 on "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find(" is still in its section \"checkpoint\" after "), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("(its timeout: 2.0 s)"), std::string::npos) << run.err;
+  expect_nothing_left(dir);
+  fs::remove_all(dir);
+}
+
+// A rank asleep before its first all_reduce while the others wait in it: no kill during the
+// start-up (four imports of torch take longer than the timeout here), and the stall is reported
+// soon after the hang begins.
+TEST(StallTest, ARankAsleepBeforeItsFirstAllReduceIsAStallAfterStartUpNotDuringIt) {
+  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  const std::string dir = make_temp_dir();
+  const auto started = std::chrono::steady_clock::now();
+  pid_t launcher = start_launcher(torch_job({"--nproc_per_node", "4", "--stall_timeout", "3"},
+                                            "sleep_before_first_all_reduce.py", {"2", dir}),
+                                  dir);
+  const auto deadline = started + seconds(200);
+  while (read_text(dir + "/launcher.out").find("entering all_reduce") == std::string::npos &&
+         read_text(dir + "/launcher.err").find("acc-launch: hang") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto hang = std::chrono::steady_clock::now();
+  EXPECT_EQ(wait_launcher(launcher, seconds(200)), 4);
+  const auto ended = std::chrono::steady_clock::now();
+  const std::string err = read_text(dir + "/launcher.err");
+  EXPECT_NE(read_text(dir + "/launcher.out").find("entering all_reduce"), std::string::npos)
+      << "stopped during start-up:\n"
+      << err;
+  const double after_hang = std::chrono::duration<double>(ended - hang).count();
+  std::printf("start-up %.1f s, launcher exited %.1f s after the hang began\n",
+              std::chrono::duration<double>(hang - started).count(), after_hang);
+  EXPECT_LT(after_hang, 20.0) << "the stall timeout (3 s), stacks and the stop, on a busy machine";
+  EXPECT_NE(err.find("acc-launch: hang: no worker on "), std::string::npos) << err;
+  EXPECT_NE(err.find("in all_reduce"), std::string::npos) << err;
+  expect_nothing_left(dir);
+  fs::remove_all(dir);
+}
+
 TEST(StallTest, BadStallFlagsExitTwoNamingTheFlag) {
   LaunchRun run = run_launcher({"--stall_action", "wait", "/bin/true"});
   EXPECT_EQ(run.exit_code, 2);
@@ -136,6 +233,9 @@ TEST(StallTest, BadStallFlagsExitTwoNamingTheFlag) {
   run = run_launcher({"--stall_timeout", "soon", "/bin/true"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("--stall_timeout"), std::string::npos) << run.err;
+  run = run_launcher({"--stall_init_timeout", "later", "/bin/true"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--stall_init_timeout"), std::string::npos) << run.err;
 }
 
 }  // namespace

@@ -215,7 +215,8 @@ class Agent::Impl : public WorkerGroup::Listener {
     for (const auto& w : group_->workers())
       watched.push_back({w->rank, w->spec.local_rank, w->pid, w->dir});
     stall_watch_ =
-        std::make_unique<StallWatch>(plan_, round_, std::move(watched), plan_.stall_timeout);
+        std::make_unique<StallWatch>(plan_, round_, std::move(watched), plan_.stall_timeout,
+                                     [this](const std::string& m) { notice(m); });
   }
 
   void on_stall() {

@@ -432,10 +432,15 @@ namespace {
 
 void add_stall_flags(FlagTable& t, LaunchOptions& o) {
   t.value("stall_timeout", o.stall_timeout,
-          "when no worker printed a line or made a training step (libacc) for this many "
+          "when no worker printed a line, beat, or completed a collective for this many "
           "seconds, print every worker's stack and stop the job (exit 4); 0: off")
       ->check(seconds())
       ->envname("ACC_STALL_TIMEOUT");
+  t.value("stall_init_timeout", o.stall_init_timeout,
+          "with --stall_timeout: the limit for a worker's start-up, before its first line, beat "
+          "or collective (import torch, loading, init_process_group); default 600")
+      ->check(seconds())
+      ->envname("ACC_STALL_INIT_TIMEOUT");
   t.value("stall_action", o.stall_action,
           "what a stall does after its report: stop (the default) or report (and go on)")
       ->check(CLI::IsMember({"stop", "report"}));

@@ -119,7 +119,8 @@ struct Collection {
   WorkerStack result;
 };
 
-void start(Collection& c, const std::string& eu_stack, const std::string& gdb) {
+void start(Collection& c, const std::string& eu_stack, const std::string& all_gdb) {
+  const std::string gdb = c.target.descendant ? "" : all_gdb;
   const int pid = c.target.pid;
   if (catches_signal(pid, stack_dump_signal())) {
     c.kind = Collection::Kind::kPython;
@@ -153,8 +154,10 @@ void start(Collection& c, const std::string& eu_stack, const std::string& gdb) {
       return;
     }
   }
-  c.result = proc_stack(
-      pid, argv.empty() ? "neither eu-stack nor gdb is installed" : c.tool_name + " did not start");
+  c.result = proc_stack(pid, !argv.empty() ? c.tool_name + " did not start"
+                             : c.target.descendant && !all_gdb.empty()
+                                 ? "no eu-stack; gdb is kept for the workers"
+                                 : "neither eu-stack nor gdb is installed");
 }
 
 void poll(Collection& c) {

@@ -20,6 +20,9 @@ namespace acc::launcher {
 struct StackTarget {
   int pid = 0;
   std::string worker_dir;  // where the Python hook writes, and native tool output goes
+  // A worker's descendant: no gdb, which takes seconds per process and would eat the workers'
+  // budget (Python's dump, eu-stack, else /proc).
+  bool descendant = false;
 };
 
 // The stacks of all targets, in their order, collected in parallel. Blocks for at most `budget`;

@@ -9,12 +9,14 @@
 #include <thread>
 
 #include "acc/common/error.h"
+#include "acc/common/progress_file.h"
 #include "acc/common/store_keys.h"
 #include "acc/common/unique_fd.h"
 #include "acc/rendezvous/store_client.h"
 #include "observe/flight_recorder.h"
 #include "observe/hang_report.h"
 #include "observe/nccl_ras.h"
+#include "observe/python_stack_hook.h"
 #include "observe/stack_dump.h"
 #include "observe/trace_gather.h"
 #include "output/console.h"
@@ -57,6 +59,17 @@ std::string straggler_table(const StragglerFinding& finding, const std::string& 
   return table.empty() ? "" : title + "\n" + table;
 }
 
+// A rank is busy when it ran on a CPU for at least this share of the time between two polls (or
+// was running at the poll): a rank blocked in a collective, a lock or a sleep uses next to none.
+// Low on purpose: four ranks sharing two loaded cores get a small share each.
+constexpr double kBusyCpuShare = 0.1;
+
+std::string format_seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", s);
+  return text;
+}
+
 }  // namespace
 
 std::string on_demand_report_path(int launcher_pid) {
@@ -91,27 +104,43 @@ void publish_on_demand_report(const std::string& report) {
 }
 
 StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
-                       milliseconds timeout)
+                       milliseconds timeout, std::function<void(const std::string&)> notice)
     : plan_(plan),
       round_(round),
       workers_(std::move(workers)),
       enabled_(timeout.count() > 0),
-      monitor_(timeout, static_cast<int>(workers_.size()), Clock::now()),
+      monitor_(timeout, static_cast<int>(workers_.size()), Clock::now(),
+               std::max(timeout, plan.stall_init_timeout)),
       // Beats and CPU are looked at a few times per timeout, at most once a second.
       poll_interval_(std::clamp(timeout / 4, milliseconds(100), milliseconds(1000))),
       next_poll_(Clock::now() + poll_interval_),
       beats_seen_(workers_.size(), 0),
       counted_at_sample_(workers_.size(), 0),
       cpu_at_progress_(workers_.size(), 0),
+      notice_(std::move(notice)),
+      files_(workers_.size()),
+      file_progress_seen_(workers_.size(), 0),
+      in_collective_(workers_.size(), false),
+      overrun_reported_(workers_.size(), 0),
+      cpu_at_poll_(workers_.size(), 0),
+      polled_at_(Clock::now()),
       stragglers_(straggler_ranks(workers_), plan.straggler_window, Clock::now()) {
-  for (size_t i = 0; i < workers_.size(); ++i)
-    cpu_at_progress_[i] = read_process_stat(workers_[i].pid).cpu_seconds;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    cpu_at_progress_[i] = cpu_at_poll_[i] = read_process_stat(workers_[i].pid).cpu_seconds;
+    if (!enabled_) continue;
+    try {
+      files_[i] = std::make_unique<progress_file::Reader>(progress_file_path(workers_[i].dir));
+    } catch (const Error&) {
+      // No file (a worker directory from elsewhere): lines and store beats only.
+    }
+  }
 }
 
 StallWatch::~StallWatch() = default;
 
 void StallWatch::progress(int index) {
   monitor_.progress(index, Clock::now());
+  busy_noticed_ = false;
 }
 
 StallWatch::Clock::time_point StallWatch::next_wake() const {
@@ -126,9 +155,70 @@ bool StallWatch::tick() {
   if (now >= next_poll_) {
     next_poll_ = now + poll_interval_;
     poll_beats();
+    if (poll_files()) return true;
     sample_cpu();
+    sample_busy(now);
   }
   return monitor_.check(Clock::now());
+}
+
+// The counters of each worker's progress file: a beat, a completed collective, or a section
+// opened or closed moves last_progress_ns. A call started and not completed is a wait inside a
+// collective. Memory reads only.
+bool StallWatch::poll_files() {
+  const auto now = Clock::now();
+  const std::int64_t now_ns = progress_file::now_ns();
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!files_[i]) continue;
+    const progress_file::Snapshot s = files_[i]->snapshot(false);
+    in_collective_[i] = s.started > s.completed;
+    if (s.last_progress_ns != file_progress_seen_[i]) {
+      file_progress_seen_[i] = s.last_progress_ns;
+      monitor_.progress(static_cast<int>(i), now);
+      busy_noticed_ = false;
+    }
+    if (s.section.empty() || s.section_deadline_ns == 0 || now_ns < s.section_deadline_ns ||
+        overrun_reported_[i] == s.section_started_ns)
+      continue;
+    overrun_reported_[i] = s.section_started_ns;
+    overrun_ = Overrun{i, s.section, (s.section_deadline_ns - s.section_started_ns) / 1e9,
+                       (now_ns - s.section_started_ns) / 1e9};
+    return true;
+  }
+  return false;
+}
+
+// Every running rank on CPU and none inside a collective: the group computes silently (a long
+// step, a model loading), which is no hang. A rank that burns CPU while the others wait in a
+// collective does not make the group busy: that is the odd one out of the next report.
+void StallWatch::sample_busy(Clock::time_point now) {
+  const double elapsed = seconds(now - polled_at_);
+  polled_at_ = now;
+  int watched = 0;
+  int busy = 0;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const ProcessStat stat = read_process_stat(workers_[i].pid);
+    if (!stat.ok || stat.state == "Z") continue;
+    const double share = elapsed > 0 ? (stat.cpu_seconds - cpu_at_poll_[i]) / elapsed : 0;
+    cpu_at_poll_[i] = stat.cpu_seconds;
+    ++watched;
+    if ((stat.state == "R" || share >= kBusyCpuShare) && !in_collective_[i]) ++busy;
+  }
+  if (watched == 0 || busy < watched) return;
+  monitor_.busy(now);
+  // The notice is for a silence that would have been a stall; a start-up is busy as a rule.
+  Clock::time_point group_last = Clock::time_point::min();
+  bool started = true;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    group_last = std::max(group_last, monitor_.last_progress(static_cast<int>(i)));
+    started = started && monitor_.started(static_cast<int>(i));
+  }
+  const double quiet = seconds(now - group_last);
+  if (busy_noticed_ || !started || quiet < seconds(monitor_.timeout()) || !notice_) return;
+  busy_noticed_ = true;
+  notice_("no worker printed, beat or completed a collective for " + format_seconds(quiet) +
+          " s, but every rank is busy on CPU outside collectives: computing, not a hang "
+          "(--stall_timeout goes on watching)");
 }
 
 // A worker that made progress since the last sample starts its "CPU since progress" again.
@@ -237,7 +327,7 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   Clock::time_point group_last = Clock::time_point::min();
   for (size_t i = 0; i < workers_.size(); ++i)
     group_last = std::max(group_last, monitor_.last_progress(static_cast<int>(i)));
-  if (stalled) report.stalled_for = seconds(now - group_last);
+  if (stalled) report.stalled_for = std::max(seconds(now - group_last), 0.1);
   // The traces before the stacks, which disturb the workers; shared with node 0 at a stall.
   report.traces = local_traces(ranks);
   const bool across_nodes = stalled && round_.nnodes > 1;
@@ -276,7 +366,7 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
       d.name = process_name(pid);
       descendant_slots.emplace_back(k, snapshot.descendants.size());
       snapshot.descendants.push_back(std::move(d));
-      targets.push_back({pid, workers_[indices[k]].dir});
+      targets.push_back({pid, workers_[indices[k]].dir, true});
     }
   }
   std::vector<WorkerStack> stacks = collect_stacks(targets, kStackBudget);
@@ -293,7 +383,18 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   if (!recorder.empty()) report.sections.push_back(recorder);
   if (stalled)
     if (const std::string ras = ask_nccl_ras(); !ras.empty()) report.sections.push_back(ras);
-  const std::string text = format_hang_report(report);
+  std::string text = format_hang_report(report);
+  if (stalled && overrun_) {
+    // The section names the cause: it replaces the "no worker made progress" of the first line.
+    const Overrun& o = *overrun_;
+    const size_t end = text.find('\n');
+    const size_t rest = text.find("; ");
+    text = "acc-launch: hang: rank " + std::to_string(workers_[o.index].rank) + " on " +
+           plan_.hostname + " is still in its section \"" + o.section + "\" after " +
+           format_seconds(o.open_s) + " s (its timeout: " + format_seconds(o.timeout_s) + " s)" +
+           (rest < end ? text.substr(rest) : text.substr(end));
+    overrun_.reset();
+  }
   return across_nodes ? with_other_nodes(text) : text;
 }
 

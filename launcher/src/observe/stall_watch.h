@@ -1,13 +1,19 @@
 #pragma once
 
 // The agent's side of hang detection for one attempt: feeds the StallMonitor with the workers'
-// output lines (progress() from the agent) and libacc's beats (read from the job's store at
-// each tick), samples their CPU time, and when the group stalls, or on demand (SIGUSR2),
-// collects the stacks (stack_dump.h) and formats the report (hang_report.h).
+// output lines (progress() from the agent), and at each tick with what their progress files say
+// (beats, completed collectives, sections opened or closed: acc/common/progress_file.h, counters
+// only) and libacc's beats in the job's store; samples their CPU time, so that a group whose
+// every rank computes outside collectives is not taken for a hung one (one notice instead); and
+// when the group stalls, when a worker's named section passes its deadline, or on demand
+// (SIGUSR2), collects the stacks (stack_dump.h) and formats the report (hang_report.h).
 // All calls come from the agent's thread; tick() blocks while stacks are collected (a few s).
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +24,9 @@
 
 namespace acc::rendezvous {
 class StoreClient;
+}
+namespace acc::progress_file {
+class Reader;
 }
 
 namespace acc::launcher {
@@ -50,16 +59,21 @@ class StallWatch {
     std::string dir;  // the worker's log directory, where its stack files go
   };
 
-  // `timeout` zero: no stall detection, on-demand reports only.
+  // `timeout` zero: no stall detection (nor section deadlines), on-demand reports only. The
+  // start-up limit is the plan's stall_init_timeout. `notice` prints a one-line message for
+  // the user (the busy group's).
   StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
-             std::chrono::milliseconds timeout);
+             std::chrono::milliseconds timeout,
+             std::function<void(const std::string&)> notice = nullptr);
   ~StallWatch();
 
   // Worker `index` (its place in the agent's list) wrote a line.
   void progress(int index);
   // When tick() wants calling; time_point::max() when never.
   Clock::time_point next_wake() const;
-  // Reads the beats, samples CPU time; true when the group has just stalled (once per stall).
+  // Reads the progress files and the beats, samples CPU time; true when the group has just
+  // stalled (once per stall) or a worker's section has just passed its deadline (once per
+  // section).
   bool tick();
   // Collects the stacks of the workers still running (`running` in the agent's order) and
   // returns the report; `stalled` says whether it is the stall's report or an on-demand one.
@@ -68,8 +82,18 @@ class StallWatch {
   std::string straggler_summary() const;
 
  private:
+  struct Overrun {
+    size_t index = 0;
+    std::string section;
+    double timeout_s = 0;
+    double open_s = 0;
+  };
+
   void poll_beats();
+  // Progress and sections from the workers' files; true when a section passed its deadline.
+  bool poll_files();
   void sample_cpu();
+  void sample_busy(Clock::time_point now);
   // The job's store, connected on first use; null while it cannot be reached.
   rendezvous::StoreClient* store();
   // Several nodes: shares this node's summary and, on node 0, adds the other nodes' to `report`.
@@ -91,6 +115,15 @@ class StallWatch {
   std::vector<long long> beats_seen_;
   std::vector<long> counted_at_sample_;
   std::vector<double> cpu_at_progress_;
+  std::function<void(const std::string&)> notice_;
+  std::vector<std::unique_ptr<progress_file::Reader>> files_;  // null: none (yet)
+  std::vector<std::int64_t> file_progress_seen_;
+  std::vector<bool> in_collective_;
+  std::vector<std::int64_t> overrun_reported_;  // section_started_ns of the last one reported
+  std::optional<Overrun> overrun_;              // the section the next report is about
+  std::vector<double> cpu_at_poll_;
+  Clock::time_point polled_at_;
+  bool busy_noticed_ = false;
   StragglerWatch stragglers_;
 };
 

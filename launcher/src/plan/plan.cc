@@ -464,6 +464,9 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
   plan.stall_timeout =
       std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(o.stall_timeout));
+  plan.stall_init_timeout =
+      std::max(plan.stall_timeout, std::chrono::round<std::chrono::milliseconds>(
+                                       std::chrono::duration<double>(o.stall_init_timeout)));
   plan.stall_stops_job = o.stall_action != "report";
   plan.straggler_window = std::chrono::round<std::chrono::milliseconds>(
       std::chrono::duration<double>(o.straggler_window));

@@ -135,6 +135,7 @@ struct LaunchOptions {
 
   // Hang detection (--stall_timeout, ACC_STALL_TIMEOUT; docs/launch.md "When a job hangs").
   double stall_timeout = 0;           // seconds without progress from any worker; 0: off
+  double stall_init_timeout = 600;    // the same before a worker's first progress (start-up)
   std::string stall_action = "stop";  // stop (exit status 4) or report (and go on)
 
   // Stragglers (--straggler_window, ACC_STRAGGLER_WINDOW; docs/launch.md "Stragglers").

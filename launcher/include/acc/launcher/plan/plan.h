@@ -73,6 +73,8 @@ struct LaunchPlan {
 
   // Hang detection: see LaunchOptions.
   std::chrono::milliseconds stall_timeout{0};  // 0: off
+  // Before a worker's first progress; never shorter than stall_timeout.
+  std::chrono::milliseconds stall_init_timeout{600000};
   bool stall_stops_job = true;
   std::chrono::milliseconds straggler_window{30000};  // 0: off
 
