@@ -116,6 +116,8 @@ class AgentTest : public ::testing::Test {
     options.max_restarts = max_restarts;
     options.shutdown_timeout = 30;
     options.kill_timeout = 10;
+    // The straggler watch, like the stall watch, runs on the real clock, not the fake OS's.
+    options.straggler_window = 0;
     options.log_dir = dir_ + "/logs";
     HostInfo host;
     host.hostname = "node7";

@@ -68,7 +68,7 @@ TEST(HangReportTest, WithoutAMajorityTheRankOutsideTheCollectiveIsTheOddOne) {
   const OddOneOut odd =
       find_odd_one_out({worker(0, {kAllReduce, kStepLine, kMain}), worker(1, {kSleepLine, kMain})});
   EXPECT_EQ(odd.ranks, std::vector<int>{1});
-  EXPECT_EQ(odd.reason, "not in a collective, while rank 0 wait in one");
+  EXPECT_EQ(odd.reason, "not in a collective, while rank 0 waits in one");
 }
 
 TEST(HangReportTest, APythonFrameIsInACollectiveByItsFileNotItsName) {
@@ -88,9 +88,79 @@ TEST(HangReportTest, WhenStacksAgreeARankThatMadeNoProgressIsTheOddOne) {
 TEST(HangReportTest, SaysSoWhenAllRanksLookAlike) {
   HangReport report;
   report.stalled_for = 5;
+  report.nnodes = 2;
   report.workers = {worker(0, {kAllReduce, kMain}), worker(1, {kAllReduce, kMain})};
-  EXPECT_NE(first_line(format_hang_report(report)).find("no odd one out on this node"),
-            std::string::npos);
+  EXPECT_NE(
+      first_line(format_hang_report(report))
+          .find("no odd one out on this node: its ranks look alike (look at the other nodes)"),
+      std::string::npos);
+}
+
+// A job of one node has no other nodes to look at.
+TEST(HangReportTest, OneNodeReportsPointNowhereElse) {
+  HangReport report;
+  report.stalled_for = 5;
+  report.workers = {worker(0, {kAllReduce, kMain}), worker(1, {kAllReduce, kMain})};
+  const std::string text = format_hang_report(report);
+  EXPECT_NE(first_line(text).find("; no odd one out: the ranks look alike"), std::string::npos);
+  EXPECT_EQ(text.find("other nodes"), std::string::npos) << text;
+  report.workers.pop_back();
+  EXPECT_EQ(format_hang_report(report).find("other nodes"), std::string::npos);
+}
+
+TEST(HangReportTest, TheStuckCollectiveFromTheTracesIsTheHeadline) {
+  HangReport report;
+  report.host = "node1";
+  report.stalled_for = 4;
+  for (int rank = 0; rank < 4; ++rank) {
+    report.workers.push_back(rank == 2 ? worker(2, {kSleepLine, kMain})
+                                       : worker(rank, {kAllReduce, kStepLine, kMain}));
+    RankTrace trace;
+    trace.rank = rank;
+    if (rank != 2) {
+      TracedCall call;
+      call.group = "default";
+      call.seq = 1;
+      call.op = "all_reduce";
+      call.group_size = 4;
+      call.where = "train.py:12";
+      call.in_flight = true;
+      call.duration = 4;
+      trace.calls.push_back(call);
+    }
+    report.traces.push_back(trace);
+  }
+  const std::string text = format_hang_report(report);
+  EXPECT_EQ(first_line(text),
+            "acc-launch: hang: no worker on node1 made progress for 4.0 s; stuck collective: rank "
+            "2 never issued all_reduce #1 (group default, 4 ranks); ranks 0, 1, 3 have waited in "
+            "it for 4.0 s");
+  EXPECT_NE(text.find("\n    ranks 0, 1, 3: all_reduce #1 at train.py:12, waiting for 4.0 s\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("by the stacks: odd one out rank 2"), std::string::npos) << text;
+}
+
+TEST(HangReportTest, DescendantsAppearUnderTheirRankWithPidAndStack) {
+  HangReport report;
+  report.workers = {worker(0, {kMain}), worker(1, {kMain})};
+  DescendantSnapshot loader;
+  loader.pid = 4242;
+  loader.parent = report.workers[1].pid;
+  loader.name = "pt_data_worker";
+  loader.state = "S";
+  loader.stack.source = "python faulthandler";
+  loader.stack.lines = {"main thread:", "  File \"loader.py\", line 7 in __getitem__"};
+  report.workers[1].descendants.push_back(loader);
+  const std::string text = format_hang_report(report);
+  EXPECT_NE(text.find("    `-         4242      S      pt_data_worker (child)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nrank 1, its child pid 4242 (pt_data_worker, state S, stack from python "
+                      "faulthandler):\n    main thread:\n      File \"loader.py\", line 7 in "
+                      "__getitem__\n"),
+            std::string::npos)
+      << text;
 }
 
 TEST(HangReportTest, FormatsRankLists) {
@@ -130,6 +200,25 @@ TEST(StackParseTest, GdbFramesKeepFunctionAndPlaceButNotAddressesOrArguments) {
                 "  ??", "  main at worker.cc:42"}));
   EXPECT_EQ(stack.main_thread.size(), 3u);
   EXPECT_TRUE(is_collective_frame(stack.main_thread[0]));
+}
+
+// `eu-stack -s`: the source line below a frame joins it; a frame without one stays as it was.
+TEST(StackParseTest, EuStackSourceLinesJoinTheirFrames) {
+  const WorkerStack stack = parse_eu_stack(
+      "PID 22951 - process\n"
+      "TID 22951:\n"
+      "#0  0x00007ff572865503 clock_nanosleep@GLIBC_2.2.5\n"
+      "    ../sysdeps/unix/sysv/linux/clock_nanosleep.c:71:10\n"
+      "#1  0x000055d20732e4af\n"
+      "#2  0x00007ff5727bd24a __libc_start_call_main\n"
+      "    ../sysdeps/nptl/libc_start_call_main.h:58:16\n",
+      22951);
+  ASSERT_EQ(stack.main_thread.size(), 3u);
+  EXPECT_EQ(stack.main_thread[0],
+            "clock_nanosleep@GLIBC_2.2.5 at ../sysdeps/unix/sysv/linux/clock_nanosleep.c:71");
+  EXPECT_EQ(stack.main_thread[1], "??");
+  EXPECT_EQ(stack.main_thread[2],
+            "__libc_start_call_main at ../sysdeps/nptl/libc_start_call_main.h:58");
 }
 
 }  // namespace

@@ -20,9 +20,10 @@
 #include "acc/launcher/nodes/membership.h"
 #include "agent/error_file.h"
 #include "agent/worker_group.h"
+#include "nodes/job_link.h"
 #include "nodes/preflight.h"
 #include "observe/file_timer.h"
-#include "nodes/job_link.h"
+#include "observe/flight_recorder.h"
 #include "observe/python_stack_hook.h"
 #include "observe/stall_watch.h"
 #include "output/console.h"
@@ -212,6 +213,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       publish_failure();
       look_around();
     }
+    if (stall_watch_) write_all(STDERR_FILENO, stall_watch_->straggler_summary());
     stall_watch_.reset();
     group_->finish();
     publish_failure();
@@ -533,6 +535,8 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
           << "\n";
     }
     for (const auto& [key, value] : plan.env_defaults)
+      if (!environment.count(key)) out << key << "=" << value << "\n";
+    for (const auto& [key, value] : flight_recorder_env("<log dir>"))
       if (!environment.count(key)) out << key << "=" << value << "\n";
     out << "command:";
     for (const std::string& arg : worker.argv) out << " " << quote_for_shell(arg);

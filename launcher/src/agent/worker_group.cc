@@ -15,6 +15,7 @@
 #include "acc/common/error.h"
 #include "acc/common/progress_file.h"
 #include "acc/launcher/host/host.h"
+#include "observe/flight_recorder.h"
 #include "observe/python_stack_hook.h"
 #include "output/console.h"
 
@@ -94,6 +95,7 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec) {
                                     : std::vector<int>{};
   if (!cpus.empty()) env.try_emplace("OMP_NUM_THREADS", std::to_string(cpus.size()));
   for (const auto& [key, value] : plan_.env_defaults) env.try_emplace(key, value);
+  for (const auto& [key, value] : flight_recorder_env(worker->dir)) env.try_emplace(key, value);
   for (const auto& [key, value] : worker_env(plan_, spec, round_, error_file)) env[key] = value;
   for (const auto& [key, value] : python_stack_hook_env(
            python_hook_dir_, worker->dir, env["PYTHONPATH"], env.count("PYTHONFAULTHANDLER") > 0))

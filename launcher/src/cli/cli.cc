@@ -452,6 +452,11 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
           "exit with CODE (e.g. 138) for every failure of the launcher's own (hang, lost node, "
           "unkillable worker, rendezvous), so Kubeflow's ExitCode restart policy retries it")
       ->check(whole_number(0));
+  t.value("straggler_window", o.straggler_window,
+          "every this many seconds, compare the ranks' time outside collectives per step and "
+          "name a rank 1.5 times slower than the median (default 30); 0: off")
+      ->check(seconds())
+      ->envname("ACC_STRAGGLER_WINDOW");
 }
 
 }  // namespace

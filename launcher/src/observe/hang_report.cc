@@ -61,6 +61,50 @@ std::string plural_ranks(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + format_ranks(ranks);
 }
 
+// "rank 0 waits", "ranks 0, 1 wait".
+std::string ranks_and_verb(const std::vector<int>& ranks, const std::string& verb) {
+  return plural_ranks(ranks) + " " + (ranks.size() == 1 ? verb + "s" : verb);
+}
+
+std::string headline_end(const HangReport& report, const std::vector<WorkerSnapshot>& workers,
+                         const OddOneOut& odd, const std::vector<CollectiveFinding>& findings) {
+  if (!findings.empty()) return "; stuck collective: " + describe(findings.front());
+  if (!odd.ranks.empty())
+    return "; odd one out: " + plural_ranks(odd.ranks) + " (" + odd.reason + ")";
+  // Only a job of several nodes has other nodes to look at.
+  const std::string elsewhere = report.nnodes > 1 ? " (look at the other nodes)" : "";
+  if (workers.size() < 2) return report.nnodes > 1 ? "; one worker on this node" + elsewhere : "";
+  return report.nnodes > 1 ? "; no odd one out on this node: its ranks look alike" + elsewhere
+                           : "; no odd one out: the ranks look alike";
+}
+
+void print_collectives(std::ostringstream& out, const HangReport& report,
+                       const std::vector<CollectiveFinding>& findings, const OddOneOut& odd) {
+  if (report.traces.empty()) return;
+  out << "\ncollectives (each rank's last calls, matched by group and sequence number; "
+      << report.traces.size() << (report.traces.size() == 1 ? " trace" : " traces") << "):\n";
+  if (findings.empty()) out << "  no collective in flight or in disagreement\n";
+  for (const CollectiveFinding& finding : findings) {
+    out << "  " << describe(finding) << "\n";
+    for (const std::string& line : describe_sides(finding)) out << "  " << line << "\n";
+  }
+  if (!findings.empty() && !odd.ranks.empty())
+    out << "  by the stacks: odd one out " << plural_ranks(odd.ranks) << " (" << odd.reason
+        << ")\n";
+}
+
+void print_descendants(std::ostringstream& out, const std::vector<WorkerSnapshot>& workers) {
+  for (const WorkerSnapshot& w : workers) {
+    for (const DescendantSnapshot& d : w.descendants) {
+      out << "\nrank " << w.rank << ", its " << (d.parent == w.pid ? "child" : "descendant")
+          << " pid " << d.pid << " (" << d.name << ", state " << d.state << ", stack from "
+          << d.stack.source << "):\n";
+      if (d.stack.lines.empty()) out << "    (no stack)\n";
+      for (const std::string& line : d.stack.lines) out << "    " << line << "\n";
+    }
+  }
+}
+
 }  // namespace
 
 bool is_collective_frame(const std::string& frame) {
@@ -87,7 +131,8 @@ OddOneOut find_odd_one_out(const std::vector<WorkerSnapshot>& workers) {
   if (!waiting.empty() && !not_waiting.empty()) {
     std::sort(not_waiting.begin(), not_waiting.end());
     std::sort(waiting.begin(), waiting.end());
-    return {not_waiting, "not in a collective, while " + plural_ranks(waiting) + " wait in one"};
+    return {not_waiting,
+            "not in a collective, while " + ranks_and_verb(waiting, "wait") + " in one"};
   }
   // Ranks that never printed a line nor beat while others did (a count of lines is no measure of
   // progress beyond that: chatty and quiet ranks differ for no reason).
@@ -118,6 +163,7 @@ std::string format_hang_report(const HangReport& report) {
   std::sort(workers.begin(), workers.end(),
             [](const auto& a, const auto& b) { return a.rank < b.rank; });
   const OddOneOut odd = find_odd_one_out(workers);
+  const std::vector<CollectiveFinding> findings = match_collectives(report.traces);
 
   out << "acc-launch: hang";
   if (report.stalled_for > 0)
@@ -125,12 +171,7 @@ std::string format_hang_report(const HangReport& report) {
         << " s";
   else
     out << " report (on demand) for " << report.host;
-  if (!odd.ranks.empty())
-    out << "; odd one out: " << plural_ranks(odd.ranks) << " (" << odd.reason << ")\n";
-  else if (workers.size() < 2)
-    out << "; one worker on this node (look at the other nodes)\n";
-  else
-    out << "; no odd one out on this node: its ranks look alike (look at the other nodes)\n";
+  out << headline_end(report, workers, odd, findings) << "\n";
 
   out << "  rank  local  pid       state  quiet s  cpu s  lines+beats  stack from\n";
   for (const WorkerSnapshot& w : workers) {
@@ -141,7 +182,13 @@ std::string format_hang_report(const HangReport& report) {
         w.cpu_seconds_since_progress < 0 ? "?" : fixed(w.cpu_seconds_since_progress, 2).c_str(),
         w.progress_count, w.stack.source.c_str());
     out << row;
+    for (const DescendantSnapshot& d : w.descendants) {
+      std::snprintf(row, sizeof(row), "    `-  %-6s %-9d %-6s %s (%s)\n", "", d.pid,
+                    d.state.c_str(), d.name.c_str(), d.parent == w.pid ? "child" : "descendant");
+      out << row;
+    }
   }
+  print_collectives(out, report, findings, odd);
 
   const auto groups = group_by_stack(workers);
   std::map<int, const WorkerSnapshot*> by_rank;
@@ -162,6 +209,8 @@ std::string format_hang_report(const HangReport& report) {
     const std::vector<std::string>& lines = *stacks.front();
     for (size_t i = lines.size() - common; i < lines.size(); ++i) out << "    " << lines[i] << "\n";
   }
+  print_descendants(out, workers);
+  for (const std::string& section : report.sections) out << "\n" << section;
   return out.str();
 }
 

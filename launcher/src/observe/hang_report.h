@@ -2,10 +2,14 @@
 
 // The text of a hang report: one line naming the odd one out, a table of the workers, and their
 // stacks with the ranks whose stacks are the same printed once and the outermost frames that
-// all ranks share printed once. Pure: stack_dump.h collects what it formats.
+// all ranks share printed once. Where the ranks' collective traces are there (progress_file.h),
+// the first line names the stuck collective matched across ranks (collective_match.h) instead.
+// Pure: stack_dump.h collects what it formats.
 
 #include <string>
 #include <vector>
+
+#include "observe/collective_match.h"
 
 namespace acc::launcher {
 
@@ -17,6 +21,15 @@ struct WorkerStack {
   std::vector<std::string> main_thread;  // the main thread's frames alone
 };
 
+// A process the worker started (a DataLoader worker, a shell, any descendant).
+struct DescendantSnapshot {
+  int pid = 0;
+  int parent = 0;
+  std::string name;   // /proc/PID/comm
+  std::string state;  // R, S, D, Z, T
+  WorkerStack stack;
+};
+
 struct WorkerSnapshot {
   int rank = 0;
   int local_rank = 0;
@@ -26,12 +39,19 @@ struct WorkerSnapshot {
   double cpu_seconds_since_progress = 0;  // user + system CPU in that time (-1: unknown)
   long progress_count = 0;                // lines and beats so far in this attempt
   WorkerStack stack;
+  std::vector<DescendantSnapshot> descendants;  // parents before their children
 };
 
 struct HangReport {
   std::string host;
+  int nnodes = 1;          // the job's nodes: a report of one node of several says so
   double stalled_for = 0;  // seconds without progress from any worker; 0: asked for on demand
   std::vector<WorkerSnapshot> workers;
+  // The collective traces of the job's ranks (all nodes' where they could be gathered); empty
+  // when no worker writes one.
+  std::vector<RankTrace> traces;
+  // Extra sections, printed after the collectives (stragglers, Flight Recorder, NCCL RAS).
+  std::vector<std::string> sections;
 };
 
 // Which ranks look stuck, and why, in one phrase: empty ranks when all look alike.

@@ -65,6 +65,8 @@ def _acc_start_recorder():
 
 
 _acc_register_stack_dump()
+# A forked child (a DataLoader worker) runs no sitecustomize: it would dump into its parent's file.
+_acc_os.register_at_fork(after_in_child=_acc_register_stack_dump)
 _acc_start_recorder()
 _acc_run_shadowed_sitecustomize()
 )PY";

@@ -119,7 +119,8 @@ struct Collection {
   WorkerStack result;
 };
 
-void start(Collection& c, const std::string& eu_stack, const std::string& gdb) {
+void start(Collection& c, const std::string& eu_stack, const std::string& all_gdb) {
+  const std::string gdb = c.target.descendant ? "" : all_gdb;
   const int pid = c.target.pid;
   if (catches_signal(pid, stack_dump_signal())) {
     c.kind = Collection::Kind::kPython;
@@ -131,7 +132,8 @@ void start(Collection& c, const std::string& eu_stack, const std::string& gdb) {
   std::vector<std::string> argv;
   if (!eu_stack.empty()) {
     c.tool_name = "eu-stack";
-    argv = {eu_stack, "-p", std::to_string(pid)};
+    // -s: each frame's source file:line where debug information has it.
+    argv = {eu_stack, "-s", "-p", std::to_string(pid)};
   } else if (!gdb.empty()) {
     c.tool_name = "gdb";
     argv = {gdb,
@@ -152,8 +154,10 @@ void start(Collection& c, const std::string& eu_stack, const std::string& gdb) {
       return;
     }
   }
-  c.result = proc_stack(
-      pid, argv.empty() ? "neither eu-stack nor gdb is installed" : c.tool_name + " did not start");
+  c.result = proc_stack(pid, !argv.empty() ? c.tool_name + " did not start"
+                             : c.target.descendant && !all_gdb.empty()
+                                 ? "no eu-stack; gdb is kept for the workers"
+                                 : "neither eu-stack nor gdb is installed");
 }
 
 void poll(Collection& c) {
@@ -237,6 +241,11 @@ ProcessStat read_process_stat(int pid) {
   const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
   stat.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / ticks;
   return stat;
+}
+
+std::string process_name(int pid) {
+  const std::string name = trim(read_text("/proc/" + std::to_string(pid) + "/comm"));
+  return name.empty() ? "?" : name;
 }
 
 bool catches_signal(int pid, int signal) {
@@ -324,14 +333,28 @@ WorkerStack parse_eu_stack(std::string_view text, int pid) {
   WorkerStack stack;
   stack.source = "eu-stack";
   bool in_main = false;
+  bool after_frame = false;
   for (const std::string& raw : split_lines(text)) {
     const std::string line = trim(raw);
     if (starts_with(line, "TID ")) {
       in_main = std::atoi(line.c_str() + 4) == pid;
       stack.lines.push_back(in_main ? "main thread:" : "thread:");
+      after_frame = false;
       continue;
     }
+    // `eu-stack -s` puts a frame's "file:line:column" on the line below it.
+    if (after_frame && !line.empty() && !starts_with(line, "#") && !starts_with(line, "PID ")) {
+      std::string where = line;
+      const size_t last = where.rfind(':');
+      if (last != std::string::npos && where.find(':') != last) where.resize(last);
+      stack.lines.back() += " at " + where;
+      if (in_main) stack.main_thread.back() += " at " + where;
+      after_frame = false;
+      continue;
+    }
+    after_frame = false;
     if (!starts_with(line, "#")) continue;
+    after_frame = true;
     const std::string frame = normalize_native_frame(line);
     stack.lines.push_back("  " + frame);
     if (in_main) stack.main_thread.push_back(frame);

@@ -20,6 +20,9 @@ namespace acc::launcher {
 struct StackTarget {
   int pid = 0;
   std::string worker_dir;  // where the Python hook writes, and native tool output goes
+  // A worker's descendant: no gdb, which takes seconds per process and would eat the workers'
+  // budget (Python's dump, eu-stack, else /proc).
+  bool descendant = false;
 };
 
 // The stacks of all targets, in their order, collected in parallel. Blocks for at most `budget`;
@@ -34,6 +37,9 @@ struct ProcessStat {
 };
 // /proc/PID/stat: state and user+system CPU time.
 ProcessStat read_process_stat(int pid);
+
+// /proc/PID/comm: the process's name ("python3", "pt_data_worker"); "?" when it is gone.
+std::string process_name(int pid);
 
 // Whether the process has a handler installed for `signal` (SigCgt in /proc/PID/status).
 bool catches_signal(int pid, int signal);

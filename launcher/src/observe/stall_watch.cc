@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "acc/common/error.h"
@@ -12,10 +13,14 @@
 #include "acc/common/store_keys.h"
 #include "acc/common/unique_fd.h"
 #include "acc/rendezvous/store_client.h"
+#include "observe/flight_recorder.h"
 #include "observe/hang_report.h"
+#include "observe/nccl_ras.h"
 #include "observe/python_stack_hook.h"
 #include "observe/stack_dump.h"
+#include "observe/trace_gather.h"
 #include "output/console.h"
+#include "output/log.h"
 
 namespace acc::launcher {
 namespace {
@@ -24,9 +29,34 @@ using std::chrono::milliseconds;
 
 // Stacks must come in well within the 5 s the user waits after the stall timeout.
 constexpr milliseconds kStackBudget{3000};
+// A worker's descendants shown in the report, at most (a DataLoader has a few).
+constexpr size_t kMaxDescendants = 16;
+// How long node 0 waits for the other nodes' traces once its own stacks are in.
+constexpr milliseconds kTraceWait{2000};
+// How long NCCL's RAS service may take to gather its report (nothing listening answers at once).
+constexpr milliseconds kRasWait{2000};
+
+// What NCCL's RAS service says of the job's communicators; empty when nothing listens.
+std::string ask_nccl_ras() {
+  const char* configured = std::getenv("NCCL_RAS_ADDR");
+  const std::string address = configured && *configured ? configured : kRasDefaultAddress;
+  const std::optional<std::string> reply = query_ras(address, kRasWait);
+  return reply ? ras_section(parse_ras_status(*reply), address) : "";
+}
 
 double seconds(StallWatch::Clock::duration d) {
   return std::chrono::duration<double>(d).count();
+}
+
+std::vector<StragglerWatch::Rank> straggler_ranks(const std::vector<StallWatch::Worker>& workers) {
+  std::vector<StragglerWatch::Rank> ranks;
+  for (const StallWatch::Worker& w : workers) ranks.push_back({w.rank, w.pid});
+  return ranks;
+}
+
+std::string straggler_table(const StragglerFinding& finding, const std::string& title) {
+  const std::string table = format_straggler_table(finding);
+  return table.empty() ? "" : title + "\n" + table;
 }
 
 // A rank is busy when it ran on a CPU for at least this share of the time between two polls (or
@@ -93,7 +123,8 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
       in_collective_(workers_.size(), false),
       overrun_reported_(workers_.size(), 0),
       cpu_at_poll_(workers_.size(), 0),
-      polled_at_(Clock::now()) {
+      polled_at_(Clock::now()),
+      stragglers_(straggler_ranks(workers_), plan.straggler_window, Clock::now()) {
   for (size_t i = 0; i < workers_.size(); ++i) {
     cpu_at_progress_[i] = cpu_at_poll_[i] = read_process_stat(workers_[i].pid).cpu_seconds;
     if (!enabled_) continue;
@@ -113,11 +144,12 @@ void StallWatch::progress(int index) {
 }
 
 StallWatch::Clock::time_point StallWatch::next_wake() const {
-  if (!enabled_) return Clock::time_point::max();
-  return std::min(next_poll_, monitor_.next_check());
+  if (!enabled_) return stragglers_.next_tick();
+  return std::min({next_poll_, monitor_.next_check(), stragglers_.next_tick()});
 }
 
 bool StallWatch::tick() {
+  if (const std::string line = stragglers_.tick(Clock::now()); !line.empty()) log::info(line);
   if (!enabled_) return false;
   const auto now = Clock::now();
   if (now >= next_poll_) {
@@ -282,17 +314,28 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   const auto now = Clock::now();
   std::vector<StackTarget> targets;
   std::vector<size_t> indices;
+  std::vector<LocalRank> ranks;
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (i < running.size() && !running[i]) continue;
     targets.push_back({workers_[i].pid, workers_[i].dir});
     indices.push_back(i);
+    ranks.push_back({workers_[i].rank, workers_[i].pid});
   }
   HangReport report;
   report.host = plan_.hostname;
+  report.nnodes = round_.nnodes;
   Clock::time_point group_last = Clock::time_point::min();
   for (size_t i = 0; i < workers_.size(); ++i)
     group_last = std::max(group_last, monitor_.last_progress(static_cast<int>(i)));
   if (stalled) report.stalled_for = std::max(seconds(now - group_last), 0.1);
+  // The traces before the stacks, which disturb the workers; shared with node 0 at a stall.
+  report.traces = local_traces(ranks);
+  const bool across_nodes = stalled && round_.nnodes > 1;
+  if (across_nodes) share_traces(report.traces);
+  // NCCL ranks dump their Flight Recorder while the stacks come in.
+  std::vector<FlightRecorderTarget> recorders;
+  for (size_t i : indices) recorders.push_back({workers_[i].rank, workers_[i].dir});
+  const std::vector<int> poked = poke_flight_recorder(recorders);
   // CPU and state first: dumping a stack costs the worker some CPU.
   for (size_t i : indices) {
     const Worker& w = workers_[i];
@@ -309,8 +352,37 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
     snapshot.progress_count = monitor_.progress_count(static_cast<int>(i));
     report.workers.push_back(std::move(snapshot));
   }
+  // Each worker's descendants (DataLoader workers, ...) after the workers, in one collection.
+  std::vector<std::pair<size_t, size_t>> descendant_slots;  // (worker, descendant) per target
+  for (size_t k = 0; k < indices.size(); ++k) {
+    WorkerSnapshot& snapshot = report.workers[k];
+    for (const auto& [pid, parent] : descendants_of(snapshot.pid)) {
+      if (snapshot.descendants.size() == kMaxDescendants) break;
+      const ProcessStat stat = read_process_stat(pid);
+      DescendantSnapshot d;
+      d.pid = pid;
+      d.parent = parent;
+      d.state = stat.ok ? stat.state : "?";
+      d.name = process_name(pid);
+      descendant_slots.emplace_back(k, snapshot.descendants.size());
+      snapshot.descendants.push_back(std::move(d));
+      targets.push_back({pid, workers_[indices[k]].dir, true});
+    }
+  }
   std::vector<WorkerStack> stacks = collect_stacks(targets, kStackBudget);
-  for (size_t k = 0; k < stacks.size(); ++k) report.workers[k].stack = std::move(stacks[k]);
+  for (size_t k = 0; k < indices.size(); ++k) report.workers[k].stack = std::move(stacks[k]);
+  for (size_t j = 0; j < descendant_slots.size(); ++j) {
+    const auto [worker, slot] = descendant_slots[j];
+    report.workers[worker].descendants[slot].stack = std::move(stacks[indices.size() + j]);
+  }
+  if (across_nodes && round_.node_rank == 0) report.traces = gathered_traces(report.traces);
+  const std::string stragglers = straggler_table(
+      stragglers_.whole_run(), "stragglers (this node's ranks, from their collective timing):");
+  if (!stragglers.empty()) report.sections.push_back(stragglers);
+  const std::string recorder = flight_recorder_section(recorders, poked);
+  if (!recorder.empty()) report.sections.push_back(recorder);
+  if (stalled)
+    if (const std::string ras = ask_nccl_ras(); !ras.empty()) report.sections.push_back(ras);
   std::string text = format_hang_report(report);
   if (stalled && overrun_) {
     // The section names the cause: it replaces the "no worker made progress" of the first line.
@@ -323,7 +395,49 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
            (rest < end ? text.substr(rest) : text.substr(end));
     overrun_.reset();
   }
-  return stalled && round_.nnodes > 1 ? with_other_nodes(text) : text;
+  return across_nodes ? with_other_nodes(text) : text;
+}
+
+std::string StallWatch::straggler_summary() const {
+  if (!stragglers_.named_any()) return "";
+  return straggler_table(stragglers_.whole_run(),
+                         "acc-launch: stragglers over the attempt (this node's ranks, from their "
+                         "collective timing):");
+}
+
+void StallWatch::share_traces(const std::vector<RankTrace>& traces) {
+  rendezvous::StoreClient* client = store();
+  if (!client) return;
+  try {
+    publish_traces(*client, round_.restart_count, traces);
+  } catch (const std::exception&) {
+    store_.reset();
+  }
+}
+
+// Node 0's view: every rank's trace that came through the store, its own ranks' as read here.
+std::vector<RankTrace> StallWatch::gathered_traces(const std::vector<RankTrace>& local) {
+  rendezvous::StoreClient* client = store();
+  if (!client) return local;
+  std::vector<RankTrace> all;
+  try {
+    all = gather_traces(*client, round_.restart_count, plan_.world_size, kTraceWait);
+  } catch (const std::exception&) {
+    store_.reset();
+    return local;
+  }
+  for (const RankTrace& mine : local) {
+    auto same = std::find_if(all.begin(), all.end(),
+                             [&](const RankTrace& t) { return t.rank == mine.rank; });
+    if (same == all.end())
+      all.push_back(mine);
+    else
+      *same = mine;
+  }
+  // A node whose ranks issued nothing yet publishes no trace; the ranks that did still count.
+  const bool any_call =
+      std::any_of(all.begin(), all.end(), [](const RankTrace& t) { return !t.calls.empty(); });
+  return any_call ? all : std::vector<RankTrace>{};
 }
 
 }  // namespace acc::launcher

@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "acc/launcher/plan/plan.h"
+#include "observe/collective_match.h"
 #include "observe/stall_monitor.h"
+#include "observe/straggler_watch.h"
 
 namespace acc::rendezvous {
 class StoreClient;
@@ -76,6 +78,8 @@ class StallWatch {
   // Collects the stacks of the workers still running (`running` in the agent's order) and
   // returns the report; `stalled` says whether it is the stall's report or an on-demand one.
   std::string report(const std::vector<bool>& running, bool stalled);
+  // The end-of-attempt straggler table when a straggler was named during it; empty otherwise.
+  std::string straggler_summary() const;
 
  private:
   struct Overrun {
@@ -94,6 +98,10 @@ class StallWatch {
   rendezvous::StoreClient* store();
   // Several nodes: shares this node's summary and, on node 0, adds the other nodes' to `report`.
   std::string with_other_nodes(const std::string& report);
+  // Several nodes: puts this node's traces in node 0's store (at a stall).
+  void share_traces(const std::vector<RankTrace>& traces);
+  // Node 0: the traces of every rank, its own as read here, the others' from the store.
+  std::vector<RankTrace> gathered_traces(const std::vector<RankTrace>& local);
 
   const LaunchPlan& plan_;
   Round round_;
@@ -116,6 +124,7 @@ class StallWatch {
   std::vector<double> cpu_at_poll_;
   Clock::time_point polled_at_;
   bool busy_noticed_ = false;
+  StragglerWatch stragglers_;
 };
 
 }  // namespace acc::launcher

@@ -483,6 +483,8 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.preflight_timeout = std::chrono::round<std::chrono::milliseconds>(
       std::chrono::duration<double>(o.preflight_timeout));
   plan.retryable_exit_code = resolve_retryable_exit_code(o);
+  plan.straggler_window = std::chrono::round<std::chrono::milliseconds>(
+      std::chrono::duration<double>(o.straggler_window));
 
   const std::vector<std::string> argv = worker_argv(o);
   const std::vector<std::string> devices = visible_devices(plan, host);

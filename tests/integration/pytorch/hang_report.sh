@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --stall_timeout on a real PyTorch (Gloo) job where one rank sleeps before an all_reduce: the
-# report names that rank as the odd one out and shows the other ranks inside all_reduce at the
-# script's line, the launcher exits 4 within the timeout + 5 s, and nothing is left running.
+# report names that rank as the one that never issued the all_reduce the others wait in (from the
+# collective traces) and shows the other ranks inside all_reduce at the script's line, the
+# launcher exits 4 within the timeout + 5 s, and nothing is left running.
 # Usage: hang_report.sh ACC_LAUNCH NPROC. Exits 77 (skipped) without python3-torch.
 set -euo pipefail
 launcher=$1
@@ -38,7 +39,7 @@ echo "launcher exited $took s after the last worker line (stall timeout $timeout
 
 header=$(grep -m1 '^[0-9.]* acc-launch: hang' "$work/out" | sed 's/^[0-9.]* //')
 case "$header" in
-  *"odd one out: rank $stuck ("*) ;;
+  *"stuck collective: rank $stuck never issued all_reduce #4 (group default, $nproc ranks); "*) ;;
   *) fail "the report's first line does not name rank $stuck: $header";;
 esac
 step_line=$(grep -n 'dist.all_reduce(value)' "$script" | cut -d: -f1)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Two launchers on loopback (node 0 and node 1, 2 ranks each) and rank 3, on node 1, asleep before
-# an all_reduce: each launcher reports its own ranks, and node 0's report names node 1 as the stuck
-# node in its first line, from the summary node 1 put in the job's store. Nothing is left running.
+# an all_reduce: each launcher reports its own ranks, and node 0's report names the stuck
+# collective across the nodes in its first line, from the traces node 1 put in the job's store
+# (rank 3 never issued all_reduce #4; ranks 0-2 wait in it), with node 1's own summary below.
+# Nothing is left running.
 # Usage: hang_report_two_nodes.sh ACC_LAUNCH. Exits 77 (skipped) without python3-torch.
 set -euo pipefail
 launcher=$1
@@ -37,9 +39,11 @@ grep -Ev ': (loading|step [0-9]+)$' "$work/node1"
 [ "$status1" != 0 ] || fail "node 1 exited 0"
 first=$(grep -m1 '^acc-launch: hang' "$work/node0")
 case "$first" in
-  "acc-launch: hang: stuck node: 1 (its report: odd one out: rank 3 ("*) ;;
-  *) fail "node 0's first line does not name node 1 and rank 3: $first";;
+  *"; stuck collective: rank 3 never issued all_reduce #4 (group default, 4 ranks); ranks 0-2 have waited in it for "*) ;;
+  *) fail "node 0's first line does not name rank 3 and the all_reduce across nodes: $first";;
 esac
+grep -q '^  node 1: stuck collective: rank 3 never issued all_reduce #4' "$work/node0" ||
+  fail "node 0's report lacks node 1's summary"
 left=$(pgrep -f -- "$token" || true)
 [ -z "$left" ] || fail "processes left running: $left"
-echo "PASS: node 0's report names node 1 (rank 3); 0 processes left"
+echo "PASS: node 0's report names rank 3's missing all_reduce #4 across nodes; 0 processes left"

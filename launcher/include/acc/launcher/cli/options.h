@@ -141,6 +141,8 @@ struct LaunchOptions {
   // Multi-node start-up and exits (docs/launch.md "Pre-flight", docs/errors.md).
   double preflight_timeout = 60;  // seconds a node keeps trying to reach the store; 0: no check
   int retryable_exit_code = 0;    // 0: the launcher's failures keep their own exit codes
+  // Stragglers (--straggler_window, ACC_STRAGGLER_WINDOW; docs/launch.md "Stragglers").
+  double straggler_window = 30;  // seconds of collective timing per look; 0: off
 };
 
 }  // namespace acc::launcher

@@ -76,6 +76,7 @@ struct LaunchPlan {
   // Before a worker's first progress; never shorter than stall_timeout.
   std::chrono::milliseconds stall_init_timeout{600000};
   bool stall_stops_job = true;
+  std::chrono::milliseconds straggler_window{30000};  // 0: off
 
   // Pre-flight (nodes/preflight.h): how long a node that does not host the store keeps trying to
   // reach it before the launch fails; 0: no check.

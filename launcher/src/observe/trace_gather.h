@@ -1,0 +1,46 @@
+#pragma once
+
+// Where the hang report's collective traces and descendant processes come from: each local
+// worker's progress file (named in the ACC_PROGRESS_FILE it was started with), node 0's store for
+// the ranks of the other nodes (store_keys::collective_trace), and /proc for the processes a
+// worker started. Called from the agent's thread at a stall or on demand; never throws.
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "observe/collective_match.h"
+
+namespace acc::rendezvous {
+class StoreClient;
+}
+
+namespace acc::launcher {
+
+// The ACC_PROGRESS_FILE the process `pid` was started with (/proc/PID/environ); empty when it
+// has none or is gone.
+std::string progress_file_of(int pid);
+
+struct LocalRank {
+  int rank = 0;
+  int pid = 0;
+};
+
+// The trace of every rank whose progress file can be read. Empty when no rank has any call in
+// its file (native workers without libacc, programs that issue no collective yet).
+std::vector<RankTrace> local_traces(const std::vector<LocalRank>& ranks);
+
+// Puts each trace under store_keys::collective_trace(restart_count, rank). Throws what the store
+// client throws.
+void publish_traces(rendezvous::StoreClient& store, int restart_count,
+                    const std::vector<RankTrace>& traces);
+
+// The traces of ranks 0 .. world_size-1 in the store: waits up to `wait` for the ones not there
+// yet, then returns those that came (in rank order). Throws what the store client throws.
+std::vector<RankTrace> gather_traces(rendezvous::StoreClient& store, int restart_count,
+                                     int world_size, std::chrono::milliseconds wait);
+
+// The processes `pid` started and theirs, parents before children: (pid, parent) pairs.
+std::vector<std::pair<int, int>> descendants_of(int pid);
+
+}  // namespace acc::launcher
