@@ -101,11 +101,14 @@ class Agent::Impl : public WorkerGroup::Listener {
         continue;
       }
       std::vector<WorkerOutcome> outcomes = collect_outcomes();
-      write_all(STDERR_FILENO, format_failure_report(plan_.program, attempt + 1, outcomes));
+      failure_report_ = format_failure_report(plan_.program, attempt + 1, outcomes);
+      if (plan_.print_failure_report) write_all(STDERR_FILENO, failure_report_);
       return finish(failure_exit_status(*std::find_if(
           outcomes.begin(), outcomes.end(), [](const WorkerOutcome& o) { return o.root_cause; })));
     }
   }
+
+  const std::string& failure_report() const { return failure_report_; }
 
   // --- WorkerGroup::Listener -----------------------------------------------------------------
 
@@ -310,6 +313,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   int interrupted_by_ = 0;
   std::unique_ptr<StallWatch> stall_watch_;
   bool stalled_ = false;
+  std::string failure_report_;
 };
 
 Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
@@ -323,6 +327,9 @@ Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
 Agent::~Agent() = default;
 int Agent::run() {
   return impl_->run();
+}
+const std::string& Agent::failure_report() const {
+  return impl_->failure_report();
 }
 
 std::string format_dry_run(const LaunchPlan& plan, int master_port,
