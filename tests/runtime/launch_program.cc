@@ -8,6 +8,8 @@
 //   exit N K     rank K exits with code 7; the others wait at a barrier
 //   sleep N      every rank prints "ready R" and sleeps until it is stopped
 //   cuda         initialises CUDA in the caller, then launches (exits 77 without a GPU)
+//   thread       starts a thread, then launches
+//   twice N      launches twice; the second call's workers meet the first call first
 //
 // Exit status: 0 after printing the results; 3 when acc::launch threw LaunchError (its text on
 // stdout); 128+N for InterruptedError(N); 2 for ConfigError (its text on stdout).
@@ -81,6 +83,18 @@ int run(const std::string& mode, int n, int k) {
   if (mode == "cuda") {
     if (!torch::cuda::is_available()) return 77;
     torch::Tensor on_gpu = torch::ones({1}, torch::kCUDA);
+    acc::launch([] {}, options);
+    return 0;
+  }
+  if (mode == "thread") {
+    std::thread sleeper([] { std::this_thread::sleep_for(std::chrono::seconds(2)); });
+    sleeper.detach();
+    acc::launch([] {}, options);
+    return 0;
+  }
+  if (mode == "twice") {
+    acc::launch([] {}, options);
+    std::cout << "first call returned" << std::endl;
     acc::launch([] {}, options);
     return 0;
   }

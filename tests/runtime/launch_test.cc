@@ -239,6 +239,25 @@ TEST(LaunchTest, NoWorkerOutlivesACallerKilledWithSigkill) {
   EXPECT_EQ(left_running(token), 0) << "processes left running";
 }
 
+TEST(LaunchTest, ACallWhileAnotherThreadRunsIsRefused) {
+  const std::string token = new_token();
+  Caller caller({"thread", "2"}, token);
+  EXPECT_EQ(caller.finish(), 2) << caller.output();
+  EXPECT_NE(caller.output().find("acc::launch: this process already runs 2 threads"),
+            std::string::npos)
+      << caller.output();
+  EXPECT_EQ(left_running(token), 0);
+}
+
+TEST(LaunchTest, WorkersThatMeetAnotherCallFirstSaySoAndTheCallerRaises) {
+  Caller caller({"twice", "2"}, new_token());
+  EXPECT_EQ(caller.finish(), 3) << caller.output();
+  EXPECT_NE(caller.output().find("first call returned"), std::string::npos) << caller.output();
+  EXPECT_NE(caller.output().find("was started for call 2 of acc::launch but reached call 1 first"),
+            std::string::npos)
+      << caller.output();
+}
+
 TEST(LaunchTest, ACallAfterCudaWasInitialisedIsRefused) {
   Caller caller({"cuda", "2"}, new_token());
   const int status = caller.finish();
