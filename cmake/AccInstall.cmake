@@ -8,7 +8,9 @@ install(TARGETS ${acc_export_targets} EXPORT acc-launch-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY common/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET acc_runtime)
-  install(DIRECTORY runtime/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  # launch.h goes with acc::runtime_launch, which the package does not carry (runtime/CMakeLists.txt).
+  install(DIRECTORY runtime/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+          PATTERN "launch.h" EXCLUDE)
 endif()
 if(TARGET acc-launch)
   install(TARGETS acc-launch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

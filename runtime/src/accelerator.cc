@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <exception>
 #include <thread>
 #include <type_traits>
 
@@ -151,6 +152,14 @@ Accelerator::Accelerator(AcceleratorOptions options)
 }
 
 Accelerator::~Accelerator() {
+  // Unwound by an exception, this worker is about to fail: the group stays open until the process
+  // ends, as a Python worker's does. Closed now, it would fail the other ranks' collectives at
+  // once, and whichever of them exited first would be reported as the root cause instead of this
+  // rank. Left to the process's end on purpose (a program that catches and goes on keeps it).
+  if (std::uncaught_exceptions() > 0 && impl_->group.group) {
+    new runtime::detail::GroupHandle(std::move(impl_->group));
+    return;
+  }
   try {
     end_training();
   } catch (const std::exception& e) {

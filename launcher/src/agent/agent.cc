@@ -138,6 +138,8 @@ class Agent::Impl : public WorkerGroup::Listener {
     }
   }
 
+  const std::string& failure_report() const { return failure_report_; }
+
   // --- WorkerGroup::Listener -----------------------------------------------------------------
 
   void on_signal(int sig) override {
@@ -343,7 +345,8 @@ class Agent::Impl : public WorkerGroup::Listener {
         for (WorkerOutcome& o : outcomes) o.root_cause = false;
         if (end.rank >= 0) outcomes.push_back(remote_outcome(end));
       }
-      write_all(STDERR_FILENO, format_failure_report(plan_.program, attempt + 1, outcomes));
+      failure_report_ = format_failure_report(plan_.program, attempt + 1, outcomes);
+      if (plan_.print_failure_report) write_all(STDERR_FILENO, failure_report_);
     }
     if (event.shared) log::error(describe_job_end(end));
     // A worker's status passes through; the launchers' own (a lost node, a hang elsewhere) may be
@@ -490,6 +493,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   std::unique_ptr<StallWatch> stall_watch_;
   bool stalled_ = false;
   std::unique_ptr<FileTimer> file_timer_;
+  std::string failure_report_;
 };
 
 Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
@@ -507,6 +511,9 @@ Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment, Os
 Agent::~Agent() = default;
 int Agent::run() {
   return impl_->run();
+}
+const std::string& Agent::failure_report() const {
+  return impl_->failure_report();
 }
 
 std::string format_dry_run(const LaunchPlan& plan, int master_port,

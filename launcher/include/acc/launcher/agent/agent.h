@@ -40,6 +40,10 @@ class Agent {
   // use. Call once, from the main thread, with no other threads running.
   int run();
 
+  // The failure report of the last run() that ended with one (format_failure_report), empty
+  // otherwise. run() writes it to stderr unless plan.print_failure_report is false.
+  const std::string& failure_report() const;
+
  private:
   class Impl;
   std::unique_ptr<Os> real_os_;  // when no Os was given

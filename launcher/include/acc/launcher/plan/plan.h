@@ -50,6 +50,9 @@ struct LaunchPlan {
   std::string log_line_prefix;        // template; see expand_prefix
   bool quiet = false;
   bool dry_run = false;
+  // Whether the agent writes the failure report to stderr; acc::launch (libacc) puts it in the
+  // exception it throws instead (Agent::failure_report()).
+  bool print_failure_report = true;
   std::string program;  // as the user named it, for messages
   std::string script;   // the Python file the workers run (python -u FILE), else empty
   // Accelerate's simple launcher: one process that is not a distributed job, so its worker gets
