@@ -24,7 +24,7 @@ acc::TrainingArguments parse_args(int argc, char** argv, std::string& data_dir, 
   args.output_dir = "fashion_mnist_output";
   args.num_train_epochs = 3;
   args.per_device_train_batch_size = 32;  // 64 a step on 2 processes
-  args.per_device_eval_batch_size = 500;
+  args.per_device_eval_batch_size = 100;
   args.learning_rate = 1e-3;
   args.lr_scheduler_type = acc::SchedulerType::kLinear;
   args.eval_strategy = acc::IntervalStrategy::kEpoch;
