@@ -1,11 +1,7 @@
 // Accelerator::save_state / load_state: the checkpoint directory and its atomic replacement.
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ftw.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -13,22 +9,13 @@
 #include "acc/common/error.h"
 #include "accelerator_impl.h"
 #include "log.h"
+#include "remove_tree.h"
 
 namespace acc {
 namespace fs = std::filesystem;
 namespace {
 
-// Removes `path` and everything under it, as fs::remove_all would. Not fs::remove_all itself: a
-// PyTorch wheel's libtorch.so exports a std::filesystem of its own, whose remove_all crashes
-// (PyTorch 2.11, seen on the GPU machine).
-void remove_tree(const fs::path& path) {
-  auto remove_one = [](const char* name, const struct stat*, int, FTW*) {
-    return std::remove(name);
-  };
-  if (nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
-    throw ConfigError(detail::concat("cannot remove ", path.string(), ": ", std::strerror(errno),
-                                     "; check the checkpoint directory's permissions"));
-}
+using runtime::detail::remove_tree;
 
 std::string indexed(const std::string& stem, size_t i) {
   return i == 0 ? stem + ".pt" : stem + "_" + std::to_string(i) + ".pt";

@@ -1,0 +1,140 @@
+// acc::Trainer with real processes: acc-launch starts trainer_worker over Gloo on the loopback.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Gloo tests: the processes stay on the CPU even where CUDA is available.
+[[maybe_unused]] const bool kGlooTests = setenv("ACCELERATE_USE_CPU", "1", 1) == 0;
+
+struct Result {
+  int exit_code;
+  std::string output;
+};
+
+Result run(const std::string& command) {
+  Result result{-1, ""};
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string launch(int nproc, const std::string& args, const std::string& extra = "") {
+  return std::string(ACC_LAUNCH_BIN) + " --nproc_per_node " + std::to_string(nproc) + " " + extra +
+         " " + TRAINER_WORKER_BIN + " " + args;
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<double> read_numbers(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<double> values;
+  for (double v = 0; in >> v;) values.push_back(v);
+  return values;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/acc-trainer-test-XXXXXX";
+    path_ = mkdtemp(pattern);
+  }
+  // Not std::filesystem::remove_all: a PyTorch wheel's libtorch.so brings its own, which crashes.
+  ~TempDir() { [[maybe_unused]] int rc = std::system(("rm -rf '" + path_ + "'").c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Both ranks of both runs hold the same parameters, to the last bit.
+void expect_same_params(const std::string& a, const std::string& b, int world) {
+  for (int r = 0; r < world; ++r) {
+    const std::string name = "/params_rank" + std::to_string(r) + ".bin";
+    const auto expected = read_bytes(a + name);
+    ASSERT_GT(expected.size(), 1000u) << a + name;
+    EXPECT_TRUE(read_bytes(b + name) == expected) << "rank " << r << " differs";
+    EXPECT_EQ(read_numbers(b + "/steps_rank" + std::to_string(r) + ".txt"),
+              read_numbers(a + "/steps_rank" + std::to_string(r) + ".txt"));
+  }
+}
+
+void expect_trainer_matches_hand_loop(int steps, int accumulation) {
+  TempDir trainer, hand;
+  const std::string tail = " " + std::to_string(steps) + " " + std::to_string(accumulation);
+  auto t = run(launch(2, "trainer " + trainer.path() + tail));
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  auto h = run(launch(2, "hand " + hand.path() + tail));
+  ASSERT_EQ(h.exit_code, 0) << h.output;
+  expect_same_params(hand.path(), trainer.path(), 2);
+  EXPECT_NE(t.output.find("'eval_samples': 13"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("'loss': "), std::string::npos) << t.output;
+}
+
+// 14 steps: past the warmup (3) and over two epochs (6 steps each), with dropout, clipping and
+// evaluations every 3 steps on the Trainer's side.
+TEST(TrainerTest, MatchesAHandWrittenLibaccLoopBitForBitOnTwoProcesses) {
+  expect_trainer_matches_hand_loop(14, 1);
+}
+
+TEST(TrainerTest, MatchesAHandWrittenLoopBitForBitWithGradientAccumulation) {
+  expect_trainer_matches_hand_loop(7, 2);
+}
+
+// Rank 1 is SIGKILLed after step 10 (epoch 2 of 3, 4 batches into it); acc-launch restarts the
+// group, the Trainer resumes from checkpoint-8 (2 batches into epoch 2: mid-epoch) and must end
+// bit for bit like a run that was never interrupted.
+TEST(TrainerTest, KilledMidEpochAndResumedEndsBitForBitLikeAnUninterruptedRun) {
+  TempDir straight, resumed;
+  auto a = run(launch(2, "resume " + straight.path() + " 0"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  auto b = run(launch(2, "resume " + resumed.path() + " 10", "--max_restarts 1"));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_NE(b.output.find("killing rank 1 at step 10"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("checkpoint-8 (step 8, epoch 1.33333"), std::string::npos)
+      << "resumed mid-epoch from the latest checkpoint:\n"
+      << b.output;
+  expect_same_params(straight.path(), resumed.path(), 2);
+  EXPECT_EQ(read_numbers(resumed.path() + "/steps_rank0.txt"), std::vector<double>{18});
+  // save_total_limit 2: the last two checkpoints stay, complete.
+  const std::string dir = resumed.path() + "/trainer/";
+  EXPECT_TRUE(std::filesystem::exists(dir + "checkpoint-18/trainer_state.pt"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "checkpoint-16/trainer_state.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "checkpoint-12"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "checkpoint-8"));
+}
+
+// 37 samples, eval batch 4, 2 ranks: 10 batches of 4 go round, 3 of them repeats. A model right
+// on sample 0 only must score 1 of 37, with every sample seen exactly once.
+TEST(TrainerTest, EvaluationCountsEverySampleOnceWhenTheLastRoundIsPadded) {
+  TempDir dir;
+  auto result = run(launch(2, "metrics " + dir.path() + " 37"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const auto metrics = read_numbers(dir.path() + "/metrics.txt");
+  ASSERT_EQ(metrics.size(), 2u) << result.output;
+  EXPECT_EQ(metrics[0], 37) << "eval_samples";
+  EXPECT_NEAR(metrics[1], 1.0, 1e-9) << "eval_accuracy * 37: one right answer";
+  auto labels = read_numbers(dir.path() + "/labels.txt");
+  ASSERT_EQ(labels.size(), 37u);
+  for (size_t i = 0; i < labels.size(); ++i) EXPECT_EQ(labels[i], static_cast<double>(i));
+}
+
+}  // namespace
