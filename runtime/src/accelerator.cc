@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <optional>
 #include <exception>
+#include <optional>
 #include <thread>
 #include <type_traits>
 

@@ -351,7 +351,8 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (event.shared) log::error(describe_job_end(end));
     // A worker's status passes through; the launchers' own (a lost node, a hang elsewhere) may be
     // made retryable.
-    return finish(end.rank >= 0 ? end.status : launcher_exit(end.status, plan_.retryable_exit_code));
+    return finish(end.rank >= 0 ? end.status
+                                : launcher_exit(end.status, plan_.retryable_exit_code));
   }
 
   JobEnd own_end() const {
