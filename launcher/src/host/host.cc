@@ -1,6 +1,7 @@
 #include "acc/launcher/host/host.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -300,6 +301,20 @@ HostInfo detect_host(const std::string& root_dir) {
   char cwd[4096];
   if (::getcwd(cwd, sizeof cwd)) host.cwd = cwd;
   return host;
+}
+
+bool is_local_address(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool local = false;
+  for (addrinfo* a = found; a && !local; a = a->ai_next) {
+    const UniqueFd fd(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (fd) local = ::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0;
+  }
+  ::freeaddrinfo(found);
+  return local;
 }
 
 int pick_free_port() {

@@ -12,6 +12,7 @@
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
+#include "acc/launcher/host/host.h"
 #include "acc/rendezvous/elastic_rendezvous.h"
 #include "acc/rendezvous/etcd_client.h"
 #include "acc/rendezvous/store_client.h"
@@ -50,21 +51,6 @@ std::optional<bool> bool_conf(const LaunchPlan& plan, const std::string& key) {
   if (text == "1" || text == "true" || text == "yes") return true;
   if (text == "0" || text == "false" || text == "no") return false;
   throw ConfigError("--rdzv_conf " + key + "=" + text + ": expected true or false");
-}
-
-// True when `host` names an address of this machine: binding a socket to it works only then.
-bool is_local_address(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
-  bool local = false;
-  for (addrinfo* a = found; a && !local; a = a->ai_next) {
-    const UniqueFd fd(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    if (fd) local = ::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0;
-  }
-  ::freeaddrinfo(found);
-  return local;
 }
 
 // The host a store serves on so that clients reach it at `host`: IPv6 and IPv4 both ("::",

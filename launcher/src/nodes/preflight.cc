@@ -17,6 +17,7 @@
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
+#include "acc/launcher/host/host.h"
 #include "output/log.h"
 
 namespace acc::launcher {
@@ -142,21 +143,6 @@ ReachResult connect_once(const sockaddr_storage& address, socklen_t length,
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &size);
     return error == 0 ? ReachResult{} : connect_error(error);
   }
-}
-
-// True when binding to `host` works: it names an address of this machine.
-bool is_local_address(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
-  bool local = false;
-  for (addrinfo* a = found; a && !local; a = a->ai_next) {
-    const UniqueFd fd(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    if (fd) local = ::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0;
-  }
-  ::freeaddrinfo(found);
-  return local;
 }
 
 // Whether a loopback name is a mistake: on a multi-node job, for the store another node hosts. An

@@ -48,6 +48,9 @@ inline HostInfo detect_host() {
 // An empty value hides every device. Pure.
 int count_visible(const std::vector<std::vector<std::string>>& devices, const std::string& value);
 
+// True when `host` names an address of this machine: binding a socket to it works only then.
+bool is_local_address(const std::string& host);
+
 // Binds port 0 on all interfaces and returns the port the kernel chose. Throws NetworkError.
 int pick_free_port();
 
