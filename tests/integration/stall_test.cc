@@ -139,6 +139,43 @@ TEST(StallTest, StacksRefusesAPidThatIsNoLauncher) {
   EXPECT_NE(run.err.find("is not a running acc-launch launcher"), std::string::npos) << run.err;
 }
 
+// Ranks that use no CPU but run kernels (a blocking synchronize on the GPU) compute: no kill, one
+// notice. NVML is fake_nvml.cc here, loaded as the real one is; "idle" is the same job on a GPU
+// that runs nothing, which is a stall.
+std::vector<std::string> quiet_workers(double seconds) {
+  return {"--nproc_per_node",
+          "2",
+          "--stall_timeout",
+          "1",
+          "--stall_init_timeout",
+          "1",
+          "--no_python",
+          worker_binary(),
+          "quiet",
+          std::to_string(seconds)};
+}
+
+TEST(StallTest, RanksBusyOnTheirGpuOnlyAreNotKilled) {
+  LaunchRun run = run_launcher(
+      quiet_workers(4), {{"ACC_NVML_LIBRARY", ACC_FAKE_NVML_LIBRARY}, {"ACC_FAKE_NVML", "busy"}});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err.find("acc-launch: hang"), std::string::npos) << run.err;
+  EXPECT_EQ(count(run.err,
+                  "every rank is busy on CPU or GPU (2 ranks on GPU only, by NVML) "
+                  "outside collectives"),
+            1u)
+      << run.err;
+  EXPECT_EQ(count(run.out, "done"), 2u) << run.out;
+}
+
+TEST(StallTest, RanksIdleOnCpuAndGpuAreAStall) {
+  LaunchRun run = run_launcher(
+      quiet_workers(30), {{"ACC_NVML_LIBRARY", ACC_FAKE_NVML_LIBRARY}, {"ACC_FAKE_NVML", "idle"}});
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_NE(run.err.find("acc-launch: hang: no worker on"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("busy on CPU"), std::string::npos) << run.err;
+}
+
 // --- PyTorch (Gloo, CPU) jobs as a user writes them: no false kills ---------------------------
 
 const std::string kPytorch = ACC_PYTORCH_DIR;

@@ -13,6 +13,8 @@
 //                            on SIGUSR1 write DIR/<rank>.usr1 and go on; on SIGTERM write
 //                            DIR/<rank>.term and exit 0
 //   ignore-term DIR          like wait, but ignore SIGTERM
+//   quiet SECONDS            print "started", sleep SECONDS without a word (no CPU), print
+//                            "done", exit 0
 //   affinity                 print "cpus=<the CPUs it may run on> omp=<OMP_NUM_THREADS>"
 //   chorus DIR LINES         once every local rank has written DIR/<rank>.ready, print LINES
 //                            lines "shared line I" that every rank prints, and after every
@@ -160,6 +162,13 @@ int main(int argc, char** argv) {
     signal(SIGTERM, mode == "wait" ? on_term : SIG_IGN);
     write_pids_and_fork_grandchild();
     block_forever();
+  }
+  if (mode == "quiet") {
+    std::printf("started\n");
+    std::fflush(stdout);
+    usleep(static_cast<useconds_t>(std::atof(argv[2]) * 1e6));
+    std::printf("done\n");
+    return 0;
   }
   if (mode == "affinity") {
     const char* omp = std::getenv("OMP_NUM_THREADS");

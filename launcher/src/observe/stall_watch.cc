@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <thread>
 
 #include "acc/common/error.h"
@@ -13,6 +14,7 @@
 #include "acc/common/store_keys.h"
 #include "acc/common/unique_fd.h"
 #include "acc/rendezvous/store_client.h"
+#include "host/nvml.h"
 #include "observe/flight_recorder.h"
 #include "observe/hang_report.h"
 #include "observe/nccl_ras.h"
@@ -124,7 +126,12 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
       overrun_reported_(workers_.size(), 0),
       cpu_at_poll_(workers_.size(), 0),
       polled_at_(Clock::now()),
-      stragglers_(straggler_ranks(workers_), plan.straggler_window, Clock::now()) {
+      stragglers_(straggler_ranks(workers_), plan.straggler_window, Clock::now(), round.node_rank,
+                  plan.hostname,
+                  round.nnodes > 1 ? StragglerWatch::Exchange([this](const NodeTimings& mine) {
+                    return exchange_timings(mine);
+                  })
+                                   : nullptr) {
   for (size_t i = 0; i < workers_.size(); ++i) {
     cpu_at_progress_[i] = cpu_at_poll_[i] = read_process_stat(workers_[i].pid).cpu_seconds;
     if (!enabled_) continue;
@@ -149,7 +156,7 @@ StallWatch::Clock::time_point StallWatch::next_wake() const {
 }
 
 bool StallWatch::tick() {
-  if (const std::string line = stragglers_.tick(Clock::now()); !line.empty()) log::info(line);
+  for (const std::string& line : stragglers_.tick(Clock::now())) log::info(line);
   if (!enabled_) return false;
   const auto now = Clock::now();
   if (now >= next_poll_) {
@@ -188,23 +195,32 @@ bool StallWatch::poll_files() {
   return false;
 }
 
-// Every running rank on CPU and none inside a collective: the group computes silently (a long
-// step, a model loading), which is no hang. A rank that burns CPU while the others wait in a
-// collective does not make the group busy: that is the odd one out of the next report.
+// Every running rank busy and none inside a collective: the group computes silently (a long
+// step, a model loading), which is no hang. Busy is on CPU (from /proc), or, for a rank that uses
+// next to no CPU, on a GPU: its process or one of its descendants ran kernels since the last poll
+// (NVML, where there is an NVIDIA driver; a blocking synchronize waits on the GPU without CPU).
+// A rank that burns CPU while the others wait in a collective does not make the group busy: that
+// is the odd one out of the next report.
 void StallWatch::sample_busy(Clock::time_point now) {
   const double elapsed = seconds(now - polled_at_);
   polled_at_ = now;
   int watched = 0;
-  int busy = 0;
+  std::vector<size_t> idle;  // running, outside collectives, not on CPU
+  bool waiting = false;      // some rank is inside a collective
   for (size_t i = 0; i < workers_.size(); ++i) {
     const ProcessStat stat = read_process_stat(workers_[i].pid);
     if (!stat.ok || stat.state == "Z") continue;
     const double share = elapsed > 0 ? (stat.cpu_seconds - cpu_at_poll_[i]) / elapsed : 0;
     cpu_at_poll_[i] = stat.cpu_seconds;
     ++watched;
-    if ((stat.state == "R" || share >= kBusyCpuShare) && !in_collective_[i]) ++busy;
+    if (in_collective_[i])
+      waiting = true;
+    else if (stat.state != "R" && share < kBusyCpuShare)
+      idle.push_back(i);
   }
-  if (watched == 0 || busy < watched) return;
+  if (watched == 0 || waiting) return;
+  const size_t on_gpu = idle.empty() ? 0 : busy_on_gpu(idle);
+  if (on_gpu < idle.size()) return;
   monitor_.busy(now);
   // The notice is for a silence that would have been a stall; a start-up is busy as a rule.
   Clock::time_point group_last = Clock::time_point::min();
@@ -216,9 +232,35 @@ void StallWatch::sample_busy(Clock::time_point now) {
   const double quiet = seconds(now - group_last);
   if (busy_noticed_ || !started || quiet < seconds(monitor_.timeout()) || !notice_) return;
   busy_noticed_ = true;
+  const std::string where = on_gpu == 0
+                                ? "on CPU"
+                                : "on CPU or GPU (" + std::to_string(on_gpu) +
+                                      (on_gpu == 1 ? " rank" : " ranks") + " on GPU only, by NVML)";
   notice_("no worker printed, beat or completed a collective for " + format_seconds(quiet) +
-          " s, but every rank is busy on CPU outside collectives: computing, not a hang "
-          "(--stall_timeout goes on watching)");
+          " s, but every rank is busy " + where +
+          " outside collectives: computing, not a hang (--stall_timeout goes on watching)");
+}
+
+// How many of the workers at `indices` ran kernels since the last poll, by NVML's per-process
+// samples of their processes and their descendants' (a wrapper script's python, say). Zero where
+// there is no NVML.
+size_t StallWatch::busy_on_gpu(const std::vector<size_t>& indices) {
+  Nvml* nvml = Nvml::machine();
+  if (!nvml) return 0;
+  const std::map<int, unsigned> utilization = nvml->sm_utilization();
+  const auto busy = [&](int pid) {
+    const auto found = utilization.find(pid);
+    return found != utilization.end() && found->second >= kBusyGpuPercent;
+  };
+  size_t count = 0;
+  for (size_t i : indices) {
+    bool on_gpu = busy(workers_[i].pid);
+    if (!on_gpu)
+      for (const auto& [pid, parent] : descendants_of(workers_[i].pid))
+        on_gpu = on_gpu || busy(pid);
+    count += on_gpu;
+  }
+  return count;
 }
 
 // A worker that made progress since the last sample starts its "CPU since progress" again.
@@ -376,8 +418,9 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
     report.workers[worker].descendants[slot].stack = std::move(stacks[indices.size() + j]);
   }
   if (across_nodes && round_.node_rank == 0) report.traces = gathered_traces(report.traces);
-  const std::string stragglers = straggler_table(
-      stragglers_.whole_run(), "stragglers (this node's ranks, from their collective timing):");
+  const std::string stragglers =
+      straggler_table(stragglers_.whole_run(),
+                      std::string("stragglers (") + whose_ranks() + ", from collective timing):");
   if (!stragglers.empty()) report.sections.push_back(stragglers);
   const std::string recorder = flight_recorder_section(recorders, poked);
   if (!recorder.empty()) report.sections.push_back(recorder);
@@ -401,8 +444,37 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
 std::string StallWatch::straggler_summary() const {
   if (!stragglers_.named_any()) return "";
   return straggler_table(stragglers_.whole_run(),
-                         "acc-launch: stragglers over the attempt (this node's ranks, from their "
-                         "collective timing):");
+                         std::string("acc-launch: stragglers over the attempt (") + whose_ranks() +
+                             ", from collective timing):");
+}
+
+const char* StallWatch::whose_ranks() const {
+  if (round_.nnodes <= 1) return "every rank";
+  return stragglers_.job_wide() ? "every node's ranks" : "this node's ranks";
+}
+
+// Every node puts its window in node 0's store; node 0 reads the others' back (the latest each
+// put, whatever its age: the straggler watch keeps only recent ones). A store that cannot be
+// reached leaves node 0 with its own ranks, and the others quiet.
+std::optional<std::vector<NodeTimings>> StallWatch::exchange_timings(const NodeTimings& mine) {
+  const bool judge = round_.node_rank == 0;
+  std::vector<NodeTimings> others;
+  rendezvous::StoreClient* client = store();
+  if (!client) return judge ? std::optional(others) : std::nullopt;
+  try {
+    client->set(store_keys::straggler_timings(round_.restart_count, round_.node_rank),
+                encode_node_timings(mine));
+    if (!judge) return std::nullopt;
+    for (int node = 1; node < round_.nnodes; ++node) {
+      const std::string key = store_keys::straggler_timings(round_.restart_count, node);
+      if (!client->check({key})) continue;
+      if (std::optional<NodeTimings> timings = decode_node_timings(client->get(key)))
+        others.push_back(std::move(*timings));
+    }
+  } catch (const std::exception&) {
+    store_.reset();
+  }
+  return judge ? std::optional(others) : std::nullopt;
 }
 
 void StallWatch::share_traces(const std::vector<RankTrace>& traces) {

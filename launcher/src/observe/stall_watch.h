@@ -3,8 +3,9 @@
 // The agent's side of hang detection for one attempt: feeds the StallMonitor with the workers'
 // output lines (progress() from the agent), and at each tick with what their progress files say
 // (beats, completed collectives, sections opened or closed: acc/common/progress_file.h, counters
-// only) and libacc's beats in the job's store; samples their CPU time, so that a group whose
-// every rank computes outside collectives is not taken for a hung one (one notice instead); and
+// only) and libacc's beats in the job's store; samples their CPU time (and, for a rank that uses
+// none, its GPUs' through NVML), so that a group whose every rank computes outside collectives is
+// not taken for a hung one (one notice instead); and
 // when the group stalls, when a worker's named section passes its deadline, or on demand
 // (SIGUSR2), collects the stacks (stack_dump.h) and formats the report (hang_report.h).
 // All calls come from the agent's thread; tick() blocks while stacks are collected (a few s).
@@ -94,12 +95,18 @@ class StallWatch {
   bool poll_files();
   void sample_cpu();
   void sample_busy(Clock::time_point now);
+  size_t busy_on_gpu(const std::vector<size_t>& indices);
   // The job's store, connected on first use; null while it cannot be reached.
   rendezvous::StoreClient* store();
   // Several nodes: shares this node's summary and, on node 0, adds the other nodes' to `report`.
   std::string with_other_nodes(const std::string& report);
   // Several nodes: puts this node's traces in node 0's store (at a stall).
   void share_traces(const std::vector<RankTrace>& traces);
+  // Several nodes: puts this node's straggler window in node 0's store; on node 0, returns the
+  // other nodes' (StragglerWatch::Exchange).
+  std::optional<std::vector<NodeTimings>> exchange_timings(const NodeTimings& mine);
+  // Whose ranks the straggler tables show: "every rank", "this node's ranks", "every node's ranks".
+  const char* whose_ranks() const;
   // Node 0: the traces of every rank, its own as read here, the others' from the store.
   std::vector<RankTrace> gathered_traces(const std::vector<RankTrace>& local);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 #include "observe/hang_report.h"
 
@@ -30,6 +31,41 @@ double RankTiming::wait_per_step() const {
   return steps == 0 ? 0 : in_collective / static_cast<double>(steps);
 }
 
+namespace {
+
+bool contains(const std::vector<int>& values, int value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+// Each node's fastest rank's compute per step: a node whose fastest rank is slow is slow as a
+// whole (one slow rank among fast ones is a rank straggler, not a node one).
+std::map<int, double> node_compute(const std::vector<RankTiming>& timings) {
+  std::map<int, double> fastest;
+  for (const RankTiming& t : timings) {
+    const auto [at, inserted] = fastest.emplace(t.node, t.compute_per_step());
+    if (!inserted) at->second = std::min(at->second, t.compute_per_step());
+  }
+  return fastest;
+}
+
+// The median of the nodes other than `node`.
+double others_median(const std::map<int, double>& nodes, int node) {
+  std::vector<double> others;
+  for (const auto& [n, compute] : nodes)
+    if (n != node) others.push_back(compute);
+  return median(others);
+}
+
+bool slower(double compute, double reference) {
+  return compute > kStragglerFactor * reference && compute - reference >= kStragglerMinExcess;
+}
+
+std::string steps_text(std::uint64_t steps) {
+  return std::to_string(steps) + (steps == 1 ? " step" : " steps");
+}
+
+}  // namespace
+
 StragglerFinding find_stragglers(std::vector<RankTiming> timings) {
   StragglerFinding finding;
   for (const RankTiming& t : timings)
@@ -40,27 +76,53 @@ StragglerFinding find_stragglers(std::vector<RankTiming> timings) {
   std::vector<double> compute;
   for (const RankTiming& t : finding.timings) compute.push_back(t.compute_per_step());
   finding.median_compute = median(compute);
-  for (const RankTiming& t : finding.timings) {
-    const double c = t.compute_per_step();
-    if (c > kStragglerFactor * finding.median_compute &&
-        c - finding.median_compute >= kStragglerMinExcess)
+  const std::map<int, double> nodes = node_compute(finding.timings);
+  if (nodes.size() >= 2)
+    for (const auto& [node, fastest] : nodes)
+      if (slower(fastest, others_median(nodes, node))) finding.nodes.push_back(node);
+  for (const RankTiming& t : finding.timings)
+    if (!contains(finding.nodes, t.node) && slower(t.compute_per_step(), finding.median_compute))
       finding.ranks.push_back(t.rank);
-  }
   return finding;
 }
 
-std::string describe_stragglers(const StragglerFinding& finding, double window) {
-  if (finding.ranks.empty()) return "";
+std::vector<std::string> describe_stragglers(const StragglerFinding& finding, double window,
+                                             const std::map<int, std::string>& hosts) {
+  std::vector<std::string> lines;
+  const std::string window_text = "window " + fixed(window, 0) + " s, ";
+  const std::map<int, double> nodes = node_compute(finding.timings);
+  for (int node : finding.nodes) {
+    std::uint64_t steps = 0;
+    double others_wait = 0;
+    int others = 0;
+    for (const RankTiming& t : finding.timings) {
+      if (t.node == node) {
+        steps = std::max(steps, t.steps);
+      } else if (!contains(finding.nodes, t.node)) {
+        others_wait += t.wait_per_step();
+        ++others;
+      }
+    }
+    const auto host = hosts.find(node);
+    std::string text =
+        "node " + std::to_string(node) +
+        (host != hosts.end() && !host->second.empty() ? " (" + host->second + ")" : "") +
+        " is a straggler: its ranks compute at least " + fixed(nodes.at(node), 2) +
+        " s per step against " + fixed(others_median(nodes, node), 2) + " s on the other nodes";
+    if (others > 0)
+      text +=
+          "; the other nodes' ranks wait " + fixed(others_wait / others, 2) + " s per step for it";
+    lines.push_back(text + " (" + window_text + steps_text(steps) + ")");
+  }
+  if (finding.ranks.empty()) return lines;
   double slowest = 0, others_wait = 0;
   std::uint64_t steps = 0;
   int others = 0;
   for (const RankTiming& t : finding.timings) {
-    const bool straggler =
-        std::find(finding.ranks.begin(), finding.ranks.end(), t.rank) != finding.ranks.end();
-    if (straggler) {
+    if (contains(finding.ranks, t.rank)) {
       slowest = std::max(slowest, t.compute_per_step());
       steps = std::max(steps, t.steps);
-    } else {
+    } else if (!contains(finding.nodes, t.node)) {
       others_wait += t.wait_per_step();
       ++others;
     }
@@ -73,25 +135,72 @@ std::string describe_stragglers(const StragglerFinding& finding, double window) 
   if (others > 0)
     text += "; the other ranks wait " + fixed(others_wait / others, 2) + " s per step for " +
             (one ? "it" : "them");
-  return text + " (window " + fixed(window, 0) + " s, " + std::to_string(steps) +
-         (steps == 1 ? " step)" : " steps)");
+  lines.push_back(text + " (" + window_text + steps_text(steps) + ")");
+  return lines;
 }
 
 std::string format_straggler_table(const StragglerFinding& finding) {
   if (finding.timings.empty()) return "";
-  std::string text = "  rank  steps   compute s/step  wait s/step\n";
+  const bool by_node = node_compute(finding.timings).size() > 1;
+  std::string text =
+      std::string("  rank  ") + (by_node ? "node  " : "") + "steps   compute s/step  wait s/step\n";
   for (const RankTiming& t : finding.timings) {
-    const bool straggler =
-        std::find(finding.ranks.begin(), finding.ranks.end(), t.rank) != finding.ranks.end();
+    const bool straggler = contains(finding.ranks, t.rank) || contains(finding.nodes, t.node);
     char row[160];
-    std::snprintf(
-        row, sizeof(row),
-        straggler ? "  %-5d %-7llu %-15s %-11s  <- straggler\n" : "  %-5d %-7llu %-15s %s\n",
-        t.rank, static_cast<unsigned long long>(t.steps), fixed(t.compute_per_step(), 3).c_str(),
-        fixed(t.wait_per_step(), 3).c_str());
+    std::snprintf(row, sizeof(row), "  %-5d ", t.rank);
+    text += row;
+    if (by_node) {
+      std::snprintf(row, sizeof(row), "%-5d ", t.node);
+      text += row;
+    }
+    std::snprintf(row, sizeof(row),
+                  straggler ? "%-7llu %-15s %-11s  <- straggler\n" : "%-7llu %-15s %s\n",
+                  static_cast<unsigned long long>(t.steps), fixed(t.compute_per_step(), 3).c_str(),
+                  fixed(t.wait_per_step(), 3).c_str());
     text += row;
   }
   return text;
+}
+
+// "acc-stragglers 1", "node N host H sequence S", then "window|total RANK STEPS SECONDS IN".
+std::string encode_node_timings(const NodeTimings& timings) {
+  std::string text = "acc-stragglers 1\nnode " + std::to_string(timings.node) + " host " +
+                     (timings.host.empty() ? "-" : timings.host) + " sequence " +
+                     std::to_string(timings.sequence) + "\n";
+  const auto rows = [&text](const char* kind, const std::vector<RankTiming>& list) {
+    for (const RankTiming& t : list)
+      text += std::string(kind) + " " + std::to_string(t.rank) + " " + std::to_string(t.steps) +
+              " " + fixed(t.window, 6) + " " + fixed(t.in_collective, 6) + "\n";
+  };
+  rows("window", timings.window);
+  rows("total", timings.totals);
+  return text;
+}
+
+std::optional<NodeTimings> decode_node_timings(const std::string& text) {
+  std::istringstream in(text);
+  std::string magic, node_word, host_word, sequence_word;
+  int version = 0;
+  NodeTimings timings;
+  if (!(in >> magic >> version) || magic != "acc-stragglers" || version != 1) return std::nullopt;
+  if (!(in >> node_word >> timings.node >> host_word >> timings.host >> sequence_word >>
+        timings.sequence) ||
+      node_word != "node" || host_word != "host" || sequence_word != "sequence")
+    return std::nullopt;
+  if (timings.host == "-") timings.host.clear();
+  std::string kind;
+  while (in >> kind) {
+    RankTiming t;
+    t.node = timings.node;
+    if (!(in >> t.rank >> t.steps >> t.window >> t.in_collective)) return std::nullopt;
+    if (kind == "window")
+      timings.window.push_back(t);
+    else if (kind == "total")
+      timings.totals.push_back(t);
+    else
+      return std::nullopt;
+  }
+  return timings;
 }
 
 }  // namespace acc::launcher

@@ -45,6 +45,10 @@ inline std::string hang_node_summary(int restart_count, int node_rank) {
 //   /acc/trace/attempt_<k>/rank_<r>  rank r's collective trace (progress_file.h), put by its
 //                                    node's launcher when a hang report is built
 //   /acc/hang/attempt_<k>/node_<n>   node n's one-line hang summary (above)
+//   /acc/stragglers/attempt_<k>/node_<n>
+//                                    node n's ranks' collective timing over its latest straggler
+//                                    window and the attempt so far (overwritten each window), for
+//                                    node 0 to name slow ranks and nodes across the job
 
 inline std::string node_alive(int node_rank) {
   return "/acc/job/node_" + std::to_string(node_rank) + "/alive";
@@ -68,6 +72,11 @@ inline std::string exit_barrier() {
 
 inline std::string collective_trace(int restart_count, int rank) {
   return "/acc/trace/attempt_" + std::to_string(restart_count) + "/rank_" + std::to_string(rank);
+}
+
+inline std::string straggler_timings(int restart_count, int node_rank) {
+  return "/acc/stragglers/attempt_" + std::to_string(restart_count) + "/node_" +
+         std::to_string(node_rank);
 }
 
 }  // namespace acc::store_keys
