@@ -2,7 +2,6 @@
 // SIGUSR2 to the launcher, which collects its workers' stacks, writes the report to its stderr
 // and to on_demand_report_path(pid), and this command prints that file.
 
-#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include "commands/commands.h"
 #include "observe/stall_watch.h"
 #include "output/console.h"
+#include "process/proc.h"
 
 namespace acc::launcher {
 namespace {
@@ -31,25 +31,6 @@ std::string read_file(const std::string& path) {
   return out.str();
 }
 
-std::vector<std::string> command_line(int pid) {
-  const std::string text = read_file("/proc/" + std::to_string(pid) + "/cmdline");
-  std::vector<std::string> args;
-  std::istringstream in(text);
-  for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
-  return args;
-}
-
-int parent_of(int pid) {
-  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(stat.substr(close + 2));
-  std::string state;
-  int parent = 0;
-  fields >> state >> parent;
-  return parent;
-}
-
 bool owned_by_me(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && st.st_uid == ::getuid();
@@ -58,7 +39,7 @@ bool owned_by_me(const std::string& path) {
 // An acc-launch process of ours that launches workers: not a subcommand such as this one.
 bool is_launcher(int pid) {
   if (pid == ::getpid() || !owned_by_me("/proc/" + std::to_string(pid))) return false;
-  const std::vector<std::string> args = command_line(pid);
+  const std::vector<std::string> args = proc::command_line(pid);
   if (args.empty()) return false;
   const std::string& program = args[0];
   const size_t slash = program.rfind('/');
@@ -72,16 +53,11 @@ bool is_launcher(int pid) {
 // Every launcher of this user; the watchdog each one forks looks the same, but is its child.
 std::vector<int> find_launchers() {
   std::vector<int> found;
-  if (DIR* dir = ::opendir("/proc")) {
-    while (dirent* entry = ::readdir(dir)) {
-      const int pid = std::atoi(entry->d_name);
-      if (pid > 0 && is_launcher(pid)) found.push_back(pid);
-    }
-    ::closedir(dir);
-  }
+  for (int pid : proc::processes())
+    if (is_launcher(pid)) found.push_back(pid);
   std::vector<int> launchers;
   for (int pid : found)
-    if (std::find(found.begin(), found.end(), parent_of(pid)) == found.end())
+    if (std::find(found.begin(), found.end(), proc::stat(pid).parent) == found.end())
       launchers.push_back(pid);
   std::sort(launchers.begin(), launchers.end());
   return launchers;

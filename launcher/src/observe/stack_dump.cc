@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "observe/python_stack_hook.h"
+#include "process/proc.h"
 
 #include "acc/common/strings.h"
 
@@ -83,21 +84,12 @@ pid_t spawn_tool(const std::vector<std::string>& argv, const std::string& output
 WorkerStack proc_stack(int pid, const std::string& why) {
   WorkerStack stack;
   stack.source = "/proc (" + why + ")";
-  std::vector<int> tids;
-  if (DIR* dir = ::opendir(("/proc/" + std::to_string(pid) + "/task").c_str())) {
-    while (dirent* entry = ::readdir(dir))
-      if (entry->d_name[0] != '.') tids.push_back(std::atoi(entry->d_name));
-    ::closedir(dir);
-  }
-  std::sort(tids.begin(), tids.end());
-  for (int tid : tids) {
-    const std::string task = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid);
-    const std::string stat = read_text(task + "/stat");
-    const size_t close = stat.rfind(')');
-    const std::string state = close == std::string::npos ? "?" : stat.substr(close + 2, 1);
-    std::string wchan = trim(read_text(task + "/wchan"));
+  for (int tid : proc::threads(pid)) {
+    const proc::Stat stat = proc::stat(pid, tid);
+    const std::string state = stat.ok ? stat.state : "?";
+    std::string wchan = trim(proc::read(pid, "wchan", tid));
     if (wchan.empty() || wchan == "0") wchan = "-";
-    const std::string line = "thread " + trim(read_text(task + "/comm")) +
+    const std::string line = "thread " + trim(proc::read(pid, "comm", tid)) +
                              (tid == pid ? " (main)" : "") + ": state " + state + ", wchan " +
                              wchan;
     stack.lines.push_back(line);
@@ -122,7 +114,7 @@ struct Collection {
 void start(Collection& c, const std::string& eu_stack, const std::string& all_gdb) {
   const std::string gdb = c.target.descendant ? "" : all_gdb;
   const int pid = c.target.pid;
-  if (catches_signal(pid, stack_dump_signal())) {
+  if (proc::catches_signal(pid, stack_dump_signal())) {
     c.kind = Collection::Kind::kPython;
     c.file = python_stack_file(c.target.worker_dir, pid);
     c.start = file_size(c.file);
@@ -226,37 +218,6 @@ std::string normalize_native_frame(std::string frame) {
 }
 
 }  // namespace
-
-ProcessStat read_process_stat(int pid) {
-  ProcessStat stat;
-  const std::string text = read_text("/proc/" + std::to_string(pid) + "/stat");
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return stat;
-  std::istringstream fields(text.substr(close + 2));
-  std::vector<std::string> f;
-  for (std::string field; fields >> field;) f.push_back(field);
-  if (f.size() < 13) return stat;
-  stat.ok = true;
-  stat.state = f[0];
-  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  stat.cpu_seconds = (std::stod(f[11]) + std::stod(f[12])) / ticks;
-  return stat;
-}
-
-std::string process_name(int pid) {
-  const std::string name = trim(read_text("/proc/" + std::to_string(pid) + "/comm"));
-  return name.empty() ? "?" : name;
-}
-
-bool catches_signal(int pid, int signal) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (!starts_with(line, "SigCgt:")) continue;
-    const unsigned long long mask = std::strtoull(trim(line.substr(7)).c_str(), nullptr, 16);
-    return (mask >> (signal - 1)) & 1;
-  }
-  return false;
-}
 
 std::vector<WorkerStack> collect_stacks(const std::vector<StackTarget>& targets,
                                         std::chrono::milliseconds budget) {

@@ -30,20 +30,6 @@ struct StackTarget {
 std::vector<WorkerStack> collect_stacks(const std::vector<StackTarget>& targets,
                                         std::chrono::milliseconds budget);
 
-struct ProcessStat {
-  bool ok = false;
-  std::string state;  // R, S, D, T, Z
-  double cpu_seconds = 0;
-};
-// /proc/PID/stat: state and user+system CPU time.
-ProcessStat read_process_stat(int pid);
-
-// /proc/PID/comm: the process's name ("python3", "pt_data_worker"); "?" when it is gone.
-std::string process_name(int pid);
-
-// Whether the process has a handler installed for `signal` (SigCgt in /proc/PID/status).
-bool catches_signal(int pid, int signal);
-
 WorkerStack parse_faulthandler(std::string_view text);
 WorkerStack parse_gdb(std::string_view text);
 WorkerStack parse_eu_stack(std::string_view text, int pid);

@@ -23,6 +23,7 @@
 #include "observe/trace_gather.h"
 #include "output/console.h"
 #include "output/log.h"
+#include "process/proc.h"
 
 namespace acc::launcher {
 namespace {
@@ -133,7 +134,7 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
                   })
                                    : nullptr) {
   for (size_t i = 0; i < workers_.size(); ++i) {
-    cpu_at_progress_[i] = cpu_at_poll_[i] = read_process_stat(workers_[i].pid).cpu_seconds;
+    cpu_at_progress_[i] = cpu_at_poll_[i] = proc::stat(workers_[i].pid).cpu_seconds;
     if (!enabled_) continue;
     try {
       files_[i] = std::make_unique<progress_file::Reader>(progress_file_path(workers_[i].dir));
@@ -208,7 +209,7 @@ void StallWatch::sample_busy(Clock::time_point now) {
   std::vector<size_t> idle;  // running, outside collectives, not on CPU
   bool waiting = false;      // some rank is inside a collective
   for (size_t i = 0; i < workers_.size(); ++i) {
-    const ProcessStat stat = read_process_stat(workers_[i].pid);
+    const proc::Stat stat = proc::stat(workers_[i].pid);
     if (!stat.ok || stat.state == "Z") continue;
     const double share = elapsed > 0 ? (stat.cpu_seconds - cpu_at_poll_[i]) / elapsed : 0;
     cpu_at_poll_[i] = stat.cpu_seconds;
@@ -256,7 +257,7 @@ size_t StallWatch::busy_on_gpu(const std::vector<size_t>& indices) {
   for (size_t i : indices) {
     bool on_gpu = busy(workers_[i].pid);
     if (!on_gpu)
-      for (const auto& [pid, parent] : descendants_of(workers_[i].pid))
+      for (const auto& [pid, parent] : proc::descendants(workers_[i].pid))
         on_gpu = on_gpu || busy(pid);
     count += on_gpu;
   }
@@ -269,7 +270,7 @@ void StallWatch::sample_cpu() {
     const long count = monitor_.progress_count(static_cast<int>(i));
     if (count == counted_at_sample_[i]) continue;
     counted_at_sample_[i] = count;
-    cpu_at_progress_[i] = read_process_stat(workers_[i].pid).cpu_seconds;
+    cpu_at_progress_[i] = proc::stat(workers_[i].pid).cpu_seconds;
   }
 }
 
@@ -381,7 +382,7 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   // CPU and state first: dumping a stack costs the worker some CPU.
   for (size_t i : indices) {
     const Worker& w = workers_[i];
-    const ProcessStat stat = read_process_stat(w.pid);
+    const proc::Stat stat = proc::stat(w.pid);
     WorkerSnapshot snapshot;
     snapshot.rank = w.rank;
     snapshot.local_rank = w.local_rank;
@@ -398,14 +399,14 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   std::vector<std::pair<size_t, size_t>> descendant_slots;  // (worker, descendant) per target
   for (size_t k = 0; k < indices.size(); ++k) {
     WorkerSnapshot& snapshot = report.workers[k];
-    for (const auto& [pid, parent] : descendants_of(snapshot.pid)) {
+    for (const auto& [pid, parent] : proc::descendants(snapshot.pid)) {
       if (snapshot.descendants.size() == kMaxDescendants) break;
-      const ProcessStat stat = read_process_stat(pid);
+      const proc::Stat stat = proc::stat(pid);
       DescendantSnapshot d;
       d.pid = pid;
       d.parent = parent;
       d.state = stat.ok ? stat.state : "?";
-      d.name = process_name(pid);
+      d.name = proc::name(pid);
       descendant_slots.emplace_back(k, snapshot.descendants.size());
       snapshot.descendants.push_back(std::move(d));
       targets.push_back({pid, workers_[indices[k]].dir, true});

@@ -1,9 +1,9 @@
 #pragma once
 
-// Where the hang report's collective traces and descendant processes come from: each local
+// Where the hang report's collective traces come from: each local
 // worker's progress file (named in the ACC_PROGRESS_FILE it was started with), node 0's store for
-// the ranks of the other nodes (store_keys::collective_trace), and /proc for the processes a
-// worker started. Called from the agent's thread at a stall or on demand; never throws.
+// the ranks of the other nodes (store_keys::collective_trace); the processes a worker started are
+// process/proc.h's. Called from the agent's thread at a stall or on demand; never throws.
 
 #include <chrono>
 #include <string>
@@ -39,8 +39,5 @@ void publish_traces(rendezvous::StoreClient& store, int restart_count,
 // yet, then returns those that came (in rank order). Throws what the store client throws.
 std::vector<RankTrace> gather_traces(rendezvous::StoreClient& store, int restart_count,
                                      int world_size, std::chrono::milliseconds wait);
-
-// The processes `pid` started and theirs, parents before children: (pid, parent) pairs.
-std::vector<std::pair<int, int>> descendants_of(int pid);
 
 }  // namespace acc::launcher

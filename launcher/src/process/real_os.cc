@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "acc/common/error.h"
+#include "process/proc.h"
 
 namespace acc::launcher {
 
@@ -81,16 +82,10 @@ std::vector<pid_t> RealOs::orphans() {
 
 Os::ProcessState RealOs::process_state(pid_t pid) {
   ProcessState result;
-  const std::string dir = "/proc/" + std::to_string(pid);
-  std::ifstream stat(dir + "/stat");
-  std::string line;
-  if (std::getline(stat, line)) {
-    // "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')'.
-    const size_t close = line.rfind(')');
-    if (close != std::string::npos && close + 2 < line.size()) result.state = line[close + 2];
-  }
-  std::ifstream wchan(dir + "/wchan");
-  std::getline(wchan, result.wchan);
+  const proc::Stat stat = proc::stat(pid);
+  if (stat.ok) result.state = stat.state[0];
+  result.wchan = proc::read(pid, "wchan");
+  while (!result.wchan.empty() && result.wchan.back() == '\n') result.wchan.pop_back();
   if (result.wchan == "0") result.wchan.clear();
   return result;
 }

@@ -1,0 +1,121 @@
+#include "process/proc.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace acc::launcher::proc {
+namespace {
+
+std::string path(int pid, const std::string& file, int tid) {
+  std::string p = "/proc/" + std::to_string(pid);
+  if (tid > 0) p += "/task/" + std::to_string(tid);
+  return p + "/" + file;
+}
+
+std::vector<int> numeric_entries(const std::string& directory) {
+  std::vector<int> numbers;
+  if (DIR* dir = ::opendir(directory.c_str())) {
+    while (const dirent* entry = ::readdir(dir))
+      if (const int n = std::atoi(entry->d_name); n > 0) numbers.push_back(n);
+    ::closedir(dir);
+  }
+  std::sort(numbers.begin(), numbers.end());
+  return numbers;
+}
+
+}  // namespace
+
+std::string read(int pid, const std::string& file, int tid) {
+  std::ifstream in(path(pid, file, tid), std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+Stat stat(int pid, int tid) {
+  Stat result;
+  const std::string text = read(pid, "stat", tid);
+  // "pid (comm) S ppid ...": comm may hold spaces and parentheses; the fields follow the last ')'.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return result;
+  std::istringstream fields(text.substr(close + 2));
+  std::vector<std::string> f;
+  for (std::string field; fields >> field && f.size() < 13;) f.push_back(field);
+  if (f.size() < 13) return result;
+  result.ok = true;
+  result.state = f[0];
+  result.parent = std::atoi(f[1].c_str());
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  result.cpu_seconds =
+      (std::strtod(f[11].c_str(), nullptr) + std::strtod(f[12].c_str(), nullptr)) / ticks;
+  return result;
+}
+
+std::string name(int pid) {
+  std::string text = read(pid, "comm");
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text.empty() ? "?" : text;
+}
+
+std::vector<std::string> command_line(int pid) {
+  std::vector<std::string> args;
+  std::istringstream in(read(pid, "cmdline"));
+  for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
+  return args;
+}
+
+std::string environment_value(int pid, const std::string& variable) {
+  const std::string prefix = variable + "=";
+  std::istringstream in(read(pid, "environ"));
+  for (std::string entry; std::getline(in, entry, '\0');)
+    if (entry.rfind(prefix, 0) == 0) return entry.substr(prefix.size());
+  return "";
+}
+
+bool catches_signal(int pid, int signal) {
+  std::istringstream status(read(pid, "status"));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    const unsigned long long mask = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (mask >> (signal - 1)) & 1;
+  }
+  return false;
+}
+
+std::vector<int> processes() {
+  return numeric_entries("/proc");
+}
+
+std::vector<int> threads(int pid) {
+  return numeric_entries("/proc/" + std::to_string(pid) + "/task");
+}
+
+std::vector<std::pair<int, int>> descendants(int pid) {
+  // One pass over /proc for every process's parent: /proc/PID/task/TID/children needs a kernel
+  // option that not every kernel has.
+  std::multimap<int, int> children;
+  for (int child : processes())
+    if (const int parent = stat(child).parent; parent > 0) children.emplace(parent, child);
+  std::vector<std::pair<int, int>> found;
+  std::vector<int> frontier = {pid};
+  while (!frontier.empty()) {
+    std::vector<int> next;
+    for (int parent : frontier) {
+      const auto [begin, end] = children.equal_range(parent);
+      for (auto it = begin; it != end; ++it) {
+        found.emplace_back(it->second, parent);
+        next.push_back(it->second);
+      }
+    }
+    frontier = std::move(next);
+  }
+  return found;
+}
+
+}  // namespace acc::launcher::proc

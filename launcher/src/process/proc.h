@@ -1,0 +1,47 @@
+#pragma once
+
+// What /proc says of a process, read in one place: its stat line (state, parent, CPU time), its
+// name, command line, environment, signal mask and descendants. Every reader of /proc in the
+// launcher (the agent's teardown through RealOs, the stall watch, the hang report, `acc-launch
+// stacks`) goes through these. Never throws: a process that is gone reads as empty.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace acc::launcher::proc {
+
+// /proc/PID/stat, or /proc/PID/task/TID/stat with `tid`.
+struct Stat {
+  bool ok = false;
+  std::string state;  // R, S, D, T, Z
+  int parent = 0;
+  double cpu_seconds = 0;  // user + system
+};
+Stat stat(int pid, int tid = 0);
+
+// /proc/PID/FILE (or /proc/PID/task/TID/FILE) whole; empty when it cannot be read.
+std::string read(int pid, const std::string& file, int tid = 0);
+
+// /proc/PID/comm without its newline: "python3", "pt_data_worker"; "?" when it is gone.
+std::string name(int pid);
+
+// /proc/PID/cmdline, one string an argument.
+std::vector<std::string> command_line(int pid);
+
+// The value of `variable` in the environment PID was started with; empty when absent.
+std::string environment_value(int pid, const std::string& variable);
+
+// Whether PID catches `signal` (its SigCgt mask in /proc/PID/status).
+bool catches_signal(int pid, int signal);
+
+// Every process of this machine (as far as this pid namespace shows), lowest pid first.
+std::vector<int> processes();
+
+// The threads of PID, lowest first.
+std::vector<int> threads(int pid);
+
+// The processes PID started and theirs, parents before children: (pid, parent) pairs.
+std::vector<std::pair<int, int>> descendants(int pid);
+
+}  // namespace acc::launcher::proc
