@@ -117,6 +117,25 @@ TEST(PlanTest, EtcdBackendListsTheMembersWithTheDefaultPort) {
   }
 }
 
+// One decision of who serves the c10d rendezvous store, for the elastic membership and pre-flight.
+TEST(PlanTest, TheRendezvousStoreIsServedHereByIsHostElseByALocalEndpoint) {
+  const auto plan_for = [](const std::string& endpoint, const std::string& conf) {
+    LaunchOptions o = program();
+    o.nnodes = "1:2";
+    o.rdzv_backend = "c10d";
+    o.rdzv_endpoint = endpoint;
+    o.rdzv_conf = conf;
+    return build_plan(o, host());
+  };
+  EXPECT_TRUE(hosts_rendezvous_store(plan_for("127.0.0.1:29400", "")));
+  EXPECT_FALSE(hosts_rendezvous_store(plan_for("192.0.2.1:29400", "")));
+  EXPECT_TRUE(hosts_rendezvous_store(plan_for("192.0.2.1:29400", "is_host=Yes")));
+  EXPECT_FALSE(hosts_rendezvous_store(plan_for("127.0.0.1:29400", "is_host=0")));
+  EXPECT_EQ(rdzv_is_host(plan_for("127.0.0.1:29400", "")), std::nullopt);
+  EXPECT_EQ(rdzv_is_host(plan_for("127.0.0.1:29400", "is_host=TRUE")), true);
+  EXPECT_THROW(plan_for("127.0.0.1:29400", "is_host=maybe"), ConfigError);
+}
+
 TEST(PlanTest, EtcdBackendNeedsEndpointsThatAreHostPort) {
   for (const std::string endpoint : {"", "e1:x", "e1,:2379", "e1:70000"}) {
     LaunchOptions o = program();

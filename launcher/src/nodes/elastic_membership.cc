@@ -45,14 +45,6 @@ milliseconds seconds_conf(const LaunchPlan& plan, const std::string& key, double
   return milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-std::optional<bool> bool_conf(const LaunchPlan& plan, const std::string& key) {
-  const std::string text = to_lower(conf(plan, key, ""));
-  if (text.empty()) return std::nullopt;
-  if (text == "1" || text == "true" || text == "yes") return true;
-  if (text == "0" || text == "false" || text == "no") return false;
-  throw ConfigError("--rdzv_conf " + key + "=" + text + ": expected true or false");
-}
-
 // The host a store serves on so that clients reach it at `host`: IPv6 and IPv4 both ("::",
 // dual-stack) for an IPv6 address, else the default (every IPv4 address).
 void listen_for(rendezvous::StoreServerOptions& options, const std::string& host) {
@@ -117,8 +109,7 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
     etcd.timeout = seconds_conf(plan_, "read_timeout", 60);
     return std::make_unique<rendezvous::EtcdClient>(etcd);
   }
-  const std::optional<bool> is_host = bool_conf(plan_, "is_host");
-  if (is_host.value_or(is_local_address(plan_.rdzv_host))) {
+  if (hosts_rendezvous_store(plan_)) {
     try {
       rendezvous::StoreServerOptions options;
       options.port = plan_.rdzv_port;
@@ -130,7 +121,7 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
       rendezvous_server_->start();
     } catch (const NetworkError&) {
       // Another launcher on this machine serves it already; we are its client.
-      if (is_host.value_or(false)) throw;
+      if (rdzv_is_host(plan_).value_or(false)) throw;
     }
   }
   rendezvous::StoreClientOptions client;

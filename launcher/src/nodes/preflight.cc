@@ -193,13 +193,7 @@ std::vector<PreflightTarget> preflight_targets(const LaunchPlan& plan) {
       members.push_back({"the etcd member (--rdzv_endpoint)", parse_endpoint(text, 2379, "etcd")});
     return members;
   }
-  // As the elastic membership decides who serves the rendezvous store: is_host, else whether the
-  // endpoint is an address of this machine.
-  const auto is_host = plan.rdzv_conf.find("is_host");
-  const std::string given = is_host == plan.rdzv_conf.end() ? "" : to_lower(is_host->second);
-  const bool host_here = given.empty() ? is_local_address(plan.rdzv_host)
-                                       : given == "1" || given == "true" || given == "yes";
-  if (host_here) return {};
+  if (hosts_rendezvous_store(plan)) return {};
   return {{"the rendezvous endpoint (--rdzv_endpoint)", {plan.rdzv_host, plan.rdzv_port}}};
 }
 

@@ -91,6 +91,13 @@ const std::set<std::string> kRendezvousKeys = {
     "keep_alive_max_attempt", "read_timeout",      "is_host",       "timeout",
     "heartbeat_timeout",      "store_type",        "rank"};
 
+// A truth value as torchrun takes it (1/0, true/false, yes/no, any case); false when it is none.
+bool truth_value(std::string value, bool& result) {
+  std::transform(value.begin(), value.end(), value.begin(), ::tolower);
+  result = value == "1" || value == "true" || value == "yes";
+  return result || value == "0" || value == "false" || value == "no";
+}
+
 // Each value as its key takes it: seconds (finite, not negative), a count of at least 1, a truth
 // value, or a rank; checked here once so a dry run sees the mistake too.
 void check_rdzv_conf_value(const std::string& key, const std::string& value) {
@@ -102,11 +109,8 @@ void check_rdzv_conf_value(const std::string& key, const std::string& value) {
     const auto n = parse_int(value);
     ACC_CHECK(n && *n >= 0, ConfigError, where, ": expected a whole number of at least 0");
   } else if (key == "is_host") {
-    std::string lower = value;
-    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-    ACC_CHECK(lower == "1" || lower == "0" || lower == "true" || lower == "false" ||
-                  lower == "yes" || lower == "no",
-              ConfigError, where, ": expected true or false");
+    bool ignored = false;
+    ACC_CHECK(truth_value(value, ignored), ConfigError, where, ": expected true or false");
   } else if (key != "store_type") {
     double seconds = -1;
     const char* end = value.data() + value.size();
@@ -432,6 +436,17 @@ StreamSpec parse_stream_spec(const std::string& value, const std::string& flag) 
     spec.per_local_rank[*rank] = *mask;
   }
   return spec;
+}
+
+std::optional<bool> rdzv_is_host(const LaunchPlan& plan) {
+  const auto given = plan.rdzv_conf.find("is_host");
+  bool value = false;
+  if (given == plan.rdzv_conf.end() || !truth_value(given->second, value)) return std::nullopt;
+  return value;
+}
+
+bool hosts_rendezvous_store(const LaunchPlan& plan) {
+  return rdzv_is_host(plan).value_or(is_local_address(plan.rdzv_host));
 }
 
 LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -98,6 +99,14 @@ Round static_round(const LaunchPlan& plan, int master_port, int restart_count);
 
 // A worker's global rank in a round.
 int global_rank(const LaunchPlan& plan, const Round& round, int local_rank);
+
+// --rdzv_conf is_host, where given (its value was checked by build_plan).
+std::optional<bool> rdzv_is_host(const LaunchPlan& plan);
+
+// Whether this node serves the c10d rendezvous store: is_host where given, else whether the
+// endpoint (--rdzv_endpoint) is an address of this machine. The elastic membership starts the
+// store by it, and pre-flight skips checking a store this node is about to serve.
+bool hosts_rendezvous_store(const LaunchPlan& plan);
 
 // Builds the plan. Throws ConfigError (one line naming the flag and the fix) for bad input.
 LaunchPlan build_plan(const LaunchOptions& options, const HostInfo& host);
