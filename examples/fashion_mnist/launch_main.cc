@@ -16,6 +16,7 @@
 #include "acc/runtime/launch.h"
 #include "acc/runtime/runtime.h"
 #include "basic_net.h"
+#include "flags.h"
 #include "idx.h"
 
 namespace {
@@ -28,22 +29,21 @@ struct Args {
 };
 
 Args parse_args(int argc, char** argv) {
+  using acc::examples::whole_number;
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    ACC_CHECK(i + 1 < argc, acc::ConfigError, flag, " needs a value");
-    const std::string value = argv[++i];
-    if (flag == "--processes")
-      args.processes = std::stoi(value);
-    else if (flag == "--epochs")
-      args.epochs = std::stoi(value);
-    else if (flag == "--limit")
-      args.limit = std::stoll(value);
-    else if (flag == "--data-dir")
-      args.data_dir = value;
-    else
-      throw acc::ConfigError("unknown flag " + flag + " (see the top of launch_main.cc)");
-  }
+  acc::examples::parse_flags(
+      argc, argv,
+      {{"--processes",
+        [&](const std::string& v) {
+          args.processes = static_cast<int>(whole_number("--processes", v, 1));
+        }},
+       {"--epochs",
+        [&](const std::string& v) {
+          args.epochs = static_cast<int>(whole_number("--epochs", v, 1));
+        }},
+       {"--limit", [&](const std::string& v) { args.limit = whole_number("--limit", v); }},
+       {"--data-dir", [&](const std::string& v) { args.data_dir = v; }}},
+      "launch_main.cc");
   return args;
 }
 

@@ -19,6 +19,7 @@
 #include "acc/common/error.h"
 #include "acc/runtime/runtime.h"
 #include "basic_net.h"
+#include "flags.h"
 #include "idx.h"
 
 namespace {
@@ -35,28 +36,21 @@ struct Args {
 };
 
 Args parse_args(int argc, char** argv) {
+  using acc::examples::whole_number;
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      ACC_CHECK(i + 1 < argc, acc::ConfigError, flag, " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--epochs")
-      args.epochs = std::stoi(value());
-    else if (flag == "--data-dir")
-      args.data_dir = value();
-    else if (flag == "--checkpoint-dir")
-      args.checkpoint_dir = value();
-    else if (flag == "--resume")
-      args.resume = true;
-    else if (flag == "--limit")
-      args.limit = std::stoll(value());
-    else if (flag == "--global-batch")
-      args.global_batch = std::stoll(value());
-    else
-      throw acc::ConfigError("unknown flag " + flag + " (see the top of main.cc)");
-  }
+  acc::examples::parse_flags(
+      argc, argv,
+      {{"--epochs",
+        [&](const std::string& v) {
+          args.epochs = static_cast<int>(whole_number("--epochs", v, 1));
+        }},
+       {"--data-dir", [&](const std::string& v) { args.data_dir = v; }},
+       {"--checkpoint-dir", [&](const std::string& v) { args.checkpoint_dir = v; }},
+       {"--resume", [&](const std::string&) { args.resume = true; }, true},
+       {"--limit", [&](const std::string& v) { args.limit = whole_number("--limit", v); }},
+       {"--global-batch",
+        [&](const std::string& v) { args.global_batch = whole_number("--global-batch", v, 1); }}},
+      "main.cc");
   return args;
 }
 

@@ -15,6 +15,7 @@
 #include "acc/common/error.h"
 #include "acc/runtime/runtime.h"
 #include "basic_net.h"
+#include "flags.h"
 #include "idx.h"
 
 namespace {
@@ -30,25 +31,18 @@ acc::TrainingArguments parse_args(int argc, char** argv, std::string& data_dir, 
   args.eval_strategy = acc::IntervalStrategy::kEpoch;
   args.save_strategy = acc::IntervalStrategy::kEpoch;
   args.logging_steps = 200;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      ACC_CHECK(i + 1 < argc, acc::ConfigError, flag, " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--epochs")
-      args.num_train_epochs = std::stoi(value());
-    else if (flag == "--data-dir")
-      data_dir = value();
-    else if (flag == "--output-dir")
-      args.output_dir = value();
-    else if (flag == "--resume")
-      args.resume_from_checkpoint = "latest";
-    else if (flag == "--limit")
-      limit = std::stoll(value());
-    else
-      throw acc::ConfigError("unknown flag " + flag + " (see the top of trainer.cc)");
-  }
+  using acc::examples::whole_number;
+  acc::examples::parse_flags(
+      argc, argv,
+      {{"--epochs",
+        [&](const std::string& v) {
+          args.num_train_epochs = static_cast<int>(whole_number("--epochs", v, 1));
+        }},
+       {"--data-dir", [&](const std::string& v) { data_dir = v; }},
+       {"--output-dir", [&](const std::string& v) { args.output_dir = v; }},
+       {"--resume", [&](const std::string&) { args.resume_from_checkpoint = "latest"; }, true},
+       {"--limit", [&](const std::string& v) { limit = whole_number("--limit", v); }}},
+      "trainer.cc");
   return args;
 }
 

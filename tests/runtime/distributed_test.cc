@@ -18,38 +18,21 @@
 #include <vector>
 
 #include "acc/common/progress_file.h"
+#include "worker_run.h"
 
 namespace {
+
+using acc::testing::read_bytes;
+using acc::testing::Result;
+using acc::testing::run;
+using acc::testing::TempDir;
 
 // Every test but the Cuda*Test ones is a Gloo test: its processes stay on the CPU even where CUDA
 // is available (their 2 or 3 ranks would otherwise share one GPU, which NCCL refuses).
 [[maybe_unused]] const bool kGlooTests = setenv("ACCELERATE_USE_CPU", "1", 1) == 0;
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
-
-Result run(const std::string& command) {
-  Result result{-1, ""};
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
-
 std::string launch(int nproc, const std::string& args, const std::string& extra = "") {
-  return std::string(ACC_LAUNCH_BIN) + " --nproc_per_node " + std::to_string(nproc) + " " + extra +
-         " " + RUNTIME_WORKER_BIN + " " + args;
-}
-
-std::string read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return acc::testing::launch_command(nproc, RUNTIME_WORKER_BIN, args, extra);
 }
 
 std::vector<float> read_floats(const std::filesystem::path& path) {
@@ -67,20 +50,6 @@ std::vector<long> read_ints(const std::filesystem::path& path) {
   for (long v = 0; in >> v;) values.push_back(v);
   return values;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/acc-runtime-test-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  // Not std::filesystem::remove_all: a PyTorch wheel's libtorch.so brings its own, which crashes.
-  ~TempDir() { [[maybe_unused]] int rc = std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // After K steps every rank holds the same parameters, and they match one process trained on
 // the concatenated batches (float tolerance: the sums are associated differently).

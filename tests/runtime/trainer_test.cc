@@ -12,36 +12,20 @@
 #include <string>
 #include <vector>
 
+#include "worker_run.h"
+
 namespace {
+
+using acc::testing::read_bytes;
+using acc::testing::Result;
+using acc::testing::run;
+using acc::testing::TempDir;
 
 // Gloo tests: the processes stay on the CPU even where CUDA is available.
 [[maybe_unused]] const bool kGlooTests = setenv("ACCELERATE_USE_CPU", "1", 1) == 0;
 
-struct Result {
-  int exit_code;
-  std::string output;
-};
-
-Result run(const std::string& command) {
-  Result result{-1, ""};
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
-
 std::string launch(int nproc, const std::string& args, const std::string& extra = "") {
-  return std::string(ACC_LAUNCH_BIN) + " --nproc_per_node " + std::to_string(nproc) + " " + extra +
-         " " + TRAINER_WORKER_BIN + " " + args;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return acc::testing::launch_command(nproc, TRAINER_WORKER_BIN, args, extra);
 }
 
 std::vector<double> read_numbers(const std::string& path) {
@@ -50,20 +34,6 @@ std::vector<double> read_numbers(const std::string& path) {
   for (double v = 0; in >> v;) values.push_back(v);
   return values;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/acc-trainer-test-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  // Not std::filesystem::remove_all: a PyTorch wheel's libtorch.so brings its own, which crashes.
-  ~TempDir() { [[maybe_unused]] int rc = std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Both ranks of both runs hold the same parameters, to the last bit.
 void expect_same_params(const std::string& a, const std::string& b, int world) {
