@@ -46,7 +46,8 @@ class Os {
 
   // A child that has exited and is not reaped yet, left unreaped (so its pid, and the id of
   // the group it led, cannot be reused while the caller clears the group); none: nullopt.
-  // Never blocks.
+  // Of several, the one that exited first where the machine can tell (the failure that ended a
+  // job comes before the failures it caused a millisecond later). Never blocks.
   virtual std::optional<pid_t> exited_child() = 0;
   // Reaps the exited child `pid` (from exited_child()) and returns its status as waitpid
   // reports it.

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "acc/common/error.h"
 #include "process/proc.h"
@@ -60,6 +61,13 @@ void RealOs::signal_process(pid_t pid, int sig) {
 
 std::optional<pid_t> RealOs::exited_child() {
   siginfo_t info{};
+  // waitid(P_ALL) finds the oldest child first, not the first to exit: rank 1, failing a
+  // millisecond after rank 2 on the connection rank 2's exit closed, would be the root cause.
+  if (const pid_t first = std::exchange(first_exited_, 0); first > 0)
+    if (::waitid(P_PID, static_cast<id_t>(first), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == first)
+      return first;
+  info = {};
   if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0)
     return std::nullopt;
   return info.si_pid;
@@ -110,8 +118,11 @@ std::vector<int> RealOs::wait(std::vector<pollfd>& fds, std::optional<Clock::tim
   std::vector<int> signals;
   if (!(all[0].revents & POLLIN)) return signals;
   signalfd_siginfo info{};
-  while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info))
+  while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
     signals.push_back(static_cast<int>(info.ssi_signo));
+    if (info.ssi_signo == SIGCHLD && first_exited_ == 0)
+      first_exited_ = static_cast<pid_t>(info.ssi_pid);
+  }
   return signals;
 }
 

@@ -34,6 +34,9 @@ class RealOs : public Os {
  private:
   UniqueFd signal_fd_;
   std::unique_ptr<Watchdog> watchdog_;  // started by take_signals
+  // The child whose exit raised the SIGCHLD that wait() read: the first of all that exited
+  // while the signal was pending (the kernel keeps the first sender of a pending signal).
+  pid_t first_exited_ = 0;
 };
 
 }  // namespace acc::launcher
