@@ -180,6 +180,21 @@ TEST(StackParseTest, FaulthandlerThreadIdsAreDroppedSoEqualStacksCompareEqual) {
   EXPECT_EQ(a.main_thread, std::vector<std::string>{"File \"m.py\", line 9 in <module>"});
 }
 
+// The recorder's wrapper between torch's function and the user's line is the launcher's frame.
+TEST(StackParseTest, FaulthandlerStacksLeaveTheRecordersFrameOut) {
+  const auto stack = parse_faulthandler(
+      "Current thread 0x00007f2 (most recent call first):\n"
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1536 "
+      "in all_reduce\n"
+      "  File \"/tmp/acc-launch-run/python/acc_launch.py\", line 250 in recorded\n"
+      "  File \"train.py\", line 9 in main\n");
+  EXPECT_EQ(stack.main_thread,
+            (std::vector<std::string>{"File \"/usr/lib/python3/dist-packages/torch/distributed/"
+                                      "distributed_c10d.py\", line 1536 in all_reduce",
+                                      "File \"train.py\", line 9 in main"}));
+  EXPECT_EQ(stack.lines.size(), 3u);
+}
+
 TEST(StackParseTest, GdbFramesKeepFunctionAndPlaceButNotAddressesOrArguments) {
   const auto stack = parse_gdb(
       "[New LWP 12]\n"

@@ -246,6 +246,17 @@ std::vector<WorkerStack> collect_stacks(const std::vector<StackTarget>& targets,
   return stacks;
 }
 
+namespace {
+
+// The recorder's wrapper (acc_launch.py's `recorded`) stands between torch's function and the
+// user's line in every recorded call: the launcher's frame, not the program's.
+bool is_recorder_frame(const std::string& line) {
+  return line.find("acc_launch.py\", line ") != std::string::npos && line.size() >= 12 &&
+         line.compare(line.size() - 12, 12, " in recorded") == 0;
+}
+
+}  // namespace
+
 WorkerStack parse_faulthandler(std::string_view text) {
   WorkerStack stack;
   stack.source = "python faulthandler";
@@ -259,6 +270,7 @@ WorkerStack parse_faulthandler(std::string_view text) {
       stack.lines.push_back(in_main ? "main thread:" : "thread:");
       continue;
     }
+    if (is_recorder_frame(line)) continue;
     stack.lines.push_back("  " + line);
     if (in_main) stack.main_thread.push_back(line);
   }
