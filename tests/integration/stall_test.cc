@@ -216,12 +216,11 @@ TEST(StallTest, ASilentJobWhoseRanksAllComputeIsNotKilled) {
   EXPECT_EQ(count(run.out, "sum 4"), 4u) << run.out;
 }
 
-TEST(StallTest, ASectionPastItsDeadlineIsReportedByNameAndStopsTheJob) {
+void expect_section_overrun_stops_the_job(const std::vector<std::string>& launcher_args) {
   if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
   const std::string dir = make_temp_dir();
-  LaunchRun run = run_launcher(
-      torch_job({"--nproc_per_node", "4", "--stall_timeout", "60"}, "section_overrun.py", {dir}),
-      {}, seconds(200));
+  LaunchRun run =
+      run_launcher(torch_job(launcher_args, "section_overrun.py", {dir}), {}, seconds(200));
   EXPECT_EQ(run.exit_code, 4) << run.err;
   EXPECT_NE(run.err.find("acc-launch: hang: rank 1 on "), std::string::npos) << run.err;
   EXPECT_NE(run.err.find(" is still in its section \"checkpoint\" after "), std::string::npos)
@@ -229,6 +228,15 @@ TEST(StallTest, ASectionPastItsDeadlineIsReportedByNameAndStopsTheJob) {
   EXPECT_NE(run.err.find("(its timeout: 2.0 s)"), std::string::npos) << run.err;
   expect_nothing_left(dir);
   fs::remove_all(dir);
+}
+
+TEST(StallTest, ASectionPastItsDeadlineIsReportedByNameAndStopsTheJob) {
+  expect_section_overrun_stops_the_job({"--nproc_per_node", "4", "--stall_timeout", "60"});
+}
+
+// A section's own deadline is the program's word: it holds without --stall_timeout too.
+TEST(StallTest, ASectionPastItsDeadlineStopsTheJobWithoutAStallTimeout) {
+  expect_section_overrun_stops_the_job({"--nproc_per_node", "4"});
 }
 
 // A rank asleep before its first all_reduce while the others wait in it: no kill during the

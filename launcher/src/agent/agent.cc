@@ -406,7 +406,8 @@ class Agent::Impl : public WorkerGroup::Listener {
       notice("hang report in " + path + "; the job goes on (--stall_action report)");
       return;
     }
-    notice("hang report in " + path + "; stopping the workers (--stall_timeout)");
+    notice("hang report in " + path + "; stopping the workers" +
+           (plan_.stall_timeout.count() > 0 ? " (--stall_timeout)" : ""));
     stalled_ = true;
     group_->stop(SIGTERM);
   }

@@ -114,8 +114,10 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
       enabled_(timeout.count() > 0),
       monitor_(timeout, static_cast<int>(workers_.size()), Clock::now(),
                std::max(timeout, plan.stall_init_timeout)),
-      // Beats and CPU are looked at a few times per timeout, at most once a second.
-      poll_interval_(std::clamp(timeout / 4, milliseconds(100), milliseconds(1000))),
+      // Beats and CPU are looked at a few times per timeout, at most once a second; without a
+      // stall timeout, only the sections' deadlines, once a second.
+      poll_interval_(enabled_ ? std::clamp(timeout / 4, milliseconds(100), milliseconds(1000))
+                              : milliseconds(1000)),
       next_poll_(Clock::now() + poll_interval_),
       beats_seen_(workers_.size(), 0),
       counted_at_sample_(workers_.size(), 0),
@@ -135,7 +137,6 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
                                    : nullptr) {
   for (size_t i = 0; i < workers_.size(); ++i) {
     cpu_at_progress_[i] = cpu_at_poll_[i] = proc::stat(workers_[i].pid).cpu_seconds;
-    if (!enabled_) continue;
     try {
       files_[i] = std::make_unique<progress_file::Reader>(progress_file_path(workers_[i].dir));
     } catch (const Error&) {
@@ -152,22 +153,22 @@ void StallWatch::progress(int index) {
 }
 
 StallWatch::Clock::time_point StallWatch::next_wake() const {
-  if (!enabled_) return stragglers_.next_tick();
+  if (!enabled_) return std::min(next_poll_, stragglers_.next_tick());
   return std::min({next_poll_, monitor_.next_check(), stragglers_.next_tick()});
 }
 
 bool StallWatch::tick() {
   for (const std::string& line : stragglers_.tick(Clock::now())) log::info(line);
-  if (!enabled_) return false;
   const auto now = Clock::now();
   if (now >= next_poll_) {
     next_poll_ = now + poll_interval_;
+    if (!enabled_) return poll_files();  // a section's deadline holds without --stall_timeout
     poll_beats();
     if (poll_files()) return true;
     sample_cpu();
     sample_busy(now);
   }
-  return monitor_.check(Clock::now());
+  return enabled_ && monitor_.check(Clock::now());
 }
 
 // The counters of each worker's progress file: a beat, a completed collective, or a section

@@ -60,7 +60,7 @@ class StallWatch {
     std::string dir;  // the worker's log directory, where its stack files go
   };
 
-  // `timeout` zero: no stall detection (nor section deadlines), on-demand reports only. The
+  // `timeout` zero: no stall detection, only the sections' deadlines and on-demand reports. The
   // start-up limit is the plan's stall_init_timeout. `notice` prints a one-line message for
   // the user (the busy group's).
   StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
