@@ -166,6 +166,13 @@ void expect_ranks(int n) {
               std::string::npos)
         << caller.output();
   EXPECT_EQ(left_running(token), 0);
+  // The notice names what a program that calls acc::launch has, not the launcher's flag.
+  if (n > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    EXPECT_NE(caller.output().find("set it in LaunchOptions::env (or the caller's environment)"),
+              std::string::npos)
+        << caller.output();
+    EXPECT_EQ(caller.output().find("--num_cpu_threads_per_process"), std::string::npos);
+  }
 }
 
 TEST(LaunchTest, TwoWorkersGetTheirRanksAndAnAllReduceAddsUp) {
