@@ -103,6 +103,11 @@ int launch(const std::vector<std::string>& args) {
 int dispatch(int argc, char** argv) {
   const std::string first = argc > 1 ? argv[1] : "";
   const std::vector<std::string> rest(argv + std::min(argc, 2), argv + argc);
+  // The subcommands' messages follow ACC_LOG_LEVEL as a launch's do (a launch reads its flags
+  // too, in launch()); a bad value is one line and exit 2 there as well.
+  if (first == "rendezvous" || first == "config" || first == "env" || first == "test" ||
+      first == "stacks")
+    log::configure(std::nullopt, false);
   if (first == "rendezvous") return run_rendezvous_command(rest);
   if (first == "config") return run_config_command(rest);
   if (first == "env") return run_env_command(rest);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,7 @@
 
 namespace acc::testing {
 namespace {
+namespace fs = std::filesystem;
 
 size_t count_lines(const std::string& text) {
   size_t lines = 0;
@@ -151,6 +154,29 @@ TEST(LauncherMessagesTest, AnUnknownLevelIsOneLineAndExitTwo) {
   EXPECT_EQ(environment.exit_code, 2);
   EXPECT_EQ(environment.err,
             "acc-launch: error: ACC_LOG_LEVEL=verbose: expected debug, info, warning or error\n");
+}
+
+// The subcommands follow ACC_LOG_LEVEL too: a config file's warning goes at "error", and a level
+// that is none is refused as a launch refuses it.
+TEST(LauncherMessagesTest, SubcommandsFollowTheLogLevelOfTheEnvironment) {
+  const std::string dir = make_temp_dir();
+  const std::string file = dir + "/legacy.yaml";
+  std::ofstream(file) << "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\n"
+                         "num_processes: 2\ndynamo_backend: INDUCTOR\ndynamo_config:\n"
+                         "  dynamo_backend: EAGER\n";
+  const std::vector<std::string> validate = {"config", "validate", "--config_file", file};
+  const std::string warning = "acc-launch: warning: " + file + ":4:1: dynamo_backend: legacy key";
+  const LaunchRun shown = run_launcher(validate);
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.err.find(warning), std::string::npos) << shown.err;
+  const LaunchRun quiet = run_launcher(validate, {{"ACC_LOG_LEVEL", "error"}});
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  const LaunchRun bad = run_launcher({"env"}, {{"ACC_LOG_LEVEL", "verbose"}});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err,
+            "acc-launch: error: ACC_LOG_LEVEL=verbose: expected debug, info, warning or error\n");
+  fs::remove_all(dir);
 }
 
 // The error line is printed whatever the level: a failed launch always says why.
