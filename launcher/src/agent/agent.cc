@@ -390,9 +390,9 @@ class Agent::Impl : public WorkerGroup::Listener {
     std::vector<StallWatch::Worker> watched;
     for (const auto& w : group_->workers())
       watched.push_back({w->rank, w->spec.local_rank, w->pid, w->dir});
-    stall_watch_ =
-        std::make_unique<StallWatch>(plan_, round_, std::move(watched), plan_.stall_timeout,
-                                     [this](const std::string& m) { notice(m); });
+    stall_watch_ = std::make_unique<StallWatch>(
+        plan_, round_, std::move(watched), plan_.stall_timeout,
+        [this](const std::string& m) { notice(m); }, [this] { return os_.now(); });
   }
 
   void on_stall() {

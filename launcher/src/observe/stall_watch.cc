@@ -107,18 +107,20 @@ void publish_on_demand_report(const std::string& report) {
 }
 
 StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
-                       milliseconds timeout, std::function<void(const std::string&)> notice)
-    : plan_(plan),
+                       milliseconds timeout, std::function<void(const std::string&)> notice,
+                       std::function<Clock::time_point()> clock)
+    : clock_(std::move(clock)),
+      plan_(plan),
       round_(round),
       workers_(std::move(workers)),
       enabled_(timeout.count() > 0),
-      monitor_(timeout, static_cast<int>(workers_.size()), Clock::now(),
+      monitor_(timeout, static_cast<int>(workers_.size()), clock_now(),
                std::max(timeout, plan.stall_init_timeout)),
       // Beats and CPU are looked at a few times per timeout, at most once a second; without a
       // stall timeout, only the sections' deadlines, once a second.
       poll_interval_(enabled_ ? std::clamp(timeout / 4, milliseconds(100), milliseconds(1000))
                               : milliseconds(1000)),
-      next_poll_(Clock::now() + poll_interval_),
+      next_poll_(clock_now() + poll_interval_),
       beats_seen_(workers_.size(), 0),
       counted_at_sample_(workers_.size(), 0),
       cpu_at_progress_(workers_.size(), 0),
@@ -128,8 +130,8 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
       in_collective_(workers_.size(), false),
       overrun_reported_(workers_.size(), 0),
       cpu_at_poll_(workers_.size(), 0),
-      polled_at_(Clock::now()),
-      stragglers_(straggler_ranks(workers_), plan.straggler_window, Clock::now(), round.node_rank,
+      polled_at_(clock_now()),
+      stragglers_(straggler_ranks(workers_), plan.straggler_window, clock_now(), round.node_rank,
                   plan.hostname,
                   round.nnodes > 1 ? StragglerWatch::Exchange([this](const NodeTimings& mine) {
                     return exchange_timings(mine);
@@ -148,7 +150,7 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
 StallWatch::~StallWatch() = default;
 
 void StallWatch::progress(int index) {
-  monitor_.progress(index, Clock::now());
+  monitor_.progress(index, clock_now());
   busy_noticed_ = false;
 }
 
@@ -158,8 +160,8 @@ StallWatch::Clock::time_point StallWatch::next_wake() const {
 }
 
 bool StallWatch::tick() {
-  for (const std::string& line : stragglers_.tick(Clock::now())) log::info(line);
-  const auto now = Clock::now();
+  for (const std::string& line : stragglers_.tick(clock_now())) log::info(line);
+  const auto now = clock_now();
   if (now >= next_poll_) {
     next_poll_ = now + poll_interval_;
     if (!enabled_) return poll_files();  // a section's deadline holds without --stall_timeout
@@ -168,14 +170,14 @@ bool StallWatch::tick() {
     sample_cpu();
     sample_busy(now);
   }
-  return enabled_ && monitor_.check(Clock::now());
+  return enabled_ && monitor_.check(clock_now());
 }
 
 // The counters of each worker's progress file: a beat, a completed collective, or a section
 // opened or closed moves last_progress_ns. A call started and not completed is a wait inside a
 // collective. Memory reads only.
 bool StallWatch::poll_files() {
-  const auto now = Clock::now();
+  const auto now = clock_now();
   const std::int64_t now_ns = progress_file::now_ns();
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (!files_[i]) continue;
@@ -279,7 +281,7 @@ void StallWatch::sample_cpu() {
 // local worker. A store that is not there (yet, or any more) is tried again a few seconds later.
 rendezvous::StoreClient* StallWatch::store() {
   if (store_ || round_.master_addr.empty() || round_.master_port <= 0) return store_.get();
-  const auto now = Clock::now();
+  const auto now = clock_now();
   if (now < next_store_connect_) return nullptr;
   try {
     rendezvous::StoreClientOptions options;
@@ -299,7 +301,7 @@ rendezvous::StoreClient* StallWatch::store() {
 void StallWatch::poll_beats() {
   rendezvous::StoreClient* client = store();
   if (!client) return;
-  const auto now = Clock::now();
+  const auto now = clock_now();
   try {
     for (size_t i = 0; i < workers_.size(); ++i) {
       const std::string key = beat_key(round_.restart_count, workers_[i].rank);
@@ -355,7 +357,7 @@ std::string StallWatch::with_other_nodes(const std::string& report) {
 }
 
 std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
-  const auto now = Clock::now();
+  const auto now = clock_now();
   std::vector<StackTarget> targets;
   std::vector<size_t> indices;
   std::vector<LocalRank> ranks;

@@ -63,9 +63,12 @@ class StallWatch {
   // `timeout` zero: no stall detection, only the sections' deadlines and on-demand reports. The
   // start-up limit is the plan's stall_init_timeout. `notice` prints a one-line message for
   // the user (the busy group's).
+  // `clock` is the agent's (its Os's), so that its deadlines and this watch's ticks are on one
+  // clock (a fake one in the agent's tests).
   StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
              std::chrono::milliseconds timeout,
-             std::function<void(const std::string&)> notice = nullptr);
+             std::function<void(const std::string&)> notice = nullptr,
+             std::function<Clock::time_point()> clock = Clock::now);
   ~StallWatch();
 
   // Worker `index` (its place in the agent's list) wrote a line.
@@ -110,6 +113,9 @@ class StallWatch {
   // Node 0: the traces of every rank, its own as read here, the others' from the store.
   std::vector<RankTrace> gathered_traces(const std::vector<RankTrace>& local);
 
+  Clock::time_point clock_now() const { return clock_(); }
+
+  std::function<Clock::time_point()> clock_;
   const LaunchPlan& plan_;
   Round round_;
   std::vector<Worker> workers_;
