@@ -4,13 +4,13 @@
 // program's own table, with one clear error for an unknown flag, a missing value or a number that
 // is not one.
 
-#include <charconv>
-#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "acc/common/error.h"
+#include "acc/common/strings.h"
 
 namespace acc::examples {
 
@@ -39,14 +39,11 @@ inline void parse_flags(int argc, char** argv, const std::vector<Flag>& flags,
 }
 
 // A whole number of at least `least`, or ConfigError naming the flag.
-inline std::int64_t whole_number(const std::string& flag, const std::string& value,
-                                 std::int64_t least = 0) {
-  std::int64_t number = 0;
-  const char* end = value.data() + value.size();
-  const auto [ptr, ec] = std::from_chars(value.data(), end, number);
-  ACC_CHECK(ec == std::errc() && ptr == end && number >= least, ConfigError, flag, " ", value,
+inline int whole_number(const std::string& flag, const std::string& value, int least = 0) {
+  const std::optional<int> number = parse_int(value);
+  ACC_CHECK(number && *number >= least, ConfigError, flag, " ", value,
             ": expected a whole number of at least ", least);
-  return number;
+  return *number;
 }
 
 }  // namespace acc::examples

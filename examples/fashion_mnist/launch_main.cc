@@ -34,13 +34,8 @@ Args parse_args(int argc, char** argv) {
   acc::examples::parse_flags(
       argc, argv,
       {{"--processes",
-        [&](const std::string& v) {
-          args.processes = static_cast<int>(whole_number("--processes", v, 1));
-        }},
-       {"--epochs",
-        [&](const std::string& v) {
-          args.epochs = static_cast<int>(whole_number("--epochs", v, 1));
-        }},
+        [&](const std::string& v) { args.processes = whole_number("--processes", v, 1); }},
+       {"--epochs", [&](const std::string& v) { args.epochs = whole_number("--epochs", v, 1); }},
        {"--limit", [&](const std::string& v) { args.limit = whole_number("--limit", v); }},
        {"--data-dir", [&](const std::string& v) { args.data_dir = v; }}},
       "launch_main.cc");

@@ -40,10 +40,7 @@ Args parse_args(int argc, char** argv) {
   Args args;
   acc::examples::parse_flags(
       argc, argv,
-      {{"--epochs",
-        [&](const std::string& v) {
-          args.epochs = static_cast<int>(whole_number("--epochs", v, 1));
-        }},
+      {{"--epochs", [&](const std::string& v) { args.epochs = whole_number("--epochs", v, 1); }},
        {"--data-dir", [&](const std::string& v) { args.data_dir = v; }},
        {"--checkpoint-dir", [&](const std::string& v) { args.checkpoint_dir = v; }},
        {"--resume", [&](const std::string&) { args.resume = true; }, true},

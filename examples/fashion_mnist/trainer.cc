@@ -35,9 +35,7 @@ acc::TrainingArguments parse_args(int argc, char** argv, std::string& data_dir, 
   acc::examples::parse_flags(
       argc, argv,
       {{"--epochs",
-        [&](const std::string& v) {
-          args.num_train_epochs = static_cast<int>(whole_number("--epochs", v, 1));
-        }},
+        [&](const std::string& v) { args.num_train_epochs = whole_number("--epochs", v, 1); }},
        {"--data-dir", [&](const std::string& v) { data_dir = v; }},
        {"--output-dir", [&](const std::string& v) { args.output_dir = v; }},
        {"--resume", [&](const std::string&) { args.resume_from_checkpoint = "latest"; }, true},

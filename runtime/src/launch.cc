@@ -10,7 +10,6 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -227,23 +226,11 @@ launcher::LaunchPlan make_plan(const LaunchOptions& options, const launcher::Hos
   o.program = own_executable();
   o.program_args = options.worker_args ? *options.worker_args : own_arguments();
   o.no_python = true;  // the program itself, even when its name ends in .py
+  // Above the plan's own variables: an OMP_NUM_THREADS here means no default and no notice.
+  o.extra_env = options.env;
+  o.omp_threads_hint = "set it in LaunchOptions::env (or the caller's environment) to tune";
   launcher::LaunchPlan plan = launcher::build_plan(o, host);
   plan.print_failure_report = false;  // it goes into the exception
-  for (const auto& [key, value] : options.env) plan.env.emplace_back(key, value);
-  // The launcher's OMP_NUM_THREADS notice names its own flag; a program that calls acc::launch
-  // sets the variable through LaunchOptions::env instead, and one that did needs no notice.
-  const bool omp_given = std::any_of(options.env.begin(), options.env.end(),
-                                     [](const auto& kv) { return kv.first == "OMP_NUM_THREADS"; });
-  std::vector<std::string> notices;
-  for (const std::string& notice : plan.notices) {
-    if (notice.rfind("setting OMP_NUM_THREADS=1", 0) != 0)
-      notices.push_back(notice);
-    else if (!omp_given)
-      notices.push_back(
-          "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it in "
-          "LaunchOptions::env (or the caller's environment) to tune");
-  }
-  plan.notices = std::move(notices);
   plan.env.emplace_back(kWorkerMarker, std::to_string(call));
   plan.env.emplace_back(kResultDir, result_dir);
   return plan;

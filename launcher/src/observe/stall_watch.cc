@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
+#include <set>
 #include <thread>
 
 #include "acc/common/error.h"
@@ -53,7 +53,7 @@ double seconds(StallWatch::Clock::duration d) {
 
 std::vector<StragglerWatch::Rank> straggler_ranks(const std::vector<StallWatch::Worker>& workers) {
   std::vector<StragglerWatch::Rank> ranks;
-  for (const StallWatch::Worker& w : workers) ranks.push_back({w.rank, w.pid});
+  for (const StallWatch::Worker& w : workers) ranks.push_back({w.rank, progress_file_path(w.dir)});
   return ranks;
 }
 
@@ -246,25 +246,24 @@ void StallWatch::sample_busy(Clock::time_point now) {
 }
 
 // How many of the workers at `indices` ran kernels since the last poll, by NVML's per-process
-// samples of their processes and their descendants' (a wrapper script's python, say). Zero where
-// there is no NVML.
+// samples of their processes and their descendants' (a wrapper script's python, say): each busy
+// process is followed up its parents to the worker it belongs to. Zero where there is no NVML.
 size_t StallWatch::busy_on_gpu(const std::vector<size_t>& indices) {
   Nvml* nvml = Nvml::machine();
   if (!nvml) return 0;
-  const std::map<int, unsigned> utilization = nvml->sm_utilization();
-  const auto busy = [&](int pid) {
-    const auto found = utilization.find(pid);
-    return found != utilization.end() && found->second >= kBusyGpuPercent;
-  };
-  size_t count = 0;
-  for (size_t i : indices) {
-    bool on_gpu = busy(workers_[i].pid);
-    if (!on_gpu)
-      for (const auto& [pid, parent] : proc::descendants(workers_[i].pid))
-        on_gpu = on_gpu || busy(pid);
-    count += on_gpu;
+  std::set<int> idle_pids;
+  for (size_t i : indices) idle_pids.insert(workers_[i].pid);
+  std::set<int> on_gpu;
+  for (const auto& [pid, percent] : nvml->sm_utilization()) {
+    if (percent < kBusyGpuPercent) continue;
+    for (int p = pid; p > 1; p = proc::stat(p).parent) {
+      if (idle_pids.count(p)) {
+        on_gpu.insert(p);
+        break;
+      }
+    }
   }
-  return count;
+  return on_gpu.size();
 }
 
 // A worker that made progress since the last sample starts its "CPU since progress" again.

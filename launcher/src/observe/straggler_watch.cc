@@ -1,7 +1,6 @@
 #include "observe/straggler_watch.h"
 
 #include "acc/common/progress_file.h"
-#include "observe/trace_gather.h"
 
 namespace acc::launcher {
 
@@ -33,9 +32,7 @@ StragglerWatch::Sample StragglerWatch::sample(size_t index) {
   Sample s;
   try {
     if (!readers_[index]) {
-      const std::string path = progress_file_of(ranks_[index].pid);
-      if (path.empty()) return s;
-      readers_[index] = std::make_unique<progress_file::Reader>(path);
+      readers_[index] = std::make_unique<progress_file::Reader>(ranks_[index].progress_file);
     }
     // The whole ring only when a call is in flight: its wait so far belongs to this window.
     progress_file::Snapshot snapshot = readers_[index]->snapshot(false);

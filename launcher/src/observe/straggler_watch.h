@@ -32,7 +32,7 @@ class StragglerWatch {
   using Clock = std::chrono::steady_clock;
   struct Rank {
     int rank = 0;
-    int pid = 0;  // its progress file is the ACC_PROGRESS_FILE it was started with
+    std::string progress_file;  // the ACC_PROGRESS_FILE it was started with
   };
 
   // Given this node's timings at the end of each window: on node 0, the other nodes' latest

@@ -91,11 +91,12 @@ const std::set<std::string> kRendezvousKeys = {
     "keep_alive_max_attempt", "read_timeout",      "is_host",       "timeout",
     "heartbeat_timeout",      "store_type",        "rank"};
 
-// A truth value as torchrun takes it (1/0, true/false, yes/no, any case); false when it is none.
-bool truth_value(std::string value, bool& result) {
+// A truth value as torchrun takes it (1/0, true/false, yes/no, any case); none for anything else.
+std::optional<bool> truth_value(std::string value) {
   std::transform(value.begin(), value.end(), value.begin(), ::tolower);
-  result = value == "1" || value == "true" || value == "yes";
-  return result || value == "0" || value == "false" || value == "no";
+  if (value == "1" || value == "true" || value == "yes") return true;
+  if (value == "0" || value == "false" || value == "no") return false;
+  return std::nullopt;
 }
 
 // Each value as its key takes it: seconds (finite, not negative), a count of at least 1, a truth
@@ -109,8 +110,7 @@ void check_rdzv_conf_value(const std::string& key, const std::string& value) {
     const auto n = parse_int(value);
     ACC_CHECK(n && *n >= 0, ConfigError, where, ": expected a whole number of at least 0");
   } else if (key == "is_host") {
-    bool ignored = false;
-    ACC_CHECK(truth_value(value, ignored), ConfigError, where, ": expected true or false");
+    ACC_CHECK(truth_value(value), ConfigError, where, ": expected true or false");
   } else if (key != "store_type") {
     double seconds = -1;
     const char* end = value.data() + value.size();
@@ -406,8 +406,8 @@ void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPla
   }
   if (chosen && plan.nproc_per_node > 1)
     plan.notices.push_back(
-        "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; set it "
-        "yourself (or --num_cpu_threads_per_process) to tune");
+        "setting OMP_NUM_THREADS=1 for each worker to avoid overloading the system; " +
+        o.omp_threads_hint);
 }
 
 }  // namespace
@@ -440,9 +440,7 @@ StreamSpec parse_stream_spec(const std::string& value, const std::string& flag) 
 
 std::optional<bool> rdzv_is_host(const LaunchPlan& plan) {
   const auto given = plan.rdzv_conf.find("is_host");
-  bool value = false;
-  if (given == plan.rdzv_conf.end() || !truth_value(given->second, value)) return std::nullopt;
-  return value;
+  return given == plan.rdzv_conf.end() ? std::nullopt : truth_value(given->second);
 }
 
 bool hosts_rendezvous_store(const LaunchPlan& plan) {

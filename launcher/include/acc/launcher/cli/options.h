@@ -64,6 +64,8 @@ struct LaunchOptions {
   std::optional<int> num_cpu_threads_per_process;
   // Set by the config merge when it chose OMP_NUM_THREADS=1 for the user (not the user's value).
   bool omp_threads_chosen = false;
+  // How a user of this front end sets the thread count, for the notice when acc-launch picks it.
+  std::string omp_threads_hint = "set it yourself (or --num_cpu_threads_per_process) to tune";
   bool debug = false;
   bool quiet = false;
   std::optional<std::string> log_level;  // --log_level: debug, info, warning, error
