@@ -2,39 +2,52 @@
 # (Debian packages, through scripts/install-deps.sh), builds, then runs.
 BUILD       ?= build
 ASAN_BUILD  ?= build-asan
+TORCH2_BUILD ?= build-torch2
 JOBS        ?= $(shell nproc)
 WERROR      ?= $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
 PYTHON      ?= /usr/bin/python3
+# PyTorch 2.x and Accelerate from PyPI, in a virtual environment outside the repository
+# (scripts/install-python-peers.sh): the modern peer the tests and benches compare against.
+TORCH2_PYTHON ?= $(shell bash scripts/install-python-peers.sh --python)
 
-.PHONY: all deps test-deps configure build test unit-test asan-test check-format format demo install bench clean
+.PHONY: all deps test-deps configure build test unit-test asan-test torch2-test check-format format demo install bench clean
 
 all: build
 
 deps:
 	@bash scripts/install-deps.sh
 
-# What only the tests use (schedulers, sshd, etcd, debuggers, PyTorch's Python peer).
+# What only the tests use (schedulers, sshd, etcd, debuggers, PyTorch's Python peers: Debian's
+# 1.13 and, from PyPI, 2.x with Accelerate).
 test-deps:
 	@bash scripts/install-deps.sh --test
+	@bash scripts/install-python-peers.sh
 
 configure: deps
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACC_WERROR=$(WERROR) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACC_WERROR=$(WERROR) \
+	  -DACC_TORCH2_PYTHON=$(TORCH2_PYTHON) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-# Format check and the sanitized build come first; the full suite's ctest summary closes the run.
-test: check-format asan-test unit-test
+# Format check, the sanitized build and libacc on PyTorch 2.x's LibTorch come first; the full
+# suite's ctest summary closes the run.
+test: check-format asan-test torch2-test unit-test
 
 unit-test: build test-deps
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
 asan-test: deps test-deps
-	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACC_SANITIZE=ON -DACC_WERROR=$(WERROR) >/dev/null
+	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACC_SANITIZE=ON -DACC_WERROR=$(WERROR) \
+	  -DACC_TORCH2_PYTHON= >/dev/null
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
+
+# libacc against the LibTorch inside PyTorch 2.x's wheel: it compiles, and its one-process tests run.
+torch2-test: deps test-deps
+	@WERROR=$(WERROR) bash scripts/torch2-runtime-test.sh $(TORCH2_BUILD) $(TORCH2_PYTHON)
 
 check-format:
 	@bash scripts/check-format.sh
@@ -52,4 +65,4 @@ bench: build test-deps
 	@bash bench/run_all.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TORCH2_BUILD)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Our C++ DDP step (libacc under acc-launch) against PyTorch's Python DDP (under torchrun), both
-# on Debian's LibTorch 1.13 with Gloo, BasicNet, global batch 64 over 2 processes. The two
-# alternate for ROUNDS rounds in this one invocation so machine load hits both alike.
-#   bench/ddp_step/run.sh BUILD_DIR      (STEPS=60 WARMUP=10 ROUNDS=3)
+# on Debian's LibTorch 1.13 with Gloo, BasicNet, global batch 64 over 2 processes; and PyTorch
+# 2.x's Python DDP under its own torchrun (PYTHON2, default the environment of
+# scripts/install-python-peers.sh; PYTHON2= leaves it out). They alternate for ROUNDS rounds in
+# this one invocation so machine load hits all alike. Each run is bounded (RUN_TIMEOUT seconds).
+#   bench/ddp_step/run.sh BUILD_DIR      (STEPS=60 WARMUP=10 ROUNDS=3 RUN_TIMEOUT=300)
 # On a GPU machine: DEVICE=cuda NPROC=<GPUs> BATCH=64 PYTHON=python3 (NCCL on both sides). The
 # peer launcher is torch's own torchrun through torchrun.py here, which mends Debian's on 3.11.
 # Each side reports its median step and where it goes: forward, backward (until the last
@@ -14,6 +16,12 @@ steps=${STEPS:-60}
 warmup=${WARMUP:-10}
 rounds=${ROUNDS:-3}
 python=${PYTHON:-/usr/bin/python3}
+python2=${PYTHON2-$(bash scripts/install-python-peers.sh --python)}
+if [ -n "$python2" ] && ! "$python2" -c 'import torch.distributed' 2>/dev/null; then
+  echo "ddp_step: no PyTorch 2.x at '$python2' (scripts/install-python-peers.sh): its row is left out"
+  python2=
+fi
+run_timeout=${RUN_TIMEOUT:-300}
 device=${DEVICE:-cpu}
 nproc=${NPROC:-2}
 args=(--steps "$steps" --warmup "$warmup" --batch "${BATCH:-32}")
@@ -22,11 +30,29 @@ cpu_flag=()
 peer=(bench/ddp_step/torchrun.py)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+# bounded LABEL CMD...: runs CMD (at most run_timeout seconds), its result lines relabelled
+# impl=LABEL into $out; a run that times out or fails is one line, and the bench goes on.
+bounded() {
+  local label=$1 rc
+  shift
+  set +e
+  OMP_NUM_THREADS=1 timeout -k 5 "$run_timeout" "$@" 2>/dev/null |
+    sed -n "s/^.*ddp_step impl=[a-z0-9]*/ddp_step impl=$label/p" | tee -a "$out"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" -eq 124 ] && echo "ddp_step: $label timed out after ${run_timeout} s: $*"
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo "ddp_step: $label failed (exit $rc): $*"
+  return 0
+}
 for round in $(seq "$rounds"); do
-  OMP_NUM_THREADS=1 "$build/launcher/acc-launch" --nproc_per_node "$nproc" "${cpu_flag[@]}" \
-    "$build/bench/ddp_step/ddp_step" "${args[@]}" 2>/dev/null | sed -n 's/^.*\(ddp_step impl=\)/\1/p' | tee -a "$out"
-  OMP_NUM_THREADS=1 "$python" "${peer[@]}" --nproc_per_node "$nproc" \
-    bench/ddp_step/ddp_step.py "${args[@]}" --device "$device" 2>/dev/null | sed -n 's/^.*\(ddp_step impl=\)/\1/p' | tee -a "$out"
+  bounded cpp "$build/launcher/acc-launch" --nproc_per_node "$nproc" "${cpu_flag[@]}" \
+    "$build/bench/ddp_step/ddp_step" "${args[@]}"
+  bounded python "$python" "${peer[@]}" --nproc_per_node "$nproc" \
+    bench/ddp_step/ddp_step.py "${args[@]}" --device "$device"
+  if [ -n "$python2" ]; then
+    bounded python2 "$python2" "${peer[@]}" --nproc_per_node "$nproc" \
+      bench/ddp_step/ddp_step.py "${args[@]}" --device "$device"
+  fi
 done
 # Per field, the median over rounds of each round's median (so the phases need not add up to the
 # step exactly): one round disturbed by the shared machine does not move it.
@@ -48,6 +74,11 @@ read -r cpp cpp_fwd cpp_bwd cpp_wait cpp_opt <<<"$(summary cpp)"
 read -r py py_fwd py_bwd py_wait py_opt <<<"$(summary python)"
 report "C++ libacc" "$cpp" "$cpp_fwd" "$cpp_bwd" "$cpp_wait" "$cpp_opt"
 report "Python DDP" "$py" "$py_fwd" "$py_bwd" "$py_wait" "$py_opt"
-awk -v c="$cpp" -v p="$py" -v r="$rounds" 'BEGIN {
-  printf "ddp_step: ratio C++/Python %.3f (target <= 0.95; median of %d alternating rounds)\n", c / p, r
+if [ -n "$python2" ]; then
+  read -r py2 py2_fwd py2_bwd py2_wait py2_opt <<<"$(summary python2)"
+  report "Python DDP 2" "$py2" "$py2_fwd" "$py2_bwd" "$py2_wait" "$py2_opt"
+fi
+awk -v c="$cpp" -v p="$py" -v p2="${py2:-}" -v r="$rounds" 'BEGIN {
+  printf "ddp_step: ratio C++/Python %.3f (same LibTorch; target <= 0.95; median of %d alternating rounds)\n", c / p, r
+  if (p2 + 0 > 0) printf "ddp_step: ratio C++/Python 2.x %.3f (Python DDP on PyTorch 2.x)\n", c / p2
 }'

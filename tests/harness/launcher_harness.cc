@@ -237,6 +237,25 @@ std::string TempDir::file(const std::string& name, const std::string& text) cons
   return path;
 }
 
+std::vector<TorchPython> torch_pythons() {
+  return {{"torch1_13", "/usr/bin/python3"}, {"torch2", torch2_python()}};
+}
+
+std::string torch2_python() {
+  return ACC_TORCH2_PYTHON;
+}
+
+bool python_has_torch(const std::string& python) {
+  static std::map<std::string, bool> known;
+  if (python.empty()) return false;
+  auto it = known.find(python);
+  if (it == known.end()) {
+    const std::string probe = "'" + python + "' -c 'import torch.distributed' >/dev/null 2>&1";
+    it = known.emplace(python, std::system(probe.c_str()) == 0).first;
+  }
+  return it->second;
+}
+
 std::string shared_configs() {
   return std::string(ACC_SOURCE_DIR) + "/../shared/accelerate-configs";
 }

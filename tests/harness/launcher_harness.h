@@ -76,6 +76,17 @@ class TempDir {
 // The Accelerate config files of ../shared next to the source tree (real users' files).
 std::string shared_configs();
 
+// The PyTorch peers that Python worker tests run under: Debian's 1.13 (/usr/bin/python3) and
+// PyTorch 2.x from PyPI (the ACC_TORCH2_PYTHON of the build, scripts/install-python-peers.sh).
+struct TorchPython {
+  std::string name;    // "torch1_13", "torch2": a test-name suffix
+  std::string python;  // the interpreter ("" where the build has none)
+};
+std::vector<TorchPython> torch_pythons();
+std::string torch2_python();
+// Whether `python` imports torch.distributed (asked once per interpreter). Tests skip without.
+bool python_has_torch(const std::string& python);
+
 // What `acc-launch --dry_run` printed: its header, each worker's KEY=VALUE lines and commands.
 struct DryRun {
   std::string header;  // "# acc-launch dry run: ..."

@@ -1,6 +1,6 @@
 // The launcher's Python hook records every torch.distributed call of an unmodified script into
-// the worker's progress file: a real 2-rank Gloo job, its files read with the C++ Reader, as the
-// stall watch and the hang report read them.
+// the worker's progress file: a real 2-rank Gloo job under PyTorch 1.13 and 2.x, its files read
+// with the C++ Reader, as the stall watch and the hang report read them.
 
 #include <gtest/gtest.h>
 
@@ -19,10 +19,6 @@ namespace fs = std::filesystem;
 
 const std::string kScript = std::string(ACC_PYTORCH_DIR) + "/collectives.py";
 
-bool python_has_torch() {
-  return std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") == 0;
-}
-
 // "collectives.py:N" for the script's line that ends in "# <marker>".
 std::string line_of(const std::string& marker) {
   const std::vector<std::string> lines = lines_of(read_text(kScript));
@@ -40,12 +36,15 @@ std::vector<std::string> progress_files(const std::string& log_dir) {
   return files;
 }
 
-TEST(PythonRecorderTest, EveryCallOfTheWorkerItselfIsInTheRanksProgressFile) {
-  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+class PythonRecorderTest : public ::testing::TestWithParam<TorchPython> {};
+
+TEST_P(PythonRecorderTest, EveryCallOfTheWorkerItselfIsInTheRanksProgressFile) {
+  const std::string python = GetParam().python;
+  if (!python_has_torch(python)) GTEST_SKIP() << "'" << python << "' cannot import torch";
   const std::string dir = make_temp_dir();
-  LaunchRun run = run_launcher({"--nproc_per_node", "2", "--python", "/usr/bin/python3",
-                                "--log_dir", dir + "/logs", kScript},
-                               {}, std::chrono::seconds(200));
+  LaunchRun run = run_launcher(
+      {"--nproc_per_node", "2", "--python", python, "--log_dir", dir + "/logs", kScript}, {},
+      std::chrono::seconds(200));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::vector<std::string> files = progress_files(dir + "/logs");
   ASSERT_EQ(files.size(), 2u);
@@ -97,6 +96,9 @@ TEST(PythonRecorderTest, EveryCallOfTheWorkerItselfIsInTheRanksProgressFile) {
   }
   fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Peers, PythonRecorderTest, ::testing::ValuesIn(torch_pythons()),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace acc::testing

@@ -1,4 +1,5 @@
-"""python3-torch's torch.distributed.TCPStore (is_master=False) against our StoreServer.
+"""PyTorch's torch.distributed.TCPStore (is_master=False) against our StoreServer: run with
+Debian's python3-torch 1.13 and with PyTorch 2.x.
 
 Usage: torch_python_client_test.py STORE_TEST_SERVER_BINARY
 Exits 77 (skipped) when this Python cannot import torch.distributed.

@@ -3,14 +3,15 @@
 # report names that rank as the one that never issued the all_reduce the others wait in (from the
 # collective traces) and shows the other ranks inside all_reduce at the script's line, the
 # launcher exits 4 within the timeout + 5 s, and nothing is left running.
-# Usage: hang_report.sh ACC_LAUNCH NPROC. Exits 77 (skipped) without python3-torch.
+# Usage: hang_report.sh ACC_LAUNCH NPROC [PYTHON]. PYTHON: Debian's /usr/bin/python3 (PyTorch
+# 1.13) by default, or one with PyTorch 2.x. Exits 77 (skipped) where PYTHON lacks torch.
 set -euo pipefail
 launcher=$1
 nproc=$2
+python=${3-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
-python=/usr/bin/python3
 script=$here/hang_in_all_reduce.py
-if ! $python -c 'import torch.distributed' 2>/dev/null; then
+if [ -z "$python" ] || ! "$python" -c 'import torch.distributed' 2>/dev/null; then
   echo "SKIP: $python cannot import torch.distributed"; exit 77
 fi
 work=$(mktemp -d)
@@ -22,7 +23,7 @@ token=hang-test-$$-$RANDOM
 
 # Each output line stamped with the time it arrived: the last one is the last progress.
 set +e
-"$launcher" --nproc_per_node "$nproc" --python $python --stall_timeout $timeout \
+"$launcher" --nproc_per_node "$nproc" --python "$python" --stall_timeout $timeout \
     --log_dir "$work/logs" "$script" 3 $stuck "$work/never-$token" 2>&1 |
   while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done > "$work/out"
 status=${PIPESTATUS[0]}

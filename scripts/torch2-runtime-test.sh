@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# libacc built against the LibTorch inside PyTorch 2.x's wheel (scripts/install-python-peers.sh),
+# and its tests that need no CPU process group run: a LibTorch API change shows in `make test`,
+# not first on a GPU machine. The wheel's LibTorch ships no gloo headers, so that build has no
+# CPU backend (multi-process CPU jobs get a clear BackendError); its CUDA and NCCL paths compile
+# (against /usr/local/cuda) and their tests skip without a GPU.
+#   scripts/torch2-runtime-test.sh [BUILD_DIR] [PYTHON]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-torch2}
+python=${2:-$(bash scripts/install-python-peers.sh --python)}
+if ! "$python" -c 'import torch' 2>/dev/null; then
+  echo "torch2-runtime-test: $python cannot import torch (run scripts/install-python-peers.sh)" >&2
+  exit 1
+fi
+prefix_path=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+version=$("$python" -c 'import torch; print(torch.__version__)')
+echo "torch2-runtime-test: libacc against LibTorch $version ($prefix_path)"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$prefix_path" \
+  -DCUDAToolkit_ROOT=/usr/local/cuda -DTORCH_CUDA_ARCH_LIST=9.0 -DACC_WERROR="${WERROR:-OFF}" \
+  -DACC_TORCH2_PYTHON="$python" ${CMAKE_FLAGS:-} >"$build.configure.log" 2>&1 ||
+  { tail -30 "$build.configure.log"; exit 1; }
+grep -E '^-- libacc:' "$build.configure.log"
+cmake --build "$build" -j"$(nproc)" --target runtime_tests
+# The tests of one process (or of the GPU, skipped here): no CPU process group needed.
+filter='WorkerEnv*:BatchSampler*:LrSchedule*:HeapRetention*:MixedPrecision*:CollectivesTest.AWorldOfOne*:Cuda*'
+"$build/tests/runtime/runtime_tests" --gtest_filter="$filter" --gtest_brief=1
