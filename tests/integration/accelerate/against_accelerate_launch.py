@@ -92,8 +92,9 @@ for _name in ("tpu_cluster", "no_tpu_cluster", "tpu_use_sudo", "vm", "env", "aws
 
 # acc-launch's own variables, which `accelerate launch` does not set (each is set only where the
 # user has not set it): ACC_* (the progress file and the stack hook), PYTHONFAULTHANDLER (the
-# stack hook's tracebacks), PyTorch's Flight Recorder (the hang report), the pre-2.2 name of
-# TORCH_NCCL_ASYNC_ERROR_HANDLING, torchelastic's file timer (the sections' deadlines), and, for the one process of the simple launcher, what
+# stack hook's tracebacks; its directory in PYTHONPATH: ours_pythonpath), PyTorch's Flight
+# Recorder (the hang report), the pre-2.2 name of TORCH_NCCL_ASYNC_ERROR_HANDLING, torchelastic's
+# file timer (the sections' deadlines), and, for the one process of the simple launcher, what
 # acc-launch gives every worker it starts (its error file, NCCL's error handling).
 OURS_ONLY = {
     "PYTHONFAULTHANDLER",
@@ -296,11 +297,14 @@ def port_given(case):
 
 
 def ours_pythonpath(env):
-    """PYTHONPATH less the directory of acc-launch's stack hook, which it puts first."""
+    """PYTHONPATH less the directory of acc-launch's stack hook: `python` in the run directory,
+    which holds the worker's own directory (ACC_STACK_DIR)."""
     value = env.get("PYTHONPATH")
     if value is None or "ACC_STACK_DIR" not in env:
         return value
-    rest = value.split(":")[1:]
+    worker_dir = env["ACC_STACK_DIR"]
+    rest = [p for p in value.split(":") if not (
+        os.path.basename(p) == "python" and worker_dir.startswith(os.path.dirname(p) + "/"))]
     return ":".join(rest) if rest else None
 
 
@@ -380,6 +384,16 @@ def flags_without_a_case(tsv_cases):
     return sorted(options - used)
 
 
+def wait_for_port(port, seconds):
+    """Without a network namespace: waits until nothing listens on `port` (another test's)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return
+        time.sleep(0.2)
+
+
 def run_case(case, acc_launch, root, import_env, isolated):
     case_dir = os.path.join(root, case["name"].replace(":", "_"))
     for sub in ("theirs", "ours", "hf_home", "tmp"):
@@ -387,6 +401,8 @@ def run_case(case, acc_launch, root, import_env, isolated):
     shutil.copy(os.path.join(HERE, "acc_env_dump.py"), case_dir)
     env = case_environment(case, case_dir, import_env)
     allowed, reason = DIVERGENT.get(case["name"], (set(), ""))
+    if not isolated:
+        wait_for_port(29500, 30)
     started = time.monotonic()
     rc_theirs = run_accelerate(launch_args(case, case_dir, False), env, case_dir,
                                os.path.join(case_dir, "theirs"))
@@ -452,6 +468,9 @@ def main():
     missing = flags_without_a_case(cases)
     if os.path.isdir(CONFIGS):
         cases += config_cases(CONFIGS)
+    names = {c["name"] for c in cases}
+    missing += [f"{name}: in NOT_RUNNABLE or DIVERGENT, but no such case"
+                for name in sorted(set(NOT_RUNNABLE) | set(DIVERGENT)) if name not in names]
     k, n = (int(x) for x in options.shard.split("/"))
     cases = [c for i, c in enumerate(cases) if i % n == k]
     if options.case:
@@ -463,7 +482,10 @@ def main():
     # One probe child says whether the cases can have network namespaces of their own.
     probe = os.fork()
     if probe == 0:
-        os._exit(0 if private_network() else 1)
+        try:
+            os._exit(0 if private_network() else 1)
+        except BaseException:
+            os._exit(1)
     isolated = os.waitpid(probe, 0)[1] == 0
     jobs = options.jobs if isolated else 1
     print(f"accelerate {accelerate.__version__} ({sys.executable}) against {options.acc_launch}: "
@@ -505,8 +527,9 @@ def main():
 
     if k == 0 and not options.case:
         results.append({"name": "parser: every flag of accelerate launch has a case", "rc": [0, 0],
-                        "seconds": [0, 0], "problems": [f"{flag}: no case in launch_flags.tsv"
-                                                        for flag in missing]})
+                        "seconds": [0, 0], "problems": [
+                            m if ":" in m else f"{m}: no case in launch_flags.tsv"
+                            for m in missing]})
     failed = [r for r in results if r["problems"]]
     for r in sorted(results, key=lambda r: r["name"]):
         print(f"{'FAIL' if r['problems'] else 'ok  '} {r['name']}: exit {r['rc'][0]} / {r['rc'][1]}"
