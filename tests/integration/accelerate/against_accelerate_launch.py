@@ -343,6 +343,8 @@ def check_tsv_expectations(case, case_dir, rc, dumps, allowed):
     if allowed:
         return problems
     first = dumps.get("rank0") or dumps.get("ranknone")
+    if rc != 0 and not any(e.startswith("exit=") for e in case["expect"]):
+        problems.append(f"TSV says exit=0 (by default); accelerate launch exits {rc}")
     for raw in case["expect"]:
         e = expand(raw, case_dir)
         if e.startswith("$") or e.startswith("stderr~"):
