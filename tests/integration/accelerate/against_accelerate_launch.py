@@ -26,7 +26,9 @@ well as GPU ones; the cases one machine cannot run are NOT_RUNNABLE below.
 Each case runs in its own network namespace where it can have one (root, or unprivileged user
 namespaces): Accelerate's default port 29500 is then free for every case at once, as on a quiet
 machine (elsewhere a busy 29500 sends Accelerate to another rendezvous: MASTER_ADDR, MASTER_PORT
-and TORCHELASTIC_RUN_ID change); without one, the cases run one at a time.
+and TORCHELASTIC_RUN_ID change), and a case of several machines runs them all, machine 0's
+address added to the namespace's loopback; without one, the cases run one at a time and those of
+several machines are not run.
 """
 import argparse
 import ctypes
@@ -53,16 +55,13 @@ TIMEOUT_S = 60
 # and real_configs_test still check acc-launch's side of them through launch_flags.tsv's
 # expectations and the config table (its dry run).
 NOT_RUNNABLE = {
-    "num_machines": "machine 1 of 2: needs machine 0 at --main_process_ip 10.1.2.3",
-    "same_network": "machine 0 of 2 at 10.1.2.3: waits for machine 1",
     "mpirun_hostfile": "Accelerate runs mpirun over the hostfile's hosts (acc-launch starts the "
     "workers itself: Divergences, 'MULTI_CPU starts its workers itself')",
-    "config:docs__source__usage_guides__intel_cpu.md__L106-L123.yaml": "4 machines: Accelerate "
-    "runs mpirun over /home/user/hostfile; acc-launch's machine 0 waits for the other three",
-    "config:tests__test_configs__0_28_0_mpi.yaml": "4 machines: Accelerate runs mpirun over "
-    "/home/user/hostfile; acc-launch's machine 0 waits for the other three",
-    "config:examples__config_yaml_templates__multi_node.yaml": "machine 0 of 2 at "
-    "main_process_ip 1234: waits for machine 1",
+    "config:docs__source__usage_guides__intel_cpu.md__L106-L123.yaml": "MULTI_CPU over mpirun: "
+    "Accelerate runs mpirun over /home/user/hostfile, which is not here (acc-launch starts the "
+    "workers itself)",
+    "config:tests__test_configs__0_28_0_mpi.yaml": "MULTI_CPU over mpirun: Accelerate runs mpirun "
+    "over /home/user/hostfile, which is not here (acc-launch starts the workers itself)",
 }
 
 # Deliberate differences (docs/config.md, "Divergences"), per case: what differs (variables;
@@ -233,7 +232,7 @@ def wait_group(pid, deadline):
         time.sleep(0.02)
 
 
-def run_accelerate(args, env, case_dir, out_dir):
+def start_accelerate(args, env, case_dir, out_dir, log):
     from accelerate.commands.accelerate_cli import main
 
     pid = os.fork()
@@ -242,7 +241,7 @@ def run_accelerate(args, env, case_dir, out_dir):
         try:
             os.setpgid(0, 0)
             os.chdir(case_dir)
-            for fd, name in ((1, "accelerate.out"), (2, "accelerate.err")):
+            for fd, name in ((1, log + ".out"), (2, log + ".err")):
                 os.dup2(os.open(os.path.join(case_dir, name), os.O_WRONLY | os.O_CREAT, 0o644), fd)
             os.environ.clear()
             os.environ.update(env, ACC_ENV_DUMP=out_dir)
@@ -260,15 +259,75 @@ def run_accelerate(args, env, case_dir, out_dir):
             sys.stderr.flush()
         finally:
             os._exit(code)
-    return wait_group(pid, time.monotonic() + TIMEOUT_S)
+    return pid
 
 
-def run_ours(acc_launch, args, env, case_dir, out_dir):
-    with open(os.path.join(case_dir, "acc-launch.out"), "wb") as out, \
-         open(os.path.join(case_dir, "acc-launch.err"), "wb") as err:
-        p = subprocess.Popen([acc_launch] + args, cwd=case_dir, env=dict(env, ACC_ENV_DUMP=out_dir),
-                             stdout=out, stderr=err, start_new_session=True)
-        return wait_group(p.pid, time.monotonic() + TIMEOUT_S)
+def start_ours(acc_launch, args, env, case_dir, out_dir, log):
+    with open(os.path.join(case_dir, log + ".out"), "wb") as out, \
+         open(os.path.join(case_dir, log + ".err"), "wb") as err:
+        return subprocess.Popen([acc_launch] + args, cwd=case_dir,
+                                env=dict(env, ACC_ENV_DUMP=out_dir), stdout=out, stderr=err,
+                                start_new_session=True)
+
+
+def run_machines(start, machines, log):
+    """Starts one launcher per machine's arguments, all at once, and waits for them: the exit
+    status of the case's own machine (the first), "timeout", or the others' when they fail."""
+    deadline = time.monotonic() + TIMEOUT_S
+    started = [start(args, log if i == 0 else f"{log}.machine{i}")
+               for i, args in enumerate(machines)]
+    codes = []
+    for child in started:  # a pid, or a Popen kept alive so that subprocess never reaps it
+        codes.append(wait_group(getattr(child, "pid", child), deadline))
+        if hasattr(child, "returncode"):
+            child.returncode = codes[-1]
+    if "timeout" in codes:
+        return "timeout"
+    return codes[0] if codes[0] != 0 or all(c == 0 for c in codes) else f"others: {codes[1:]}"
+
+
+def arg_value(args, flag):
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
+def config_of(case):
+    if "config" not in case:
+        return {}
+    import yaml
+
+    with open(case["config"]) as f:
+        config = yaml.safe_load(f)
+    return config if isinstance(config, dict) else {}
+
+
+def machines_of(case, args):
+    """A case on machine R of N (--num_machines and --machine_rank, or the config file's): its
+    own arguments first, then the other machines', which differ in --machine_rank only; and the
+    address of machine 0."""
+    config = config_of(case)
+    n = int(arg_value(args, "--num_machines") or config.get("num_machines") or 1)
+    ip = arg_value(args, "--main_process_ip") or str(config.get("main_process_ip"))
+    if n == 1:
+        return [args], ip
+    if "--machine_rank" not in args:
+        args = ["--machine_rank", str(config.get("machine_rank", 0))] + args
+    rank = arg_value(args, "--machine_rank")
+    at = args.index("--machine_rank") + 1
+    return [args] + [args[:at] + [str(r)] + args[at + 1:] for r in range(n) if str(r) != rank], ip
+
+
+def add_loopback_address(ip):
+    """Gives this namespace's loopback the other machines' address too (`ip addr add` as an
+    ioctl on an alias, lo:1), so that they can all run here."""
+    SIOCSIFADDR, SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8916, 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        address = struct.pack("HH4s8x", socket.AF_INET, 0, socket.inet_aton(ip))
+        fcntl.ioctl(s, SIOCSIFADDR, struct.pack("16s16s", b"lo:1", address))
+        flags = struct.unpack("16sH", fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH", b"lo:1", 0)))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH", b"lo:1", flags | IFF_UP))
 
 
 def load_dumps(directory):
@@ -287,13 +346,7 @@ def load_dumps(directory):
 def port_given(case):
     if any(a.split("=")[0] in ("--main_process_port", "--main-process-port") for a in case["args"]):
         return True
-    if "config" in case:
-        import yaml
-
-        with open(case["config"]) as f:
-            config = yaml.safe_load(f)
-        return isinstance(config, dict) and config.get("main_process_port") is not None
-    return False
+    return config_of(case).get("main_process_port") is not None
 
 
 def ours_pythonpath(env):
@@ -342,7 +395,10 @@ def check_tsv_expectations(case, case_dir, rc, dumps, allowed):
     problems = []
     if allowed:
         return problems
-    first = dumps.get("rank0") or dumps.get("ranknone")
+    # The first worker of the case's machine.
+    machine = arg_value(case["args"], "--machine_rank") or "0"
+    first = next((d for d in dumps.values() if d["env"].get("GROUP_RANK") == machine
+                  and d["env"].get("LOCAL_RANK") == "0"), dumps.get("ranknone"))
     if rc != 0 and not any(e.startswith("exit=") for e in case["expect"]):
         problems.append(f"TSV says exit=0 (by default); accelerate launch exits {rc}")
     for raw in case["expect"]:
@@ -405,17 +461,21 @@ def run_case(case, acc_launch, root, import_env, isolated):
     allowed, reason = DIVERGENT.get(case["name"], (set(), ""))
     if not isolated:
         wait_for_port(29500, 30)
+    theirs_dir, ours_dir = os.path.join(case_dir, "theirs"), os.path.join(case_dir, "ours")
+    theirs_args, ip = machines_of(case, launch_args(case, case_dir, False))
+    ours_args, _ = machines_of(case, launch_args(case, case_dir, True))
+    if len(theirs_args) > 1:
+        add_loopback_address(socket.gethostbyname(ip))
     started = time.monotonic()
-    rc_theirs = run_accelerate(launch_args(case, case_dir, False), env, case_dir,
-                               os.path.join(case_dir, "theirs"))
+    rc_theirs = run_machines(lambda args, log: start_accelerate(args, env, case_dir, theirs_dir,
+                                                                log), theirs_args, "accelerate")
     middle = time.monotonic()
-    rc_ours = run_ours(acc_launch, launch_args(case, case_dir, True), env, case_dir,
-                       os.path.join(case_dir, "ours"))
+    rc_ours = run_machines(lambda args, log: start_ours(acc_launch, args, env, case_dir, ours_dir,
+                                                        log), ours_args, "acc-launch")
     result = {"name": case["name"], "rc": [rc_theirs, rc_ours], "problems": [],
               "seconds": [round(middle - started, 2), round(time.monotonic() - middle, 2)]}
     problems = result["problems"]
-    theirs = load_dumps(os.path.join(case_dir, "theirs"))
-    ours = load_dumps(os.path.join(case_dir, "ours"))
+    theirs, ours = load_dumps(theirs_dir), load_dumps(ours_dir)
     differences = []
     if "timeout" in (rc_theirs, rc_ours):
         problems.append(f"timed out after {TIMEOUT_S} s (accelerate launch: {rc_theirs}, "
@@ -489,6 +549,13 @@ def main():
         except BaseException:
             os._exit(1)
     isolated = os.waitpid(probe, 0)[1] == 0
+    if not isolated:
+        # Several machines need machine 0's address on loopback, in a namespace of their own.
+        several = [c for c in cases if len(machines_of(c, c["args"])[0]) > 1]
+        for c in several:
+            NOT_RUNNABLE[c["name"]] = "several machines: needs a network namespace"
+        skipped += several
+        cases = [c for c in cases if c not in several]
     jobs = options.jobs if isolated else 1
     print(f"accelerate {accelerate.__version__} ({sys.executable}) against {options.acc_launch}: "
           f"{len(cases)} case(s), {jobs} at once"
