@@ -507,6 +507,42 @@ def run_case(case, acc_launch, root, import_env, isolated):
     return result
 
 
+def run_all(cases, jobs, acc_launch, root, import_env, isolated):
+    """Runs the cases, `jobs` at once, each in a child of this process (in a network namespace of
+    its own when `isolated`); returns their results."""
+    running = {}
+    results = []
+    pending = list(cases)
+    while pending or running:
+        while pending and len(running) < jobs:
+            case = pending.pop(0)
+            result_file = os.path.join(root, case["name"].replace(":", "_") + ".json")
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    if isolated:
+                        private_network()
+                    result = run_case(case, acc_launch, root, import_env, isolated)
+                    with open(result_file, "w") as f:
+                        json.dump(result, f)
+                    code = 0
+                except BaseException:
+                    traceback.print_exc()
+                finally:
+                    os._exit(code)
+            running[pid] = (case, result_file)
+        pid, status = os.wait()
+        case, result_file = running.pop(pid)
+        if os.path.exists(result_file):
+            with open(result_file) as f:
+                results.append(json.load(f))
+        else:
+            results.append({"name": case["name"], "rc": [None, None], "seconds": [0, 0],
+                            "problems": [f"the case's process failed ({status})"]})
+    return results
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("acc_launch")
@@ -562,36 +598,7 @@ def main():
           + ("" if isolated else " (no network namespace here: one at a time)"), flush=True)
 
     started = time.monotonic()
-    running = {}
-    results = []
-    pending = list(cases)
-    while pending or running:
-        while pending and len(running) < jobs:
-            case = pending.pop(0)
-            result_file = os.path.join(root, case["name"].replace(":", "_") + ".json")
-            pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    if isolated:
-                        private_network()
-                    result = run_case(case, options.acc_launch, root, import_env, isolated)
-                    with open(result_file, "w") as f:
-                        json.dump(result, f)
-                    code = 0
-                except BaseException:
-                    traceback.print_exc()
-                finally:
-                    os._exit(code)
-            running[pid] = (case, result_file)
-        pid, status = os.wait()
-        case, result_file = running.pop(pid)
-        if os.path.exists(result_file):
-            with open(result_file) as f:
-                results.append(json.load(f))
-        else:
-            results.append({"name": case["name"], "rc": [None, None], "seconds": [0, 0],
-                            "problems": [f"the case's process failed ({status})"]})
+    results = run_all(cases, jobs, options.acc_launch, root, import_env, isolated)
     wall = time.monotonic() - started
 
     if k == 0 and not options.case:
