@@ -566,6 +566,8 @@ def main():
     missing = flags_without_a_case(cases)
     if os.path.isdir(CONFIGS):
         cases += config_cases(CONFIGS)
+    else:
+        print(f"no {CONFIGS}: the flag cases only")
     names = {c["name"] for c in cases}
     missing += [f"{name}: in NOT_RUNNABLE or DIVERGENT, but no such case"
                 for name in sorted(set(NOT_RUNNABLE) | set(DIVERGENT)) if name not in names]
