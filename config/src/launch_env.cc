@@ -134,6 +134,7 @@ void add_fsdp(const ClusterConfig& config, EnvEntries& env) {
   a.set("fsdp_cpu_ram_efficient_loading", s("true"));
   a.set("fsdp_sync_module_states", s("true"));
   a.set("fsdp_activation_checkpointing", s("false"));
+  a.set("fsdp_activation_checkpointing_offload", s("false"));
   a.overlay(config, "fsdp_config");
   env.emplace_back("ACCELERATE_USE_FSDP", "true");
   env.emplace_back("FSDP_VERSION", a.str("fsdp_version"));
@@ -155,6 +156,8 @@ void add_fsdp(const ClusterConfig& config, EnvEntries& env) {
   env.emplace_back("FSDP_SYNC_MODULE_STATES", to_lower(a.str("fsdp_sync_module_states")));
   env.emplace_back("FSDP_ACTIVATION_CHECKPOINTING",
                    to_lower(a.str("fsdp_activation_checkpointing")));
+  env.emplace_back("FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD",
+                   to_lower(a.str("fsdp_activation_checkpointing_offload")));
   if (a.is_set("fsdp_ignored_modules"))
     env.emplace_back("FSDP_IGNORED_MODULES", a.str("fsdp_ignored_modules"));
 }

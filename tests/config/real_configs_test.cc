@@ -1,8 +1,10 @@
 // Every config file of Accelerate's repository (shared/accelerate-configs, read in place) through
 // `acc-launch --config_file X --dry_run --no_python /bin/true`: the processes, machines, rank,
 // store address and port, and the worker variables `accelerate launch` gives for that file
-// (reference/accelerate.md §3; accelerate/utils/launch.py at the commit it cites), on a machine
-// without the GPUs the file names. Files Accelerate refuses fail with one clear line.
+// (reference/accelerate.md §3; accelerate/utils/launch.py at the commit it cites, and Accelerate
+// 1.15.0 where they differ), on a machine without the GPUs the file names. Files Accelerate
+// refuses fail with one clear line. against_accelerate_launch.py runs the same files under the
+// real `accelerate launch` and compares the workers' environments with acc-launch's.
 
 #include <gtest/gtest.h>
 
@@ -61,7 +63,8 @@ Env fsdp1(const Env& extra) {
                {"FSDP_USE_ORIG_PARAMS", "true"},
                {"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"},
                {"FSDP_SYNC_MODULE_STATES", "true"},
-               {"FSDP_ACTIVATION_CHECKPOINTING", "false"}},
+               {"FSDP_ACTIVATION_CHECKPOINTING", "false"},
+               {"FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD", "false"}},
               extra);
 }
 
@@ -208,11 +211,13 @@ std::map<std::string, Expected> expectations() {
            kDynamo),
       kNoParadigm};
   e["docs__source__usage_guides__intel_cpu.md__L51-L64.yaml"] = {
-      0,
-      "",
-      one_node(1),
-      "",
-      join({{"ACCELERATE_USE_CPU", "True"}, {"ACCELERATE_MIXED_PRECISION", "bf16"}}, kDynamo),
+      0, "", one_node(1), "",
+      // The simple launcher's Intel OpenMP settings for a CPU run.
+      join({{"ACCELERATE_USE_CPU", "True"},
+            {"ACCELERATE_MIXED_PRECISION", "bf16"},
+            {"KMP_AFFINITY", "granularity=fine,compact,1,0"},
+            {"KMP_BLOCKTIME", "1"}},
+           kDynamo),
       kNoParadigm};
   e["docs__source__usage_guides__megatron_lm.md__L168-L190.yaml"] = {
       0,
@@ -338,6 +343,7 @@ std::map<std::string, Expected> expectations() {
                             {"FSDP_VERSION", "2"},
                             {"FSDP_RESHARD_AFTER_FORWARD", "true"},
                             {"FSDP_CPU_RAM_EFFICIENT_LOADING", "false"},
+                            {"FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD", "false"},
                             {"FSDP_STATE_DICT_TYPE", "SHARDED_STATE_DICT"},
                             {"ACCELERATE_MIXED_PRECISION", "bf16"},
                             {"ACCELERATE_USE_PARALLELISM_CONFIG", "true"},
@@ -372,7 +378,7 @@ std::map<std::string, Expected> expectations() {
       one_node(1),
       "",
       join({{"ACCELERATE_USE_CPU", "False"}, {"ACCELERATE_MIXED_PRECISION", "no"}}, kDynamo),
-      kNoParadigm};
+      join(kNoParadigm, Names{"KMP_AFFINITY", "KMP_BLOCKTIME"})};
   e["tests__test_configs__0_11_0.yaml"] = single_no;
   e["tests__test_configs__0_12_0.yaml"] = single_no;
   e["tests__test_configs__latest.yaml"] = single_no;

@@ -162,11 +162,19 @@ TEST(ConfigMergeTest, OmpThreadsFollowAccelerate) {
   EXPECT_EQ(merged("distributed_type: MULTI_CPU\nnum_processes: 2\n", {}, {}, env)
                 .num_cpu_threads_per_process,
             1);
-  // DeepSpeed's launcher does not set OMP_NUM_THREADS.
+  // Accelerate's DeepSpeed path does not set OMP_NUM_THREADS: torchrun's 1 for several workers,
+  // unless the launching environment has it.
   const LaunchOptions ds = merged("distributed_type: DEEPSPEED\nnum_processes: 2\n");
   EXPECT_FALSE(ds.num_cpu_threads_per_process.has_value());
-  EXPECT_EQ(env_of(ds).count("OMP_NUM_THREADS"), 0u);
+  EXPECT_EQ(env_of(ds).at("OMP_NUM_THREADS"), "1");
   EXPECT_EQ(env_of(ds).count("ACCELERATE_DYNAMO_BACKEND"), 0u);
+  env.omp_num_threads = 6;
+  EXPECT_EQ(env_of(merged("distributed_type: DEEPSPEED\nnum_processes: 2\n", {}, {}, env))
+                .count("OMP_NUM_THREADS"),
+            0u);
+  EXPECT_EQ(
+      env_of(merged("distributed_type: DEEPSPEED\nnum_processes: 1\n")).count("OMP_NUM_THREADS"),
+      0u);
 }
 
 TEST(ConfigMergeTest, DeepSpeedFieldsListMixedPrecisionOnlyWhenItCameFromTheFile) {

@@ -30,6 +30,12 @@ EnvList accelerate_env(const LaunchOptions& options) {
 
   EnvList env;
   if (simple) put(env, "ACCELERATE_USE_CPU", options.cpu ? "True" : "False");
+  if (simple && options.cpu) {
+    // prepare_simple_launcher_cmd_env(): Intel OpenMP's settings for a CPU run (Accelerate 1.15
+    // reads its own ACCELERATE_USE_CPU here; older releases read a variable named "True").
+    put(env, "KMP_AFFINITY", "granularity=fine,compact,1,0");
+    put(env, "KMP_BLOCKTIME", "1");
+  }
   if (options.debug) put(env, "ACCELERATE_DEBUG_MODE", "true");
   if (options.gpu_ids && *options.gpu_ids != "all")
     put(env, "CUDA_VISIBLE_DEVICES", *options.gpu_ids);

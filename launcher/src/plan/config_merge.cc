@@ -1,5 +1,6 @@
 #include "plan/config_merge.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <utility>
@@ -133,8 +134,16 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
     o.omp_threads_chosen = threads == 1 && !environment.omp_num_threads;
   }
 
-  if (mode.path == cfg::LaunchPath::kDeepSpeed)
+  if (mode.path == cfg::LaunchPath::kDeepSpeed) {
     o.extra_env.emplace_back("PYTHONPATH", path_add(environment.pythonpath, environment.cwd));
+    // Accelerate's DeepSpeed path sets no OMP_NUM_THREADS, so torchrun's rule gives it: 1 for
+    // several workers unless set, also where acc-launch binds CPUs (--enable_cpu_affinity),
+    // which elsewhere sets it to the worker's CPUs.
+    if (!environment.omp_num_threads && o.num_processes.value_or(1) / std::max(machines, 1) > 1) {
+      o.extra_env.emplace_back("OMP_NUM_THREADS", "1");
+      o.omp_threads_chosen = true;
+    }
+  }
   for (auto& entry : cfg::section_env(config, mode, o.mixed_precision.value_or("no"),
                                       mixed_precision_from_config))
     o.extra_env.push_back(std::move(entry));
