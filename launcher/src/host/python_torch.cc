@@ -21,6 +21,11 @@ bool is_file(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+bool is_dir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 std::string read_small_file(const std::string& path) {
   std::ifstream in(path);
   std::string text;
@@ -75,11 +80,13 @@ std::string cfg_value(const std::string& text, const std::string& key) {
 // `interpreter` ("python3.11", the resolved name) picks the lib/python3.X of several.
 void add_system_dirs(const std::string& prefix, const std::string& home,
                      const std::string& interpreter, std::vector<std::string>& dirs) {
-  std::vector<std::string> libs = python_lib_dirs(prefix);
-  const auto own = std::find_if(libs.begin(), libs.end(), [&](const std::string& lib) {
-    return version_dir_name(lib) == interpreter;
-  });
-  if (own != libs.end()) libs = {*own};
+  // The resolved interpreter names its lib/python3.X; a listing of <prefix>/lib (hundreds of
+  // entries in /usr/lib) only where it does not.
+  std::vector<std::string> libs;
+  if (interpreter.rfind("python3.", 0) == 0 && is_dir(prefix + "/lib/" + interpreter))
+    libs = {prefix + "/lib/" + interpreter};
+  else
+    libs = python_lib_dirs(prefix);
   for (auto it = libs.rbegin(); it != libs.rend(); ++it) {
     const std::string version = version_dir_name(*it);
     if (!home.empty()) dirs.push_back(home + "/.local/lib/" + version + "/site-packages");
