@@ -57,6 +57,13 @@ bool still_open(int pid, const std::string& path) {
   return false;
 }
 
+// Exited (a zombie until the agent reaps it) or reaped.
+bool gone(int pid) {
+  if (pid <= 0) return false;
+  const proc::Stat st = proc::stat(pid);
+  return !st.ok || st.state == "Z";
+}
+
 // The dump written since the poke, whole: PyTorch's writer (an ofstream) has closed it.
 bool complete(const FlightRecorderTarget& t, const FlightRecorderPoke::Before& before) {
   const std::string path = flight_recorder_dump(t.worker_dir, t.rank);
@@ -146,13 +153,15 @@ std::vector<int> wait_for_flight_recorder_dumps(const std::vector<FlightRecorder
                                                 std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::vector<bool> done(poke.ranks.size(), false);
+  std::vector<bool> given_up(poke.ranks.size(), false);  // gone: no dump will come
   for (;;) {
     bool all = true;
     for (size_t i = 0; i < poke.ranks.size(); ++i) {
-      if (done[i]) continue;
+      if (done[i] || given_up[i]) continue;
       const FlightRecorderTarget* t = target_of(targets, poke.ranks[i]);
       done[i] = t != nullptr && complete(*t, poke.before[i]);
-      all = all && done[i];
+      given_up[i] = !done[i] && (t == nullptr || gone(t->pid));
+      all = all && (done[i] || given_up[i]);
     }
     if (all || std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

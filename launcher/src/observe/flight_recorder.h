@@ -64,7 +64,8 @@ inline constexpr std::chrono::milliseconds kFlightRecorderDumpWait{10'000};
 // Waits, at most `limit`, until the dump of every poked rank is complete: PyTorch writes it in
 // place (an ofstream on <prefix><rank>, no temporary and rename), so complete means changed
 // since the poke, not empty, and no longer open in the worker or its descendants. Polls every
-// 50 ms. Returns the ranks whose dump is complete, in the order of poke.ranks.
+// 50 ms; a rank whose process is gone is not waited for. Returns the ranks whose dump is
+// complete, in the order of poke.ranks.
 std::vector<int> wait_for_flight_recorder_dumps(const std::vector<FlightRecorderTarget>& targets,
                                                 const FlightRecorderPoke& poke,
                                                 std::chrono::milliseconds limit);
