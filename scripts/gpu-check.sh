@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every path of acc-launch and libacc that needs a GPU, in one run that ends with one line per
 # check: NAME, PASS/FAIL/SKIP, a figure where it has one. Meant for a lent GPU machine (no package
-# registry there: nothing is installed); takes about 4 minutes on one H200 after an 80 s build.
+# registry there: nothing is installed). Each check is bounded by `timeout`; the bounds are set so
+# the run fits well under 8 minutes on one GPU (not yet timed on one: this machine has none).
 #
 #   scripts/gpu-check.sh [OUT_DIR]            (default /tmp/acc-gpu-check; each check's log there)
 #   GPU_CHECK_CPU=1 scripts/gpu-check.sh      what needs no GPU, on this machine's build; SKIP for
