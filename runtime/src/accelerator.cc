@@ -15,8 +15,10 @@
 
 #include "acc/common/error.h"
 #include "accelerator_impl.h"
+#include "error_file.h"
 #include "heap_retention.h"
 #include "log.h"
+#include "torch_names.h"
 
 namespace acc {
 namespace {
@@ -104,6 +106,8 @@ Accelerator::Accelerator(AcceleratorOptions options)
       gradient_state_(std::make_shared<GradientState>()),
       impl_(std::make_unique<Impl>()) {
   logger_ = runtime::detail::make_logger(env_.rank, env_.world_size);
+  // An exception that ends the worker lands in the launcher's failure report (error_file.h).
+  runtime::detail::install_terminate_handler();
   // Before the model and its first step allocate: see heap_retention.h.
   runtime::detail::retain_freed_heap_memory();
   if (options_.apply_omp_num_threads) {
@@ -141,6 +145,8 @@ Accelerator::Accelerator(AcceleratorOptions options)
 
   if (env_.world_size > 1 || (env_.launched && device_.is_cuda())) {
     backend_ = device_.is_cuda() ? "nccl" : "gloo";
+    // Only the names of PyTorch's variables this LibTorch reads: no warning on every rank.
+    runtime::detail::drop_names_libtorch_ignores();
     impl_->group = runtime::detail::join_group(env_, device_.is_cuda(), options_.timeout);
     impl_->beat = std::make_unique<runtime::detail::ProgressBeat>(impl_->group.store, env_.rank);
     impl_->progress = progress_file::Writer::from_environment();
@@ -408,11 +414,14 @@ torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int from_proce
 
 std::string Accelerator::broadcast_string(const std::string& value, int from_process) {
   if (!use_distributed()) return value;
-  auto length = broadcast(torch::tensor({static_cast<int64_t>(value.size())}), from_process);
+  // On the device: NCCL has no CPU backend. The bytes are filled and read on the CPU.
+  auto length = broadcast(torch::full({1}, static_cast<int64_t>(value.size()),
+                                      torch::TensorOptions(torch::kLong).device(device_)),
+                          from_process);
   auto bytes = torch::zeros({length.item<int64_t>()}, torch::kUInt8);
   if (process_index() == from_process)
     std::copy(value.begin(), value.end(), bytes.data_ptr<uint8_t>());
-  bytes = broadcast(bytes, from_process);
+  bytes = broadcast(bytes.to(device_), from_process).cpu();
   const auto* data = bytes.data_ptr<uint8_t>();
   return std::string(data, data + bytes.numel());
 }
@@ -423,7 +432,8 @@ torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int
   const int64_t d = dim < 0 ? dim + tensor.dim() : dim;
   ACC_CHECK(d >= 0 && d < tensor.dim(), ConfigError, "pad_across_processes: dim ", dim,
             " is out of range for a tensor of ", tensor.dim(), " dimensions");
-  auto sizes = gather(torch::tensor({tensor.size(d)}));
+  auto sizes =
+      gather(torch::full({1}, tensor.size(d), torch::TensorOptions(torch::kLong).device(device_)));
   const int64_t longest = sizes.max().item<int64_t>();
   if (longest == tensor.size(d)) return tensor;
   auto shape = tensor.sizes().vec();

@@ -22,6 +22,7 @@
 #include "acc/launcher/agent/agent.h"
 #include "acc/launcher/host/host.h"
 #include "acc/launcher/plan/plan.h"
+#include "error_file.h"
 
 namespace acc {
 namespace {
@@ -56,28 +57,6 @@ std::string read_file(const std::string& path, bool* ok) {
   ::_exit(code);
 }
 
-// What PyTorch's @record writes to TORCHELASTIC_ERROR_FILE, so that the failure report shows the
-// exception as it shows a Python worker's: {"message": "..."}.
-void write_error_file(const std::string& message) {
-  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
-  if (path == nullptr || *path == '\0') return;
-  std::string json = "{\"message\": \"";
-  for (const char c : message) {
-    if (c == '"' || c == '\\') {
-      json += '\\';
-      json += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-      json += escaped;
-    } else {
-      json += c;
-    }
-  }
-  json += "\"}\n";
-  std::ofstream(path) << json;
-}
-
 [[noreturn]] void run_in_worker(int call, const char* marker,
                                 const std::function<std::string()>& body) {
   const char* rank_text = std::getenv("RANK");
@@ -91,10 +70,10 @@ void write_error_file(const std::string& message) {
   try {
     result = body();
   } catch (const std::exception& e) {
-    write_error_file(std::string("fn threw: ") + e.what());
+    runtime::detail::write_error_file(std::string("fn threw: ") + e.what());
     end_worker(1, "rank " + rank + ": fn threw: " + e.what());
   } catch (...) {
-    write_error_file("fn threw an exception that is not a std::exception");
+    runtime::detail::write_error_file("fn threw an exception that is not a std::exception");
     end_worker(1, "rank " + rank + ": fn threw an exception that is not a std::exception");
   }
   const char* dir = std::getenv(kResultDir);

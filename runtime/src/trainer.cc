@@ -289,8 +289,11 @@ TrainOutput Trainer::train() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   TrainOutput output;
   output.global_step = state_.global_step;
-  const auto total_batches = acc.reduce(torch::tensor({static_cast<double>(batches_total_)}));
-  const auto total_loss = acc.reduce(loss_total_.reshape({1}).cpu());
+  // Every tensor a collective sees is on the Accelerator's device: NCCL has no CPU backend.
+  const auto total_batches =
+      acc.reduce(torch::full({1}, static_cast<double>(batches_total_),
+                             torch::TensorOptions(torch::kDouble).device(acc.device())));
+  const auto total_loss = acc.reduce(loss_total_.reshape({1}));
   output.training_loss = total_batches.item<double>() > 0
                              ? total_loss.item<double>() / total_batches.item<double>()
                              : 0.0;
@@ -341,7 +344,7 @@ void Trainer::maybe_log_save_evaluate(double grad_norm) {
     if (batches_since_log_ > 0) {
       // Every process's mean micro-batch loss since the last line, averaged over the processes.
       const double mean =
-          acc.reduce(loss_since_log_.reshape({1}).cpu(), Reduction::kMean).item<double>() /
+          acc.reduce(loss_since_log_.reshape({1}), Reduction::kMean).item<double>() /
           static_cast<double>(batches_since_log_);
       loss_total_ += loss_since_log_;
       batches_total_ += batches_since_log_;

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -129,19 +130,109 @@ TEST(CollectiveReportTest, TheSlowRankIsNamedWhileTheJobRunsAndTheJobEndsZero) {
   fs::remove_all(dir);
 }
 
-TEST(CollectiveReportTest, DryRunShowsTheFlightRecorderVariables) {
-  const LaunchRun run = run_launcher({"--dry_run", "--nproc_per_node", "2", "train.py"});
-  EXPECT_EQ(run.exit_code, 0) << run.err;
+// A virtual environment whose torch/version.py says `version`, as pip leaves one: enough for the
+// launcher, which reads the file and never starts the interpreter on a dry run.
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+std::string fake_venv(const std::string& dir, const std::string& version) {
+  fs::create_directories(dir + "/bin");
+  fs::create_directories(dir + "/lib/python3.11/site-packages/torch");
+  write_text(dir + "/pyvenv.cfg", "home = /usr/bin\ninclude-system-site-packages = false\n");
+  write_text(dir + "/bin/python", "");
+  write_text(dir + "/lib/python3.11/site-packages/torch/version.py",
+             "from typing import Optional\n__version__ = '" + version + "'\ndebug = False\n");
+  return dir + "/bin/python";
+}
+
+size_t lines_starting(const std::string& text, const std::string& prefix) {
+  size_t n = 0;
+  for (const std::string& line : lines_of(text)) n += line.rfind(prefix, 0) == 0;
+  return n;
+}
+
+// Each worker gets the names its PyTorch reads, and only those: an old name beside a new one
+// makes PyTorch >= 2.2 warn "... is deprecated" on every rank.
+TEST(CollectiveReportTest, DryRunShowsTheVariablesUnderTheNamesTheWorkersPyTorchReads) {
+  const std::string dir = make_temp_dir();
+  const LaunchRun v211 = run_launcher({"--dry_run", "--nproc_per_node", "2", "--python",
+                                       fake_venv(dir + "/v211", "2.11.0+cu130"), "train.py"});
+  EXPECT_EQ(v211.exit_code, 0) << v211.err;
   for (const char* line :
-       {"TORCH_NCCL_TRACE_BUFFER_SIZE=2000\n", "TORCH_FR_BUFFER_SIZE=2000\n",
-        "TORCH_NCCL_DUMP_ON_TIMEOUT=1\n",
-        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=<log dir>/flight_recorder_rank_\n",
-        "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=<log dir>/flight_recorder_pipe_rank_\n"})
-    EXPECT_NE(run.out.find(line), std::string::npos) << line << run.out;
-  // The user's own value wins.
+       {"TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_FR_BUFFER_SIZE=2000",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "TORCH_FR_DUMP_TEMP_FILE=<log dir>/flight_recorder_rank_",
+        "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=<log dir>/flight_recorder_pipe_rank_"})
+    EXPECT_EQ(lines_starting(v211.out, line), 2u) << line << "\n" << v211.out;
+  for (const char* name : {"NCCL_ASYNC_ERROR_HANDLING=", "TORCH_NCCL_TRACE_BUFFER_SIZE=",
+                           "TORCH_NCCL_DEBUG_INFO_TEMP_FILE="})
+    EXPECT_EQ(lines_starting(v211.out, name), 0u) << name << "\n" << v211.out;
+
+  const LaunchRun v24 =
+      run_launcher({"--dry_run", "--python", fake_venv(dir + "/v24", "2.4.1"), "train.py"});
+  for (const char* line : {"TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000",
+                           "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=<log dir>/flight_recorder_rank_"})
+    EXPECT_EQ(lines_starting(v24.out, line), 1u) << line << "\n" << v24.out;
+  for (const char* name :
+       {"NCCL_ASYNC_ERROR_HANDLING=", "TORCH_FR_BUFFER_SIZE=", "TORCH_FR_DUMP_TEMP_FILE="})
+    EXPECT_EQ(lines_starting(v24.out, name), 0u) << name << "\n" << v24.out;
+
+  // A program that is no Python script: the launcher cannot tell, every name (libacc keeps the
+  // ones its LibTorch reads).
+  const LaunchRun native = run_launcher({"--dry_run", "--no_python", "/bin/true"});
+  for (const char* line : {"NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+                           "TORCH_NCCL_TRACE_BUFFER_SIZE=2000", "TORCH_FR_BUFFER_SIZE=2000"})
+    EXPECT_EQ(lines_starting(native.out, line), 1u) << line << "\n" << native.out;
+
+  // The user's own value wins, under either name of its setting.
   const LaunchRun mine =
-      run_launcher({"--dry_run", "train.py"}, {{"TORCH_NCCL_TRACE_BUFFER_SIZE", "10"}});
-  EXPECT_EQ(mine.out.find("TORCH_NCCL_TRACE_BUFFER_SIZE=2000"), std::string::npos) << mine.out;
+      run_launcher({"--dry_run", "--python", fake_venv(dir + "/mine", "2.11.0"), "train.py"},
+                   {{"TORCH_NCCL_TRACE_BUFFER_SIZE", "10"}, {"NCCL_ASYNC_ERROR_HANDLING", "0"}});
+  for (const char* name : {"TORCH_FR_BUFFER_SIZE=", "TORCH_NCCL_TRACE_BUFFER_SIZE=",
+                           "TORCH_NCCL_ASYNC_ERROR_HANDLING=", "NCCL_ASYNC_ERROR_HANDLING="})
+    EXPECT_EQ(lines_starting(mine.out, name), 0u) << name << "\n" << mine.out;
+  fs::remove_all(dir);
+}
+
+// Debian's PyTorch 1.13 (/usr/bin/python3) reads the old name of async error handling, and has
+// no Flight Recorder.
+TEST(CollectiveReportTest, DryRunGivesPyTorch113WorkersTheOldName) {
+  if (!fs::exists("/usr/lib/python3/dist-packages/torch/version.py"))
+    GTEST_SKIP() << "Debian's python3-torch is not installed";
+  const LaunchRun run = run_launcher({"--dry_run", "--python", "/usr/bin/python3", "train.py"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(lines_starting(run.out, "NCCL_ASYNC_ERROR_HANDLING=1"), 1u) << run.out;
+  for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING=", "TORCH_FR_BUFFER_SIZE=",
+                           "TORCH_NCCL_TRACE_BUFFER_SIZE=", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE="})
+    EXPECT_EQ(lines_starting(run.out, name), 0u) << name << "\n" << run.out;
+}
+
+// At a stall the launcher pokes each rank's dump pipe; PyTorch answers within its heartbeat
+// (a second) and writes the dump in place. With --stall_action stop the launcher must wait for
+// the whole dump before it stops the workers: here each rank takes 1.5 s to write its dump.
+TEST(CollectiveReportTest, AStallStopsTheWorkersOnlyOnceTheirFlightRecorderDumpsAreWhole) {
+  const std::string dir = make_temp_dir();
+  const LaunchRun run = run_launcher(
+      {"--nproc_per_node", "2", "--stall_timeout", "1", "--stall_init_timeout", "1", "--log_dir",
+       dir + "/logs", "--no_python", worker_binary(), "flight-recorder", "1500"},
+      {}, seconds(60));
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_NE(run.err.find("asked ranks 0, 1 to dump through their pipes"), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("  dumps of ranks 0, 1 in "), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("no complete dump"), std::string::npos) << run.err;
+  std::string gathered;
+  for (const auto& entry : fs::recursive_directory_iterator(dir + "/logs"))
+    if (entry.path().filename() == "flight_recorder") gathered = entry.path().string();
+  ASSERT_NE(gathered, "") << run.err;
+  EXPECT_NE(run.err.find("torchfrtrace " + gathered + " --prefix flight_recorder_rank_\n"),
+            std::string::npos)
+      << run.err;
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_EQ(
+        read_text(gathered + "/flight_recorder_rank_" + std::to_string(rank)),
+        "flight recorder of rank " + std::to_string(rank) + ", first half\nsecond half, end\n");
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -16,12 +16,19 @@
 //   quiet SECONDS            print "started", sleep SECONDS without a word (no CPU), print
 //                            "done", exit 0
 //   affinity                 print "cpus=<the CPUs it may run on> omp=<OMP_NUM_THREADS>"
+//   flight-recorder MS       act as PyTorch's NCCL group does for its Flight Recorder: make the
+//                            dump pipe $TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe, read it
+//                            every 200 ms, and when a byte comes write the dump
+//                            $TORCH_FR_DUMP_TEMP_FILE<rank> in place in two halves, MS apart;
+//                            then wait to be stopped, saying nothing
 //   chorus DIR LINES         once every local rank has written DIR/<rank>.ready, print LINES
 //                            lines "shared line I" that every rank prints, and after every
 //                            hundredth one "rank R private I" that only this rank prints
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -78,6 +85,29 @@ void wait_for_all_local_ranks(const std::string& dir) {
       ready += std::filesystem::exists(dir + "/" + std::to_string(r) + ".ready");
     if (ready == ranks) return;
     usleep(1000);
+  }
+}
+
+// PyTorch's heartbeat thread: the pipe is polled, the dump written with an ofstream (no
+// temporary file, no rename), so a reader that comes too early sees a partial file.
+[[noreturn]] void flight_recorder(int dump_ms) {
+  const char* pipe_prefix = std::getenv("TORCH_NCCL_DEBUG_INFO_PIPE_FILE");
+  const char* dump_prefix = std::getenv("TORCH_FR_DUMP_TEMP_FILE");
+  if (pipe_prefix == nullptr || dump_prefix == nullptr) {
+    std::fprintf(stderr, "test_worker: no Flight Recorder variables\n");
+    std::exit(3);
+  }
+  const std::string pipe = pipe_prefix + std::to_string(rank()) + ".pipe";
+  const std::string dump = dump_prefix + std::to_string(rank());
+  unlink(pipe.c_str());
+  if (mkfifo(pipe.c_str(), 0600) != 0) std::exit(3);
+  const int fd = open(pipe.c_str(), O_RDONLY | O_NONBLOCK);
+  for (char byte = 0;; usleep(200'000)) {
+    if (read(fd, &byte, 1) != 1) continue;
+    std::ofstream out(dump, std::ios::binary);
+    out << "flight recorder of rank " << rank() << ", first half\n" << std::flush;
+    usleep(static_cast<useconds_t>(dump_ms) * 1000);
+    out << "second half, end\n";
   }
 }
 
@@ -175,6 +205,7 @@ int main(int argc, char** argv) {
     std::printf("cpus=%s omp=%s\n", cpus_of_this_process().c_str(), omp ? omp : "<unset>");
     return 0;
   }
+  if (mode == "flight-recorder") flight_recorder(std::atoi(argv[2]));
   if (mode == "chorus") {
     dir_of_test = argv[2];
     wait_for_all_local_ranks(dir_of_test);

@@ -41,5 +41,22 @@ TEST(FailureReportTest, ReportHasARowPerWorkerAndTheRootCauseDetails) {
   EXPECT_NE(report.find("| last words"), std::string::npos);
 }
 
+// Without --log_dir the run directory (and the error file in it) is gone by the time the report
+// is read: the message was read, the line must not say none was written.
+TEST(FailureReportTest, AnErrorFileReadFromARemovedRunDirectoryIsNotCalledUnwritten) {
+  WorkerOutcome root;
+  root.root_cause = true;
+  root.exit_code = 1;
+  root.error_message = "std::runtime_error: boom";
+  std::string report = format_failure_report("./train", 1, {root});
+  EXPECT_EQ(report.find("<none written>"), std::string::npos) << report;
+  EXPECT_NE(report.find("error file: <read; removed with the run directory (--log_dir keeps it)>"),
+            std::string::npos)
+      << report;
+  root.error_message.clear();
+  report = format_failure_report("./train", 1, {root});
+  EXPECT_NE(report.find("error file: <none written>"), std::string::npos) << report;
+}
+
 }  // namespace
 }  // namespace acc::launcher

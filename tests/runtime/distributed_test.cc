@@ -2,8 +2,10 @@
 // a machine with GPUs over NCCL (the Cuda*Test ones, skipped without one).
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <torch/cuda.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "acc/common/progress_file.h"
+#include "acc/common/torch_env.h"
 #include "worker_run.h"
 
 namespace {
@@ -126,6 +129,47 @@ TEST(CollectivesTest, EachRankRecordsItsCollectivesInItsProgressFile) {
       ops.insert(call.op);
     }
     EXPECT_EQ(ops, (std::set<std::string>{"all_gather", "all_reduce", "broadcast", "barrier"}));
+  }
+}
+
+// A C++ worker that dies of an uncaught exception: libacc's terminate handler writes
+// TORCHELASTIC_ERROR_FILE as PyTorch's @record does, so the failure table shows the exception's
+// type and text, not "<none written>".
+TEST(ErrorFileTest, AnUncaughtExceptionIsInTheFailureReport) {
+  auto result = run(launch(2, "throw"));
+  EXPECT_EQ(result.exit_code, 128 + SIGABRT) << result.output;
+  EXPECT_EQ(result.output.find("<none written>"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("error     : std::runtime_error: rank "), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find(" cannot open /data/shard-7.bin"), std::string::npos)
+      << result.output;
+}
+
+// acc-launch cannot tell a C++ worker's LibTorch, so it sets both names of a renamed variable;
+// libacc keeps, before its group exists, only the one its LibTorch reads.
+TEST(TorchNamesTest, AWorkerKeepsOnlyTheNamesItsLibTorchReads) {
+  auto result = run(launch(2, "nccl_env"));
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const acc::torch_env::Version mine{TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string prefix = "rank " + std::to_string(rank) + " ";
+    for (const char* name : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"})
+      EXPECT_NE(result.output.find(prefix + name +
+                                   (acc::torch_env::reads(name, mine) ? "=1\n" : " unset\n")),
+                std::string::npos)
+          << name << "\n"
+          << result.output;
+    // Of the Flight Recorder's size, the name this LibTorch reads (2.2 and later) stays alone;
+    // a LibTorch without it (1.13) leaves both, which it ignores.
+    for (const char* name : {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE"}) {
+      const bool any = acc::torch_env::reads("TORCH_NCCL_TRACE_BUFFER_SIZE", mine) ||
+                       acc::torch_env::reads("TORCH_FR_BUFFER_SIZE", mine);
+      const bool kept = !any || acc::torch_env::reads(name, mine);
+      EXPECT_NE(result.output.find(prefix + name + (kept ? "=2000\n" : " unset\n")),
+                std::string::npos)
+          << name << "\n"
+          << result.output;
+    }
   }
 }
 

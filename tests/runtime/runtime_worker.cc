@@ -15,6 +15,9 @@
 //                                             before one more step (the others wait in it)
 //   runtime_worker cuda PRECISION             NCCL, collectives and DDP steps on the GPU under
 //                                             PRECISION (no, bf16, fp16)
+//   runtime_worker throw                      let an exception leave main() (the error file)
+//   runtime_worker nccl_env                   join the group, then print NAME=VALUE or NAME unset
+//                                             for PyTorch's renamed NCCL variables
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +25,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -374,6 +378,12 @@ int silent(int steps, int step_ms, int stuck_rank, int stuck_s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // An exception that leaves main(): libacc's terminate handler writes the error file.
+  if (argc > 1 && std::string(argv[1]) == "throw") {
+    acc::Accelerator acc;
+    throw std::runtime_error("rank " + std::to_string(acc.process_index()) +
+                             " cannot open /data/shard-7.bin");
+  }
   try {
     const std::string mode = argc > 1 ? argv[1] : "";
     auto arg = [&](int i) { return i < argc ? std::string(argv[i]) : std::string("0"); };
@@ -385,6 +395,17 @@ int main(int argc, char** argv) {
     if (mode == "mixed_precision") return mixed_precision();
     if (mode == "resume") return resume(arg(2), std::stoi(arg(3)), arg(4) == "1");
     if (mode == "cuda") return cuda(arg(2));
+    if (mode == "nccl_env") {
+      acc::Accelerator acc;
+      acc.wait_for_everyone();
+      for (const char* name : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                               "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE"}) {
+        const char* value = std::getenv(name);
+        std::cout << "rank " << acc.process_index() << " " << name
+                  << (value ? std::string("=") + value : std::string(" unset")) << std::endl;
+      }
+      return 0;
+    }
     if (mode == "silent")
       return silent(std::stoi(arg(2)), std::stoi(arg(3)), std::stoi(arg(4)), std::stoi(arg(5)));
     std::cerr << "runtime_worker: unknown mode '" << mode << "'\n";

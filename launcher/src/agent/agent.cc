@@ -545,8 +545,8 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
     }
     for (const auto& [key, value] : plan.env_defaults)
       if (!environment.count(key)) out << key << "=" << value << "\n";
-    for (const auto& [key, value] : flight_recorder_env("<log dir>"))
-      if (!environment.count(key)) out << key << "=" << value << "\n";
+    for (const auto& [key, value] : flight_recorder_env("<log dir>", plan.worker_torch))
+      if (!torch_env::is_set(environment, key)) out << key << "=" << value << "\n";
     out << "command:";
     for (const std::string& arg : worker.argv) out << " " << quote_for_shell(arg);
     out << "\n";

@@ -74,7 +74,12 @@ std::string format_failure_report(const std::string& program, int attempts,
           << "  details   : in node " << root->node << "'s own report\n";
     } else {
       out << root->host << " exited with " << describe_exit(*root) << '\n'
-          << "  error file: " << (root->error_file.empty() ? "<none written>" : root->error_file)
+          << "  error file: "
+          << (!root->error_file.empty()     ? root->error_file
+              : root->error_message.empty() ? "<none written>"
+                                            // Read, then removed with the temporary run dir.
+                                            : "<read; removed with the run directory (--log_dir "
+                                              "keeps it)>")
           << '\n';
     }
     if (!root->error_message.empty()) out << "  error     : " << root->error_message << '\n';

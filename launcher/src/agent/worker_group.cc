@@ -95,7 +95,8 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec) {
                                     : std::vector<int>{};
   if (!cpus.empty()) env.try_emplace("OMP_NUM_THREADS", std::to_string(cpus.size()));
   for (const auto& [key, value] : plan_.env_defaults) env.try_emplace(key, value);
-  for (const auto& [key, value] : flight_recorder_env(worker->dir)) env.try_emplace(key, value);
+  for (const auto& [key, value] : flight_recorder_env(worker->dir, plan_.worker_torch))
+    if (!torch_env::is_set(environment_, key)) env.emplace(key, value);
   for (const auto& [key, value] : worker_env(plan_, spec, round_, error_file)) env[key] = value;
   for (const auto& [key, value] : python_stack_hook_env(
            python_hook_dir_, worker->dir, env["PYTHONPATH"], env.count("PYTHONFAULTHANDLER") > 0))

@@ -1,4 +1,5 @@
 #include "acc/launcher/host/host.h"
+#include "acc/launcher/host/python_torch.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -300,6 +301,7 @@ HostInfo detect_host(const std::string& root_dir) {
   host.topology.allowed_cpus = allowed_cpus_of_this_process();
   char cwd[4096];
   if (::getcwd(cwd, sizeof cwd)) host.cwd = cwd;
+  host.torch_version_of = find_python_torch;
   return host;
 }
 

@@ -379,8 +379,9 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   if (across_nodes) share_traces(report.traces);
   // NCCL ranks dump their Flight Recorder while the stacks come in.
   std::vector<FlightRecorderTarget> recorders;
-  for (size_t i : indices) recorders.push_back({workers_[i].rank, workers_[i].dir});
-  const std::vector<int> poked = poke_flight_recorder(recorders);
+  for (size_t i : indices)
+    recorders.push_back({workers_[i].rank, workers_[i].dir, workers_[i].pid});
+  const FlightRecorderPoke poke = poke_flight_recorder(recorders);
   // CPU and state first: dumping a stack costs the worker some CPU.
   for (size_t i : indices) {
     const Worker& w = workers_[i];
@@ -425,7 +426,11 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
       straggler_table(stragglers_.whole_run(),
                       std::string("stragglers (") + whose_ranks() + ", from collective timing):");
   if (!stragglers.empty()) report.sections.push_back(stragglers);
-  const std::string recorder = flight_recorder_section(recorders, poked);
+  // The dumps PyTorch writes while the stacks came in: the report waits for them (bounded), so
+  // that --stall_action stop does not stop the workers in the middle of a dump.
+  const std::vector<int> dumped =
+      wait_for_flight_recorder_dumps(recorders, poke, kFlightRecorderDumpWait);
+  const std::string recorder = flight_recorder_section(recorders, poke, dumped, plan_.world_size);
   if (!recorder.empty()) report.sections.push_back(recorder);
   if (stalled)
     if (const std::string ras = ask_nccl_ras(); !ras.empty()) report.sections.push_back(ras);

@@ -180,15 +180,17 @@ void fold(const LaunchOptions& o, const std::optional<T>& accelerate_value,
   torchrun_value = *accelerate_value;
 }
 
+bool is_python_file(const std::string& program) {
+  return program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
+}
+
 std::vector<std::string> worker_argv(const LaunchOptions& o) {
   ACC_CHECK(!(o.module && o.no_python), ConfigError,
             "--module and --no_python cannot be used together");
-  const bool is_python_file =
-      o.program.size() > 3 && o.program.compare(o.program.size() - 3, 3, ".py") == 0;
   std::vector<std::string> argv;
   if (o.module) {
     argv = {o.python, "-u", "-m", o.program};
-  } else if (!o.no_python && (is_python_file || o.run_path)) {
+  } else if (!o.no_python && (is_python_file(o.program) || o.run_path)) {
     argv = {o.python, "-u", o.program};
   } else {
     argv = {o.program};
@@ -388,8 +390,15 @@ bool has_variable(const EnvList& env, const std::string& name) {
 void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
   plan.env = accelerate_env(o);
   plan.single_process = o.simple_launcher && plan.world_size == 1;
-  plan.env_defaults = {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
-                       {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
+  // Async error handling under the name the workers' PyTorch reads (both when unknown), unless
+  // the user set it under either: a second name makes PyTorch >= 2.2 warn on every rank.
+  const bool python_workers =
+      o.module || (!o.no_python && (is_python_file(o.program) || o.run_path));
+  if (python_workers && host.torch_version_of)
+    plan.worker_torch = host.torch_version_of(o.python, host.environment);
+  for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"})
+    if (torch_env::reads(name, plan.worker_torch) && !torch_env::is_set(host.environment, name))
+      plan.env_defaults.emplace_back(name, "1");
   plan.worker_cpus =
       resolve_cpu_binding(o, host, visible_devices_list(plan, host), plan.nproc_per_node);
   if (o.enable_cpu_affinity && !has_variable(plan.env, "ACCELERATE_CPU_AFFINITY"))

@@ -118,4 +118,15 @@ std::vector<std::pair<int, int>> descendants(int pid) {
   return found;
 }
 
+bool has_open(int pid, const std::string& path) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  for (int fd : numeric_entries(dir)) {
+    char target[4096];
+    const ssize_t n = ::readlink((dir + "/" + std::to_string(fd)).c_str(), target, sizeof(target));
+    if (n > 0 && path.compare(0, std::string::npos, target, static_cast<size_t>(n)) == 0)
+      return true;
+  }
+  return false;
+}
+
 }  // namespace acc::launcher::proc

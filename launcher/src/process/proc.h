@@ -44,4 +44,7 @@ std::vector<int> threads(int pid);
 // The processes PID started and theirs, parents before children: (pid, parent) pairs.
 std::vector<std::pair<int, int>> descendants(int pid);
 
+// Whether PID has `path` open (one of /proc/PID/fd links to it); false when PID is gone.
+bool has_open(int pid, const std::string& path);
+
 }  // namespace acc::launcher::proc

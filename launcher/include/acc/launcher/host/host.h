@@ -4,9 +4,11 @@
 // command reads the machine through detect_host(), so tests can give it a fake /proc and /sys.
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "acc/common/torch_env.h"
 #include "acc/launcher/host/topology.h"
 
 namespace acc::launcher {
@@ -27,6 +29,11 @@ struct HostInfo {
   std::string cwd;
   std::map<std::string, std::string> environment;  // the launcher's own environment
   CpuTopology topology;                            // CPUs, NUMA nodes, GPUs' nodes (for binding)
+  // Which PyTorch a Python worker started by `python` would import (host/python_torch.h):
+  // detect_host() sets find_python_torch. Null (a test's host): nobody can tell, and the workers
+  // get every name of PyTorch's variables (acc/common/torch_env.h).
+  std::optional<torch_env::Version> (*torch_version_of)(
+      const std::string& python, const std::map<std::string, std::string>& environment) = nullptr;
 };
 
 // The directory the host facts are read under: $ACC_HOST_ROOT (a fake root with proc/ and sys/

@@ -61,6 +61,10 @@ struct LaunchPlan {
   bool single_process = false;
   EnvList env;           // set in every worker (after the contract variables)
   EnvList env_defaults;  // set in every worker unless the launcher has it already
+  // The PyTorch the workers import, where the launcher could tell (Python workers whose
+  // torch/version.py it found): they get only the names of PyTorch's variables it reads
+  // (acc/common/torch_env.h); nullopt: every name.
+  std::optional<torch_env::Version> worker_torch;
   std::vector<WorkerSpec> workers;
   std::vector<std::string> notices;  // one-line messages for the user (e.g. OMP_NUM_THREADS)
 
