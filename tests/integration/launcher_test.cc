@@ -371,6 +371,18 @@ TEST(LaunchTest, AProgramThatCannotRunIsOneClearError) {
   EXPECT_EQ(run.err, "acc-launch: error: cannot run ./no-such-program: no such file\n");
 }
 
+// The exec itself fails (a script whose interpreter is missing): the child reports its errno to
+// the launcher, which names the program in one line and leaves nothing behind.
+TEST(LaunchTest, AProgramWhoseExecFailsIsOneClearError) {
+  TempDir dir;
+  const std::string script = dir.file("script", "#!/nonexistent/interpreter\n");
+  fs::permissions(script, fs::perms::owner_all);
+  LaunchRun run = run_launcher({"--nproc_per_node", "2", "--no_python", script});
+  EXPECT_EQ(run.exit_code, 127);
+  EXPECT_EQ(run.err, "acc-launch: error: cannot run " + script + ": No such file or directory\n");
+  expect_no_zombies();
+}
+
 // "0-3,5" -> {0,1,2,3,5}
 std::vector<int> ranks_in(const std::string& text) {
   std::vector<int> ranks;
