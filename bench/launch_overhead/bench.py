@@ -16,6 +16,7 @@ bench exits 1.
 
 Usage: bench.py ACC_LAUNCH [--runs N] [--torch2-python PY] [--torch1-python PY]
                 [--torchrun1 SCRIPT] [--floor PATH] [--intervals 0.1,5] [--timeout S]
+                [--settle S] [--no-teardown] [--no-torchrun] [--baseline ACC_LAUNCH]...
 """
 import argparse
 import os
@@ -167,6 +168,10 @@ def main():
     parser.add_argument("--settle", type=float, default=0.3,
                         help="seconds of rest before each start-up run")
     parser.add_argument("--no-teardown", action="store_true", help="start-up only")
+    parser.add_argument("--no-torchrun", action="store_true",
+                        help="acc-launch and the floor only (with --baseline: before and after)")
+    parser.add_argument("--baseline", action="append", default=[], metavar="ACC_LAUNCH",
+                        help="another acc-launch build in the same start-up runs (repeatable)")
     args = parser.parse_args()
     try:
         return bench(args)
@@ -179,7 +184,7 @@ def bench(args):
     if not os.access(args.acc_launch, os.X_OK):
         raise BenchError(f"no acc-launch at {args.acc_launch}")
     intervals = [float(i) for i in args.intervals.split(",") if i]
-    found = peers(args)
+    found = [] if args.no_torchrun else peers(args)
     floor = os.path.exists(args.floor)
     if not floor:
         print(f"floor left out: no spawn_floor at {args.floor}")
@@ -189,6 +194,11 @@ def bench(args):
     if floor:
         names.append("floor: spawn_floor, no launcher")
         cmds.append([args.floor, "8", "/bin/true"])
+    for other in args.baseline:
+        if not os.access(other, os.X_OK):
+            raise BenchError(f"no acc-launch at {other}")
+        names.append(f"baseline: {other}")
+        cmds.append([other, "--quiet"] + WORKERS)
     for name, prefix in found:
         for interval in intervals:
             names.append(f"{name} --monitor_interval {interval:g}")
@@ -203,6 +213,10 @@ def bench(args):
             ratio = ""
         elif name.startswith("floor"):
             ratio = f"acc-launch is {ours_start / seconds:.2f}x the floor"
+        elif name.startswith("baseline"):
+            ratio = f"{seconds / ours_start:.2f}x acc-launch"
+            if floor:
+                ratio += f", {seconds / medians[1]:.2f}x the floor"
         else:
             ratio = f"{seconds / ours_start:.1f}x acc-launch"
             if floor:
