@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
-"""Launch overhead: acc-launch against torchrun (Debian's python3-torch 1.13.1, patched for
-Python 3.11), side by side in one invocation.
+"""Launch overhead: acc-launch against torchrun of PyTorch 2.x (a virtual environment's) and of
+PyTorch 1.13 (Debian's python3-torch, patched for Python 3.11), and against the spawn floor, side
+by side in one invocation.
 
   start-up : `LAUNCHER --nproc_per_node 8 --no_python /bin/true`, wall time to exit; the runs of
-             the launchers are interleaved (one of each in turn), so a change of load on the
-             machine falls on all of them alike. A floor row times `spawn_floor 8 /bin/true`
+             every launcher are interleaved (one of each in turn), so a change of load on the
+             machine falls on all of them alike. The floor row times `spawn_floor 8 /bin/true`
              (posix_spawn and wait, no launcher): the start-up no launcher can beat here.
   teardown : one of 8 workers exits 1 while the others sleep; time from that exit to the
              launcher's own exit
 
-Usage: bench.py ACC_LAUNCH [--runs N] [--torchrun PATH] [--floor PATH]
+A peer that is not there (no interpreter, no script) is one line and is left out. Every run has a
+time limit (--timeout): a run that passes it, or fails, is one line naming its command, and the
+bench exits 1.
+
+Usage: bench.py ACC_LAUNCH [--runs N] [--torch2-python PY] [--torch1-python PY]
+                [--torchrun1 SCRIPT] [--floor PATH] [--intervals 0.1,5] [--timeout S]
+                [--settle S] [--no-teardown] [--no-torchrun] [--baseline ACC_LAUNCH]...
 """
 import argparse
 import os
+import shlex
+import signal
 import socket
 import statistics
 import subprocess
@@ -21,9 +30,16 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_TORCHRUN = os.path.join(HERE, "..", "..", "..", "shared", "peers", "torchrun_debian.py")
-DEFAULT_FLOOR = os.path.join(HERE, "..", "..", "build", "bench", "launch_overhead", "spawn_floor")
-PYTHON = "/usr/bin/python3"
+REPO = os.path.join(HERE, "..", "..")
+DEFAULT_TORCH2_PYTHON = os.environ.get("ACC_TORCH2_PYTHON") or "/opt/acc-launch/peers-venv/bin/python"
+DEFAULT_TORCH1_PYTHON = "/usr/bin/python3"
+DEFAULT_TORCHRUN1 = os.path.join(REPO, "..", "shared", "peers", "torchrun_debian.py")
+DEFAULT_FLOOR = os.path.join(REPO, "build", "bench", "launch_overhead", "spawn_floor")
+WORKERS = ["--nproc_per_node", "8", "--no_python", "/bin/true"]
+
+
+class BenchError(Exception):
+    """A run that failed or passed its time limit: one line, then exit 1."""
 
 
 def free_port():
@@ -32,20 +48,38 @@ def free_port():
         return s.getsockname()[1]
 
 
-def timed(cmd, env=None):
+def run(cmd, timeout):
+    """Runs `cmd` (in a session of its own, so that a timeout kills what it started too); returns
+    its exit code. Raises BenchError when it passes `timeout` seconds."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise BenchError(f"timed out after {timeout:g} s: {shlex.join(cmd)}")
+
+
+def timed(cmd, timeout):
     start = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - start, proc.returncode
+    code = run(cmd, timeout)
+    elapsed = time.perf_counter() - start
+    if code != 0:
+        raise BenchError(f"exit code {code}: {shlex.join(cmd)}")
+    return elapsed
 
 
-def startup(cmds, runs):
-    """Median wall time of each command in `cmds`, their runs interleaved."""
+def startup(cmds, runs, timeout, settle):
+    """Median wall time of each command in `cmds`, their runs interleaved. Each run starts
+    `settle` seconds after the one before: what a torchrun leaves the kernel to do after its exit
+    (its interpreter's hundreds of MiB to free, its workers' ends) otherwise lands on the next
+    command's time (seen here: acc-launch 75 ms right after a torchrun, 14 ms alone)."""
     times = [[] for _ in cmds]
     for _ in range(runs):
         for cmd, samples in zip(cmds, times):
-            elapsed, code = timed(cmd)
-            assert code == 0, (cmd, code)
-            samples.append(elapsed)
+            time.sleep(settle)
+            samples.append(timed(cmd, timeout))
     return [statistics.median(samples) for samples in times]
 
 
@@ -60,7 +94,7 @@ time.sleep(120)
 """
 
 
-def teardown(cmd, runs):
+def teardown(cmd, runs, timeout):
     times = []
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "worker.py")
@@ -68,49 +102,144 @@ def teardown(cmd, runs):
             f.write(FAILING_WORKER)
         for i in range(runs):
             stamp = os.path.join(tmp, f"failed-{i}")
-            subprocess.run(cmd + ["--nproc_per_node", "8", "--no_python", PYTHON, script, stamp],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            full = cmd + ["--nproc_per_node", "8", "--no_python", DEFAULT_TORCH1_PYTHON, script, stamp]
+            run(full, timeout)
             exited = time.time()
+            if not os.path.exists(stamp):
+                raise BenchError(f"rank 3 never failed: {shlex.join(full)}")
             with open(stamp) as f:
                 times.append(exited - float(f.read()))
     return statistics.median(times)
 
 
+def torch_version(python, timeout):
+    """The version of torch `python` imports, or None (one line says why)."""
+    if not os.access(python, os.X_OK):
+        print(f"peer left out: no interpreter at {python}")
+        return None
+    try:
+        out = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
+                             capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"timed out after {timeout:g} s: {python} -c 'import torch'")
+    if out.returncode != 0:
+        print(f"peer left out: {python} cannot import torch")
+        return None
+    return out.stdout.strip()
+
+
+def peers(args):
+    """(name, command prefix) of each torchrun that is there."""
+    found = []
+    version = torch_version(args.torch2_python, args.timeout)
+    if version is not None:
+        found.append((f"torchrun {version}", [args.torch2_python, "-m", "torch.distributed.run"]))
+    if not os.path.exists(args.torchrun1):
+        print(f"peer left out: no torchrun 1.13 script at {args.torchrun1}")
+    else:
+        version = torch_version(args.torch1_python, args.timeout)
+        if version is not None:
+            found.append((f"torchrun {version}", [args.torch1_python, args.torchrun1]))
+    return found
+
+
+def load_average():
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("acc_launch")
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--torchrun", default=DEFAULT_TORCHRUN)
-    parser.add_argument("--floor", default=DEFAULT_FLOOR, help="spawn_floor binary (optional)")
+    parser.add_argument("--torch2-python", default=DEFAULT_TORCH2_PYTHON,
+                        help="interpreter with PyTorch 2.x (default $ACC_TORCH2_PYTHON, else "
+                             "the peers' virtual environment)")
+    parser.add_argument("--torch1-python", default=DEFAULT_TORCH1_PYTHON,
+                        help="interpreter with Debian's PyTorch 1.13")
+    parser.add_argument("--torchrun1", default=DEFAULT_TORCHRUN1,
+                        help="torchrun of PyTorch 1.13 (../shared/peers/torchrun_debian.py)")
+    # Kept for the command lines of earlier figures: the same as --torchrun1.
+    parser.add_argument("--torchrun", dest="torchrun1", help=argparse.SUPPRESS)
+    parser.add_argument("--floor", default=DEFAULT_FLOOR, help="spawn_floor binary")
+    parser.add_argument("--intervals", default="0.1,5",
+                        help="torchrun's --monitor_interval values, comma-separated")
+    parser.add_argument("--timeout", type=float, default=120,
+                        help="seconds one run may take before the bench gives up on it")
+    parser.add_argument("--settle", type=float, default=0.3,
+                        help="seconds of rest before each start-up run")
+    parser.add_argument("--no-teardown", action="store_true", help="start-up only")
+    parser.add_argument("--no-torchrun", action="store_true",
+                        help="acc-launch and the floor only (with --baseline: before and after)")
+    parser.add_argument("--baseline", action="append", default=[], metavar="ACC_LAUNCH",
+                        help="another acc-launch build in the same start-up runs (repeatable)")
     args = parser.parse_args()
+    try:
+        return bench(args)
+    except BenchError as e:
+        print(f"bench.py: {e}", file=sys.stderr)
+        return 1
+
+
+def bench(args):
+    if not os.access(args.acc_launch, os.X_OK):
+        raise BenchError(f"no acc-launch at {args.acc_launch}")
+    intervals = [float(i) for i in args.intervals.split(",") if i]
+    found = [] if args.no_torchrun else peers(args)
+    floor = os.path.exists(args.floor)
+    if not floor:
+        print(f"floor left out: no spawn_floor at {args.floor}")
 
     ours = [args.acc_launch, "--quiet"]
-    peer = lambda interval: [PYTHON, args.torchrun, "--master_port", str(free_port()),
-                             "--monitor_interval", str(interval)]
-    workers = ["--nproc_per_node", "8", "--no_python", "/bin/true"]
-    names = ["acc-launch"] + [f"torchrun --monitor_interval {i}" for i in (5, 0.1)]
-    cmds = [ours + workers] + [peer(i) + workers for i in (5, 0.1)]
-    if os.path.exists(args.floor):
+    names, cmds = ["acc-launch"], [ours + WORKERS]
+    if floor:
         names.append("floor: spawn_floor, no launcher")
         cmds.append([args.floor, "8", "/bin/true"])
-    medians = startup(cmds, args.runs)
-    acc_start = medians[0]
-    rows = [("start-up, 8 x /bin/true", name, t, None if i == 0 else t / acc_start)
-            for i, (name, t) in enumerate(zip(names, medians))]
-    if len(medians) > 3:
-        rows.append(("start-up, 8 x /bin/true", "torchrun 0.1 / floor: best possible", medians[2],
-                     medians[2] / medians[3]))
-    acc_down = teardown(ours, args.runs)
-    rows.append(("teardown after 1 of 8 fails", "acc-launch", acc_down, None))
-    t = teardown(peer(0.1), args.runs)
-    rows.append(("teardown after 1 of 8 fails", "torchrun --monitor_interval 0.1", t,
-                 t / acc_down))
+    for other in args.baseline:
+        if not os.access(other, os.X_OK):
+            raise BenchError(f"no acc-launch at {other}")
+        names.append(f"baseline: {other}")
+        cmds.append([other, "--quiet"] + WORKERS)
+    for name, prefix in found:
+        for interval in intervals:
+            names.append(f"{name} --monitor_interval {interval:g}")
+            cmds.append(prefix + ["--master_port", str(free_port()), "--monitor_interval",
+                                  f"{interval:g}"] + WORKERS)
+    before = load_average()
+    medians = startup(cmds, args.runs, args.timeout, args.settle)
+    ours_start = medians[0]
+    rows = []
+    for name, seconds in zip(names, medians):
+        if name == "acc-launch":
+            ratio = ""
+        elif name.startswith("floor"):
+            ratio = f"acc-launch is {ours_start / seconds:.2f}x the floor"
+        elif name.startswith("baseline"):
+            ratio = f"{seconds / ours_start:.2f}x acc-launch"
+            if floor:
+                ratio += f", {seconds / medians[1]:.2f}x the floor"
+        else:
+            ratio = f"{seconds / ours_start:.1f}x acc-launch"
+            if floor:
+                ratio += f", {seconds / medians[1]:.1f}x the floor"
+        rows.append(("start-up, 8 x /bin/true", name, seconds, ratio))
 
-    print(f"launch_overhead: median of {args.runs} runs each, same machine, same invocation")
-    print(f"{'measure':<30} {'launcher':<34} {'median':>10} {'peer/ours':>10}")
+    if not args.no_teardown:
+        ours_down = teardown(ours, args.runs, args.timeout)
+        rows.append(("teardown after 1 of 8 fails", "acc-launch", ours_down, ""))
+        for name, prefix in found:
+            seconds = teardown(prefix + ["--master_port", str(free_port()), "--monitor_interval",
+                                         "0.1"], args.runs, args.timeout)
+            rows.append(("teardown after 1 of 8 fails", f"{name} --monitor_interval 0.1",
+                         seconds, f"{seconds / ours_down:.1f}x acc-launch"))
+
+    print(f"launch_overhead: median of {args.runs} runs each, interleaved, same machine "
+          f"({os.cpu_count()} CPUs); load average {before} before, {load_average()} after")
+    for name, prefix in found:
+        print(f"  {name}: {shlex.join(prefix)}")
+    print(f"{'measure':<30} {'launcher':<38} {'median':>10}  ratio")
     for measure, who, seconds, ratio in rows:
-        ratio_text = f"{ratio:.1f}x" if ratio else ""
-        print(f"{measure:<30} {who:<34} {seconds * 1000:>8.1f}ms {ratio_text:>10}")
+        print(f"{measure:<30} {who:<46} {seconds * 1000:>8.1f}ms  {ratio}")
+    return 0
 
 
 if __name__ == "__main__":

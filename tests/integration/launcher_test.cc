@@ -2,10 +2,12 @@
 // signals, and /proc to prove that nothing is left behind.
 
 #include <arpa/inet.h>
+#include <linux/magic.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -295,6 +297,40 @@ TEST(LaunchTest, LogDirKeepsPerAttemptPerRankFiles) {
   fs::remove_all(dir);
 }
 
+// A short job's run directory (a dozen directories made and removed in milliseconds) goes to a
+// tmpfs unless the user named a temporary directory or the run writes log files there.
+TEST(LaunchTest, TheRunDirectoryIsOnATmpfsUnlessTmpdirIsSetOrLogsAreWritten) {
+  struct statfs shm {};
+  if (::statfs("/dev/shm", &shm) != 0 || shm.f_type != TMPFS_MAGIC ||
+      static_cast<uint64_t>(shm.f_bavail) * shm.f_bsize < (256ull << 20) ||
+      ::access("/dev/shm", W_OK) != 0)
+    GTEST_SKIP() << "no writable tmpfs with room at /dev/shm";
+  const std::map<std::string, std::string> no_tmpdir = {
+      {"TMPDIR", ""}, {"TMP", ""}, {"TEMP", ""}, {"TEMPDIR", ""}};
+  auto error_file_of_rank0 = [](const LaunchRun& run) {
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return env_by_rank(run.out)[0]["TORCHELASTIC_ERROR_FILE"];
+  };
+  const std::string on_tmpfs =
+      error_file_of_rank0(run_launcher(worker({"--nproc_per_node", "2"}, {"env"}), no_tmpdir));
+  EXPECT_EQ(on_tmpfs.rfind("/dev/shm/acc-launch-", 0), 0u) << on_tmpfs;
+  EXPECT_FALSE(fs::exists(fs::path(on_tmpfs).parent_path())) << "removed at the end";
+
+  TempDir mine;
+  std::map<std::string, std::string> with_tmpdir = no_tmpdir;
+  with_tmpdir["TMPDIR"] = mine.path();
+  const std::string in_tmpdir =
+      error_file_of_rank0(run_launcher(worker({"--nproc_per_node", "2"}, {"env"}), with_tmpdir));
+  EXPECT_EQ(in_tmpdir.rfind(mine.path() + "/acc-launch-", 0), 0u) << in_tmpdir;
+
+  // --tee writes files to the run directory, which is then kept: on disk, as before.
+  const std::string teed = error_file_of_rank0(
+      run_launcher(worker({"--nproc_per_node", "2", "--tee", "3"}, {"env"}), no_tmpdir));
+  EXPECT_EQ(teed.rfind("/tmp/acc-launch-", 0), 0u) << teed;
+  if (teed.rfind("/tmp/acc-launch-", 0) == 0)
+    fs::remove_all(fs::path(teed).parent_path().parent_path().parent_path());
+}
+
 TEST(LaunchTest, ThePrefixCanBeChangedOrTurnedOff) {
   LaunchRun plain = run_launcher({"--log_line_prefix_template", "", "/bin/echo", "hi"});
   EXPECT_EQ(plain.out, "hi\n");
@@ -333,6 +369,18 @@ TEST(LaunchTest, AProgramThatCannotRunIsOneClearError) {
   LaunchRun run = run_launcher({"--nproc_per_node", "2", "./no-such-program"});
   EXPECT_EQ(run.exit_code, 127);
   EXPECT_EQ(run.err, "acc-launch: error: cannot run ./no-such-program: no such file\n");
+}
+
+// The exec itself fails (a script whose interpreter is missing): the child reports its errno to
+// the launcher, which names the program in one line and leaves nothing behind.
+TEST(LaunchTest, AProgramWhoseExecFailsIsOneClearError) {
+  TempDir dir;
+  const std::string script = dir.file("script", "#!/nonexistent/interpreter\n");
+  fs::permissions(script, fs::perms::owner_all);
+  LaunchRun run = run_launcher({"--nproc_per_node", "2", "--no_python", script});
+  EXPECT_EQ(run.exit_code, 127);
+  EXPECT_EQ(run.err, "acc-launch: error: cannot run " + script + ": No such file or directory\n");
+  expect_no_zombies();
 }
 
 // "0-3,5" -> {0,1,2,3,5}

@@ -121,6 +121,17 @@ TEST(TorchrunFlagsTest, FlagsItCannotHonourAreAcceptedWithOneNoticeEach) {
     EXPECT_NE(run.err.find(flag), std::string::npos) << flag << "\n" << run.err;
 }
 
+// A launch registers only the flags its command line names (cli/flag_filter.h); help, asked for
+// in any form, still lists every one.
+TEST(TorchrunFlagsTest, HelpInAnyFormListsEveryFlag) {
+  for (const char* help : {"--help", "-h", "-qh"}) {
+    const LaunchRun run = run_launcher({help});
+    ASSERT_EQ(run.exit_code, 0) << help << ": " << run.err;
+    for (const char* flag : {"--nproc_per_node", "--stall_timeout", "--fsdp_sharding_strategy"})
+      EXPECT_NE(run.out.find(flag), std::string::npos) << help << " " << flag;
+  }
+}
+
 TEST(TorchrunFlagsTest, PrintCompletionPrintsAScriptForTheShell) {
   const LaunchRun bash = run_launcher({"--print-completion", "bash"});
   ASSERT_EQ(bash.exit_code, 0) << bash.err;

@@ -7,9 +7,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <unordered_set>
 
 #include "acc/config/schema.h"
 #include "acc/launcher/cli/version.h"
+#include "cli/flag_filter.h"
 
 namespace acc::launcher {
 namespace {
@@ -62,37 +64,66 @@ CLI::Validator seconds() {
       "SECONDS");
 }
 
-// Registers the flags. Each one records its canonical (underscore) name so that LaunchOptions can
-// tell a flag that was given from one left at its default.
-class FlagTable {
- public:
-  FlagTable(CLI::App& app, LaunchOptions& options) : app_(app), options_(options) {}
+// How else a flag is named: a short name, and the variable of the environment it falls back to
+// (torchrun's PET_<NAME>, or one of our own).
+struct Aliases {
+  const char* short_name = "";
+  bool pet = false;
+  const char* env = "";
+};
+constexpr Aliases kPet{.pet = true};
 
-  template <typename T>
-  CLI::Option* value(const std::string& name, T& target, const std::string& help,
-                     const std::string& short_name = "", bool torchrun = false) {
-    return track(name, torchrun, app_.add_option(spec(name, short_name), target, help));
+// A declared flag: its CLI11 option where the command line can use it (FlagFilter), else
+// nothing, and then its checks are dropped: no value of it will be parsed.
+class Flag {
+ public:
+  explicit Flag(CLI::Option* option) : option_(option) {}
+  Flag* operator->() { return this; }
+  Flag* check(const CLI::Validator& validator) {
+    if (option_) option_->check(validator);
+    return this;
+  }
+  Flag* allow_extra_args(bool allow) {
+    if (option_) option_->allow_extra_args(allow);
+    return this;
   }
 
-  CLI::Option* flag(const std::string& name, bool& target, const std::string& help,
-                    const std::string& short_name = "", bool torchrun = false) {
-    return track(name, torchrun, app_.add_flag(spec(name, short_name), target, help));
+ private:
+  CLI::Option* option_;
+};
+
+// Declares the flags, and registers with CLI11 those the filter wants. Each registered one
+// records its canonical (underscore) name so that LaunchOptions can tell a flag that was given
+// from one left at its default.
+class FlagTable {
+ public:
+  FlagTable(CLI::App& app, LaunchOptions& options, const FlagFilter& filter)
+      : app_(app), options_(options), filter_(filter) {}
+
+  template <typename T>
+  Flag value(const std::string& name, T& target, const std::string& help, Aliases aliases = {}) {
+    if (!declare(name, aliases)) return Flag(nullptr);
+    return track(name, aliases, app_.add_option(spec(name, aliases), target, help));
+  }
+
+  Flag flag(const std::string& name, bool& target, const std::string& help, Aliases aliases = {}) {
+    if (!declare(name, aliases)) return Flag(nullptr);
+    return track(name, aliases, app_.add_flag(spec(name, aliases), target, help));
   }
 
   // A flag whose value (or, for a switch, its presence) is kept as text by `store`.
-  CLI::Option* text(const std::string& name, bool takes_value, const std::string& help,
-                    std::function<void(const std::string&)> store) {
+  Flag text(const std::string& name, bool takes_value, const std::string& help,
+            std::function<void(const std::string&)> store) {
+    if (!declare(name, {})) return Flag(nullptr);
     CLI::Option* option =
-        takes_value ? app_.add_option_function<std::string>(spec(name, ""), std::move(store), help)
+        takes_value ? app_.add_option_function<std::string>(spec(name, {}), std::move(store), help)
                     : app_.add_flag_callback(
-                          spec(name, ""), [store = std::move(store)] { store(""); }, help);
-    return track(name, false, option);
+                          spec(name, {}), [store = std::move(store)] { store(""); }, help);
+    return track(name, {}, option);
   }
 
-  bool has(const std::string& name) const {
-    return std::any_of(options_by_name_.begin(), options_by_name_.end(),
-                       [&](const auto& entry) { return entry.first == name; });
-  }
+  // Whether a flag of this name was declared (registered or not).
+  bool has(const std::string& name) const { return declared_.count(name) > 0; }
 
   void record_given() {
     for (auto& [name, option] : options_by_name_)
@@ -100,62 +131,76 @@ class FlagTable {
   }
 
  private:
-  static std::string spec(const std::string& name, const std::string& short_name) {
-    return short_name.empty() ? both_spellings(name) : short_name + "," + both_spellings(name);
+  static std::string spec(const std::string& name, const Aliases& aliases) {
+    return *aliases.short_name ? aliases.short_name + ("," + both_spellings(name))
+                               : both_spellings(name);
   }
 
-  // torchrun's flags also read PET_<NAME> from the environment.
-  CLI::Option* track(const std::string& name, bool torchrun, CLI::Option* option) {
-    if (torchrun) option->envname(pet_name(name));
+  static std::string env_name(const std::string& name, const Aliases& aliases) {
+    return aliases.pet ? pet_name(name) : aliases.env;
+  }
+
+  // Records the name; whether the flag is to be registered.
+  bool declare(const std::string& name, const Aliases& aliases) {
+    declared_.insert(name);
+    return filter_.wants(name, *aliases.short_name != 0, env_name(name, aliases));
+  }
+
+  Flag track(const std::string& name, const Aliases& aliases, CLI::Option* option) {
+    if (const std::string env = env_name(name, aliases); !env.empty()) option->envname(env);
     options_by_name_.emplace_back(name, option);
-    return option;
+    return Flag(option);
   }
 
   CLI::App& app_;
   LaunchOptions& options_;
+  const FlagFilter& filter_;
+  std::unordered_set<std::string> declared_;
   std::vector<std::pair<std::string, CLI::Option*>> options_by_name_;
 };
 
 void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
-  const bool pet = true;
-  t.value("nproc_per_node", o.nproc_per_node, "workers on this node: N, auto, cpu or gpu", "", pet);
-  t.value("nnodes", o.nnodes, "number of nodes, or MIN:MAX for elastic jobs", "", pet);
-  t.value("node_rank", o.node_rank, "rank of this node (static rendezvous)", "", pet)
+  t.value("nproc_per_node", o.nproc_per_node, "workers on this node: N, auto, cpu or gpu", kPet);
+  t.value("nnodes", o.nnodes, "number of nodes, or MIN:MAX for elastic jobs", kPet);
+  t.value("node_rank", o.node_rank, "rank of this node (static rendezvous)", kPet)
       ->check(whole_number(0));
-  t.value("master_addr", o.master_addr, "address of the node 0 store", "", pet);
+  t.value("master_addr", o.master_addr, "address of the node 0 store", kPet);
   t.value("master_port", o.master_port,
           "port of the node 0 store (default: free port on one "
           "node, else 29500)",
-          "", pet)
+          kPet)
       ->check(whole_number(0) & CLI::Range(0, 65535).description(""));
-  t.flag("standalone", o.standalone, "single-node job on a free port", "", pet);
-  t.value("rdzv_backend", o.rdzv_backend, "rendezvous backend: static or c10d", "", pet);
-  t.value("rdzv_endpoint", o.rdzv_endpoint, "rendezvous host[:port]", "", pet);
-  t.value("rdzv_id", o.rdzv_id, "job id shared by all nodes", "", pet);
-  t.value("rdzv_conf", o.rdzv_conf, "rendezvous settings k1=v1,k2=v2", "", pet);
-  t.value("max_restarts", o.max_restarts, "restarts of the worker group before failing", "", pet)
+  t.flag("standalone", o.standalone, "single-node job on a free port", kPet);
+  t.value("rdzv_backend", o.rdzv_backend, "rendezvous backend: static or c10d", kPet);
+  t.value("rdzv_endpoint", o.rdzv_endpoint, "rendezvous host[:port]", kPet);
+  t.value("rdzv_id", o.rdzv_id, "job id shared by all nodes", kPet);
+  t.value("rdzv_conf", o.rdzv_conf, "rendezvous settings k1=v1,k2=v2", kPet);
+  t.value("max_restarts", o.max_restarts, "restarts of the worker group before failing", kPet)
       ->check(whole_number(0));
   t.value("monitor_interval", o.monitor_interval,
           "accepted for compatibility (exits are seen at "
           "once)",
-          "", pet)
+          kPet)
       ->check(seconds());
-  t.value("start_method", o.start_method, "accepted for compatibility", "", pet)
+  t.value("start_method", o.start_method, "accepted for compatibility", kPet)
       ->check(CLI::IsMember({"spawn", "fork", "forkserver"}));
-  t.value("role", o.role, "worker role name (ROLE_NAME)", "", pet);
-  t.flag("module", o.module, "run PROGRAM as a Python module (python -m)", "-m", pet);
-  t.flag("no_python", o.no_python, "run PROGRAM as is, without the interpreter", "", pet);
-  t.flag("run_path", o.run_path, "run a .py PROGRAM with the interpreter (runpy)", "", pet);
-  t.value("log_dir", o.log_dir, "directory for per-attempt, per-rank logs", "", pet);
-  t.value("redirects", o.redirects, "send worker output to files only: 0-3 or 0:1,1:2", "-r", pet);
-  t.value("tee", o.tee, "send worker output to files and console: 0-3 or 0:1,1:2", "-t", pet);
-  t.value("local_ranks_filter", o.local_ranks_filter, "local ranks shown on the console (0,1)", "",
-          pet);
-  t.value("local_addr", o.local_addr, "this node's address", "", pet);
+  t.value("role", o.role, "worker role name (ROLE_NAME)", kPet);
+  t.flag("module", o.module, "run PROGRAM as a Python module (python -m)",
+         {.short_name = "-m", .pet = true});
+  t.flag("no_python", o.no_python, "run PROGRAM as is, without the interpreter", kPet);
+  t.flag("run_path", o.run_path, "run a .py PROGRAM with the interpreter (runpy)", kPet);
+  t.value("log_dir", o.log_dir, "directory for per-attempt, per-rank logs", kPet);
+  t.value("redirects", o.redirects, "send worker output to files only: 0-3 or 0:1,1:2",
+          {.short_name = "-r", .pet = true});
+  t.value("tee", o.tee, "send worker output to files and console: 0-3 or 0:1,1:2",
+          {.short_name = "-t", .pet = true});
+  t.value("local_ranks_filter", o.local_ranks_filter, "local ranks shown on the console (0,1)",
+          kPet);
+  t.value("local_addr", o.local_addr, "this node's address", kPet);
   t.value("shutdown_timeout", o.shutdown_timeout,
           "seconds from SIGTERM to SIGKILL when stopping "
           "workers",
-          "", pet)
+          kPet)
       ->check(seconds());
   t.value("kill_timeout", o.kill_timeout,
           "seconds a worker may take to end after SIGKILL before the launcher names it as "
@@ -164,20 +209,20 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
   t.value("signals_to_handle", o.signals_to_handle,
           "signals forwarded to the workers that then end the job (default "
           "SIGTERM,SIGINT,SIGHUP,SIGQUIT; also $TORCHELASTIC_SIGNALS_TO_HANDLE)",
-          "", pet);
+          kPet);
   t.flag("virtual_local_rank", o.virtual_local_rank,
-         "every worker gets LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES", "", pet);
+         "every worker gets LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES", kPet);
   t.value("exit_barrier_timeout", o.exit_barrier_timeout,
           "elastic: seconds a finished node waits for the others (default 300; also "
           "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT)",
-          "", pet)
+          kPet)
       ->check(seconds());
   t.value("logs_specs", o.logs_specs, "accepted for compatibility (acc-launch writes its logs)");
-  t.value("event_log_handler", o.event_log_handler, "accepted for compatibility", "", pet);
+  t.value("event_log_handler", o.event_log_handler, "accepted for compatibility", kPet);
   t.value("duplicate_stdout_filters", o.duplicate_stdout_filters,
-          "accepted for compatibility; not honoured", "", pet);
+          "accepted for compatibility; not honoured", kPet);
   t.value("duplicate_stderr_filters", o.duplicate_stderr_filters,
-          "accepted for compatibility; not honoured", "", pet);
+          "accepted for compatibility; not honoured", kPet);
   t.value("print_completion", o.print_completion, "print a shell completion script and exit")
       ->check(CLI::IsMember({"bash", "zsh", "tcsh"}));
 }
@@ -224,7 +269,7 @@ void add_accelerate_flags(FlagTable& t, LaunchOptions& o) {
           "each worker")
       ->check(whole_number(1));
   t.flag("debug", o.debug, "ACCELERATE_DEBUG_MODE=true in the workers");
-  t.flag("quiet", o.quiet, "less launcher output", "-q");
+  t.flag("quiet", o.quiet, "less launcher output", {.short_name = "-q"});
   t.value("config_file", o.config_file, "accelerate config file");
   t.flag("use_deepspeed", o.use_deepspeed, "DeepSpeed launch (its variables for the workers)");
   t.flag("use_fsdp", o.use_fsdp, "FSDP launch (FSDP_* variables for the workers)");
@@ -379,7 +424,8 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
       "       acc-launch config | env | test | stacks | rendezvous ...");
   app.prefix_command();
   app.set_version_flag("--version", std::string("acc-launch ") + kVersion);
-  FlagTable table(app, options);
+  const FlagFilter filter(args);
+  FlagTable table(app, options, filter);
   add_torchrun_flags(table, options);
   add_accelerate_flags(table, options);
   add_own_flags(table, options);
@@ -433,14 +479,14 @@ namespace {
 void add_stall_flags(FlagTable& t, LaunchOptions& o) {
   t.value("stall_timeout", o.stall_timeout,
           "when no worker printed a line, beat, or completed a collective for this many "
-          "seconds, print every worker's stack and stop the job (exit 4); 0: off")
-      ->check(seconds())
-      ->envname("ACC_STALL_TIMEOUT");
+          "seconds, print every worker's stack and stop the job (exit 4); 0: off",
+          {.env = "ACC_STALL_TIMEOUT"})
+      ->check(seconds());
   t.value("stall_init_timeout", o.stall_init_timeout,
           "with --stall_timeout: the limit for a worker's start-up, before its first line, beat "
-          "or collective (import torch, loading, init_process_group); default 600")
-      ->check(seconds())
-      ->envname("ACC_STALL_INIT_TIMEOUT");
+          "or collective (import torch, loading, init_process_group); default 600",
+          {.env = "ACC_STALL_INIT_TIMEOUT"})
+      ->check(seconds());
   t.value("stall_action", o.stall_action,
           "what a stall does after its report: stop (the default) or report (and go on)")
       ->check(CLI::IsMember({"stop", "report"}));
@@ -454,9 +500,9 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
       ->check(whole_number(0));
   t.value("straggler_window", o.straggler_window,
           "every this many seconds, compare the ranks' time outside collectives per step and "
-          "name a rank 1.5 times slower than the median (default 30); 0: off")
-      ->check(seconds())
-      ->envname("ACC_STRAGGLER_WINDOW");
+          "name a rank 1.5 times slower than the median (default 30); 0: off",
+          {.env = "ACC_STRAGGLER_WINDOW"})
+      ->check(seconds());
 }
 
 }  // namespace

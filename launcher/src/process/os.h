@@ -35,7 +35,7 @@ class Os {
   // on the returned non-blocking pipes), finding the program in `path` (a PATH value) first,
   // and keeps the group in the watchdog's list until forget(). Throws LaunchError.
   virtual SpawnedProcess spawn(SpawnRequest request, const std::string& path) = 0;
-  // Blocks until the process has exec'd; throws LaunchError when it could not (see await_exec).
+  // Whether the process exec'd; throws LaunchError when it could not (see await_exec).
   virtual void await_exec(SpawnedProcess& process) = 0;
   // The group is gone: the watchdog need not kill it should the launcher die.
   virtual void forget(pid_t process_group) = 0;

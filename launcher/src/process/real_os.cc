@@ -32,7 +32,8 @@ void RealOs::take_signals(const std::vector<int>& signals) {
   ::signal(SIGPIPE, SIG_IGN);
   // Orphaned grandchildren of the workers come to us, so none outlives the job unreaped.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  // Forked now, while the launcher has one thread (the store's may start at the first join).
+  // Started now, while the launcher has one thread (the store's may start at the first join):
+  // where the watchdog is a fork, it then copies no other thread's half-done state.
   watchdog_ = std::make_unique<Watchdog>();
 }
 

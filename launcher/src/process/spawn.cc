@@ -20,11 +20,6 @@
 namespace acc::launcher {
 namespace {
 
-void close_fd(int& fd) {
-  if (fd >= 0) ::close(fd);
-  fd = -1;
-}
-
 // Both ends owned: a failure anywhere before the hand-over closes them.
 struct Pipe {
   UniqueFd read;
@@ -38,8 +33,11 @@ struct Pipe {
   }
 };
 
-[[noreturn]] void child_fail(int status_fd, int error) {
-  (void)!::write(status_fd, &error, sizeof(error));
+// The child's report of what failed: vfork shares our memory, and we resume only once the child
+// has exec'd or exited, so a store into our frame is the whole message (glibc's posix_spawn
+// does the same; a status pipe cost three system calls and two descriptors per worker).
+[[noreturn]] void child_fail(volatile int* report, int error) {
+  *report = error;
   ::_exit(127);
 }
 
@@ -60,10 +58,10 @@ struct CpuMask {
 };
 
 [[noreturn]] void run_child(const SpawnRequest& request, char* const* argv, char* const* envp,
-                            pid_t launcher, const Pipe& out, const Pipe& err, int status_fd,
+                            pid_t launcher, const Pipe& out, const Pipe& err, volatile int* report,
                             const CpuMask& cpus) {
   ::setpgid(0, 0);
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(status_fd, errno);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(report, errno);
   if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took hold
   // The launcher blocks the signals it reads through signalfd and ignores SIGPIPE; a worker
   // must start with the defaults.
@@ -72,17 +70,17 @@ struct CpuMask {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);
   if (request.stdin_fd >= 0 && ::dup2(request.stdin_fd, STDIN_FILENO) < 0)
-    child_fail(status_fd, errno);
+    child_fail(report, errno);
   if (request.capture_stdout && ::dup2(out.write.get(), STDOUT_FILENO) < 0)
-    child_fail(status_fd, errno);
+    child_fail(report, errno);
   if (request.capture_stderr && ::dup2(err.write.get(), STDERR_FILENO) < 0)
-    child_fail(status_fd, errno);
+    child_fail(report, errno);
   // Before exec, so that the worker and every thread it starts inherit it (C++ workers too).
   // A negative errno tells await_exec that the binding, not the exec, failed.
   if (cpus.set && ::sched_setaffinity(0, cpus.size, cpus.set.get()) != 0)
-    child_fail(status_fd, -errno);
+    child_fail(report, -errno);
   ::execve(request.executable.c_str(), argv, envp);
-  child_fail(status_fd, errno);
+  child_fail(report, errno);
 }
 
 std::vector<char*> c_strings(const std::vector<std::string>& strings) {
@@ -116,48 +114,43 @@ std::string resolve_executable(const std::string& program, const std::string& pa
 
 SpawnedProcess spawn_process(const SpawnRequest& request) {
   const CpuMask cpus(request.cpus);
-  Pipe out, err, status;
+  Pipe out, err;
   if (request.capture_stdout) out.open();
   if (request.capture_stderr) err.open();
-  status.open();
   std::vector<char*> argv = c_strings(request.argv);
   std::vector<char*> envp = c_strings(request.env);
   const pid_t launcher = ::getpid();
 
   // vfork: no copy of the launcher's page tables (the child only makes system calls until it
   // execs, on its own stack frame); the launcher resumes once the child has exec'd or failed.
+  volatile int child_error = 0;
   const pid_t pid = ::vfork();
   if (pid == 0)
-    run_child(request, argv.data(), envp.data(), launcher, out, err, status.write.get(), cpus);
+    run_child(request, argv.data(), envp.data(), launcher, out, err, &child_error, cpus);
   const int error = errno;
   out.write.reset();
   err.write.reset();
-  status.write.reset();
   if (pid < 0) throw SystemError(std::string("cannot fork a worker: ") + std::strerror(error));
   // Also set here so that the group exists before we might signal it.
   ::setpgid(pid, pid);
   SpawnedProcess process;
   process.pid = pid;
+  // A read end's status flags are O_RDONLY alone (O_CLOEXEC is a descriptor flag).
   for (const UniqueFd* fd : {&out.read, &err.read})
-    if (*fd) ::fcntl(fd->get(), F_SETFL, ::fcntl(fd->get(), F_GETFL) | O_NONBLOCK);
+    if (*fd) ::fcntl(fd->get(), F_SETFL, O_RDONLY | O_NONBLOCK);
   process.stdout_fd = out.read.release();
   process.stderr_fd = err.read.release();
-  process.exec_status_fd = status.read.release();
+  process.exec_error = child_error;
   process.name = request.argv.front();
   return process;
 }
 
 void await_exec(SpawnedProcess& process) {
-  // The status pipe closes on a successful exec, or carries the child's errno.
-  int child_errno = 0;
-  ssize_t got;
-  do {
-    got = ::read(process.exec_status_fd, &child_errno, sizeof(child_errno));
-  } while (got < 0 && errno == EINTR);
-  close_fd(process.exec_status_fd);
-  ACC_CHECK(got <= 0 || child_errno >= 0, LaunchError, "cannot bind ", process.name,
+  const int child_errno = process.exec_error;
+  ACC_CHECK(child_errno >= 0, LaunchError, "cannot bind ", process.name,
             " to its CPUs: ", std::strerror(-child_errno));
-  ACC_CHECK(got <= 0, LaunchError, "cannot run ", process.name, ": ", std::strerror(child_errno));
+  ACC_CHECK(child_errno == 0, LaunchError, "cannot run ", process.name, ": ",
+            std::strerror(child_errno));
 }
 
 }  // namespace acc::launcher

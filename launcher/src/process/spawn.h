@@ -23,8 +23,8 @@ struct SpawnedProcess {
   pid_t pid = -1;      // also its process group id
   int stdout_fd = -1;  // read end, non-blocking, or -1
   int stderr_fd = -1;
-  int exec_status_fd = -1;  // see await_exec
-  std::string name;         // argv[0], for messages
+  int exec_error = 0;  // see await_exec: the child's errno, negated if setting its CPUs failed
+  std::string name;    // argv[0], for messages
 };
 
 // vforks and execs. The child leads its own process group, gets SIGKILL if the launcher dies
@@ -34,9 +34,9 @@ struct SpawnedProcess {
 // async-signal-safe calls run between fork and exec.
 SpawnedProcess spawn_process(const SpawnRequest& request);
 
-// Blocks until the child has exec'd or failed to. Throws LaunchError naming the program and
-// the reason when it failed (or its CPUs could not be set) (the child has then exited with 127; the
-// caller reaps it).
+// Says whether the child exec'd (it has exec'd or failed to by the time spawn_process returns).
+// Throws LaunchError naming the program and the reason when it failed (or its CPUs could not
+// be set) (the child has then exited with 127; the caller reaps it). Does not block.
 void await_exec(SpawnedProcess& process);
 
 // Finds `program` as execvp would in `path` (a PATH value). Throws LaunchError naming it.

@@ -1,76 +1,164 @@
 #include "process/watchdog.h"
 
-#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <set>
-#include <utility>
-
-#include "acc/common/unique_fd.h"
+#include <cstdint>
+#include <initializer_list>
+#include <new>
 
 namespace acc::launcher {
+namespace detail {
+
+// After the watchdog's stack: what it needs, written by the launcher. The watchdog reads it only
+// once the launcher is dead, so neither side locks or waits.
+struct WatchList {
+  pid_t launcher = 0;
+  int death_signal = 0;
+  size_t count = 0;  // groups[0, count) are used; a forgotten one is 0
+  pid_t groups[Watchdog::kCapacity];
+};
+
+}  // namespace detail
+
 namespace {
 
-constexpr int kJobEnded = 0;
+using detail::WatchList;
 
-// Runs in the forked child: reads group ids (negative: forget), and on end of file, which only
-// a dead launcher produces, kills every group still listed.
-[[noreturn]] void watch_loop(int pipe) {
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(s, SIG_IGN);
+constexpr size_t kStackSize = 16 * 1024;
+
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(__SANITIZE_ADDRESS__)
+// The watchdog shares the launcher's memory: a clone costs no copy of the launcher's page tables,
+// the launcher takes no copy-on-write fault on each page it writes afterwards (as after a fork),
+// and the watchdog's exit frees no address space. It then runs with the launcher's thread
+// pointer, so it makes bare system calls: libc's wrappers would set the launcher's errno on a
+// failure.
+constexpr bool kSharesMemory = true;
+
+long bare(long number, long a = 0, long b = 0, long c = 0, long d = 0) {
+#if defined(__x86_64__)
+  long result;
+  register long r10 asm("r10") = d;
+  asm volatile("syscall"
+               : "=a"(result)
+               : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10)
+               : "rcx", "r11", "memory");
+  return result;
+#else
+  register long x8 asm("x8") = number;
+  register long x0 asm("x0") = a;
+  register long x1 asm("x1") = b;
+  register long x2 asm("x2") = c;
+  register long x3 asm("x3") = d;
+  asm volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+  return x0;
+#endif
+}
+#else
+// Elsewhere (and under AddressSanitizer, whose runtime a CLONE_VM child would share) a forked
+// watchdog, with memory and errno of its own; the list is in shared memory all the same.
+constexpr bool kSharesMemory = false;
+
+long bare(long number, long a = 0, long b = 0, long c = 0, long d = 0) {
+  const long result = ::syscall(number, a, b, c, d);
+  return result < 0 ? -errno : result;
+}
+#endif
+
+// The kernel's struct sigaction (rt_sigaction), the same on x86-64 and AArch64.
+struct KernelSigaction {
+  void (*handler)(int) = nullptr;
+  unsigned long flags = 0;
+  void (*restorer)() = nullptr;
+  uint64_t mask = 0;
+};
+constexpr long kSigsetSize = sizeof(uint64_t);
+
+long address(const void* pointer) {
+  return static_cast<long>(reinterpret_cast<uintptr_t>(pointer));
+}
+
+// The watchdog: sleeps until the launcher dies, kills the groups still listed, exits.
+int watch_until_death(void* arg) {
+  const WatchList& list = *static_cast<const WatchList*>(arg);
   // Holds no one's terminal or pipe open.
-  const int null = ::open("/dev/null", O_RDWR);
-  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) ::dup2(null, fd);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  std::set<pid_t> groups;
-  for (;;) {
-    int value = 0;
-    const ssize_t got = ::read(pipe, &value, sizeof(value));
-    if (got < 0 && errno == EINTR) continue;
-    if (got == sizeof(value) && value == kJobEnded) ::_exit(0);
-    if (got != sizeof(value)) break;
-    if (value > 0) groups.insert(value);
-    if (value < 0) groups.erase(-value);
-  }
-  for (pid_t group : groups) ::kill(-group, SIGKILL);
-  ::_exit(0);
+  for (long fd : {0, 1, 2}) bare(SYS_close, fd);
+  // The terminal's signals (Ctrl-C reaches the launcher's whole group) are the launcher's.
+  KernelSigaction ignore;
+  ignore.handler = SIG_IGN;
+  for (long sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
+    bare(SYS_rt_sigaction, sig, address(&ignore), 0, kSigsetSize);
+  // Blocked before it is asked for, so that it is waited for, never acted on.
+  const uint64_t death = uint64_t{1} << (list.death_signal - 1);
+  bare(SYS_rt_sigprocmask, SIG_BLOCK, address(&death), 0, kSigsetSize);
+  bare(SYS_prctl, PR_SET_PDEATHSIG, list.death_signal);
+  // A launcher that died before the prctl took hold has left us to another parent already.
+  if (bare(SYS_getppid) == list.launcher)
+    while (bare(SYS_rt_sigtimedwait, address(&death), 0, 0, kSigsetSize) < 0) {
+    }
+  for (size_t i = 0; i < list.count; ++i)
+    if (list.groups[i] > 0) bare(SYS_kill, -list.groups[i], SIGKILL);
+  bare(SYS_exit, 0);
+  return 0;
 }
 
 }  // namespace
 
 Watchdog::Watchdog() {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return;  // no watchdog: PDEATHSIG still covers workers
-  UniqueFd read_end(fds[0]);
-  UniqueFd write_end(fds[1]);
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    write_end.reset();
-    watch_loop(read_end.get());
+  const size_t size = kStackSize + sizeof(WatchList);
+  // Shared, so that a forked watchdog sees the list too; pages are taken as the list grows.
+  void* region = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (region == MAP_FAILED) return;
+  region_ = region;
+  list_ = new (static_cast<char*>(region) + kStackSize) WatchList;
+  list_->launcher = ::getpid();
+  // A signal nobody sends a launcher's group: one that told of its death by mistake would cost
+  // the job.
+  list_->death_signal = SIGRTMAX;
+  if constexpr (kSharesMemory) {
+    pid_ = ::clone(watch_until_death, static_cast<char*>(region) + kStackSize, CLONE_VM | SIGCHLD,
+                   list_);
+  } else {
+    pid_ = ::fork();
+    if (pid_ == 0) watch_until_death(list_);
   }
-  if (pid_ >= 0) pipe_ = std::move(write_end);
+  if (pid_ < 0) {
+    ::munmap(region_, size);
+    region_ = nullptr;
+    list_ = nullptr;
+  }
 }
 
 Watchdog::~Watchdog() {
-  if (!pipe_) return;
-  send(kJobEnded);
-  pipe_.reset();
-  ::waitpid(pid_, nullptr, 0);
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (region_) ::munmap(region_, kStackSize + sizeof(WatchList));
 }
 
 void Watchdog::watch(pid_t process_group) {
-  send(process_group);
-}
-void Watchdog::forget(pid_t process_group) {
-  send(-process_group);
+  if (!list_) return;
+  for (size_t i = 0; i < list_->count; ++i)
+    if (list_->groups[i] == 0) {
+      list_->groups[i] = process_group;
+      return;
+    }
+  if (list_->count < kCapacity) list_->groups[list_->count++] = process_group;
 }
 
-void Watchdog::send(int value) {
-  if (pipe_) (void)!::write(pipe_.get(), &value, sizeof(value));
+void Watchdog::forget(pid_t process_group) {
+  if (!list_) return;
+  for (size_t i = 0; i < list_->count; ++i)
+    if (list_->groups[i] == process_group) list_->groups[i] = 0;
 }
 
 }  // namespace acc::launcher

@@ -6,28 +6,40 @@
 
 #include <sys/types.h>
 
-#include "acc/common/unique_fd.h"
+#include <cstddef>
 
 namespace acc::launcher {
+namespace detail {
+struct WatchList;
+}
 
 class Watchdog {
  public:
-  // Forks the watchdog. It ignores the terminal's signals and waits on a pipe from us.
+  // Starts the watchdog: a process that shares the launcher's memory (clone with CLONE_VM; a
+  // fork where that is not built in), ignores the terminal's signals and sleeps until the kernel
+  // tells it that the thread that started it died (PR_SET_PDEATHSIG): start and end it in the
+  // thread that runs the workers. It then kills every group listed and exits. Without a
+  // watchdog (no memory for it, no process) the workers' own PDEATHSIG remains.
   Watchdog();
-  // Tells it the job ended normally, then reaps it.
+  // Ends the watchdog (SIGKILL) and reaps it; the groups listed are left alone.
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // A worker's group to kill should the launcher die; forget() once the group is gone.
+  // A worker's group to kill should the launcher die; forget() once the group is gone. A list
+  // in memory the watchdog reads only once the launcher is dead: no system call, no lock.
   void watch(pid_t process_group);
   void forget(pid_t process_group);
   pid_t pid() const { return pid_; }
 
+  // Groups listed at once, at most (a launcher with more workers than this leaves the rest to
+  // their PDEATHSIG).
+  static constexpr size_t kCapacity = 1 << 16;
+
  private:
-  void send(int value);
   pid_t pid_ = -1;
-  UniqueFd pipe_;
+  void* region_ = nullptr;  // the watchdog's stack, then its list
+  detail::WatchList* list_ = nullptr;
 };
 
 }  // namespace acc::launcher
