@@ -7,6 +7,8 @@
 // server CPU per operation per server and round, the ratios ours/PyTorch, and their medians.
 //
 // Usage: store_bench [--seconds S] [--clients 8,32] [--rounds R] [--yardsticks 0|1]
+//                    (yardsticks: ours batching always, ours with one send each, the minimal
+//                     server both ways)
 //                    [--classic 0|1]   (2.x: also PyTorch's older, non-libuv server)
 //                    [--timeout S]     (bound on each step beyond its planned time; default 60)
 //                    [--start_after S] (idle S seconds after forking the servers, for a profiler
@@ -239,10 +241,13 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-int serve_ours(bool batch_sends) {
+enum class Sends { kAdaptive, kBatched, kEach };
+
+int serve_ours(Sends sends) {
   acc::rendezvous::StoreServerOptions options;
   options.host = "127.0.0.1";
-  options.batch_sends = batch_sends;
+  options.batch_sends = sends != Sends::kEach;
+  options.adapt_batching = sends == Sends::kAdaptive;
   auto* server = new acc::rendezvous::StoreServer(options);
   server->start();
   return server->port();
@@ -331,7 +336,8 @@ int main(int argc, char** argv) {
   const std::string torch_name =
       "torch " + kTorchVersion + (TORCH_VERSION_MAJOR >= 2 ? " libuv" : "");
   std::vector<std::unique_ptr<ServerProcess>> servers;
-  servers.push_back(std::make_unique<ServerProcess>(ours_name, [] { return serve_ours(true); }));
+  servers.push_back(
+      std::make_unique<ServerProcess>(ours_name, [] { return serve_ours(Sends::kAdaptive); }));
   servers.push_back(
       std::make_unique<ServerProcess>(torch_name, [] { return serve_torch(/*libuv=*/true); }));
   if (classic && TORCH_VERSION_MAJOR >= 2) {
@@ -339,9 +345,12 @@ int main(int argc, char** argv) {
                                                       [] { return serve_torch(/*libuv=*/false); }));
   }
   if (yardsticks) {
-    // Ours with one send per reply, and the yardstick both ways: what the batching buys.
+    // Ours with every round batched and with one send per reply, and the yardstick both ways:
+    // what the batching buys, and what the adaptive choice between them keeps of it.
+    servers.push_back(std::make_unique<ServerProcess>("acc, batch always",
+                                                      [] { return serve_ours(Sends::kBatched); }));
     servers.push_back(
-        std::make_unique<ServerProcess>("acc, send each", [] { return serve_ours(false); }));
+        std::make_unique<ServerProcess>("acc, send each", [] { return serve_ours(Sends::kEach); }));
     servers.push_back(std::make_unique<ServerProcess>(
         "minimal", [] { return (new acc::bench::MinimalServer(false))->port(); }));
     servers.push_back(std::make_unique<ServerProcess>(

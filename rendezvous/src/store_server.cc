@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -93,6 +94,12 @@ struct Connection {
 // Drops a buffer's memory once it is empty, if a big message left it large.
 void release_if_large(std::string& buffer) {
   if (buffer.empty() && buffer.capacity() > kKeptBufferBytes) std::string().swap(buffer);
+}
+
+double thread_cpu_seconds() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
 void raise_fd_limit() {
@@ -398,11 +405,17 @@ struct StoreServer::Impl : detail::ReplySink {
   }
 
   // Writes the replies of a round. With two or more connections to answer, their first sends go
-  // out together through the send ring (one system call); try_write then finishes what is left
-  // (a partial send, a full socket) and does the bookkeeping, as for a single reply.
+  // out together through the send ring (one system call) when `batching` finds that cheaper
+  // here; try_write then finishes what is left (a partial send, a full socket) and does the
+  // bookkeeping, as for a single reply.
   void flush_dirty() {
     flushing.swap(dirty);  // both keep their capacity: no allocation per round
-    if (flushing.size() > 1 && options.batch_sends && send_ring.ok()) send_together(flushing);
+    const bool adapt = options.batch_sends && options.adapt_batching;
+    if (flushing.size() > 1 && options.batch_sends && send_ring.ok() &&
+        (!adapt || batching.batch())) {
+      send_together(flushing);
+    }
+    if (adapt && send_ring.ok()) batching.sent(flushing.size());
     for (auto& conn : flushing) {
       conn->dirty = false;
       if (conn->closed) continue;
@@ -536,6 +549,7 @@ struct StoreServer::Impl : detail::ReplySink {
   std::vector<std::shared_ptr<Connection>> dirty;
   std::vector<std::shared_ptr<Connection>> flushing;  // the dirty ones being written
   detail::SendRing send_ring{kEventsPerPoll};
+  detail::BatchingChoice batching{thread_cpu_seconds};
   std::vector<std::shared_ptr<Connection>> held;  // requests_held, and room again for replies
   ConnectionId next_id = kFirstConnectionId;
   int bound_port = 0;

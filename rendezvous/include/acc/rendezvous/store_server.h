@@ -48,8 +48,12 @@ struct StoreServerOptions {
   Dialect legacy_dialect = Dialect::kV1_13;
   // Send the replies of one poll round together, in one io_uring submission, where the kernel
   // allows io_uring; otherwise (or false) one send each. Same bytes either way; the batch halves
-  // the server's CPU per request under many clients (bench/README.md).
+  // the server's CPU per request where clients share the server's cores (bench/README.md).
   bool batch_sends = true;
+  // With batch_sends: choose between the two by measuring the server thread's own CPU time per
+  // reply in each, now and then (one send each was the cheaper on a 16-core machine). False:
+  // every round with two or more replies is batched.
+  bool adapt_batching = true;
   // Raise the soft RLIMIT_NOFILE to the hard limit, for thousands of connections.
   bool raise_fd_limit = true;
   // Receives one line per closed misbehaving connection; default: stderr.
