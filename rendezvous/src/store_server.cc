@@ -21,7 +21,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -96,10 +95,11 @@ void release_if_large(std::string& buffer) {
   if (buffer.empty() && buffer.capacity() > kKeptBufferBytes) std::string().swap(buffer);
 }
 
-double thread_cpu_seconds() {
-  timespec now{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+// The calling thread's involuntary context switches: how often a woken client preempted it.
+double thread_preemptions() {
+  rusage usage{};
+  ::getrusage(RUSAGE_THREAD, &usage);
+  return static_cast<double>(usage.ru_nivcsw);
 }
 
 void raise_fd_limit() {
@@ -549,7 +549,7 @@ struct StoreServer::Impl : detail::ReplySink {
   std::vector<std::shared_ptr<Connection>> dirty;
   std::vector<std::shared_ptr<Connection>> flushing;  // the dirty ones being written
   detail::SendRing send_ring{kEventsPerPoll};
-  detail::BatchingChoice batching{thread_cpu_seconds};
+  detail::BatchingChoice batching{thread_preemptions};
   std::vector<std::shared_ptr<Connection>> held;  // requests_held, and room again for replies
   ConnectionId next_id = kFirstConnectionId;
   int bound_port = 0;

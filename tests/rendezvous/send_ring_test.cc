@@ -1,5 +1,6 @@
 // BatchingChoice, the store server's choice between sending a round's replies together and one
-// send each, driven by a fake CPU clock: it measures both, keeps the cheaper, and measures again.
+// send each, driven by a fake preemption counter: it measures an epoch of one send each, batches
+// when that epoch was preempted often, and measures again.
 
 #include <gtest/gtest.h>
 
@@ -9,58 +10,49 @@ namespace acc::rendezvous::detail {
 namespace {
 
 constexpr std::size_t kEpoch = BatchingChoice::kEpochReplies;
+constexpr int kCycle = 1 + BatchingChoice::kExploitEpochs;
 
-// A server whose CPU per reply is `batched` or `each` seconds depending on the mode it is in.
+// A server preempted `each` times per reply when it sends each, `batched` times when it batches.
 struct FakeServer {
-  double batched;
   double each;
-  double cpu = 0;
-  BatchingChoice choice{[this] { return cpu; }};
+  double batched;
+  double preemptions = 0;
+  BatchingChoice choice{[this] { return preemptions; }};
 
-  // Sends one epoch's replies in whatever mode the choice gives; returns that mode.
+  // Sends one epoch's replies, 8 a round, in whatever mode the choice gives; returns that mode.
   bool run_epoch() {
     const bool batch = choice.batch();
     for (std::size_t i = 0; i < kEpoch / 8; ++i) {
-      cpu += 8 * (choice.batch() ? batched : each);
+      preemptions += 8 * (choice.batch() ? batched : each);
       choice.sent(8);
     }
     return batch;
   }
 };
 
-TEST(BatchingChoiceTest, StartsBatchedThenMeasuresBothAndKeepsTheCheaper) {
-  FakeServer server{/*batched=*/1e-6, /*each=*/2e-6};
-  EXPECT_TRUE(server.choice.batch());
-  server.run_epoch();  // the first epoch starts the clock
-  EXPECT_TRUE(server.run_epoch());
-  EXPECT_FALSE(server.run_epoch());  // one send each, measured
-  EXPECT_DOUBLE_EQ(server.choice.batched_cost(), 1e-6);
-  EXPECT_DOUBLE_EQ(server.choice.each_cost(), 2e-6);
+TEST(BatchingChoiceTest, BatchesWhenClientsPreemptTheServerAfterEachSend) {
+  FakeServer server{/*each=*/0.45, /*batched=*/0.04};  // 2 cores, as measured
+  EXPECT_FALSE(server.run_epoch());                    // the measured epoch sends each
+  EXPECT_NEAR(server.choice.measured(), 0.45, 1e-9);
   for (int i = 0; i < BatchingChoice::kExploitEpochs; ++i) EXPECT_TRUE(server.run_epoch());
+  EXPECT_FALSE(server.run_epoch());  // measured again
+  EXPECT_TRUE(server.run_epoch());
 }
 
-TEST(BatchingChoiceTest, SendsEachWhereThatIsCheaper) {
-  FakeServer server{/*batched=*/8.3e-6, /*each=*/7.2e-6};
-  server.run_epoch();
-  server.run_epoch();
-  server.run_epoch();
+TEST(BatchingChoiceTest, SendsEachWhenClientsWakeOnCoresOfTheirOwn) {
+  FakeServer server{/*each=*/0.01, /*batched=*/0.0};
   int batched_epochs = 0;
-  for (int i = 0; i < BatchingChoice::kExploitEpochs; ++i) batched_epochs += server.run_epoch();
+  for (int i = 0; i < 3 * kCycle; ++i) batched_epochs += server.run_epoch();
   EXPECT_EQ(batched_epochs, 0);
 }
 
-TEST(BatchingChoiceTest, MeasuresBothAgainAndFollowsAChange) {
-  FakeServer server{/*batched=*/1e-6, /*each=*/2e-6};
-  for (int i = 0; i < 3 + BatchingChoice::kExploitEpochs; ++i) server.run_epoch();
-  // The machine changes: batching now costs more. The running means cross after a few
-  // measurements; from then on only the measuring epoch of each cycle is batched.
-  server.batched = 4e-6;
-  constexpr int kCycle = 2 + BatchingChoice::kExploitEpochs;
-  for (int i = 0; i < 5 * kCycle; ++i) server.run_epoch();
+TEST(BatchingChoiceTest, FollowsAChangeAtTheNextMeasurement) {
+  FakeServer server{/*each=*/0.45, /*batched=*/0.04};
+  for (int i = 0; i < kCycle; ++i) server.run_epoch();
+  server.each = 0.0;  // the clients moved to cores of their own
   int batched_epochs = 0;
-  for (int i = 0; i < kCycle; ++i) batched_epochs += server.run_epoch();
-  EXPECT_EQ(batched_epochs, 1);
-  EXPECT_GT(server.choice.batched_cost(), server.choice.each_cost());
+  for (int i = 0; i < 2 * kCycle; ++i) batched_epochs += server.run_epoch();
+  EXPECT_EQ(batched_epochs, 0);
 }
 
 }  // namespace
