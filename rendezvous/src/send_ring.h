@@ -76,9 +76,9 @@ class SendRing {
 
 // Chooses, by measurement, whether a round's replies go out together through the SendRing or with
 // one send each. Batching pays where a woken client preempts the server after each send (clients
-// sharing the server's cores: 2 cores, 8 or 32 clients, 0.4 involuntary context switches per
-// reply with one send each, 0.03-0.14 batched); where clients wake on cores of their own, one send
-// each was measured cheaper (16 cores: 7.2 against 8.3 us of server CPU per operation). So the
+// sharing the server's cores: on 2 cores, 0.15-0.75 involuntary context switches per reply with
+// one send each, at 8 and 32 clients); where clients wake on cores of their own, one send each
+// was measured cheaper (16 cores: 7.2 against 8.3 us of server CPU per operation). So the
 // server measures that cause directly: it sends each for one epoch of kEpochReplies replies,
 // counts how often it was preempted (the loop thread's involuntary context switches, passed in),
 // and batches for the next kExploitEpochs epochs if that was at least kPreemptionsPerReply per

@@ -50,9 +50,10 @@ struct StoreServerOptions {
   // allows io_uring; otherwise (or false) one send each. Same bytes either way; the batch halves
   // the server's CPU per request where clients share the server's cores (bench/README.md).
   bool batch_sends = true;
-  // With batch_sends: choose between the two by measuring the server thread's own CPU time per
-  // reply in each, now and then (one send each was the cheaper on a 16-core machine). False:
-  // every round with two or more replies is batched.
+  // With batch_sends: batch only while the clients preempt the server after its sends (measured
+  // now and then: an epoch of one send each, counting the loop thread's involuntary context
+  // switches); one send each was the cheaper on a 16-core machine. False: every round with two
+  // or more replies is batched.
   bool adapt_batching = true;
   // Raise the soft RLIMIT_NOFILE to the hard limit, for thousands of connections.
   bool raise_fd_limit = true;
