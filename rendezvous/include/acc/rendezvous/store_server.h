@@ -5,7 +5,7 @@
 // StoreClient connect to it unchanged. Each connection's dialect (1.13-2.0, or 2.2+) is told from
 // its first bytes; docs/rendezvous.md has the grammar and the limits.
 //
-// One Boost.Asio io_context on one thread, non-blocking: a malformed, oversized or stalled
+// One thread with its own epoll loop, non-blocking: a malformed, oversized or stalled
 // connection is closed alone and the others go on. Every socket it opens is close-on-exec, so a
 // process that forks and execs workers while the server runs leaks none of them.
 
