@@ -1,99 +1,124 @@
-// Store throughput, latency and server CPU: LibTorch's own C++ client, c10d::TCPStore, with 1, 8
+// Store throughput, latency and server CPU: LibTorch's own C++ client, c10d::TCPStore (of the
+// LibTorch this is built against: Debian's 1.13, or the one inside a PyTorch 2.x wheel), with 8
 // and 32 client threads (one connection each) doing set, get and add in turn, against our
-// StoreServer and against PyTorch's TCPStore server in the same run. Each server runs in a process
-// of its own, so that its CPU time (utime + stime from /proc/<pid>/stat, before and after the
-// load) is the server's alone. Prints ops/s, p50, p99 and server CPU per operation per server,
-// and the ratios.
+// StoreServer and against that LibTorch's own TCPStore server (2.x: the libuv one, its default) in
+// the same run. Each server runs in a process of its own, so that its CPU time (utime + stime from
+// /proc/<pid>/stat, before and after the load) is the server's alone. Prints ops/s, p50, p99 and
+// server CPU per operation per server and round, the ratios ours/PyTorch, and their medians.
 //
-// Usage: store_bench [--seconds S] [--clients 1,8,32] [--rounds R] [--minimal 0|1]
-//                    [--start_after S]  (idle S seconds after forking the servers, for a
-//                                       profiler to attach to them: bench/store/profile.sh)
+// Usage: store_bench [--seconds S] [--clients 8,32] [--rounds R] [--yardsticks 0|1]
+//                    (yardsticks: ours batching always, ours with one send each, the minimal
+//                     server both ways)
+//                    [--classic 0|1]   (2.x: also PyTorch's older, non-libuv server)
+//                    [--timeout S]     (bound on each step beyond its planned time; default 60)
+//                    [--start_after S] (idle S seconds after forking the servers, for a profiler
+//                                       to attach to them: bench/store/profile.sh)
+// Every wait is bounded: a step that does not finish in time prints one line naming it and the
+// bench exits 124; a client that fails prints one line and the bench exits 1.
 
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
+#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <fstream>
-#include <functional>
-#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "acc/rendezvous/protocol.h"
 #include "acc/rendezvous/store_server.h"
-#include "send_ring.h"  // the store server's own, for the yardstick that batches its sends
+#include "minimal_server.h"
+#include "server_process.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using acc::bench::ServerProcess;
 
-// utime + stime of a process, in seconds, from /proc/<pid>/stat (fields 14 and 15, counted
-// after the command name, which may hold spaces and parentheses).
-double process_cpu_seconds(pid_t pid) {
-  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  const std::size_t end_of_name = stat.rfind(')');
-  if (end_of_name == std::string::npos) return 0;
-  const char* p = stat.c_str() + end_of_name + 1;
-  // Fields 3 (state) to 13 come first: skip 11 of them.
-  for (int field = 3; field <= 13; ++field) p = std::strchr(p + 1, ' ');
-  char* next = nullptr;
-  const unsigned long long utime = std::strtoull(p, &next, 10);
-  const unsigned long long stime = std::strtoull(next, nullptr, 10);
-  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
+const std::string kTorchVersion =
+    std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
 
-// A server in a process of its own: `serve` starts it and returns its port; the process then
-// lives until the bench closes its end of the control pipe.
-class ServerProcess {
+// Ends the bench when a step outlives its deadline: one line on stderr naming the step, every
+// server process killed, exit 124. Started once the servers are forked (a fork after it would
+// copy a process with a second thread).
+class Watchdog {
  public:
-  explicit ServerProcess(const std::function<int()>& serve) {
-    int port_pipe[2], control[2];
-    if (::pipe(port_pipe) != 0 || ::pipe(control) != 0) std::abort();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::close(port_pipe[0]);
-      ::close(control[1]);
-      const int port = serve();
-      [[maybe_unused]] auto n = ::write(port_pipe[1], &port, sizeof(port));
-      char byte;
-      while (::read(control[0], &byte, 1) > 0) {
-      }
-      ::_exit(0);  // the server's threads die with the process
+  explicit Watchdog(std::vector<pid_t> servers)
+      : servers_(std::move(servers)), thread_([this] { run(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
     }
-    ::close(port_pipe[1]);
-    ::close(control[0]);
-    if (::read(port_pipe[0], &port_, sizeof(port_)) != sizeof(port_)) std::abort();
-    ::close(port_pipe[0]);
-    control_ = control[1];
+    changed_.notify_all();
+    thread_.join();
   }
-  ~ServerProcess() {
-    ::close(control_);
-    ::waitpid(pid_, nullptr, 0);
+
+  // `what` must finish within `limit` from now.
+  void arm(std::string what, std::chrono::duration<double> limit) {
+    std::lock_guard lock(mutex_);
+    what_ = std::move(what);
+    limit_ = limit.count();
+    deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(limit);
+    armed_ = true;
+    changed_.notify_all();
   }
-  int port() const { return port_; }
-  pid_t pid() const { return pid_; }
+  void disarm() {
+    std::lock_guard lock(mutex_);
+    armed_ = false;
+  }
+
+  // Ends the bench now: `line` on stderr, every server killed, exit `code`. Nothing waits: a
+  // client thread may still be blocked in a receive.
+  [[noreturn]] void fail(const std::string& line, int code) {
+    static std::atomic<bool> failing{false};
+    if (failing.exchange(true)) {  // the other thread's line is being printed: let it finish
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    std::fflush(stdout);
+    std::fprintf(stderr, "store_bench: %s\n", line.c_str());
+    for (pid_t pid : servers_) ::kill(pid, SIGKILL);
+    std::_Exit(code);
+  }
 
  private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  int control_ = -1;
+  void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      if (done_) return;
+      if (!armed_) {
+        changed_.wait(lock);
+        continue;
+      }
+      if (changed_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
+          Clock::now() >= deadline_) {
+        char limit[32];
+        std::snprintf(limit, sizeof(limit), "%.0f", limit_);
+        fail("timed out: " + what_ + " did not finish in " + limit + " s", 124);
+      }
+    }
+  }
+
+  std::vector<pid_t> servers_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool armed_ = false;
+  bool done_ = false;
+  std::string what_;
+  double limit_ = 0;
+  Clock::time_point deadline_;
+  std::thread thread_;
 };
 
 struct Result {
@@ -103,14 +128,6 @@ struct Result {
   double p99_us = 0;
 };
 
-std::unique_ptr<c10d::TCPStore> connect(int port) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<std::uint16_t>(port);
-  options.isServer = false;
-  options.timeout = std::chrono::seconds(60);
-  return std::make_unique<c10d::TCPStore>("127.0.0.1", options);
-}
-
 double percentile(std::vector<std::int64_t>& ns, double p) {
   if (ns.empty()) return 0;
   auto index = static_cast<std::size_t>(p * static_cast<double>(ns.size() - 1));
@@ -118,13 +135,38 @@ double percentile(std::vector<std::int64_t>& ns, double p) {
   return static_cast<double>(ns[index]) / 1000.0;
 }
 
+[[noreturn]] void client_failed(Watchdog& watchdog, const ServerProcess& server, int clients,
+                                const std::string& what) {
+  watchdog.fail("a client of '" + server.name() + "' (" + std::to_string(clients) +
+                    " clients) failed: " + what.substr(0, what.find('\n')),
+                1);
+}
+
 // Every client thread connects first; all start together and run for `seconds`.
-Result measure(const ServerProcess& server, int clients, double seconds) {
+Result measure(const ServerProcess& server, int clients, double seconds, double timeout,
+               Watchdog& watchdog) {
+  const std::string step = std::to_string(clients) + " clients of '" + server.name() + "'";
+  watchdog.arm("connecting " + step, std::chrono::duration<double>(timeout));
   std::vector<std::unique_ptr<c10d::TCPStore>> stores;
-  for (int i = 0; i < clients; ++i) stores.push_back(connect(server.port()));
+  try {
+    for (int i = 0; i < clients; ++i) {
+      c10d::TCPStoreOptions options;
+      options.port = static_cast<std::uint16_t>(server.port());
+      options.isServer = false;
+      options.waitWorkers = false;
+      options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout * 1000));
+      stores.push_back(std::make_unique<c10d::TCPStore>("127.0.0.1", options));
+    }
+  } catch (const std::exception& error) {
+    client_failed(watchdog, server, clients, std::string("connect: ") + error.what());
+  }
+  watchdog.arm("the load of " + step, std::chrono::duration<double>(seconds + timeout));
   std::vector<std::vector<std::int64_t>> latencies(clients);
   std::atomic<bool> go{false};
   std::atomic<long> ops{0};
+  std::mutex error_mutex;
+  std::string error;
+  std::atomic<bool> failed{false};
   auto duration =
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   std::vector<std::thread> threads;
@@ -138,29 +180,39 @@ Result measure(const ServerProcess& server, int clients, double seconds) {
       while (!go.load()) std::this_thread::yield();
       auto end = Clock::now() + duration;
       long done = 0;
-      for (Clock::time_point now = Clock::now(); now < end;) {
-        // set is one-way in the protocol; the get that follows is what waits for it to land.
-        auto t0 = now;
-        store.set(key, value);
-        auto t1 = Clock::now();
-        store.get(key);
-        auto t2 = Clock::now();
-        store.add("bench/counter", 1);
-        now = Clock::now();
-        mine.push_back((t1 - t0).count());
-        mine.push_back((t2 - t1).count());
-        mine.push_back((now - t2).count());
-        done += 3;
+      try {
+        for (Clock::time_point now = Clock::now(); now < end && !failed.load();) {
+          // set is one-way in the protocol; the get that follows is what waits for it to land.
+          auto t0 = now;
+          store.set(key, value);
+          auto t1 = Clock::now();
+          store.get(key);
+          auto t2 = Clock::now();
+          store.add("bench/counter", 1);
+          now = Clock::now();
+          mine.push_back((t1 - t0).count());
+          mine.push_back((t2 - t1).count());
+          mine.push_back((now - t2).count());
+          done += 3;
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard lock(error_mutex);
+        if (error.empty()) error = e.what();
+        failed = true;
       }
       ops += done;
     });
   }
   auto start = Clock::now();
-  const double server_cpu_start = process_cpu_seconds(server.pid());
+  const double server_cpu_start = acc::bench::process_cpu_seconds(server.pid());
   go = true;
   for (auto& thread : threads) thread.join();
   double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  const double server_cpu = process_cpu_seconds(server.pid()) - server_cpu_start;
+  const double server_cpu = acc::bench::process_cpu_seconds(server.pid()) - server_cpu_start;
+  if (failed) client_failed(watchdog, server, clients, error);
+  watchdog.arm("closing " + step, std::chrono::duration<double>(timeout));
+  stores.clear();
+  watchdog.disarm();
   std::vector<std::int64_t> all;
   for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   Result result;
@@ -182,213 +234,169 @@ std::vector<int> parse_list(const char* text) {
   return out;
 }
 
-// The ceiling any server could reach with these clients on this machine: one epoll thread
-// that parses the same 1.13 frames with our codec and answers at once, with no store behind it
-// (GET returns a fixed value, ADD a counter), reading up to 64 KiB and writing its replies once
-// per read. Not a store: a yardstick for the row above it.
-class MinimalServer {
- public:
-  explicit MinimalServer(bool batched = false) : batched_(batched) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    ::listen(listener_, 4096);
-    socklen_t length = sizeof(address);
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
-    wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    add(listener_);
-    add(wake_);
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~MinimalServer() {
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_, &one, sizeof(one));
-    thread_.join();
-    for (auto& [fd, buffer] : inputs_) ::close(fd);
-    ::close(listener_);
-    ::close(wake_);
-    ::close(epoll_);
-  }
-  int port() const { return port_; }
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
 
- private:
-  void add(int fd) {
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.fd = fd;
-    ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event);
-  }
+enum class Sends { kAdaptive, kBatched, kEach };
 
-  void loop() {
-    namespace rdzv = acc::rendezvous;
-    const std::string value(64, 'v');
-    std::int64_t counter = 0;
-    std::vector<char> chunk(64 * 1024);
-    std::string replies;
-    rdzv::Request request;
-    epoll_event events[256];
-    acc::rendezvous::detail::SendRing ring(256);
-    std::vector<std::string> round_replies(256);
-    for (;;) {
-      const int ready = ::epoll_wait(epoll_, events, 256, -1);
-      for (int e = 0; e < ready; ++e) {
-        const int fd = events[e].data.fd;
-        if (fd == wake_) return;
-        if (fd == listener_) {
-          for (int client; (client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) {
-            int on = 1;
-            ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-            inputs_[client];
-            add(client);
-          }
-          continue;
-        }
-        const ssize_t n = ::recv(fd, chunk.data(), chunk.size(), MSG_DONTWAIT);
-        if (n <= 0) {
-          if (n < 0 && errno == EAGAIN) continue;
-          ::close(fd);
-          inputs_.erase(fd);
-          continue;
-        }
-        std::string& input = inputs_[fd];
-        input.append(chunk.data(), static_cast<std::size_t>(n));
-        std::size_t offset = 0;
-        replies.clear();
-        for (;;) {
-          auto parsed = rdzv::parse_request(std::string_view(input).substr(offset),
-                                            rdzv::Dialect::kV1_13, rdzv::Limits{}, request);
-          if (parsed.status != rdzv::ParseStatus::kComplete) break;
-          offset += parsed.consumed;
-          if (request.op == rdzv::Op::kGet) {
-            rdzv::append_u64(replies, value.size());
-            replies += value;
-          } else if (request.op == rdzv::Op::kAdd) {
-            rdzv::append_i64(replies, ++counter);
-          } else if (request.op == rdzv::Op::kWait) {  // the 1.13 client's get() waits first
-            rdzv::append_u8(replies, rdzv::kStopWaiting);
-          }
-        }
-        input.erase(0, offset);
-        if (replies.empty()) continue;
-        if (batched_ && ring.ok()) {
-          std::string& kept = round_replies[static_cast<std::size_t>(e)];
-          kept.swap(replies);  // stays in place until the ring's flush below
-          ring.send(fd, kept.data(), kept.size(), 0);
-        } else {
-          ::send(fd, replies.data(), replies.size(), MSG_NOSIGNAL);
-        }
-      }
-      ring.flush([](std::uint64_t, int) {});
-    }
-  }
+int serve_ours(Sends sends) {
+  acc::rendezvous::StoreServerOptions options;
+  options.host = "127.0.0.1";
+  options.batch_sends = sends != Sends::kEach;
+  options.adapt_batching = sends == Sends::kAdaptive;
+  auto* server = new acc::rendezvous::StoreServer(options);
+  server->start();
+  return server->port();
+}
 
-  int listener_ = -1;
-  int epoll_ = -1;
-  int wake_ = -1;
-  int port_ = 0;
-  std::map<int, std::string> inputs_;
-  std::thread thread_;
-  bool batched_ = false;
-};
+int serve_torch([[maybe_unused]] bool libuv) {
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+#if TORCH_VERSION_MAJOR >= 2
+  options.useLibUV = libuv;
+#endif
+  auto* server = new c10d::TCPStore("127.0.0.1", options);
+  return static_cast<int>(server->getPort());
+}
+
+// A server that accepts and never answers: what a server that does not speak the clients'
+// dialect looks like to them. Only for the test that the bench ends instead of hanging.
+int serve_silent() {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  ::listen(listener, 4096);  // the kernel completes the handshakes; nobody reads
+  socklen_t length = sizeof(address);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  return ntohs(address.sin_port);
+}
+
+void print_row(int clients, const std::string& name, const Result& r) {
+  std::printf("%8d %-24s %10.0f %9.1f %9.1f %9.2f\n", clients, name.c_str(), r.ops_per_second,
+              r.p50_us, r.p99_us, r.server_cpu_us_per_op);
+}
+
+void print_ratio(int clients, const std::string& name, const Result& a, const Result& b) {
+  std::printf("%8d %-24s %9.2fx %8.2fx %8.2fx %8.2fx\n", clients, name.c_str(),
+              a.ops_per_second / b.ops_per_second, a.p50_us / b.p50_us, a.p99_us / b.p99_us,
+              a.server_cpu_us_per_op / b.server_cpu_us_per_op);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  double seconds = 2.0;
-  int rounds = 1;
-  std::vector<int> client_counts = {1, 8, 32};
-  bool with_minimal = true;
+  double seconds = 3.0;
+  int rounds = 2;
+  std::vector<int> client_counts = {8, 32};
+  bool yardsticks = true;
+  bool classic = false;
+  bool silent = false;
+  double timeout = 60;
   double start_after = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--seconds") == 0)
-      seconds = std::atof(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--clients") == 0)
-      client_counts = parse_list(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--rounds") == 0)
-      rounds = std::atoi(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--start_after") == 0)
-      start_after = std::atof(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--minimal") == 0)
-      with_minimal = std::strcmp(argv[i + 1], "0") != 0;
+  for (int i = 1; i < argc; i += 2) {
+    const char* flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "store_bench: %s needs a value\n", flag);
+      return 2;
+    }
+    const char* value = argv[i + 1];
+    if (std::strcmp(flag, "--seconds") == 0)
+      seconds = std::atof(value);
+    else if (std::strcmp(flag, "--clients") == 0)
+      client_counts = parse_list(value);
+    else if (std::strcmp(flag, "--rounds") == 0)
+      rounds = std::atoi(value);
+    else if (std::strcmp(flag, "--start_after") == 0)
+      start_after = std::atof(value);
+    else if (std::strcmp(flag, "--timeout") == 0)
+      timeout = std::atof(value);
+    else if (std::strcmp(flag, "--yardsticks") == 0 || std::strcmp(flag, "--minimal") == 0)
+      yardsticks = std::strcmp(value, "0") != 0;
+    else if (std::strcmp(flag, "--classic") == 0)
+      classic = std::strcmp(value, "0") != 0;
+    else if (std::strcmp(flag, "--silent_server") == 0)
+      silent = std::strcmp(value, "0") != 0;
+    else {
+      std::fprintf(stderr, "store_bench: unknown flag %s (see the usage at the top of %s)\n", flag,
+                   __FILE__);
+      return 2;
+    }
   }
 
-  // Forked before this process starts any thread; each child keeps its server until exit.
-  ServerProcess ours([] {
-    acc::rendezvous::StoreServerOptions options;
-    options.host = "127.0.0.1";
-    auto* server = new acc::rendezvous::StoreServer(options);
-    server->start();
-    return server->port();
-  });
-  // Ours as it was before its replies were batched: one send per reply.
-  ServerProcess ours_unbatched([] {
-    acc::rendezvous::StoreServerOptions options;
-    options.host = "127.0.0.1";
-    options.batch_sends = false;
-    auto* server = new acc::rendezvous::StoreServer(options);
-    server->start();
-    return server->port();
-  });
-  ServerProcess torch_server([] {
-    c10d::TCPStoreOptions torch_options;
-    torch_options.port = 0;
-    torch_options.isServer = true;
-    torch_options.waitWorkers = false;
-    auto* server = new c10d::TCPStore("127.0.0.1", torch_options);
-    return static_cast<int>(server->getPort());
-  });
-  ServerProcess minimal([] { return (new MinimalServer)->port(); });
-  ServerProcess batched([] { return (new MinimalServer(/*batched=*/true))->port(); });
+  // Forked before this process starts any thread; each child keeps its server until the end.
+  const std::string ours_name = "acc";
+  const std::string torch_name =
+      "torch " + kTorchVersion + (TORCH_VERSION_MAJOR >= 2 ? " libuv" : "");
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  servers.push_back(
+      std::make_unique<ServerProcess>(ours_name, [] { return serve_ours(Sends::kAdaptive); }));
+  servers.push_back(
+      std::make_unique<ServerProcess>(torch_name, [] { return serve_torch(/*libuv=*/true); }));
+  if (classic && TORCH_VERSION_MAJOR >= 2) {
+    servers.push_back(std::make_unique<ServerProcess>("torch " + kTorchVersion + " classic",
+                                                      [] { return serve_torch(/*libuv=*/false); }));
+  }
+  if (yardsticks) {
+    // Ours with every round batched and with one send per reply, and the yardstick both ways:
+    // what the batching buys, and what the adaptive choice between them keeps of it.
+    servers.push_back(std::make_unique<ServerProcess>("acc, batch always",
+                                                      [] { return serve_ours(Sends::kBatched); }));
+    servers.push_back(
+        std::make_unique<ServerProcess>("acc, send each", [] { return serve_ours(Sends::kEach); }));
+    servers.push_back(std::make_unique<ServerProcess>(
+        "minimal", [] { return (new acc::bench::MinimalServer(false))->port(); }));
+    servers.push_back(std::make_unique<ServerProcess>(
+        "minimal io_uring", [] { return (new acc::bench::MinimalServer(true))->port(); }));
+  }
+  if (silent) servers.push_back(std::make_unique<ServerProcess>("silent", serve_silent));
+  std::vector<pid_t> pids;
+  for (auto& server : servers) {
+    pids.push_back(server->pid());
+    std::printf("# server '%s': pid %d, port %d\n", server->name().c_str(), server->pid(),
+                server->port());
+  }
+  std::fflush(stdout);
+  Watchdog watchdog(pids);
 
   if (start_after > 0) std::this_thread::sleep_for(std::chrono::duration<double>(start_after));
-  std::printf("c10d::TCPStore clients doing set+get+add for %.1f s each, %u hardware threads\n",
-              seconds, std::thread::hardware_concurrency());
-  std::printf("%8s %-16s %12s %10s %10s %14s\n", "clients", "server", "ops/s", "p50 us", "p99 us",
-              "server cpu us/op");
+  std::printf(
+      "c10d::TCPStore clients of LibTorch %s doing set+get+add for %.1f s each, "
+      "%u hardware threads\n",
+      TORCH_VERSION, seconds, std::thread::hardware_concurrency());
+  std::printf("%8s %-24s %10s %9s %9s %9s\n", "clients", "server", "ops/s", "p50 us", "p99 us",
+              "cpu us/op");
+  const std::string ratio_name = "ratio acc/torch " + kTorchVersion;
   for (int clients : client_counts) {
+    std::vector<double> cpu_ratios, p99_ratios;
     for (int round = 0; round < rounds; ++round) {
-      // Alternate which server goes first so neither always runs on a warmer machine.
-      Result mine, theirs;
-      if (round % 2 == 0) {
-        mine = measure(ours, clients, seconds);
-        theirs = measure(torch_server, clients, seconds);
-      } else {
-        theirs = measure(torch_server, clients, seconds);
-        mine = measure(ours, clients, seconds);
+      // Rotate which server goes first so none always runs on a warmer machine.
+      std::vector<Result> results(servers.size());
+      for (std::size_t k = 0; k < servers.size(); ++k) {
+        const std::size_t s = (k + static_cast<std::size_t>(round)) % servers.size();
+        results[s] = measure(*servers[s], clients, seconds, timeout, watchdog);
       }
-      std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "acc StoreServer",
-                  mine.ops_per_second, mine.p50_us, mine.p99_us, mine.server_cpu_us_per_op);
-      std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "PyTorch TCPStore",
-                  theirs.ops_per_second, theirs.p50_us, theirs.p99_us, theirs.server_cpu_us_per_op);
-      if (with_minimal) {
-        const Result each = measure(ours_unbatched, clients, seconds);
-        std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "acc, send each",
-                    each.ops_per_second, each.p50_us, each.p99_us, each.server_cpu_us_per_op);
-        const Result bound = measure(minimal, clients, seconds);
-        std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "minimal (bound)",
-                    bound.ops_per_second, bound.p50_us, bound.p99_us, bound.server_cpu_us_per_op);
-        const Result uring = measure(batched, clients, seconds);
-        std::printf("%8d %-16s %12.0f %10.1f %10.1f %14.2f\n", clients, "minimal io_uring",
-                    uring.ops_per_second, uring.p50_us, uring.p99_us, uring.server_cpu_us_per_op);
-        std::printf("%8d %-16s %11.2fx %9.2fx %9.2fx %13.2fx\n", clients, "bound/torch",
-                    bound.ops_per_second / theirs.ops_per_second, bound.p50_us / theirs.p50_us,
-                    bound.p99_us / theirs.p99_us,
-                    bound.server_cpu_us_per_op / theirs.server_cpu_us_per_op);
-        std::printf("%8d %-16s %11.2fx %9.2fx %9.2fx %13.2fx\n", clients, "io_uring/torch",
-                    uring.ops_per_second / theirs.ops_per_second, uring.p50_us / theirs.p50_us,
-                    uring.p99_us / theirs.p99_us,
-                    uring.server_cpu_us_per_op / theirs.server_cpu_us_per_op);
-      }
-      std::printf("%8d %-16s %11.2fx %9.2fx %9.2fx %13.2fx\n", clients, "ratio acc/torch",
-                  mine.ops_per_second / theirs.ops_per_second, mine.p50_us / theirs.p50_us,
-                  mine.p99_us / theirs.p99_us,
-                  mine.server_cpu_us_per_op / theirs.server_cpu_us_per_op);
+      for (std::size_t s = 0; s < servers.size(); ++s)
+        print_row(clients, servers[s]->name(), results[s]);
+      print_ratio(clients, ratio_name, results[0], results[1]);
+      cpu_ratios.push_back(results[0].server_cpu_us_per_op / results[1].server_cpu_us_per_op);
+      p99_ratios.push_back(results[0].p99_us / results[1].p99_us);
       std::fflush(stdout);
     }
+    std::printf("%8d %-24s cpu/op %.2fx, p99 %.2fx (median of %d rounds; the rounds:", clients,
+                ("median acc/torch " + kTorchVersion).c_str(), median(cpu_ratios),
+                median(p99_ratios), rounds);
+    for (std::size_t r = 0; r < cpu_ratios.size(); ++r)
+      std::printf(" %.2fx/%.2fx", cpu_ratios[r], p99_ratios[r]);
+    std::printf(")\n");
+    std::fflush(stdout);
   }
   return 0;
 }

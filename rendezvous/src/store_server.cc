@@ -5,8 +5,10 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,18 +46,26 @@ constexpr std::size_t kReadBufferBytes = 64 * 1024;
 constexpr int kReadsPerEvent = 4;
 // Accepts per readiness event, for the same fairness.
 constexpr int kAcceptsPerEvent = 256;
-// Ready connections taken from the connection poller at once.
+// Ready descriptors taken from the epoll set at once.
 constexpr int kEventsPerPoll = 256;
+// Tags of the loop's own descriptors in the epoll set; connection ids start above them.
+constexpr std::uint64_t kListenerTag = 1;
+constexpr std::uint64_t kWakeTag = 2;
+constexpr std::uint64_t kSweepTag = 3;
+constexpr std::uint64_t kAcceptRetryTag = 4;
+constexpr ConnectionId kFirstConnectionId = 16;
 // A connection's buffers keep at most this much capacity once empty: one big reply must not pin
 // its size for the rest of a connection that PyTorch's clients hold for the whole job.
 constexpr std::size_t kKeptBufferBytes = 256 * 1024;
 
-// The connections are not Asio sockets: they sit in an epoll set of their own (level-triggered,
-// registered once), and Asio waits on that set's descriptor as on any other. A request then costs
-// one recv, and its reply goes out with the round's others in one io_uring submission (a send
-// each where io_uring is not allowed); through Asio's reactor each readiness also cost an
-// epoll_ctl to re-arm, an operation allocated and a handler dispatched (bench/README.md, "Store
-// server CPU per operation").
+// The loop is the server's own: one level-triggered epoll set holds the listener, the
+// connections (registered once), a timerfd for the stall sweep and an eventfd for stop(), and a
+// round is one epoll_wait, a recv per ready connection and the round's replies. Asio only
+// resolves and binds the listener. Through Asio's reactor a connection's readiness cost an
+// epoll_ctl to re-arm, an operation allocated and a handler dispatched; with the connections in a
+// set of their own behind Asio, a round still cost two epoll_waits and an epoll_ctl (Asio re-arms
+// a descriptor it waits on), which at 8 clients was 0.8 system calls per request
+// (bench/README.md, "Store server CPU per operation").
 struct Connection {
   Connection(int fd, ConnectionId id) : fd(fd), id(id) {}
 
@@ -71,8 +81,8 @@ struct Connection {
   std::string out;             // reply bytes not yet written, from out_pos on
   std::size_t out_pos = 0;
   bool over_limit = false;     // replies were refused past max_pending_reply_bytes: close it
-  bool reading = true;         // the poller watches it for readability
-  bool write_waiting = false;  // the poller watches it for writability
+  bool reading = true;         // the epoll set watches it for readability
+  bool write_waiting = false;  // the epoll set watches it for writability
   bool dirty = false;          // queued in Impl::dirty for a write attempt
   bool send_failed = false;    // a batched send failed with an error other than EAGAIN
   Clock::time_point write_blocked_since;
@@ -83,6 +93,13 @@ struct Connection {
 // Drops a buffer's memory once it is empty, if a big message left it large.
 void release_if_large(std::string& buffer) {
   if (buffer.empty() && buffer.capacity() > kKeptBufferBytes) std::string().swap(buffer);
+}
+
+// The calling thread's involuntary context switches: how often a woken client preempted it.
+double thread_preemptions() {
+  rusage usage{};
+  ::getrusage(RUSAGE_THREAD, &usage);
+  return static_cast<double>(usage.ru_nivcsw);
 }
 
 void raise_fd_limit() {
@@ -115,9 +132,6 @@ struct StoreServer::Impl : detail::ReplySink {
   explicit Impl(StoreServerOptions opts)
       : options(std::move(opts)),
         acceptor(io),
-        sweep_timer(io),
-        accept_retry_timer(io),
-        poller(io),
         state(options.max_keys, options.max_reply_bytes),
         read_buffer(kReadBufferBytes) {
     if (!options.log) {
@@ -127,10 +141,20 @@ struct StoreServer::Impl : detail::ReplySink {
       };
     }
     if (options.raise_fd_limit) raise_fd_limit();
-    const int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
     ACC_CHECK(epoll_fd >= 0, NetworkError, "cannot create an epoll set: ", std::strerror(errno));
-    poller.assign(epoll_fd);
+    wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    sweep_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    accept_retry_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    ACC_CHECK(wake_fd >= 0 && sweep_fd >= 0 && accept_retry_fd >= 0, NetworkError,
+              "cannot create the store server's event descriptors: ", std::strerror(errno));
     listen();
+  }
+
+  ~Impl() {
+    for (int fd : {epoll_fd, wake_fd, sweep_fd, accept_retry_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
   }
 
   void listen() {
@@ -179,17 +203,89 @@ struct StoreServer::Impl : detail::ReplySink {
     return &conn.out;
   }
 
-  void arm() {
-    wait_accept();
-    wait_poller();
-    arm_sweep();
+  bool watch(int fd, std::uint64_t tag, std::uint32_t events) {
+    epoll_event event{};
+    event.events = events;
+    event.data.u64 = tag;
+    return ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &event) == 0;
   }
 
-  void wait_accept() {
-    acceptor.async_wait(tcp::acceptor::wait_read, [this](boost::system::error_code ec) {
-      if (stopping || ec == asio::error::operation_aborted) return;
-      accept_ready();
-    });
+  // Registers the loop's descriptors and starts the sweep's clock. Loop thread, or before it.
+  void arm() {
+    ACC_CHECK(watch(acceptor.native_handle(), kListenerTag, EPOLLIN) &&
+                  watch(wake_fd, kWakeTag, EPOLLIN) && watch(sweep_fd, kSweepTag, EPOLLIN) &&
+                  watch(accept_retry_fd, kAcceptRetryTag, EPOLLIN),
+              NetworkError, "cannot watch the store server's descriptors: ", std::strerror(errno));
+    const auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(sweep_interval());
+    itimerspec every{};
+    every.it_interval.tv_sec = static_cast<time_t>(interval.count() / 1'000'000'000);
+    every.it_interval.tv_nsec = static_cast<long>(interval.count() % 1'000'000'000);
+    every.it_value = every.it_interval;
+    ::timerfd_settime(sweep_fd, 0, &every, nullptr);
+  }
+
+  // Serves until stop(): each round waits for readiness, serves it, and writes the replies.
+  void loop() {
+    epoll_event events[kEventsPerPoll];
+    bool again = false;
+    while (!stopping) {
+      int ready;
+      do {
+        ready = ::epoll_wait(epoll_fd, events, kEventsPerPoll, again ? 0 : -1);
+      } while (ready < 0 && errno == EINTR);
+      if (ready < 0) {
+        options.log("epoll_wait failed: " + std::string(std::strerror(errno)) + "; stopping");
+        break;
+      }
+      again = serve_round(events, ready);
+    }
+    close_all();
+  }
+
+  // Serves one round of readiness, then writes the replies. True when more is waiting that the
+  // next epoll_wait would not report at once (a full batch of events still counts on it).
+  bool serve_round(const epoll_event* events, int ready) {
+    bool again = ready == kEventsPerPoll;
+    resume_held();
+    for (int i = 0; i < ready; ++i) {
+      const std::uint64_t tag = events[i].data.u64;
+      if (tag < kFirstConnectionId) {
+        serve_own(tag);
+        if (stopping) return false;
+        continue;
+      }
+      auto it = connections.find(tag);
+      if (it == connections.end()) continue;
+      std::shared_ptr<Connection> conn = it->second;
+      if (events[i].events & EPOLLOUT) try_write(conn);
+      if (conn->closed || !(events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+      if (read_some(*conn)) again = true;
+    }
+    flush_dirty();
+    return again || !held.empty();
+  }
+
+  // The listener, the stop eventfd and the timers.
+  void serve_own(std::uint64_t tag) {
+    std::uint64_t count;
+    switch (tag) {
+      case kListenerTag:
+        accept_ready();
+        break;
+      case kWakeTag: {
+        [[maybe_unused]] auto n = ::read(wake_fd, &count, sizeof(count));
+        if (stop_requested.load()) stopping = true;
+        break;
+      }
+      case kSweepTag:
+        if (::read(sweep_fd, &count, sizeof(count)) == sizeof(count)) sweep();
+        break;
+      case kAcceptRetryTag:
+        if (::read(accept_retry_fd, &count, sizeof(count)) == sizeof(count)) {
+          watch(acceptor.native_handle(), kListenerTag, EPOLLIN);
+        }
+        break;
+    }
   }
 
   void accept_ready() {
@@ -200,19 +296,19 @@ struct StoreServer::Impl : detail::ReplySink {
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-          // Out of descriptors: back off instead of spinning on a listener that stays readable.
+          // Out of descriptors: the listener leaves the set for 100 ms instead of spinning on
+          // a readiness that stays.
           options.log("cannot accept a connection: " + std::string(std::strerror(errno)));
-          accept_retry_timer.expires_after(std::chrono::milliseconds(100));
-          accept_retry_timer.async_wait([this](boost::system::error_code ec) {
-            if (!stopping && !ec) wait_accept();
-          });
+          ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, acceptor.native_handle(), nullptr);
+          itimerspec once{};
+          once.it_value.tv_nsec = 100'000'000;
+          ::timerfd_settime(accept_retry_fd, 0, &once, nullptr);
           return;
         }
-        break;  // EAGAIN: nothing more to accept now
+        return;  // EAGAIN: nothing more to accept now
       }
       add_connection(fd);
     }
-    wait_accept();
   }
 
   void add_connection(int fd) {
@@ -222,7 +318,7 @@ struct StoreServer::Impl : detail::ReplySink {
     epoll_event event{};
     event.events = EPOLLIN;
     event.data.u64 = conn->id;
-    if (::epoll_ctl(poller.native_handle(), EPOLL_CTL_ADD, fd, &event) != 0) {
+    if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &event) != 0) {
       ::close(fd);
       return;
     }
@@ -238,50 +334,6 @@ struct StoreServer::Impl : detail::ReplySink {
     }
     connections.emplace(conn->id, conn);
     num_connections.store(connections.size(), std::memory_order_relaxed);
-  }
-
-  void wait_poller() {
-    poller.async_wait(asio::posix::stream_descriptor::wait_read,
-                      [this](boost::system::error_code ec) {
-                        if (stopping || ec == asio::error::operation_aborted) return;
-                        poll_connections(/*retry=*/false);
-                      });
-  }
-
-  // Serves every ready connection, then writes the replies. A connection left with data unread,
-  // or a full batch, makes another round at once: the poller is level-triggered, but Asio waits
-  // on it for a new edge.
-  void poll_connections(bool retry) {
-    epoll_event events[kEventsPerPoll];
-    int ready;
-    do {
-      ready = ::epoll_wait(poller.native_handle(), events, kEventsPerPoll, 0);
-    } while (ready < 0 && errno == EINTR);
-    bool again = ready == kEventsPerPoll;
-    bool partial = false;
-    resume_held();
-    for (int i = 0; i < ready; ++i) {
-      auto it = connections.find(events[i].data.u64);
-      if (it == connections.end()) continue;
-      std::shared_ptr<Connection> conn = it->second;
-      if (events[i].events & EPOLLOUT) try_write(conn);
-      if (conn->closed || !(events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
-      if (read_some(*conn)) again = true;
-      if (!conn->closed && !conn->in.empty()) partial = true;
-    }
-    flush_dirty();
-    if (stopping) return;
-    if (!held.empty()) again = true;
-    if (again || (partial && !retry)) {
-      // PyTorch's clients send a request in several writes (the opcode alone, then the rest).
-      // Having read only a head, look once more after the others, when the rest has usually
-      // arrived, instead of paying another trip through the reactor for it.
-      asio::post(io, [this, again] {
-        if (!stopping) poll_connections(/*retry=*/!again);
-      });
-      return;
-    }
-    wait_poller();
   }
 
   // Reads what the connection has (up to kReadsPerEvent buffers) and applies the whole requests
@@ -353,11 +405,17 @@ struct StoreServer::Impl : detail::ReplySink {
   }
 
   // Writes the replies of a round. With two or more connections to answer, their first sends go
-  // out together through the send ring (one system call); try_write then finishes what is left
-  // (a partial send, a full socket) and does the bookkeeping, as for a single reply.
+  // out together through the send ring (one system call) when `batching` finds that cheaper
+  // here; try_write then finishes what is left (a partial send, a full socket) and does the
+  // bookkeeping, as for a single reply.
   void flush_dirty() {
     flushing.swap(dirty);  // both keep their capacity: no allocation per round
-    if (flushing.size() > 1 && options.batch_sends && send_ring.ok()) send_together(flushing);
+    const bool adapt = options.batch_sends && options.adapt_batching;
+    if (flushing.size() > 1 && options.batch_sends && send_ring.ok() &&
+        (!adapt || batching.batch())) {
+      send_together(flushing);
+    }
+    if (adapt && send_ring.ok()) batching.sent(flushing.size());
     for (auto& conn : flushing) {
       conn->dirty = false;
       if (conn->closed) continue;
@@ -427,8 +485,7 @@ struct StoreServer::Impl : detail::ReplySink {
     epoll_event event{};
     event.events = (want_in ? EPOLLIN : 0u) | (want_out ? EPOLLOUT : 0u);
     event.data.u64 = conn.id;
-    if (::epoll_ctl(poller.native_handle(), EPOLL_CTL_MOD, conn.fd, &event) != 0)
-      return close(conn, {});
+    if (::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, conn.fd, &event) != 0) return close(conn, {});
     if (want_out && !conn.write_waiting) conn.write_blocked_since = Clock::now();
     conn.write_waiting = want_out;
     conn.reading = want_in;
@@ -438,8 +495,8 @@ struct StoreServer::Impl : detail::ReplySink {
     if (conn.closed) return;
     conn.closed = true;
     if (!reason.empty()) options.log("closed connection from " + conn.peer + ": " + reason);
-    // Out of the poller before the close: a worker forked meanwhile may still hold the socket.
-    ::epoll_ctl(poller.native_handle(), EPOLL_CTL_DEL, conn.fd, nullptr);
+    // Out of the epoll set before the close: a worker forked meanwhile may still hold the socket.
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, conn.fd, nullptr);
     ::close(conn.fd);
     state.drop_connection(conn.id);
     connections.erase(conn.id);  // may destroy conn's owner last reference after handlers run
@@ -449,15 +506,6 @@ struct StoreServer::Impl : detail::ReplySink {
   std::chrono::milliseconds sweep_interval() const {
     auto interval = options.stall_timeout / 4;
     return std::clamp(interval, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
-  }
-
-  void arm_sweep() {
-    sweep_timer.expires_after(sweep_interval());
-    sweep_timer.async_wait([this](boost::system::error_code ec) {
-      if (stopping || ec) return;
-      sweep();
-      arm_sweep();
-    });
   }
 
   // Closes connections that left a request half-sent, or replies unread, past the stall timeout.
@@ -482,21 +530,18 @@ struct StoreServer::Impl : detail::ReplySink {
     stopping = true;
     boost::system::error_code ec;
     acceptor.close(ec);
-    sweep_timer.cancel();
-    accept_retry_timer.cancel();
     std::vector<std::shared_ptr<Connection>> all;
     for (auto& [id, conn] : connections) all.push_back(conn);
     for (auto& conn : all) close(*conn, {});
-    poller.close(ec);
   }
 
   StoreServerOptions options;
-  // One thread runs the loop: the hint lets Asio skip waking other threads (posting stays safe).
-  asio::io_context io{1};
-  tcp::acceptor acceptor;
-  asio::steady_timer sweep_timer;
-  asio::steady_timer accept_retry_timer;
-  asio::posix::stream_descriptor poller;  // the connections' epoll set
+  asio::io_context io;       // resolves and binds the listener; the loop below is not Asio's
+  tcp::acceptor acceptor;    // the listener, non-blocking, in the epoll set
+  int epoll_fd = -1;         // the listener, the connections, wake_fd and the timers
+  int wake_fd = -1;          // an eventfd: stop() from another thread
+  int sweep_fd = -1;         // a periodic timerfd: the stall sweep
+  int accept_retry_fd = -1;  // a one-shot timerfd: the listener back after running out of fds
   detail::StoreState state;
   std::vector<char> read_buffer;
   Request request;  // the request being applied (parse_request overwrites it)
@@ -504,11 +549,13 @@ struct StoreServer::Impl : detail::ReplySink {
   std::vector<std::shared_ptr<Connection>> dirty;
   std::vector<std::shared_ptr<Connection>> flushing;  // the dirty ones being written
   detail::SendRing send_ring{kEventsPerPoll};
+  detail::BatchingChoice batching{thread_preemptions};
   std::vector<std::shared_ptr<Connection>> held;  // requests_held, and room again for replies
-  ConnectionId next_id = 1;
+  ConnectionId next_id = kFirstConnectionId;
   int bound_port = 0;
   std::string bound_address;
   bool stopping = false;  // loop thread only
+  std::atomic<bool> stop_requested{false};
   std::atomic<std::size_t> num_connections{0};
 
   std::mutex control_mutex;  // guards running, stopped, thread
@@ -543,7 +590,7 @@ void StoreServer::start() {
   impl_->arm();
   impl_->thread = std::thread([impl = impl_.get()] {
     ::pthread_setname_np(::pthread_self(), "acc-store");  // how ps and top name the thread
-    impl->io.run();
+    impl->loop();
   });
 }
 
@@ -555,7 +602,7 @@ void StoreServer::run() {
     impl_->running = true;
     impl_->arm();
   }
-  impl_->io.run();
+  impl_->loop();
 }
 
 void StoreServer::stop() {
@@ -565,8 +612,10 @@ void StoreServer::stop() {
     if (impl_->stopped) return;
     impl_->stopped = true;
     if (impl_->running) {
-      // The loop closes everything itself; with nothing left to wait for, io.run() returns.
-      asio::post(impl_->io, [impl = impl_.get()] { impl->close_all(); });
+      // The loop closes everything itself when it sees the request.
+      impl_->stop_requested = true;
+      std::uint64_t one = 1;
+      [[maybe_unused]] auto n = ::write(impl_->wake_fd, &one, sizeof(one));
       if (impl_->thread.joinable() && impl_->thread.get_id() != std::this_thread::get_id()) {
         to_join = std::move(impl_->thread);
       }

@@ -5,7 +5,7 @@
 // StoreClient connect to it unchanged. Each connection's dialect (1.13-2.0, or 2.2+) is told from
 // its first bytes; docs/rendezvous.md has the grammar and the limits.
 //
-// One Boost.Asio io_context on one thread, non-blocking: a malformed, oversized or stalled
+// One thread with its own epoll loop, non-blocking: a malformed, oversized or stalled
 // connection is closed alone and the others go on. Every socket it opens is close-on-exec, so a
 // process that forks and execs workers while the server runs leaks none of them.
 
@@ -48,8 +48,13 @@ struct StoreServerOptions {
   Dialect legacy_dialect = Dialect::kV1_13;
   // Send the replies of one poll round together, in one io_uring submission, where the kernel
   // allows io_uring; otherwise (or false) one send each. Same bytes either way; the batch halves
-  // the server's CPU per request under many clients (bench/README.md).
+  // the server's CPU per request where clients share the server's cores (bench/README.md).
   bool batch_sends = true;
+  // With batch_sends: batch only while the clients preempt the server after its sends (measured
+  // now and then: an epoch of one send each, counting the loop thread's involuntary context
+  // switches); one send each was the cheaper on a 16-core machine. False: every round with two
+  // or more replies is batched.
+  bool adapt_batching = true;
   // Raise the soft RLIMIT_NOFILE to the hard limit, for thousands of connections.
   bool raise_fd_limit = true;
   // Receives one line per closed misbehaving connection; default: stderr.
