@@ -2,7 +2,7 @@
 # (Debian packages, through scripts/install-deps.sh), builds, then runs.
 BUILD       ?= build
 ASAN_BUILD  ?= build-asan
-TORCH2_BUILD ?= build-torch2
+TORCH2_TEST_BUILD ?= build-torch2-test
 JOBS        ?= $(shell nproc)
 WERROR      ?= $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
@@ -47,7 +47,7 @@ asan-test: deps test-deps
 
 # libacc against the LibTorch inside PyTorch 2.x's wheel: it compiles, and its one-process tests run.
 torch2-test: deps test-deps
-	@WERROR=$(WERROR) bash scripts/torch2-runtime-test.sh $(TORCH2_BUILD) $(TORCH2_PYTHON)
+	@WERROR=$(WERROR) bash scripts/torch2-runtime-test.sh $(TORCH2_TEST_BUILD) $(TORCH2_PYTHON)
 
 check-format:
 	@bash scripts/check-format.sh
@@ -65,4 +65,4 @@ bench: build test-deps
 	@bash bench/run_all.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TORCH2_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TORCH2_TEST_BUILD)

@@ -4,10 +4,11 @@
 # not first on a GPU machine. The wheel's LibTorch ships no gloo headers, so that build has no
 # CPU backend (multi-process CPU jobs get a clear BackendError); its CUDA and NCCL paths compile
 # (against /usr/local/cuda) and their tests skip without a GPU.
-#   scripts/torch2-runtime-test.sh [BUILD_DIR] [PYTHON]
+#   scripts/torch2-runtime-test.sh [BUILD_DIR] [PYTHON]   (default build-torch2-test: an -O0 tree,
+#   not the optimised build-torch2 that bench/store/run.sh makes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build-torch2}
+build=${1:-build-torch2-test}
 python=${2:-$(bash scripts/install-python-peers.sh --python)}
 if ! "$python" -c 'import torch' 2>/dev/null; then
   echo "torch2-runtime-test: $python cannot import torch (run scripts/install-python-peers.sh)" >&2
