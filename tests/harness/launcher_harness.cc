@@ -241,6 +241,10 @@ std::vector<TorchPython> torch_pythons() {
   return {{"torch1_13", "/usr/bin/python3"}, {"torch2", torch2_python()}};
 }
 
+void PrintTo(const TorchPython& peer, std::ostream* os) {
+  *os << peer.name << " (" << (peer.python.empty() ? "none" : peer.python) << ")";
+}
+
 std::string torch2_python() {
   return ACC_TORCH2_PYTHON;
 }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,8 @@ struct TorchPython {
   std::string python;  // the interpreter ("" where the build has none)
 };
 std::vector<TorchPython> torch_pythons();
+// GoogleTest prints a parameter through this (its name and interpreter, not its bytes).
+void PrintTo(const TorchPython& peer, std::ostream* os);
 std::string torch2_python();
 // Whether `python` imports torch.distributed (asked once per interpreter). Tests skip without.
 bool python_has_torch(const std::string& python);

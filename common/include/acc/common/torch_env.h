@@ -31,7 +31,10 @@ namespace acc::torch_env {
 struct Version {
   int major = 0;
   int minor = 0;
-  friend bool operator==(const Version&, const Version&) = default;
+  // Spelled out: installed headers compile as C++17 too (no defaulted comparison).
+  friend bool operator==(const Version& a, const Version& b) {
+    return a.major == b.major && a.minor == b.minor;
+  }
 };
 
 // "2.11.0+cu130", "1.13.0a0", "2.7" -> {2, 11}, {1, 13}, {2, 7}; nullopt for anything else.
