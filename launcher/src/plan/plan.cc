@@ -180,8 +180,12 @@ void fold(const LaunchOptions& o, const std::optional<T>& accelerate_value,
   torchrun_value = *accelerate_value;
 }
 
-bool is_python_file(const std::string& program) {
-  return program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
+// Whether the workers are Python (a module, a .py file or --run_path, unless --no_python): then
+// they run under o.python, and the launcher can tell their PyTorch.
+bool runs_python(const LaunchOptions& o) {
+  const bool is_python_file =
+      o.program.size() > 3 && o.program.compare(o.program.size() - 3, 3, ".py") == 0;
+  return o.module || (!o.no_python && (is_python_file || o.run_path));
 }
 
 std::vector<std::string> worker_argv(const LaunchOptions& o) {
@@ -190,7 +194,7 @@ std::vector<std::string> worker_argv(const LaunchOptions& o) {
   std::vector<std::string> argv;
   if (o.module) {
     argv = {o.python, "-u", "-m", o.program};
-  } else if (!o.no_python && (is_python_file(o.program) || o.run_path)) {
+  } else if (runs_python(o)) {
     argv = {o.python, "-u", o.program};
   } else {
     argv = {o.program};
@@ -392,9 +396,7 @@ void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPla
   plan.single_process = o.simple_launcher && plan.world_size == 1;
   // Async error handling under the name the workers' PyTorch reads (both when unknown), unless
   // the user set it under either: a second name makes PyTorch >= 2.2 warn on every rank.
-  const bool python_workers =
-      o.module || (!o.no_python && (is_python_file(o.program) || o.run_path));
-  if (python_workers && host.torch_version_of)
+  if (runs_python(o) && host.torch_version_of)
     plan.worker_torch = host.torch_version_of(o.python, host.environment);
   for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"})
     if (torch_env::reads(name, plan.worker_torch) && !torch_env::is_set(host.environment, name))
