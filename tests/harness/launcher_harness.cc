@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -217,6 +218,17 @@ std::vector<pid_t> zombie_children() {
 
 void reap_exited_children() {
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+}
+
+bool reap_until_no_children(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const pid_t got = ::waitpid(-1, nullptr, WNOHANG);
+    if (got < 0 && errno == ECHILD) return true;
+    if (got > 0) continue;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 

@@ -56,6 +56,12 @@ std::vector<pid_t> zombie_children();
 // Reaps every child that has exited (the test process is a subreaper, so orphans come here).
 void reap_exited_children();
 
+// Reaps children until this process has none left, or `limit` passes; true when none is left.
+// After the launcher is killed its watchdog, workers and their children come here one by one:
+// an exiting process's cmdline is already empty while it is not yet a zombie, so "nothing
+// mentions the marker" alone does not mean "nothing is left to reap".
+bool reap_until_no_children(std::chrono::milliseconds limit);
+
 // A fresh empty directory under the test temp dir.
 std::string make_temp_dir();
 
