@@ -17,14 +17,25 @@ function(acc_module name)
   target_link_libraries(acc_${name} PRIVATE $<BUILD_INTERFACE:acc_warnings>)
 endfunction()
 
-# acc_test(MODULE SOURCES... LIBS ...): one gtest binary per module, discovered by ctest.
+# The unit tests of the modules without LibTorch (common, config, rendezvous, launcher: code in one
+# process) are MODULE tests. `make test` runs them once, in the sanitized tree, and configures its
+# main tree with ACC_MODULE_UNIT_TESTS=OFF, where they are neither built nor run; the main tree
+# runs the rest (LibTorch's tests, the real binary's integration tests, the scripts).
+option(ACC_MODULE_UNIT_TESTS "Build and run the unit tests of common, config, rendezvous, launcher" ON)
+
+# acc_test(MODULE [MODULE_UNIT] SOURCES... LIBS ...): one gtest binary per module, discovered by
+# ctest; with MODULE_UNIT, left out of `all` and of ctest where ACC_MODULE_UNIT_TESTS is OFF.
 function(acc_test module)
-  cmake_parse_arguments(T "" "" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(T "MODULE_UNIT" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${module}_tests ${T_SOURCES})
   target_link_libraries(${module}_tests PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main
                                                 Threads::Threads acc_warnings)
   target_compile_definitions(${module}_tests PRIVATE
     ACC_SOURCE_DIR="${PROJECT_SOURCE_DIR}" ACC_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  if(T_MODULE_UNIT AND NOT ACC_MODULE_UNIT_TESTS)
+    set_target_properties(${module}_tests PROPERTIES EXCLUDE_FROM_ALL ON)
+    return()
+  endif()
   gtest_discover_tests(${module}_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endfunction()
 
