@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "acc/common/error.h"
 #include "acc/config/schema.h"
+#include "nlohmann/json.hpp"
 #include "yaml_value.h"
 
 namespace acc::config {
@@ -504,14 +506,48 @@ void ClusterConfig::erase(const std::string& key) {
   root_.erase(key);
 }
 
+namespace {
+
+// A .json file is read as json.load reads it (Accelerate's load_config_from_file): JSON only,
+// nothing after the value. YAML, which reads the values, would take trailing text.
+void check_json_syntax(const std::string& text, const std::string& path) {
+  if (nlohmann::json::accept(text)) return;
+  try {
+    const nlohmann::json value = nlohmann::json::parse(text);  // throws: accept() said no
+  } catch (const nlohmann::json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 70: syntax error ..."
+    std::string message = e.what();
+    std::string where = "1:1";
+    const std::string at = "parse error at line ";
+    if (const size_t line = message.find(at); line != std::string::npos) {
+      const size_t comma = message.find(", column ", line);
+      const size_t colon = message.find(": ", line);
+      if (comma != std::string::npos && colon != std::string::npos && comma < colon) {
+        where = message.substr(line + at.size(), comma - line - at.size()) + ":" +
+                message.substr(comma + 9, colon - comma - 9);
+        message = message.substr(colon + 2);
+      }
+    }
+    throw ConfigError(path + ":" + where + ": JSON syntax error: " + escape_control(message) +
+                      "; fix the file or write it again with `acc-launch config`");
+  }
+}
+
+}  // namespace
+
 ClusterConfig parse_config(const std::string& text, const std::string& path) {
   std::vector<std::string> warnings;
   const bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  if (json) check_json_syntax(text, path);
   Value root = detail::parse_yaml(text, path, json, warnings);
   return ClusterConfig::from_value(std::move(root), path, std::move(warnings));
 }
 
 ClusterConfig load_config(const std::string& path) {
+  std::error_code error;
+  ACC_CHECK(!std::filesystem::is_directory(path, error), ConfigError, "the config file ", path,
+            " is a directory; pass a file to --config_file, or write one with `acc-launch "
+            "config`");
   std::ifstream in(path, std::ios::binary);
   ACC_CHECK(in.good(), ConfigError, "the config file ", path,
             " does not exist or cannot be read; pass an existing file to --config_file, or "

@@ -1,5 +1,6 @@
 #include "yaml_value.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -173,6 +174,12 @@ Value parse_yaml(const std::string& text, const std::string& path, bool json_num
   YAML::Node document;
   try {
     document = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's guard against a stack overflow; its own message is "bad file".
+    throw ConfigError(
+        path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+        ": nested too deep (the YAML reader stops at depth " + std::to_string(e.depth()) +
+        "); a config file is a mapping of keys with a few sections");
   } catch (const YAML::Exception& e) {
     throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ":" +
                       std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg +

@@ -44,6 +44,14 @@ TEST(StringsTest, ParseIntTakesTheWholeTextOrNothing) {
     EXPECT_FALSE(parse_int(bad)) << bad;
 }
 
+TEST(StringsTest, EscapeControlKeepsAMessageOnOneLine) {
+  EXPECT_EQ(escape_control("4\n\x1b[31mred\t\r\x7f"), "4\\n\\x1b[31mred\\t\\r\\x7f");
+  EXPECT_EQ(escape_control("plain text, \\ and \xc3\xa9"), "plain text, \\ and \xc3\xa9");
+  EXPECT_TRUE(has_control("a\nb"));
+  EXPECT_TRUE(has_control(std::string("a\0b", 3)));
+  EXPECT_FALSE(has_control("caf\xc3\xa9 [31m"));
+}
+
 TEST(IntRangesTest, ParsesAndFormatsRangeLists) {
   EXPECT_EQ(parse_int_ranges("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
   EXPECT_EQ(parse_int_ranges(" 3, 1,1 "), (std::vector<int>{1, 3}));

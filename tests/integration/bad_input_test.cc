@@ -21,11 +21,22 @@ struct BadInput {
   std::string line;  // regex for the one line on stderr, after "acc-launch: error: "
 };
 
-// A directory, a config file whose aliases nest ten deep ("billion laughs"), and no script.
+// A directory, a config file whose aliases nest ten deep ("billion laughs"), config files nested
+// 5,000 deep, JSON with text after its value, and no script.
 struct Files {
   std::string dir = make_temp_dir();
   std::string laughs = dir + "/laughs.yaml";
+  std::string deep_json = dir + "/deep.json";
+  std::string deep_yaml = dir + "/deep.yaml";
+  std::string trailing_json = dir + "/trailing.json";
   Files() {
+    std::ofstream(deep_json) << std::string(5000, '[') << std::string(5000, ']') << "\n";
+    std::string yaml = "a: ";
+    for (int i = 0; i < 5000; ++i) yaml += "{a: ";
+    std::ofstream(deep_yaml) << yaml << "1" << std::string(5000, '}') << "\n";
+    std::ofstream(trailing_json) << R"({"compute_environment": "LOCAL_MACHINE", )"
+                                 << R"("distributed_type": "NO"} and then some)"
+                                 << "\n";
     std::ofstream out(laughs);
     out << "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
     for (char c = 'b'; c <= 'j'; ++c) {
@@ -103,6 +114,22 @@ std::vector<BadInput> bad_inputs() {
        "--retryable_exit_code: abc is not a whole number of at least 0.*"},
       {"PreflightTimeoutNegative", with({"--preflight_timeout=-1"}), 2,
        "--preflight_timeout: -1 is not a number of seconds.*"},
+      {"ConfigFileThatIsADirectory", with({"--config_file", dir}), 2,
+       "the config file " + dir +
+           " is a directory; pass a file to --config_file, or write one with `acc-launch "
+           "config`"},
+      {"ConfigJsonNested5000Deep", with({"--config_file", files().deep_json}), 2,
+       files().deep_json + ":[0-9]+:[0-9]+: nested too deep .*"},
+      {"ConfigYamlNested5000Deep", with({"--config_file", files().deep_yaml}), 2,
+       files().deep_yaml + ":[0-9]+:[0-9]+: nested too deep .*"},
+      {"ConfigJsonWithTextAfterItsValue", with({"--config_file", files().trailing_json}), 2,
+       files().trailing_json + ":1:[0-9]+: JSON syntax error: .*expected end of input.*"},
+      {"RendezvousCommandThatDoesNotExist",
+       {"rendezvous", "bogus"},
+       2,
+       "acc-launch rendezvous bogus: no such command; the one command is serve .*"},
+      {"FlagValueWithANewlineAndAnEscapeSequence", with({"--nproc_per_node", "4\n\x1b[31mred"}), 2,
+       "--nproc_per_node: \"4\\n\\x1b[31mred\" holds a control character .*"},
   };
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <unordered_set>
 
+#include "acc/common/strings.h"
 #include "acc/config/schema.h"
 #include "acc/launcher/cli/version.h"
 #include "cli/flag_filter.h"
@@ -148,6 +149,16 @@ class FlagTable {
 
   Flag track(const std::string& name, const Aliases& aliases, CLI::Option* option) {
     if (const std::string env = env_name(name, aliases); !env.empty()) option->envname(env);
+    // First of its checks: a value that would print over two lines, or recolour the terminal,
+    // is named escaped, before any other check echoes it raw.
+    option->check(CLI::Validator(
+        [](std::string& value) -> std::string {
+          if (!has_control(value)) return "";
+          return "\"" + escape_control(value) +
+                 "\" holds a control character (a newline, a tab or an escape sequence); give "
+                 "plain text";
+        },
+        ""));
     options_by_name_.emplace_back(name, option);
     return Flag(option);
   }

@@ -32,6 +32,13 @@ bool ends_with(std::string_view text, std::string_view suffix);
 // An empty `from` returns `text` unchanged.
 std::string replace_all(std::string text, std::string_view from, std::string_view to);
 
+// `text` fit for one line of a message: control characters as escapes (a newline as \n, a tab as
+// \t, ESC as \x1b), everything else as it is.
+std::string escape_control(std::string_view text);
+
+// Whether `text` holds a control character (what escape_control changes).
+bool has_control(std::string_view text);
+
 // The whole of `text` as a base-10 int: an optional '-' then digits, nothing else (no spaces, no
 // '+', no trailing characters); std::nullopt when it is not one or does not fit in an int.
 std::optional<int> parse_int(std::string_view text);
