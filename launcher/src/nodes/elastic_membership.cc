@@ -17,6 +17,8 @@
 #include "acc/rendezvous/etcd_client.h"
 #include "acc/rendezvous/store_client.h"
 #include "acc/rendezvous/store_server.h"
+#include "nodes/preflight.h"
+#include "nodes/store_address.h"
 #include "output/log.h"
 
 namespace acc::launcher {
@@ -24,8 +26,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// How long the node serving the rendezvous store waits for the others to finish (torchrun's
-// exit barrier), so that it does not pull the store from under them.
+// How long a node tries the workers' store before its workers start. The store listens before
+// its address is published, so a connection is answered at once or refused; only a dropped
+// one (a firewall) waits this long.
+constexpr milliseconds kStoreCheckBound{3000};
 
 std::string conf(const LaunchPlan& plan, const std::string& key, const std::string& fallback) {
   auto it = plan.rdzv_conf.find(key);
@@ -67,8 +71,26 @@ std::string ElasticMembership::key(const std::string& name) const {
   return rendezvous_->run_scope() + "launch/" + std::to_string(round_) + "/" + name;
 }
 
+// The host whose route tells which of this node's addresses the other nodes reach.
+std::string ElasticMembership::rendezvous_host() const {
+  if (plan_.rdzv_backend != "etcd-v2") return plan_.rdzv_host;
+  if (plan_.etcd_endpoints.empty()) return "";
+  return parse_endpoint(plan_.etcd_endpoints.front(), 2379, "etcd").host;
+}
+
 void ElasticMembership::connect() {
   client_ = connect_store();
+  if (plan_.local_addr.empty()) {
+    // The hostname, as torchrun publishes it, unless it would not bring the other nodes here
+    // (store_address.h). Rather than let the workers share the rendezvous store, as torchrun 2.x
+    // does: that works for c10d only (etcd has no TCPStore), and each round keeps a store of its
+    // own, so that the /worker/attempt_<n>/ keys of a round that only let nodes in (the same n)
+    // never meet the last round's.
+    const StoreAddress chosen =
+        choose_store_address(read_address_facts(address_, rendezvous_host()));
+    address_ = chosen.address;
+    if (!chosen.why.empty()) log::info(chosen.why);
+  }
   rendezvous::RendezvousOptions options;
   options.run_id = plan_.run_id;
   options.min_nodes = plan_.min_nodes;
@@ -149,6 +171,27 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
 
 Round ElasticMembership::join(int restart_count) {
   if (!client_) connect();
+  for (;;) {
+    const Endpoint workers_store = join_round(restart_count);
+    if (every_node_reaches(workers_store)) break;
+    failure_seen_ = true;  // a node of the round vanished before its check: meet again
+  }
+  Round round;
+  round.node_rank = node_rank_;
+  round.nnodes = num_nodes_;
+  round.master_addr = workers_store_.host;
+  round.master_port = workers_store_.port;
+  // Failed rounds so far, the same on every node of the round (spares included), as torchrun
+  // counts restarts: a round that only let nodes in does not count. Each round has a fresh
+  // workers' store, so PyTorch's /worker/attempt_<n>/ keys of one round never meet another's.
+  // (--max_restarts still counts this node's own failures.)
+  round.restart_count = restart_count_;
+  round.agent_store = true;
+  log::info("rendezvous round {}: node {} of {}", round_, node_rank_, num_nodes_);
+  return round;
+}
+
+Endpoint ElasticMembership::join_round(int restart_count) {
   worker_store_.reset();  // the last round's; its workers are gone
   // A restart the agent counted, or a node of the round that went silent: the round failed.
   const bool failed = restart_count > restarts_seen_ || failure_seen_;
@@ -172,21 +215,40 @@ Round ElasticMembership::join(int restart_count) {
     client_->set(key("workers_store"), format_endpoint(address_, worker_store_->port()));
   }
   wait_for("workers_store", seconds_conf(plan_, "join_timeout", 600));
-  const Endpoint workers_store =
+  node_rank_ = info.node_rank;
+  restart_count_ = info.restart_count;
+  workers_store_ =
       parse_endpoint(client_->get(key("workers_store")), 0, "the round's workers store");
-  Round round;
-  round.node_rank = info.node_rank;
-  round.nnodes = info.num_nodes;
-  round.master_addr = workers_store.host;
-  round.master_port = workers_store.port;
-  // Failed rounds so far, the same on every node of the round (spares included), as torchrun
-  // counts restarts: a round that only let nodes in does not count. Each round has a fresh
-  // workers' store, so PyTorch's /worker/attempt_<n>/ keys of one round never meet another's.
-  // (--max_restarts still counts this node's own failures.)
-  round.restart_count = info.restart_count;
-  round.agent_store = true;
-  log::info("rendezvous round {}: node {} of {}", info.round, info.node_rank, info.num_nodes);
-  return round;
+  return workers_store_;
+}
+
+bool ElasticMembership::every_node_reaches(const Endpoint& store) {
+  // Workers that cannot reach their store wait in TCPStore's connect until PyTorch's timeout
+  // (30 minutes), saying nothing: so every node tries it first, and says so in the round's keys.
+  const ReachResult reached = try_reach(store, false, kStoreCheckBound, [this] {
+    throw_if_stopped();
+    return 0;
+  });
+  if (reached.reach != Reach::kReached)
+    client_->compare_set(
+        key("unreachable"), "",
+        detail::concat("node ", node_rank_, " cannot reach the workers' store at ",
+                       store.to_string(), " (", reached.why, "), the MASTER_ADDR that node 0 ",
+                       "of the round published: start every launcher with --local_addr, an ",
+                       "address of its node that the other nodes reach"));
+  if (client_->add(key("store_checked"), 1) == num_nodes_) client_->set(key("store_checks"), "1");
+  // Every node checks within milliseconds of the others, or within the bound of its check when
+  // the store does not answer: one that has not said so a keep-alive window later is gone.
+  const milliseconds bound = kStoreCheckBound + keep_alive_interval_ * keep_alive_max_attempt_;
+  try {
+    wait_for("store_checks", bound);
+  } catch (const TimeoutError&) {
+    log::info("a node of round {} did not check the workers' store within {} ms; meeting again",
+              round_, bound.count());
+    return false;
+  }
+  if (client_->check({key("unreachable")})) throw NetworkError(client_->get(key("unreachable")));
+  return true;
 }
 
 bool ElasticMembership::changed() {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "acc/common/endpoint.h"
 #include "acc/launcher/nodes/membership.h"
 
 namespace acc::rendezvous {
@@ -27,8 +28,10 @@ class ElasticMembership : public Membership {
   // Connects (c10d: hosting the rendezvous store when the endpoint is this machine and its port
   // is free, or when is_host=1; etcd-v2: to the first member that answers), joins the next round,
   // and agrees on the workers' store: the round's node 0 serves a fresh one and publishes its
-  // address. Throws TimeoutError when no round forms within join_timeout, NetworkError when the
-  // endpoint cannot be reached.
+  // address (--local_addr, else store_address.h), which every node then tries (at most 3 s)
+  // before its workers start. Throws TimeoutError when no round forms within join_timeout,
+  // NetworkError when the endpoint cannot be reached or a node of the round cannot reach the
+  // workers' store (the same line on every node, naming the address and --local_addr).
   Round join(int restart_count) override;
   std::chrono::milliseconds poll_interval() const override { return keep_alive_interval_; }
   // One heartbeat, then: are nodes waiting to join, has a participant opened a new round, or
@@ -41,6 +44,13 @@ class ElasticMembership : public Membership {
 
  private:
   void connect();
+  std::string rendezvous_host() const;
+  // Joins the next round and returns its workers' store (served here on the round's node 0).
+  Endpoint join_round(int restart_count);
+  // Tries the workers' store and meets the round's other nodes, which did the same. True when
+  // every node reached it; false when a node did not check within the keep-alive window (gone).
+  // Throws NetworkError with the first failing node's line.
+  bool every_node_reaches(const Endpoint& store);
   std::unique_ptr<rendezvous::KeyValueStore> connect_store();
   std::string key(const std::string& name) const;
   // Waits until key(name) exists: TimeoutError after `timeout`, InterruptedError on a stop.
@@ -56,6 +66,9 @@ class ElasticMembership : public Membership {
   std::unique_ptr<rendezvous::StoreServer> worker_store_;
   std::int64_t round_ = 0;
   int num_nodes_ = 0;
+  int node_rank_ = 0;      // in round_
+  int restart_count_ = 0;  // round_'s, as the rendezvous counts them
+  Endpoint workers_store_;
   int restarts_seen_ = 0;      // the agent's restart count at the last join
   bool failure_seen_ = false;  // changed() found a silent node since the last join
 };

@@ -1,0 +1,159 @@
+#include "nodes/store_address.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "acc/common/strings.h"
+#include "acc/common/unique_fd.h"
+
+namespace acc::launcher {
+namespace {
+
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+// A rendezvous endpoint the user named as this machine: every node of the job runs here.
+bool names_this_machine(const std::string& host) {
+  const std::string lower = to_lower(host);
+  return is_loopback_address(host) || lower == "localhost" || ends_with(lower, ".localhost");
+}
+
+// Why the hostname does not do, as the start of the one line the launcher prints.
+std::string hostname_problem(const AddressFacts& facts) {
+  const std::string name = "the hostname " + facts.hostname;
+  if (facts.hostname_addresses.empty()) return name + " does not resolve here";
+  const auto loopback = std::find_if(facts.hostname_addresses.begin(),
+                                     facts.hostname_addresses.end(), is_loopback_address);
+  if (loopback != facts.hostname_addresses.end())
+    return name + " resolves to " + *loopback + " here, a loopback address";
+  return name + " resolves to " + facts.hostname_addresses.front() +
+         ", not an address of this node";
+}
+
+std::string numeric(const sockaddr* address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address->sa_family == AF_INET)
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text,
+                sizeof(text));
+  else if (address->sa_family == AF_INET6)
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr, text,
+                sizeof(text));
+  return text;
+}
+
+std::vector<std::string> resolve(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  std::vector<std::string> addresses;
+  if (host.empty() || ::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return addresses;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    std::string text = numeric(a->ai_addr);
+    if (!text.empty() && !contains(addresses, text)) addresses.push_back(std::move(text));
+  }
+  ::freeaddrinfo(found);
+  return addresses;
+}
+
+std::vector<std::string> interface_addresses() {
+  ifaddrs* list = nullptr;
+  std::vector<std::string> v4, v6;
+  if (::getifaddrs(&list) != 0) return v4;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    const int family = i->ifa_addr->sa_family;
+    // A link-local IPv6 address needs its interface named to be reached: not one to publish.
+    if (family == AF_INET6 &&
+        IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr))
+      continue;
+    if (family != AF_INET && family != AF_INET6) continue;
+    std::string text = numeric(i->ifa_addr);
+    if (!text.empty() && !is_loopback_address(text))
+      (family == AF_INET ? v4 : v6).push_back(std::move(text));
+  }
+  ::freeifaddrs(list);
+  v4.insert(v4.end(), v6.begin(), v6.end());
+  return v4;
+}
+
+// connect() on a UDP socket only picks the route and the source address; nothing is sent.
+std::string route_source(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (host.empty() || ::getaddrinfo(host.c_str(), "9", &hints, &found) != 0) return "";
+  std::string source;
+  for (addrinfo* a = found; a && source.empty(); a = a->ai_next) {
+    const UniqueFd fd(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!fd || ::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length) == 0)
+      source = numeric(reinterpret_cast<const sockaddr*>(&local));
+  }
+  ::freeaddrinfo(found);
+  return source;
+}
+
+}  // namespace
+
+bool is_loopback_address(const std::string& address) {
+  in_addr v4{};
+  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, address.c_str(), &v6) != 1) return false;
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+}
+
+StoreAddress choose_store_address(const AddressFacts& facts) {
+  const auto& resolved = facts.hostname_addresses;
+  const bool any_loopback = std::any_of(resolved.begin(), resolved.end(), is_loopback_address);
+  const bool any_ours = std::any_of(resolved.begin(), resolved.end(), [&](const std::string& a) {
+    return contains(facts.interface_addresses, a);
+  });
+  if (any_ours && !any_loopback) return {facts.hostname, ""};
+
+  const std::string problem = hostname_problem(facts);
+  const std::string rendezvous = "the rendezvous endpoint " + facts.rendezvous_host;
+  if (!facts.route_source.empty() && !is_loopback_address(facts.route_source))
+    return {facts.route_source, problem + "; the workers' store is published as " +
+                                    facts.route_source + ", the address this node reaches " +
+                                    rendezvous + " from (--local_addr sets it)"};
+  if (names_this_machine(facts.rendezvous_host)) {
+    // Every node runs on this machine, where a loopback name works as well as any.
+    if (any_loopback) return {facts.hostname, ""};
+    const std::string here = facts.route_source.empty() ? "127.0.0.1" : facts.route_source;
+    return {here, problem + "; the workers' store is published as " + here + ", as " + rendezvous +
+                      " is this machine (--local_addr sets it)"};
+  }
+  // This node serves the rendezvous under a name that is loopback here (the others reach it
+  // under the same name through their DNS), or cannot tell how it reaches it.
+  if (!facts.interface_addresses.empty()) {
+    const std::string& first = facts.interface_addresses.front();
+    return {first, problem + "; the workers' store is published as " + first +
+                       ", the first address of this node's interfaces, as " + rendezvous +
+                       " is reached over loopback here (--local_addr sets it)"};
+  }
+  return {facts.hostname, ""};  // no interface but loopback: nothing else could reach this node
+}
+
+AddressFacts read_address_facts(const std::string& hostname, const std::string& rendezvous_host) {
+  AddressFacts facts;
+  facts.hostname = hostname;
+  facts.hostname_addresses = resolve(hostname);
+  facts.interface_addresses = interface_addresses();
+  facts.rendezvous_host = rendezvous_host;
+  facts.route_source = route_source(rendezvous_host);
+  return facts;
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,52 @@
+#pragma once
+
+// The address an elastic round's node 0 publishes for its workers' store: the workers' MASTER_ADDR
+// on every node. Without --local_addr it is this machine's hostname, as torchrun's, unless that
+// name would not bring the other nodes here: it resolves to a loopback address (Debian's and
+// Ubuntu's "127.0.1.1 <hostname>" line in /etc/hosts), to no address of this node's interfaces,
+// or to nothing. Then it is the address this node reaches the rendezvous endpoint from: the
+// network every node already reaches the rendezvous over. docs/rendezvous.md, "The workers'
+// store".
+
+#include <string>
+#include <vector>
+
+namespace acc::launcher {
+
+// What the choice is made from, as read on this node (read_address_facts) or given by a test.
+// Addresses are numeric text ("10.0.0.1", "fd00::2").
+struct AddressFacts {
+  std::string hostname;
+  std::vector<std::string> hostname_addresses;   // what the hostname resolves to here; empty: none
+  std::vector<std::string> interface_addresses;  // this node's, on interfaces that are up, without
+                                                 // loopback and IPv6 link-local ones; IPv4 first
+  std::string rendezvous_host;  // as the user named it: --rdzv_endpoint, or the first etcd member
+  // The source address of this node's packets to rendezvous_host (a connected UDP socket's
+  // getsockname); empty when it does not resolve or has no route.
+  std::string route_source;
+};
+
+struct StoreAddress {
+  std::string address;  // a name or a numeric address
+  std::string why;      // one line when the hostname was not used; empty when it was
+};
+
+// The address to publish. The hostname stays when it resolves to one of interface_addresses and
+// to no loopback address (users see their host names). Otherwise: route_source when it is not
+// loopback; when this node reaches the rendezvous over loopback, the first interface address (it
+// serves the rendezvous under a name that is loopback here), or, for a rendezvous endpoint named
+// as this machine on purpose (127.0.0.1, ::1, localhost: every node runs here), the hostname if
+// it resolves to loopback, else route_source or 127.0.0.1. The hostname when nothing better is
+// known. Pure.
+StoreAddress choose_store_address(const AddressFacts& facts);
+
+// Reads the facts on this machine: resolves `hostname` and `rendezvous_host` (getaddrinfo, which
+// may wait for DNS as long as the resolver's own timeout), lists the interfaces (getifaddrs), and
+// connects a UDP socket to the rendezvous host, which sends nothing. Never throws: what cannot be
+// read is left empty.
+AddressFacts read_address_facts(const std::string& hostname, const std::string& rendezvous_host);
+
+// True for a numeric loopback address (127.0.0.0/8, ::1, ::ffff:127.x). Pure.
+bool is_loopback_address(const std::string& address);
+
+}  // namespace acc::launcher

@@ -1,0 +1,128 @@
+#include "nodes/store_address.h"
+
+#include <gtest/gtest.h>
+
+namespace acc::launcher {
+namespace {
+
+// A node with one interface at 10.0.0.2 that reaches a rendezvous endpoint at 10.0.0.1.
+AddressFacts node(std::vector<std::string> hostname_addresses) {
+  AddressFacts facts;
+  facts.hostname = "host-b";
+  facts.hostname_addresses = std::move(hostname_addresses);
+  facts.interface_addresses = {"10.0.0.2", "fd00::2"};
+  facts.rendezvous_host = "10.0.0.1";
+  facts.route_source = "10.0.0.2";
+  return facts;
+}
+
+TEST(StoreAddressTest, AHostnameThatResolvesToThisNodeIsPublishedAsItIs) {
+  const StoreAddress chosen = choose_store_address(node({"10.0.0.2"}));
+  EXPECT_EQ(chosen.address, "host-b");
+  EXPECT_EQ(chosen.why, "");
+  EXPECT_EQ(choose_store_address(node({"fd00::2", "10.0.0.2"})).address, "host-b");
+}
+
+TEST(StoreAddressTest, ALoopbackHostnameGivesWayToTheRouteToTheRendezvous) {
+  const StoreAddress chosen = choose_store_address(node({"127.0.1.1"}));
+  EXPECT_EQ(chosen.address, "10.0.0.2");
+  EXPECT_EQ(chosen.why,
+            "the hostname host-b resolves to 127.0.1.1 here, a loopback address; the workers' "
+            "store is published as 10.0.0.2, the address this node reaches the rendezvous "
+            "endpoint 10.0.0.1 from (--local_addr sets it)");
+}
+
+TEST(StoreAddressTest, AHostnameThatAlsoResolvesToLoopbackIsNotPublished) {
+  // Which of the two another node's resolver gives is not known here.
+  EXPECT_EQ(choose_store_address(node({"10.0.0.2", "127.0.1.1"})).address, "10.0.0.2");
+  EXPECT_EQ(choose_store_address(node({"::1"})).address, "10.0.0.2");
+}
+
+TEST(StoreAddressTest, AHostnameOfAnotherMachineOrOfNoneIsNotPublished) {
+  const StoreAddress elsewhere = choose_store_address(node({"192.0.2.7"}));
+  EXPECT_EQ(elsewhere.address, "10.0.0.2");
+  EXPECT_NE(elsewhere.why.find("the hostname host-b resolves to 192.0.2.7, not an address of "
+                               "this node;"),
+            std::string::npos)
+      << elsewhere.why;
+  const StoreAddress unresolved = choose_store_address(node({}));
+  EXPECT_EQ(unresolved.address, "10.0.0.2");
+  EXPECT_EQ(unresolved.why.rfind("the hostname host-b does not resolve here;", 0), 0u)
+      << unresolved.why;
+}
+
+TEST(StoreAddressTest, AnIpv6RouteIsPublishedAsItsAddress) {
+  AddressFacts facts = node({"127.0.1.1"});
+  facts.rendezvous_host = "fd00::1";
+  facts.route_source = "fd00::2";
+  EXPECT_EQ(choose_store_address(facts).address, "fd00::2");
+}
+
+TEST(StoreAddressTest, TheRendezvousHostUnderALoopbackNameFallsBackToTheFirstInterface) {
+  // Node 0 serves the rendezvous as "host-a", which its own /etc/hosts maps to 127.0.1.1 (the
+  // others resolve it through DNS): its route there is loopback and tells nothing.
+  AddressFacts facts = node({"127.0.1.1"});
+  facts.rendezvous_host = "host-a";
+  facts.route_source = "127.0.1.1";
+  const StoreAddress chosen = choose_store_address(facts);
+  EXPECT_EQ(chosen.address, "10.0.0.2");
+  EXPECT_NE(chosen.why.find("the first address of this node's interfaces"), std::string::npos)
+      << chosen.why;
+}
+
+TEST(StoreAddressTest, AJobOnOneMachineKeepsALoopbackHostname) {
+  // --rdzv_endpoint 127.0.0.1 or localhost: every node runs here, where loopback reaches.
+  for (const std::string rendezvous : {"127.0.0.1", "localhost", "::1"}) {
+    AddressFacts facts = node({"127.0.1.1"});
+    facts.rendezvous_host = rendezvous;
+    facts.route_source = rendezvous == "::1" ? "::1" : "127.0.0.1";
+    const StoreAddress chosen = choose_store_address(facts);
+    EXPECT_EQ(chosen.address, "host-b") << rendezvous;
+    EXPECT_EQ(chosen.why, "") << rendezvous;
+  }
+  // ... but not a hostname that does not resolve: the loopback address the route took.
+  AddressFacts facts = node({});
+  facts.rendezvous_host = "127.0.0.1";
+  facts.route_source = "127.0.0.1";
+  EXPECT_EQ(choose_store_address(facts).address, "127.0.0.1");
+}
+
+TEST(StoreAddressTest, WithoutAnyOtherAddressTheHostnameStays) {
+  AddressFacts facts = node({"127.0.1.1"});
+  facts.interface_addresses.clear();
+  facts.route_source.clear();
+  facts.rendezvous_host = "host-a";
+  const StoreAddress chosen = choose_store_address(facts);
+  EXPECT_EQ(chosen.address, "host-b");
+  EXPECT_EQ(chosen.why, "");
+}
+
+TEST(StoreAddressTest, NoRouteToTheRendezvousFallsBackToTheFirstInterface) {
+  AddressFacts facts = node({"127.0.1.1"});
+  facts.route_source.clear();
+  EXPECT_EQ(choose_store_address(facts).address, "10.0.0.2");
+}
+
+TEST(StoreAddressTest, LoopbackAddressesAreTold) {
+  EXPECT_TRUE(is_loopback_address("127.0.0.1"));
+  EXPECT_TRUE(is_loopback_address("127.0.1.1"));
+  EXPECT_TRUE(is_loopback_address("::1"));
+  EXPECT_TRUE(is_loopback_address("::ffff:127.0.1.1"));
+  EXPECT_FALSE(is_loopback_address("10.0.0.2"));
+  EXPECT_FALSE(is_loopback_address("fd00::2"));
+  EXPECT_FALSE(is_loopback_address("localhost"));  // a name, not an address
+}
+
+TEST(StoreAddressTest, TheFactsOfThisMachineRouteLoopbackOverLoopback) {
+  const AddressFacts facts = read_address_facts("localhost", "127.0.0.1");
+  EXPECT_EQ(facts.route_source, "127.0.0.1");
+  EXPECT_FALSE(facts.hostname_addresses.empty());
+  for (const std::string& address : facts.interface_addresses)
+    EXPECT_FALSE(is_loopback_address(address)) << address;
+  const AddressFacts none = read_address_facts("", "");
+  EXPECT_TRUE(none.hostname_addresses.empty());
+  EXPECT_EQ(none.route_source, "");
+}
+
+}  // namespace
+}  // namespace acc::launcher
