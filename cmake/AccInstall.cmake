@@ -1,16 +1,18 @@
-# Installed package: find_package(acc-launch) gives acc::runtime (and acc::common it needs).
+# Installed package: find_package(acc-launch) gives acc::runtime (and acc::common it needs) and
+# acc::runtime_launch (acc::launch), with the launcher's static libraries it links (acc::launcher,
+# acc::config, acc::rendezvous: libraries only, their headers stay private), so that a program
+# links acc::runtime_launch alone. The acc-launch binary is linked as in the tree.
 include(CMakePackageConfigHelpers)
 set(acc_export_targets acc_common)
 if(ACC_BUILD_RUNTIME AND TARGET acc_runtime)
-  list(APPEND acc_export_targets acc_runtime)
+  list(APPEND acc_export_targets acc_runtime acc_runtime_launch acc_launcher acc_config
+              acc_rendezvous)
 endif()
 install(TARGETS ${acc_export_targets} EXPORT acc-launch-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY common/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET acc_runtime)
-  # launch.h goes with acc::runtime_launch, which the package does not carry (runtime/CMakeLists.txt).
-  install(DIRECTORY runtime/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-          PATTERN "launch.h" EXCLUDE)
+  install(DIRECTORY runtime/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endif()
 if(TARGET acc-launch)
   install(TARGETS acc-launch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

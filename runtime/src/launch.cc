@@ -28,18 +28,110 @@ namespace acc {
 namespace {
 
 // The marker: set in the workers of a call, to that call's number in the caller (1 for its first
-// call), so that a worker whose main() reaches another call first says so instead of running the
-// wrong function.
+// call). A worker runs main() from the top: the calls it meets before that one replay what they
+// did in the caller (below), the call it was started for runs fn.
 constexpr const char* kWorkerMarker = "ACC_LAUNCH_WORKER";
-// Where each worker leaves its result: <dir>/<rank>.
+// Where each worker leaves its result: <dir>/<rank>; and where it finds what each earlier call
+// of the caller returned or threw: <dir>/call-<number>.
 constexpr const char* kResultDir = "ACC_LAUNCH_RESULT_DIR";
 
+// The calls of this process so far (in a worker, those it met).
 std::atomic<int> calls{0};
+
+// What a call of the caller ended with: every rank's result, or the exception it threw. A worker
+// of a later call gets it back from that call instead of starting workers, so that its main()
+// takes the caller's path to the call it was started for (acc::launch called again, as
+// Accelerate's notebook_launcher can be).
+struct CallRecord {
+  std::vector<std::string> results;  // by rank, when it returned
+  std::string error;                 // the exception's type when it threw (see rethrow)
+  int signal = 0;                    // InterruptedError's
+  std::string message;
+};
+
+// The caller's calls, in order: held for the program's life (results are usually a few bytes or
+// a small tensor).
+std::vector<CallRecord>& caller_history() {
+  static std::vector<CallRecord> history;
+  return history;
+}
+
+std::string record_path(const std::string& dir, int call) {
+  return dir + "/call-" + std::to_string(call);
+}
 
 std::string read_file(const std::string& path, bool* ok) {
   std::ifstream in(path, std::ios::binary);
   *ok = static_cast<bool>(in);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// "results N\n" then per rank "<size>\n<bytes>", or "error <type> <signal>\n<message>".
+void write_record(const std::string& path, const CallRecord& record) {
+  std::ofstream out(path, std::ios::binary);
+  if (record.error.empty()) {
+    out << "results " << record.results.size() << '\n';
+    for (const std::string& bytes : record.results) out << bytes.size() << '\n' << bytes;
+  } else {
+    out << "error " << record.error << ' ' << record.signal << '\n' << record.message;
+  }
+  ACC_CHECK(out.flush(), SystemError, "acc::launch: cannot write ", path, ": ",
+            std::strerror(errno));
+}
+
+CallRecord read_record(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  CallRecord record;
+  std::string kind;
+  bool ok = false;
+  if (in >> kind && kind == "results") {
+    size_t ranks = 0;
+    in >> ranks;
+    for (size_t rank = 0; in && rank < ranks; ++rank) {
+      size_t size = 0;
+      in >> size;
+      in.get();  // the newline
+      std::string bytes(size, '\0');
+      in.read(bytes.data(), static_cast<std::streamsize>(size));
+      record.results.push_back(std::move(bytes));
+    }
+    ok = in && record.results.size() == ranks;
+  } else if (kind == "error") {
+    ok = static_cast<bool>(in >> record.error >> record.signal);
+    in.get();
+    record.message.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ACC_CHECK(ok, LaunchError, "acc::launch: cannot read what an earlier call returned from ", path);
+  return record;
+}
+
+CallRecord error_record(const std::exception& e) {
+  CallRecord record;
+  record.message = e.what();
+  if (const auto* interrupted = dynamic_cast<const InterruptedError*>(&e)) {
+    record.error = "InterruptedError";
+    record.signal = interrupted->signal();
+  } else if (dynamic_cast<const LaunchError*>(&e)) {
+    record.error = "LaunchError";
+  } else if (dynamic_cast<const ConfigError*>(&e)) {
+    record.error = "ConfigError";
+  } else if (dynamic_cast<const NetworkError*>(&e)) {
+    record.error = "NetworkError";
+  } else if (dynamic_cast<const SystemError*>(&e)) {
+    record.error = "SystemError";
+  } else {
+    record.error = "Error";
+  }
+  return record;
+}
+
+[[noreturn]] void rethrow(const CallRecord& record) {
+  if (record.error == "InterruptedError") throw InterruptedError(record.signal, record.message);
+  if (record.error == "LaunchError") throw LaunchError(record.message);
+  if (record.error == "ConfigError") throw ConfigError(record.message);
+  if (record.error == "NetworkError") throw NetworkError(record.message);
+  if (record.error == "SystemError") throw SystemError(record.message);
+  throw Error(record.message);
 }
 
 // --- in a worker ------------------------------------------------------------------------------
@@ -57,15 +149,23 @@ std::string read_file(const std::string& path, bool* ok) {
   ::_exit(code);
 }
 
-[[noreturn]] void run_in_worker(int call, const char* marker,
-                                const std::function<std::string()>& body) {
-  const char* rank_text = std::getenv("RANK");
-  const std::string rank = rank_text ? rank_text : "0";
-  if (std::to_string(call) != marker)
-    end_worker(1, "rank " + rank + " was started for call " + marker +
-                      " of acc::launch but reached call " + std::to_string(call) +
-                      " first: the workers run main() again from the top, so it must make the "
-                      "same calls in every process (docs/runtime.md)");
+std::string worker_rank() {
+  const char* rank = std::getenv("RANK");
+  return rank ? rank : "0";
+}
+
+// A call the worker meets before the one it was started for: what it did in the caller.
+std::vector<std::string> replay(int call) {
+  const char* dir = std::getenv(kResultDir);
+  ACC_CHECK(dir != nullptr, LaunchError, "acc::launch: ", kWorkerMarker, " is set without ",
+            kResultDir);
+  CallRecord record = read_record(record_path(dir, call));
+  if (!record.error.empty()) rethrow(record);
+  return std::move(record.results);
+}
+
+[[noreturn]] void run_in_worker(const std::function<std::string()>& body) {
+  const std::string rank = worker_rank();
   std::string result;
   try {
     result = body();
@@ -140,10 +240,11 @@ std::vector<std::string> own_arguments() {
   return args;
 }
 
-// The results directory, removed with what the workers wrote into it.
+// The results directory, removed with what the workers wrote into it and the records of the
+// earlier calls.
 class ResultDir {
  public:
-  explicit ResultDir(int ranks) : ranks_(ranks) {
+  ResultDir(int ranks, int earlier_calls) : ranks_(ranks), earlier_calls_(earlier_calls) {
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/acc-launch-results-XXXXXX";
     ACC_CHECK(::mkdtemp(pattern.data()) != nullptr, SystemError,
@@ -157,6 +258,7 @@ class ResultDir {
       ::unlink(file(rank).c_str());
       ::unlink((file(rank) + ".tmp").c_str());
     }
+    for (int call = 1; call <= earlier_calls_; ++call) ::unlink(record_path(path_, call).c_str());
     ::rmdir(path_.c_str());
   }
   const std::string& path() const { return path_; }
@@ -164,6 +266,7 @@ class ResultDir {
 
  private:
   int ranks_;
+  int earlier_calls_;
   std::string path_;
 };
 
@@ -218,7 +321,10 @@ launcher::LaunchPlan make_plan(const LaunchOptions& options, const launcher::Hos
 std::vector<std::string> run_caller(int call, const LaunchOptions& options) {
   check_cuda_untouched();
   check_single_threaded();
-  ResultDir results(options.num_processes);
+  const std::vector<CallRecord>& history = caller_history();
+  ResultDir results(options.num_processes, static_cast<int>(history.size()));
+  for (size_t earlier = 0; earlier < history.size(); ++earlier)
+    write_record(record_path(results.path(), static_cast<int>(earlier) + 1), history[earlier]);
   launcher::HostInfo host = launcher::detect_host();
   launcher::LaunchPlan plan = make_plan(options, host, call, results.path());
   int status = 0;
@@ -258,8 +364,24 @@ namespace detail {
 std::vector<std::string> launch_bytes(const std::function<std::string()>& body,
                                       const LaunchOptions& options) {
   const int call = ++calls;
-  if (const char* marker = std::getenv(kWorkerMarker)) run_in_worker(call, marker, body);
-  return run_caller(call, options);
+  if (const char* marker = std::getenv(kWorkerMarker)) {
+    const int started_for = std::atoi(marker);
+    if (call < started_for) return replay(call);
+    // A worker ends at the call it was started for: a later one is a call inside fn.
+    if (call > started_for)
+      end_worker(1, "rank " + worker_rank() +
+                        ": acc::launch was called inside fn; call it from main() only");
+    run_in_worker(body);
+  }
+  std::vector<CallRecord>& history = caller_history();
+  try {
+    std::vector<std::string> results = run_caller(call, options);
+    history.push_back(CallRecord{results, "", 0, ""});
+    return results;
+  } catch (const std::exception& e) {
+    history.push_back(error_record(e));
+    throw;
+  }
 }
 
 std::string tensor_to_bytes(const torch::Tensor& tensor) {

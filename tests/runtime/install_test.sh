@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix, then builds and runs a C++17 program that includes
-# every installed runtime header and links acc::runtime through find_package(acc-launch).
+# Installs the build into a temporary prefix, then builds a C++17 program that includes every
+# installed runtime header and links acc::runtime_launch alone through find_package(acc-launch),
+# and runs it: acc::launch_all starts two workers that train, and both ranks must end equal.
 set -euo pipefail
 build=$1
 consumer=$2
@@ -8,7 +9,12 @@ prefix=$(mktemp -d /tmp/acc-install-XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
 test -f "$prefix/include/acc/runtime/accelerator.h"
+test -f "$prefix/include/acc/runtime/launch.h"
 cmake -S "$consumer" -B "$prefix/consumer-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix" -DACC_PREFIX="$prefix" >/dev/null
 cmake --build "$prefix/consumer-build" -j2
-env -u RANK -u WORLD_SIZE -u LOCAL_RANK "$prefix/consumer-build/consumer"
+# The consumer is the caller: none of a launcher's variables around it.
+out=$(env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u ACC_LAUNCH_WORKER \
+  "$prefix/consumer-build/consumer" 2>&1) || { echo "$out"; echo "consumer failed" >&2; exit 1; }
+echo "$out"
+grep -q '^consumer ok: 2 ranks with equal parameters (C++17)$' <<<"$out"

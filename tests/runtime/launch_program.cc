@@ -9,7 +9,10 @@
 //   sleep N      every rank prints "ready R" and sleeps until it is stopped
 //   cuda         initialises CUDA in the caller, then launches (exits 77 without a GPU)
 //   thread       starts a thread, then launches
-//   twice N      launches twice; the second call's workers meet the first call first
+//   again N      three calls: every rank returns "first R"; then rank 1 throws (the caller catches
+//                the LaunchError and prints it); then every rank returns "third R after F, second
+//                failed|returned", F being rank 1's result of the first call as its own main() got
+//                it; the caller prints "result: " and each line of the third
 //
 // Exit status: 0 after printing the results; 3 when acc::launch threw LaunchError (its text on
 // stdout); 128+N for InterruptedError(N); 2 for ConfigError (its text on stdout).
@@ -92,10 +95,28 @@ int run(const std::string& mode, int n, int k) {
     acc::launch([] {}, options);
     return 0;
   }
-  if (mode == "twice") {
-    acc::launch([] {}, options);
-    std::cout << "first call returned" << std::endl;
-    acc::launch([] {}, options);
+  if (mode == "again") {
+    const std::vector<std::string> first =
+        acc::launch_all([] { return "first " + std::string(std::getenv("RANK")); }, options);
+    if (!acc::is_launched_worker()) std::cout << "first call returned" << std::endl;
+    bool second_failed = false;
+    try {
+      acc::launch(
+          [] {
+            if (std::atoi(std::getenv("RANK")) == 1) throw std::runtime_error("second call fails");
+          },
+          options);
+    } catch (const acc::LaunchError& e) {
+      if (!acc::is_launched_worker()) std::cout << "second call threw: " << e.what() << std::endl;
+      second_failed = true;
+    }
+    const std::vector<std::string> third = acc::launch_all(
+        [&] {
+          return "third " + std::string(std::getenv("RANK")) + " after " + first.at(1) +
+                 (second_failed ? ", second failed" : ", second returned");
+        },
+        options);
+    for (const std::string& line : third) std::cout << "result: " << line << "\n";
     return 0;
   }
   std::cerr << "unknown mode " << mode << "\n";

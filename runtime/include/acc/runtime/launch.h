@@ -13,6 +13,10 @@
 // the worker instead of starting workers. So code before the call runs in every worker too, and
 // the program must reach the call in each (docs/runtime.md, "Launching from main()").
 //
+// acc::launch can be called again once a call has returned. The workers of a later call meet the
+// earlier calls first: those return what they returned in the caller (or throw what it threw)
+// without running their `fn`, so the worker's main() takes the caller's path to its own call.
+//
 // Each worker gets the torchrun contract (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*) and the Accelerate variables, and the calling process
 // serves their store (PyTorch's TCPStore protocol), so an acc::Accelerator inside `fn` joins
@@ -116,7 +120,8 @@ std::vector<std::string> run_encoded(Fn& fn, const LaunchOptions& options) {
 
 // Runs `fn` in options.num_processes workers and returns rank 0's result (nothing when `fn`
 // returns void). Blocks until every worker has ended. Call it from one thread, before the
-// program starts threads of its own or initialises CUDA.
+// program starts threads of its own or initialises CUDA; again, on the same terms, once it has
+// returned (the calling process keeps each call's results for the workers of later calls).
 //
 // Throws acc::LaunchError with acc-launch's failure report (each rank's exit code or signal, the
 // failing rank's stderr tail) when a worker fails (an exception out of `fn` ends that worker with
