@@ -4,9 +4,6 @@ BUILD       ?= build
 ASAN_BUILD  ?= build-asan
 TORCH2_TEST_BUILD ?= build-torch2-test
 JOBS        ?= $(shell nproc)
-# The main tree's tests wait on sleeps, sockets and other processes more than they compute (at
-# -j2 on 2 cores, both were 72% busy): ctest runs one more of them than there are cores.
-TEST_JOBS   ?= $(shell echo $$(( $(JOBS) + 1 )))
 WERROR      ?= $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
 # The modules' unit tests in the main tree (`make test` runs them in the sanitized tree instead).
@@ -44,7 +41,7 @@ test: MODULE_UNIT_TESTS = OFF
 test: check-format asan-test torch2-test unit-test
 
 unit-test: build test-deps
-	ctest --test-dir $(BUILD) --output-on-failure -j$(TEST_JOBS) --timeout 600
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
 asan-test: deps test-deps
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACC_SANITIZE=ON -DACC_WERROR=$(WERROR) \
