@@ -511,9 +511,8 @@ namespace {
 // A .json file is read as json.load reads it (Accelerate's load_config_from_file): JSON only,
 // nothing after the value. YAML, which reads the values, would take trailing text.
 void check_json_syntax(const std::string& text, const std::string& path) {
-  if (nlohmann::json::accept(text)) return;
   try {
-    const nlohmann::json value = nlohmann::json::parse(text);  // throws: accept() said no
+    const nlohmann::json value = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     // "[json.exception.parse_error.101] parse error at line 1, column 70: syntax error ..."
     std::string message = e.what();

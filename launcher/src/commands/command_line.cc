@@ -5,11 +5,34 @@
 #include <algorithm>
 
 #include "acc/common/error.h"
+#include "acc/common/strings.h"
 #include "output/console.h"
 
 namespace acc::launcher {
 
+namespace {
+
+// A word where a command that needs a subcommand expects one, naming none of them: CLI11 would
+// say only that a subcommand is required.
+void check_subcommand(const CLI::App& app, const std::vector<std::string>& args) {
+  if (app.get_require_subcommand_min() == 0 || args.empty() || args.front().empty() ||
+      args.front()[0] == '-')
+    return;
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->check_name(args.front())) return;
+    names.push_back(sub->get_name());
+  }
+  throw ConfigError(app.get_name() + " " + escape_control(args.front()) + ": no such command; " +
+                    (names.size() == 1 ? "the one command is " + names.front()
+                                       : "the commands are " + join(names, ", ")) +
+                    " (see " + app.get_name() + " --help)");
+}
+
+}  // namespace
+
 std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::string>& args) {
+  check_subcommand(app, args);
   try {
     // CLI11 takes a vector of words last-first.
     app.parse(std::vector<std::string>(args.rbegin(), args.rend()));

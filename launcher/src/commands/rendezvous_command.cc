@@ -8,8 +8,6 @@
 #include <string>
 
 #include "acc/common/endpoint.h"
-#include "acc/common/error.h"
-#include "acc/common/strings.h"
 #include "acc/rendezvous/store_server.h"
 #include "cli/flag_spelling.h"
 #include "commands/command_line.h"
@@ -44,11 +42,6 @@ int run_rendezvous_command(const std::vector<std::string>& args) {
   CLI::App app{"The rendezvous store: a server for PyTorch's TCPStore clients",
                "acc-launch rendezvous"};
   app.require_subcommand(1);
-  // CLI11 would say only that a subcommand is required.
-  if (!args.empty() && !args.front().empty() && args.front()[0] != '-' && args.front() != "serve")
-    throw ConfigError("acc-launch rendezvous " + escape_control(args.front()) +
-                      ": no such command; the one command is serve (see acc-launch rendezvous "
-                      "--help)");
   CLI::App* serve_command = app.add_subcommand(
       "serve",
       "Serve the store until SIGINT or SIGTERM (torchrun's c10d endpoint, or an agent "

@@ -18,6 +18,7 @@
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
 #include "acc/launcher/host/host.h"
+#include "nodes/store_address.h"
 #include "output/log.h"
 
 namespace acc::launcher {
@@ -83,31 +84,7 @@ std::optional<Resolved> resolve(const Endpoint& endpoint, Clock::time_point dead
 }
 
 std::string address_text(const sockaddr_storage& address) {
-  char text[INET6_ADDRSTRLEN] = {};
-  if (address.ss_family == AF_INET)
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr, text,
-                sizeof(text));
-  else
-    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, text,
-                sizeof(text));
-  return text;
-}
-
-bool is_loopback(const sockaddr_storage& address) {
-  if (address.ss_family == AF_INET)
-    return (ntohl(reinterpret_cast<const sockaddr_in&>(address).sin_addr.s_addr) >> 24) == 127;
-  if (address.ss_family == AF_INET6)
-    return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6&>(address).sin6_addr);
-  return false;
-}
-
-// A name the user chose for this machine on purpose (all nodes on one machine): an address
-// literal or localhost. Any other name that resolves to loopback is the /etc/hosts trap.
-bool loopback_on_purpose(const std::string& host) {
-  in_addr v4{};
-  const std::string lower = to_lower(host);
-  return ::inet_pton(AF_INET, host.c_str(), &v4) == 1 || is_ipv6_literal(host) ||
-         lower == "localhost" || ends_with(lower, ".localhost");
+  return numeric_address(reinterpret_cast<const sockaddr&>(address));
 }
 
 ReachResult failure(Reach reach, std::string why) {
@@ -207,10 +184,10 @@ ReachResult try_reach(const Endpoint& endpoint, bool multi_node, milliseconds ti
   if (resolved->rc != 0 || resolved->addresses.empty())
     return failure(Reach::kUnresolved, "the name " + endpoint.host + " does not resolve (" +
                                            ::gai_strerror(resolved->rc) + ")");
-  const bool all_loopback =
-      std::all_of(resolved->addresses.begin(), resolved->addresses.end(),
-                  [](const auto& address) { return is_loopback(address.first); });
-  if (multi_node && all_loopback && !loopback_on_purpose(endpoint.host))
+  const bool all_loopback = std::all_of(
+      resolved->addresses.begin(), resolved->addresses.end(),
+      [](const auto& address) { return is_loopback_address(address_text(address.first)); });
+  if (multi_node && all_loopback && !names_this_machine(endpoint.host))
     return failure(Reach::kLoopback,
                    "the name " + endpoint.host + " resolves to " +
                        address_text(resolved->addresses.front().first) +

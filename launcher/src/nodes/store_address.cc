@@ -20,12 +20,6 @@ bool contains(const std::vector<std::string>& list, const std::string& item) {
   return std::find(list.begin(), list.end(), item) != list.end();
 }
 
-// A rendezvous endpoint the user named as this machine: every node of the job runs here.
-bool names_this_machine(const std::string& host) {
-  const std::string lower = to_lower(host);
-  return is_loopback_address(host) || lower == "localhost" || ends_with(lower, ".localhost");
-}
-
 // Why the hostname does not do, as the start of the one line the launcher prints.
 std::string hostname_problem(const AddressFacts& facts) {
   const std::string name = "the hostname " + facts.hostname;
@@ -38,17 +32,6 @@ std::string hostname_problem(const AddressFacts& facts) {
          ", not an address of this node";
 }
 
-std::string numeric(const sockaddr* address) {
-  char text[INET6_ADDRSTRLEN] = {};
-  if (address->sa_family == AF_INET)
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text,
-                sizeof(text));
-  else if (address->sa_family == AF_INET6)
-    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr, text,
-                sizeof(text));
-  return text;
-}
-
 std::vector<std::string> resolve(const std::string& host) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -56,7 +39,7 @@ std::vector<std::string> resolve(const std::string& host) {
   std::vector<std::string> addresses;
   if (host.empty() || ::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return addresses;
   for (addrinfo* a = found; a; a = a->ai_next) {
-    std::string text = numeric(a->ai_addr);
+    std::string text = numeric_address(*a->ai_addr);
     if (!text.empty() && !contains(addresses, text)) addresses.push_back(std::move(text));
   }
   ::freeaddrinfo(found);
@@ -75,7 +58,7 @@ std::vector<std::string> interface_addresses() {
         IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr))
       continue;
     if (family != AF_INET && family != AF_INET6) continue;
-    std::string text = numeric(i->ifa_addr);
+    std::string text = numeric_address(*i->ifa_addr);
     if (!text.empty() && !is_loopback_address(text))
       (family == AF_INET ? v4 : v6).push_back(std::move(text));
   }
@@ -97,13 +80,29 @@ std::string route_source(const std::string& host) {
     sockaddr_storage local{};
     socklen_t length = sizeof(local);
     if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length) == 0)
-      source = numeric(reinterpret_cast<const sockaddr*>(&local));
+      source = numeric_address(reinterpret_cast<const sockaddr&>(local));
   }
   ::freeaddrinfo(found);
   return source;
 }
 
 }  // namespace
+
+std::string numeric_address(const sockaddr& address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address.sa_family == AF_INET)
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr, text,
+                sizeof(text));
+  else if (address.sa_family == AF_INET6)
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, text,
+                sizeof(text));
+  return text;
+}
+
+bool names_this_machine(const std::string& host) {
+  const std::string lower = to_lower(host);
+  return is_loopback_address(host) || lower == "localhost" || ends_with(lower, ".localhost");
+}
 
 bool is_loopback_address(const std::string& address) {
   in_addr v4{};

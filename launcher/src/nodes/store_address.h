@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+struct sockaddr;
+
 namespace acc::launcher {
 
 // What the choice is made from, as read on this node (read_address_facts) or given by a test.
@@ -48,5 +50,12 @@ AddressFacts read_address_facts(const std::string& hostname, const std::string& 
 
 // True for a numeric loopback address (127.0.0.0/8, ::1, ::ffff:127.x). Pure.
 bool is_loopback_address(const std::string& address);
+
+// A host named as this machine on purpose (a loopback literal, localhost): where a loopback
+// address is no /etc/hosts trap. Pure.
+bool names_this_machine(const std::string& host);
+
+// An IPv4 or IPv6 socket address as numeric text ("10.0.0.1", "fd00::2"); "" for another family.
+std::string numeric_address(const sockaddr& address);
 
 }  // namespace acc::launcher
