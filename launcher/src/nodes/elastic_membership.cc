@@ -247,7 +247,20 @@ bool ElasticMembership::every_node_reaches(const Endpoint& store) {
               round_, bound.count());
     return false;
   }
-  if (client_->check({key("unreachable")})) throw NetworkError(client_->get(key("unreachable")));
+  if (client_->check({key("unreachable")})) {
+    const std::string line = client_->get(key("unreachable"));
+    // The node serving the rendezvous store stays until every node has read the line (bounded),
+    // so that none of them meets a closed store instead.
+    if (client_->add(key("unreachable_read"), 1) == num_nodes_)
+      client_->set(key("unreachable_all_read"), "1");
+    if (rendezvous_server_) {
+      try {
+        wait_for("unreachable_all_read", kStoreCheckBound);
+      } catch (const TimeoutError&) {
+      }
+    }
+    throw NetworkError(line);
+  }
   return true;
 }
 
