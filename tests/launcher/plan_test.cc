@@ -47,6 +47,29 @@ TEST(PlanTest, NprocPerNodeAcceptsNumbersAndDeviceWords) {
   EXPECT_THROW(build_plan(o, host(6, 0)), ConfigError);
 }
 
+// GPU health (host/gpu_health.h) checks these: local rank i uses the i-th visible GPU.
+TEST(PlanTest, TheWorkersGpusAreTheVisibleOnesOneALocalRank) {
+  using Gpus = std::vector<std::string>;
+  LaunchOptions o = program();
+  HostInfo machine = host(8, 4);
+  EXPECT_EQ(build_plan(o, machine).worker_gpus, Gpus{}) << "not said to be NVIDIA's";
+  machine.gpu_vendor = "nvidia";
+  o.nproc_per_node = "2";
+  EXPECT_EQ(build_plan(o, machine).worker_gpus, (Gpus{"0", "1"}));
+  o.nproc_per_node = "8";
+  EXPECT_EQ(build_plan(o, machine).worker_gpus, (Gpus{"0", "1", "2", "3"}));
+  machine.environment["CUDA_VISIBLE_DEVICES"] = "GPU-2222,3,9";
+  machine.gpu_count = 2;  // PyTorch reads the list up to 9, which names no GPU
+  EXPECT_EQ(build_plan(o, machine).worker_gpus, (Gpus{"GPU-2222", "3"}));
+  o.gpu_ids = "1";  // the workers' own list
+  EXPECT_EQ(build_plan(o, machine).worker_gpus, (Gpus{"1"}));
+  o.cpu = true;
+  EXPECT_EQ(build_plan(o, machine).worker_gpus, Gpus{});
+  o.cpu = false;
+  machine.gpu_vendor = "amd";
+  EXPECT_EQ(build_plan(o, machine).worker_gpus, Gpus{});
+}
+
 TEST(PlanTest, GlobalRanksFollowTheNodeRank) {
   LaunchOptions o = program();
   o.nproc_per_node = "4";

@@ -1,13 +1,18 @@
 #pragma once
 
-// The GPUs' side of "is this process computing": NVIDIA's management library (NVML), loaded at
-// run time with dlopen, so that the launcher links no CUDA library and runs the same where there
-// is none. The stall watch asks it, once a poll, which processes ran kernels (SM utilization per
-// process), so that a rank waiting on its GPU with a blocking synchronize, which uses no CPU, is
-// not taken for a hung one.
+// NVIDIA's management library (NVML), loaded at run time with dlopen, so that the launcher links
+// no CUDA library and runs the same where there is none. Asked for three things:
+// - "is this process computing": the stall watch asks, once a poll, which processes ran kernels
+//   (SM utilization per process), so that a rank waiting on its GPU with a blocking synchronize,
+//   which uses no CPU, is not taken for a hung one;
+// - each GPU's health, before the workers start (host/gpu_health.h);
+// - which processes hold memory on the GPUs, before a restart (the failed attempt's must be gone).
 
 #include <map>
+#include <optional>
 #include <string>
+
+#include "host/gpu_health.h"
 
 namespace acc::launcher {
 
@@ -35,6 +40,21 @@ class Nvml {
   // Processes that ran nothing are absent. Devices that cannot say (NVML_ERROR_NOT_SUPPORTED)
   // are skipped. Never throws.
   std::map<int, unsigned> sm_utilization();
+
+  // The UUID of GPU `index` in NVML's order (PCI bus order), "GPU-...", or "" where NVML cannot
+  // say. Never throws.
+  std::string uuid(unsigned index);
+
+  // What NVML says about GPU `index`'s health: uncorrected ECC errors, pages waiting to be
+  // retired, rows waiting to be remapped or that failed to, the recovery action the driver asks
+  // for. A query that NVML cannot answer (NVML_ERROR_NOT_SUPPORTED, a driver without the
+  // function) stays empty: it is no fault. Never throws.
+  GpuHealthReadings health(unsigned index);
+
+  // The processes with a compute context on any GPU, each with the GPU memory it holds in bytes
+  // (0 where NVML cannot say), summed over the GPUs. Empty where the driver cannot list them.
+  // Never throws.
+  std::map<int, unsigned long long> compute_processes();
 
  private:
   struct Api;

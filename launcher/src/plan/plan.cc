@@ -391,6 +391,22 @@ bool has_variable(const EnvList& env, const std::string& name) {
   return std::any_of(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
 }
 
+// The NVIDIA GPUs the workers use (LaunchPlan::worker_gpus): local rank i the i-th that
+// CUDA_VISIBLE_DEVICES leaves, as the NUMA binding reads them too. The launcher's own list is read
+// only as far as PyTorch reads it (host.gpu_count entries).
+std::vector<std::string> gpus_of_workers(const LaunchOptions& o, const LaunchPlan& plan,
+                                         const HostInfo& host) {
+  if (host.gpu_vendor != "nvidia" || host.gpu_count == 0 || o.cpu) return {};
+  std::vector<std::string> gpus = visible_devices(plan, host);
+  if (!has_variable(plan.env, "CUDA_VISIBLE_DEVICES") &&
+      gpus.size() > static_cast<size_t>(host.gpu_count))
+    gpus.resize(static_cast<size_t>(host.gpu_count));
+  if (gpus.empty())
+    for (int i = 0; i < host.gpu_count; ++i) gpus.push_back(std::to_string(i));
+  gpus.resize(std::min(gpus.size(), static_cast<size_t>(plan.nproc_per_node)));
+  return gpus;
+}
+
 void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
   plan.env = accelerate_env(o);
   plan.single_process = o.simple_launcher && plan.world_size == 1;
@@ -512,6 +528,7 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
 
   const std::vector<std::string> argv = worker_argv(o);
   const std::vector<std::string> devices = visible_devices(plan, host);
+  plan.worker_gpus = gpus_of_workers(o, plan, host);
   for (int local_rank = 0; local_rank < plan.nproc_per_node; ++local_rank) {
     WorkerSpec worker;
     worker.local_rank = local_rank;

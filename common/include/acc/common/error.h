@@ -46,6 +46,13 @@ class BackendError : public Error {
  public:
   using Error::Error;
 };
+// A GPU of this node is unfit to run workers: NVML reports uncorrected memory errors, pages or rows
+// waiting to be retired or remapped, or a GPU that needs a reset (docs/launch.md, "GPU health").
+// Exit code 8.
+class GpuError : public Error {
+ public:
+  using Error::Error;
+};
 // The operating system refused acc-launch something it needs (poll, signalfd, fork, a temporary
 // directory): not the user's program nor input. Exit code 1.
 class SystemError : public Error {

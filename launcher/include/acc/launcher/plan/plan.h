@@ -89,6 +89,15 @@ struct LaunchPlan {
   // Pre-flight (nodes/preflight.h): how long a node that does not host the store keeps trying to
   // reach it before the launch fails; 0: no check.
   std::chrono::milliseconds preflight_timeout{60'000};
+  // GPU health (docs/launch.md, "GPU health"): the NVIDIA GPUs this node's workers use, as
+  // CUDA_VISIBLE_DEVICES names them (an index or a UUID), local rank i the i-th visible one; empty
+  // where they use none (no NVIDIA GPU here, --cpu). Checked before the workers start.
+  std::vector<std::string> worker_gpus;
+  // Before a restart on a GPU node: how long to wait for the failed attempt's processes to let go
+  // of their GPU memory. The driver frees it as a process's last handle on the device closes,
+  // within a second or two of its exit even for tens of GiB; a bound of a few such seconds keeps
+  // a driver that never frees it (a process stuck in it) from holding the restart up for long.
+  std::chrono::milliseconds gpu_release_timeout{5'000};
   // --retryable_exit_code: the exit status that stands for every failure of the launcher's own
   // (not a worker's code passed through); 0: each keeps its own code (docs/errors.md).
   int retryable_exit_code = 0;
