@@ -24,6 +24,8 @@
 #include "acc/launcher/nodes/membership.h"
 #include "agent/error_file.h"
 #include "agent/worker_group.h"
+#include "host/gpu_health.h"
+#include "host/nvml.h"
 #include "nodes/job_link.h"
 #include "nodes/preflight.h"
 #include "observe/file_timer.h"
@@ -116,12 +118,16 @@ class Agent::Impl : public WorkerGroup::Listener {
     os_.take_signals(taken);
     membership_->set_stop_check([this] { return arrived_stop_signal(); });
     run_preflight(plan_, [this] { return arrived_stop_signal(); });
+    // Before joining: a node with an unfit GPU takes no place in a round, so that in an elastic
+    // job a spare takes it (docs/launch.md, "GPU health").
+    if (!plan_.worker_gpus.empty()) check_gpu_health(plan_.worker_gpus, Nvml::machine());
     run_dir_ = make_run_dir(plan_);
     python_hook_dir_ = install_python_stack_hook(run_dir_);
     start_file_timer();
     for (int attempt = 0;; ++attempt) {
       JobEvent next;
       try {
+        if (attempt > 0) await_gpu_release();
         group_.reset();
         job_event_ = {};
         try {
@@ -223,6 +229,34 @@ class Agent::Impl : public WorkerGroup::Listener {
   bool stops_the_job(int sig) const {
     return std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) !=
            plan_.stop_signals.end();
+  }
+
+  // Before the next attempt on a GPU node: the last one's workers must have let go of their GPU
+  // memory, or the new ones may run out of it. Bounded by plan_.gpu_release_timeout, then one
+  // line and the restart goes on. Throws InterruptedError for a stop signal meanwhile.
+  void await_gpu_release() {
+    Nvml* nvml = plan_.worker_gpus.empty() || !group_ ? nullptr : Nvml::machine();
+    if (!nvml) return;
+    std::vector<int> pids;
+    for (const auto& w : group_->workers())
+      if (w->pid > 0) pids.push_back(w->pid);
+    constexpr std::chrono::milliseconds kStep{100};
+    const Clock::time_point start = os_.now();
+    for (;;) {
+      const auto held = gpu_memory_held_by(nvml->compute_processes(), pids);
+      if (held.empty()) return;
+      const Clock::time_point now = os_.now();
+      if (now - start >= plan_.gpu_release_timeout) {
+        log::warn(describe_gpu_memory_held(
+            held, std::chrono::duration_cast<std::chrono::milliseconds>(now - start)));
+        return;
+      }
+      std::vector<pollfd> none;
+      for (int sig : os_.wait(none, std::min(now + kStep, start + plan_.gpu_release_timeout)))
+        if (stops_the_job(sig))
+          throw InterruptedError(sig, std::string("stopped by SIG") + sigabbrev_np(sig) +
+                                          " while waiting for the GPUs' memory");
+    }
   }
 
   // --- one attempt -------------------------------------------------------------------------
