@@ -142,6 +142,21 @@ else
     --output-dir "$out/trainer"
 fi
 
+# ---- GPU health (docs/launch.md, "GPU health") ----------------------------------------------------
+# Over the real NVML: a healthy GPU starts the job and prints nothing; the debug log shows that
+# NVML was asked.
+gpu_health_check() {
+  local err rc
+  err=$("$launcher" --nproc_per_node 1 --no_python /bin/true 2>&1 >/dev/null)
+  rc=$?
+  [ $rc -eq 0 ] && [ -z "$err" ] || { echo "expected exit 0 and nothing printed: exit $rc, $err"; return 1; }
+  "$launcher" --log_level debug --nproc_per_node 1 --no_python /bin/true 2>&1 | grep -m1 'GPU health:' ||
+    { echo "NVML was not asked (no 'GPU health:' debug line)"; return 1; }
+}
+export -f gpu_health_check
+figure_gpu_health_preflight() { grep -m1 -o 'GPU health: .*' "$1"; }
+gpu_only gpu_health_preflight || check gpu_health_preflight 60 gpu_health_check
+
 # ---- hangs on the GPU ---------------------------------------------------------------------------
 # A 1-rank NCCL job that hangs after its collectives (two ranks cannot share one GPU under NCCL):
 # the stall watch, with the default --stall_action stop, pokes the Flight Recorder's pipe, waits
