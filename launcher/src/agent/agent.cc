@@ -251,6 +251,7 @@ class Agent::Impl : public WorkerGroup::Listener {
             held, std::chrono::duration_cast<std::chrono::milliseconds>(now - start)));
         return;
       }
+      membership_->keep_alive();  // the wait may outlast a short keep-alive window
       std::vector<pollfd> none;
       for (int sig : os_.wait(none, std::min(now + kStep, start + plan_.gpu_release_timeout)))
         if (stops_the_job(sig))
