@@ -118,9 +118,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     os_.take_signals(taken);
     membership_->set_stop_check([this] { return arrived_stop_signal(); });
     run_preflight(plan_, [this] { return arrived_stop_signal(); });
-    // Before joining: a node with an unfit GPU takes no place in a round, so that in an elastic
-    // job a spare takes it (docs/launch.md, "GPU health").
-    if (!plan_.worker_gpus.empty()) check_gpu_health(plan_.worker_gpus, Nvml::machine());
+    check_gpus();
     run_dir_ = make_run_dir(plan_);
     python_hook_dir_ = install_python_stack_hook(run_dir_);
     start_file_timer();
@@ -131,7 +129,9 @@ class Agent::Impl : public WorkerGroup::Listener {
         group_.reset();
         job_event_ = {};
         try {
-          run_attempt(attempt, membership_->join(restart_count_));
+          const Round round = membership_->join(restart_count_);
+          if (!unfit_gpus_.empty()) return refuse_unfit_gpus(round);
+          run_attempt(attempt, round);
         } catch (const JobEndedError& e) {
           next.kind = JobEvent::Kind::kEnded;
           next.end = e.end();
@@ -229,6 +229,33 @@ class Agent::Impl : public WorkerGroup::Listener {
   bool stops_the_job(int sig) const {
     return std::find(plan_.stop_signals.begin(), plan_.stop_signals.end(), sig) !=
            plan_.stop_signals.end();
+  }
+
+  // Pre-flight GPU health (docs/launch.md, "GPU health"), before joining: a node with an unfit
+  // GPU takes no place in an elastic round, so that a spare takes it. A static job of several
+  // nodes cannot go on without it: it joins, and ends the job at once for every node
+  // (refuse_unfit_gpus), instead of leaving them to wait out their join timeout.
+  void check_gpus() {
+    if (plan_.worker_gpus.empty()) return;
+    try {
+      check_gpu_health(plan_.worker_gpus, Nvml::machine());
+    } catch (const GpuError& e) {
+      if (plan_.rdzv_backend != "static" || plan_.nnodes == 1) throw;
+      unfit_gpus_ = e.what();
+    }
+  }
+
+  // The other nodes print "node N (host H) ended the job: " and this line, and exit 8 too.
+  int refuse_unfit_gpus(const Round& round) {
+    round_ = round;
+    log::error(unfit_gpus_);
+    JobEnd end;
+    end.node = round_.node_rank;
+    end.host = plan_.hostname;
+    end.status = launcher_exit(kExitBadGpu, plan_.retryable_exit_code);
+    end.reason = unfit_gpus_;
+    membership_->end_job(end);
+    return finish(end.status);
   }
 
   // Before the next attempt on a GPU node: the last one's workers must have let go of their GPU
@@ -564,6 +591,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   bool stalled_ = false;
   std::unique_ptr<FileTimer> file_timer_;
   std::string failure_report_;
+  std::string unfit_gpus_;  // a static multi-node job's GPU refusal, said after joining
 };
 
 Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,
