@@ -44,6 +44,11 @@ namespace {
 // script's checkpoint trigger), SIGUSR2 asks for a stack report (`acc-launch stacks`).
 constexpr int kAlwaysHandled[] = {SIGUSR1, SIGUSR2};
 
+// How long a node other than 0 whose workers stalled leaves them for node 0 to report the job's
+// hang: node 0's own stall watch (its ranks wait in the collective that stalled), the traces of
+// every node (at most 2 s) and the stacks (at most 5 s).
+constexpr std::chrono::milliseconds kNodeZeroReportWait{10'000};
+
 // Whether any worker's output goes to files of the run directory (--redirects, --tee).
 bool writes_log_files(const LaunchPlan& plan) {
   return std::any_of(plan.workers.begin(), plan.workers.end(), [&](const WorkerSpec& w) {
@@ -230,6 +235,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   void run_attempt(int attempt, const Round& round) {
     membership_changed_ = false;
     stalled_ = false;
+    stop_stalled_at_.reset();
     stall_watch_.reset();
     group_.reset();
     round_ = round;
@@ -263,6 +269,8 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (group_->stopping()) return wake;
     if (stall_watch_ && stall_watch_->next_wake() != Clock::time_point::max())
       wake = std::min(wake.value_or(Clock::time_point::max()), stall_watch_->next_wake());
+    if (stop_stalled_at_)
+      wake = std::min(wake.value_or(Clock::time_point::max()), *stop_stalled_at_);
     if (auto expiry = file_timer_ ? file_timer_->regions().next_expiry() : std::nullopt) {
       const auto left = std::chrono::duration<double>(std::max(0.0, *expiry - wall_seconds()));
       const auto at = os_.now() + std::chrono::ceil<std::chrono::milliseconds>(left);
@@ -275,7 +283,9 @@ class Agent::Impl : public WorkerGroup::Listener {
   // stop: only keeping this node alive in the job's eyes.
   void look_around() {
     check_file_timer();
-    if (!group_->stopping() && stall_watch_ && stall_watch_->tick()) on_stall();
+    if (stop_stalled_at_ && os_.now() >= *stop_stalled_at_ && !group_->stopping()) stop_stalled();
+    if (!group_->stopping() && !stop_stalled_at_ && stall_watch_ && stall_watch_->tick())
+      on_stall();
     if (membership_->poll_interval().count() == 0 || os_.now() < next_membership_check_) return;
     next_membership_check_ = os_.now() + membership_->poll_interval();
     if (group_->stopping()) {
@@ -439,8 +449,23 @@ class Agent::Impl : public WorkerGroup::Listener {
       notice("hang report in " + path + "; the job goes on (--stall_action report)");
       return;
     }
+    if (round_.node_rank != 0 && round_.nnodes > 1) {
+      // Node 0 reports the job's hang, with the traces this node has just put in its store, and
+      // ends the job. Stopping the workers here first would break node 0's ranks' collectives
+      // and turn its report into a worker failure: they stay until node 0 ends the job, or for
+      // the time node 0's report takes at most (its own stall watch, the traces, the stacks).
+      notice("hang report in " + path + "; node 0 reports the job's hang (this node stops its " +
+             "workers in " + std::to_string(kNodeZeroReportWait.count() / 1000) + " s otherwise)");
+      stop_stalled_at_ = os_.now() + kNodeZeroReportWait;
+      return;
+    }
     notice("hang report in " + path + "; stopping the workers" +
            (plan_.stall_timeout.count() > 0 ? " (--stall_timeout)" : ""));
+    stop_stalled();
+  }
+
+  void stop_stalled() {
+    stop_stalled_at_.reset();
     stalled_ = true;
     group_->stop(SIGTERM);
   }
@@ -527,6 +552,9 @@ class Agent::Impl : public WorkerGroup::Listener {
   int interrupted_by_ = 0;
   std::unique_ptr<StallWatch> stall_watch_;
   bool stalled_ = false;
+  // A node other than 0 whose workers stalled stops them at this time unless node 0 has ended
+  // the job first (on_stall).
+  std::optional<Clock::time_point> stop_stalled_at_;
   std::unique_ptr<FileTimer> file_timer_;
   std::string failure_report_;
 };
