@@ -103,6 +103,19 @@ TEST(NoProgressRestartsTest, AnAttemptWithProgressStartsTheCountAgain) {
   EXPECT_EQ(lines_with(run.err, "(--max_no_progress_restarts 2)"), 1u) << run.err;
 }
 
+TEST(NoProgressRestartsTest, BadValuesAreOneLineNamingTheFlag) {
+  for (const auto& [flag, value] :
+       {std::pair<std::string, std::string>{"--max_no_progress_restarts", "-1"},
+        {"--no_restart_exit_code", "256"},
+        {"--no_restart_exit_code", "0"},
+        {"--health_check_timeout", "0"}}) {
+    const LaunchRun run = run_launcher(worker({flag, value}, {"exit", "0", "0"}));
+    EXPECT_EQ(run.exit_code, 2) << flag << " " << value << ": " << run.err;
+    EXPECT_EQ(lines_of(run.err).size(), 1u) << run.err;
+    EXPECT_NE(run.err.find(flag), std::string::npos) << run.err;
+  }
+}
+
 // --- the health check ---------------------------------------------------------------------------
 
 struct HttpReply {
