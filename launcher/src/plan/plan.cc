@@ -322,10 +322,11 @@ int resolve_no_restart_exit_code(const LaunchOptions& o) {
   return code;
 }
 
-// TORCHELASTIC_HEALTH_CHECK_PORT, where the launcher's environment sets it: a port number.
+// TORCHELASTIC_HEALTH_CHECK_PORT, where the launcher's environment sets it (empty: unset, as the
+// other torchrun variables): a port number.
 std::optional<int> resolve_health_check_port(const HostInfo& host) {
   const auto it = host.environment.find("TORCHELASTIC_HEALTH_CHECK_PORT");
-  if (it == host.environment.end()) return std::nullopt;
+  if (it == host.environment.end() || it->second.empty()) return std::nullopt;
   const std::string& text = it->second;
   const bool digits =
       !text.empty() && text.size() <= 5 &&
