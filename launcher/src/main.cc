@@ -76,9 +76,11 @@ int launch(const std::vector<std::string>& args) {
   apply_config_file(parsed.options, MergeEnvironment::from_host(host));
   LaunchPlan plan = build_plan(parsed.options, host);
   if (!plan.dry_run) check_script(plan);
-  log::debug("plan: {} worker(s) on node {} of {}, rendezvous {}, max {} restart(s)",
-             plan.nproc_per_node, plan.node_rank, plan.nnodes, plan.rdzv_backend,
-             plan.max_restarts);
+  log::debug(
+      "plan: {} worker(s) on node {} of {}, rendezvous {}, max {} restart(s), none after {} in a "
+      "row without progress (0: off; then exit {})",
+      plan.nproc_per_node, plan.node_rank, plan.nnodes, plan.rdzv_backend, plan.max_restarts,
+      plan.max_no_progress_restarts, plan.no_restart_exit_code);
   if (plan.dry_run) {
     const int port = plan.master_port != 0 ? plan.master_port : pick_free_port();
     for (const std::string& line : parsed.options.detected)

@@ -91,7 +91,15 @@ StoreClient::StoreClient(StoreClientOptions options) : options_(std::move(option
   encode_request({Op::kPing, {}, {}, nonce}, Dialect::kV2_2, hello);
   send(hello);
   char echo[4];
-  receive_all(echo, sizeof(echo), options_.timeout);
+  const milliseconds handshake =
+      options_.handshake_timeout.count() > 0 ? options_.handshake_timeout : options_.timeout;
+  if (!receive(echo, sizeof(echo), handshake)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw StoreHandshakeTimeout(detail::concat(
+        where, " accepted the connection but did not answer as a store (PyTorch's TCPStore ",
+        "protocol) within ", handshake.count(), " ms; is another service on that port?"));
+  }
   if (load_u32({echo, 4}) != nonce) broken("the server at " + where + " did not echo PING");
 }
 

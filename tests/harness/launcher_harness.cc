@@ -38,8 +38,8 @@ namespace {
 bool leaks(const std::string& name) {
   for (const char* prefix : {"SLURM_", "OMPI_", "PMI_", "PMIX_", "PET_", "KUBERNETES_"})
     if (name.rfind(prefix, 0) == 0) return true;
-  for (const char* exact :
-       {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "HF_HOME"})
+  for (const char* exact : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                            "HF_HOME", "TORCHELASTIC_HEALTH_CHECK_PORT"})
     if (name == exact) return true;
   return false;
 }
@@ -141,9 +141,14 @@ LaunchRun run_launcher(const std::vector<std::string>& args,
 }
 
 pid_t start_launcher(const std::vector<std::string>& args, const std::string& dir) {
+  return start_launcher(args, dir, {});
+}
+
+pid_t start_launcher(const std::vector<std::string>& args, const std::string& dir,
+                     const std::map<std::string, std::string>& extra_env) {
   const int out = ::open((dir + "/launcher.out").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   const int err = ::open((dir + "/launcher.err").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  const pid_t pid = spawn(args, {}, out, err);
+  const pid_t pid = spawn(args, extra_env, out, err);
   ::close(out);
   ::close(err);
   return pid;

@@ -39,6 +39,9 @@ LaunchRun run_launcher(const std::vector<std::string>& args,
 
 // Starts acc-launch in the background, output to files in `dir`. Returns its pid.
 pid_t start_launcher(const std::vector<std::string>& args, const std::string& dir);
+// The same with `extra_env` (an empty value unsets).
+pid_t start_launcher(const std::vector<std::string>& args, const std::string& dir,
+                     const std::map<std::string, std::string>& extra_env);
 // Waits for the launcher started above; returns its exit status as run_launcher does.
 int wait_launcher(pid_t pid, std::chrono::seconds timeout = std::chrono::seconds(60));
 

@@ -42,6 +42,31 @@ int closed_port() {
   return ntohs(address.sin_port);
 }
 
+// A loopback port that accepts connections (the kernel completes them from the backlog) and
+// never answers: another service's port, as far as a store client can tell.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    ::listen(fd_, 16);
+    socklen_t size = sizeof(address);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size);
+    port_ = ntohs(address.sin_port);
+  }
+  ~SilentListener() { ::close(fd_); }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 std::vector<std::string> node(int rank, int port, std::vector<std::string> extra) {
   std::vector<std::string> args = {
       "--nnodes",      "2",         "--node_rank",   std::to_string(rank),
@@ -123,6 +148,58 @@ TEST(PreflightTest, SigtermDuringPreflightExits143WithinASecond) {
 
 TEST(PreflightTest, SigintDuringPreflightExits130WithinASecond) {
   expect_stops_within_a_second(SIGINT);
+}
+
+// A store address held by another service: the pre-flight connect succeeds, the store's
+// handshake is never answered. One line naming it, within the join timeout, not PyTorch's 60 s
+// read timeout per try.
+TEST(StoreHandshakeTest, ANodeWhoseMasterIsAnotherServiceSaysSoWithinTheJoinTimeout) {
+  SilentListener other;
+  LaunchRun run = run_launcher(
+      worker(node(1, other.port(), {"--rdzv_conf", "join_timeout=2"}), {"env", "WORKER_STARTED"}));
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  const std::vector<std::string> errors = error_lines(run.err);
+  ASSERT_EQ(errors.size(), 1u) << run.err;
+  EXPECT_EQ(errors[0], "acc-launch: error: 127.0.0.1:" + std::to_string(other.port()) +
+                           " accepted the connection but did not answer as a store (PyTorch's "
+                           "TCPStore protocol) within 1000 ms; is another service on that "
+                           "port? (node 0's store, --master_addr and --master_port)");
+  EXPECT_EQ(run.out.find("WORKER_STARTED"), std::string::npos) << "no worker may start";
+  EXPECT_LT(run.elapsed, seconds(15)) << "join timeout 2 s and a try of 1 s, generous for load";
+}
+
+TEST(StoreHandshakeTest, AnElasticEndpointThatIsAnotherServiceSaysSoAndStopsOnSigterm) {
+  SilentListener other;
+  const std::string endpoint = "127.0.0.1:" + std::to_string(other.port());
+  LaunchRun run =
+      run_launcher(worker({"--nnodes", "1:2", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint,
+                           "--rdzv_conf", "join_timeout=2"},
+                          {"env", "WORKER_STARTED"}));
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  const std::vector<std::string> errors = error_lines(run.err);
+  ASSERT_EQ(errors.size(), 1u) << run.err;
+  EXPECT_NE(errors[0].find(endpoint + " accepted the connection but did not answer as a store"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[0].find("(the rendezvous endpoint, --rdzv_endpoint)"), std::string::npos)
+      << errors[0];
+  EXPECT_LT(run.elapsed, seconds(15)) << "join timeout 2 s and a try of 1 s, generous for load";
+
+  // The default join timeout (600 s): SIGTERM ends the wait within a try and the stop check.
+  const std::string dir = make_temp_dir();
+  pid_t launcher = start_launcher(
+      worker({"--nnodes", "1:2", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint},
+             {"env", "WORKER_STARTED"}),
+      dir);
+  std::this_thread::sleep_for(milliseconds(1500));
+  const auto sent = Clock::now();
+  ::kill(launcher, SIGTERM);
+  EXPECT_EQ(wait_launcher(launcher, seconds(30)), 143) << read_text(dir + "/launcher.err");
+  const auto took = Clock::now() - sent;
+  EXPECT_LT(took, seconds(3)) << "stopped in "
+                              << std::chrono::duration_cast<milliseconds>(took).count() << " ms";
+  expect_nothing_left(dir);
+  fs::remove_all(dir);
 }
 
 TEST(PreflightTest, DryRunChecksTheMasterToo) {

@@ -52,7 +52,9 @@ TEST_P(PythonRecorderTest, EveryCallOfTheWorkerItselfIsInTheRanksProgressFile) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     const progress_file::Snapshot s = progress_file::Reader(files[rank]).snapshot();
     EXPECT_GT(s.writer_pid, 0);
-    EXPECT_EQ(s.beats, 1u) << "init_process_group's return is a beat; the children's are not";
+    // init_process_group's return moves the progress time but is no beat (no work done yet);
+    // the children write nothing.
+    EXPECT_EQ(s.beats, 0u);
     ASSERT_EQ(s.calls.size(), 6u);
     EXPECT_EQ(s.started, 6u);
     EXPECT_EQ(s.completed, 6u);

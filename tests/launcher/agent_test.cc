@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "acc/common/exit_code.h"
+#include "acc/common/progress_file.h"
 #include "fake_os.h"
 
 namespace acc::launcher {
@@ -228,6 +229,60 @@ TEST_F(AgentTest, ARestartThatSucceedsEndsTheJobWithZero) {
   };
   EXPECT_EQ(run(plan(2, 3), os), 0);
   EXPECT_EQ(os.processes().size(), 4u);
+}
+
+// --- --max_no_progress_restarts
+// -------------------------------------------------------------------
+
+std::string env_of(const SpawnRequest& request, const std::string& key) {
+  for (const std::string& entry : request.env)
+    if (entry.compare(0, key.size() + 1, key + "=") == 0) return entry.substr(key.size() + 1);
+  return "";
+}
+
+// A worker that beats once (as libacc's optimizer step does) when it starts, then fails.
+Script beats_then_fails(const SpawnRequest& request) {
+  progress_file::Writer(env_of(request, progress_file::kEnvVar)).beat();
+  return exits(1, seconds(1));
+}
+
+LaunchPlan no_progress_limit(LaunchPlan plan) {
+  plan.max_no_progress_restarts = 2;
+  plan.no_restart_exit_code = 75;
+  return plan;
+}
+
+TEST_F(AgentTest, AttemptsFailingBeforeAnyProgressEndTheJobWithTheNoRestartCode) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) { return exits(1, seconds(1)); };
+  EXPECT_EQ(run(no_progress_limit(plan(2, 10)), os), 75);
+  EXPECT_EQ(os.processes().size(), 4u) << "two attempts of two workers";
+  EXPECT_NE(err_.find("2 attempt(s) in a row failed before any progress"), std::string::npos)
+      << err_;
+}
+
+TEST_F(AgentTest, AttemptsWithABeatKeepEveryRestart) {
+  FakeOs os;
+  os.program = [](const SpawnRequest& request, int) { return beats_then_fails(request); };
+  EXPECT_EQ(run(no_progress_limit(plan(2, 10)), os), 1);
+  EXPECT_EQ(os.processes().size(), 22u) << "eleven attempts of two workers";
+}
+
+TEST_F(AgentTest, OneWorkersProgressIsTheAttemptsAndItStartsTheCountAgain) {
+  FakeOs os;
+  // Attempt 1's second worker beats; attempts 0, 2 and 3 make no progress.
+  os.program = [](const SpawnRequest& request, int index) {
+    return index == 3 ? beats_then_fails(request) : exits(1, seconds(1));
+  };
+  EXPECT_EQ(run(no_progress_limit(plan(2, 10)), os), 75);
+  EXPECT_EQ(os.processes().size(), 8u) << "four attempts of two workers";
+}
+
+TEST_F(AgentTest, WithoutALimitAttemptsWithoutProgressUseEveryRestart) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int) { return exits(1, seconds(1)); };
+  EXPECT_EQ(run(plan(1, 4), os), 1);
+  EXPECT_EQ(os.processes().size(), 5u);
 }
 
 TEST_F(AgentTest, AWorkersStderrTailIsInTheFailureReport) {

@@ -155,6 +155,33 @@ TEST_F(JobLinkTest, ANodeThatHasNotJoinedYetIsNotLost) {
   EXPECT_EQ(zero.tick(0).kind, Kind::kNone);
 }
 
+TEST_F(JobLinkTest, NodeZeroWaitsForEveryLiveNodeToLetGoButNotForALostOne) {
+  start(3);
+  node(0).tick(0);
+  EXPECT_FALSE(node(0).others_let_go());
+  node(1).let_go();
+  EXPECT_FALSE(node(0).others_let_go());  // node 2 beats: it may still read the job's end
+  store_.advance(5s);                     // node 2 silent for the window: lost
+  node(1).beat();
+  EXPECT_TRUE(node(0).others_let_go());
+}
+
+TEST_F(JobLinkTest, NodeZeroDoesNotWaitForANodeThatNeverJoined) {
+  JobLink::Options options;
+  options.node_rank = 0;
+  options.nnodes = 3;
+  options.keep_alive_window = 5s;
+  JobLink zero(store_, store_, options);
+  zero.join();
+  EXPECT_TRUE(zero.others_let_go());
+  options.node_rank = 1;
+  JobLink one(store_, store_, options);
+  one.join();
+  EXPECT_FALSE(zero.others_let_go());
+  one.let_go();
+  EXPECT_TRUE(zero.others_let_go());
+}
+
 TEST_F(JobLinkTest, ABarrierIsCompleteWhenEveryNodeArrived) {
   start(3);
   const std::string barrier = store_keys::attempt_barrier(0);

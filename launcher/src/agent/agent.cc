@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -30,6 +31,7 @@
 #include "nodes/preflight.h"
 #include "observe/file_timer.h"
 #include "observe/flight_recorder.h"
+#include "observe/health_check.h"
 #include "observe/python_stack_hook.h"
 #include "observe/stall_watch.h"
 #include "output/console.h"
@@ -45,6 +47,11 @@ namespace {
 // Handled besides --signals-to-handle: SIGUSR1 is forwarded (SLURM's pre-emption warning, a
 // script's checkpoint trigger), SIGUSR2 asks for a stack report (`acc-launch stacks`).
 constexpr int kAlwaysHandled[] = {SIGUSR1, SIGUSR2};
+
+// How long a node other than 0 whose workers stalled leaves them for node 0 to report the job's
+// hang: node 0's own stall watch (its ranks wait in the collective that stalled), the traces of
+// every node (at most 2 s) and the stacks (at most 5 s).
+constexpr std::chrono::milliseconds kNodeZeroReportWait{10'000};
 
 // Whether any worker's output goes to files of the run directory (--redirects, --tee).
 bool writes_log_files(const LaunchPlan& plan) {
@@ -116,6 +123,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     std::vector<int> taken(std::begin(kAlwaysHandled), std::end(kAlwaysHandled));
     taken.insert(taken.end(), plan_.stop_signals.begin(), plan_.stop_signals.end());
     os_.take_signals(taken);
+    start_health_check();
     membership_->set_stop_check([this] { return arrived_stop_signal(); });
     run_preflight(plan_, [this] { return arrived_stop_signal(); });
     check_gpus();
@@ -169,8 +177,9 @@ class Agent::Impl : public WorkerGroup::Listener {
       if (next.kind == JobEvent::Kind::kNone) return finish(0);
       if (next.kind == JobEvent::Kind::kRestart) {
         restart_count_ = next.restart_count;
+        no_progress_attempts_ = attempt_made_progress() ? 0 : no_progress_attempts_ + 1;
         notice(next.why + "; restarting (" + std::to_string(restart_count_) + " of " +
-               std::to_string(plan_.max_restarts) + ")");
+               std::to_string(plan_.max_restarts) + no_progress_count() + ")");
         continue;
       }
       return report_end(attempt, next);
@@ -292,6 +301,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   void run_attempt(int attempt, const Round& round) {
     membership_changed_ = false;
     stalled_ = false;
+    stop_stalled_at_.reset();
     stall_watch_.reset();
     group_.reset();
     round_ = round;
@@ -301,6 +311,11 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (file_timer_) group_->watch(file_timer_->fd());
     next_membership_check_ = os_.now() + membership_->poll_interval();
     group_->start();
+    if (worker_progress_) {
+      std::vector<std::string> files;
+      for (const auto& w : group_->workers()) files.push_back(progress_file_path(w->dir));
+      worker_progress_->attempt_started(files);
+    }
     if (group_->keeps_logs()) keep_run_dir_ = true;
     if (attempt == 0)
       for (const std::string& message : plan_.notices) notice(message);
@@ -313,6 +328,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (stall_watch_) write_all(STDERR_FILENO, stall_watch_->straggler_summary());
     stall_watch_.reset();
     group_->finish();
+    if (worker_progress_) worker_progress_->attempt_ended();
     publish_failure();
     ACC_CHECK(membership_error_.empty(), NetworkError,
               "lost the job's rendezvous: ", membership_error_);
@@ -325,6 +341,8 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (group_->stopping()) return wake;
     if (stall_watch_ && stall_watch_->next_wake() != Clock::time_point::max())
       wake = std::min(wake.value_or(Clock::time_point::max()), stall_watch_->next_wake());
+    if (stop_stalled_at_)
+      wake = std::min(wake.value_or(Clock::time_point::max()), *stop_stalled_at_);
     if (auto expiry = file_timer_ ? file_timer_->regions().next_expiry() : std::nullopt) {
       const auto left = std::chrono::duration<double>(std::max(0.0, *expiry - wall_seconds()));
       const auto at = os_.now() + std::chrono::ceil<std::chrono::milliseconds>(left);
@@ -337,7 +355,9 @@ class Agent::Impl : public WorkerGroup::Listener {
   // stop: only keeping this node alive in the job's eyes.
   void look_around() {
     check_file_timer();
-    if (!group_->stopping() && stall_watch_ && stall_watch_->tick()) on_stall();
+    if (stop_stalled_at_ && os_.now() >= *stop_stalled_at_ && !group_->stopping()) stop_stalled();
+    if (!group_->stopping() && !stop_stalled_at_ && stall_watch_ && stall_watch_->tick())
+      on_stall();
     if (membership_->poll_interval().count() == 0 || os_.now() < next_membership_check_) return;
     next_membership_check_ = os_.now() + membership_->poll_interval();
     if (group_->stopping()) {
@@ -407,6 +427,18 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (job_event_.kind != JobEvent::Kind::kNone || !group_->root_cause() || membership_changed_ ||
         interrupted_by_ || stalled_)
       return;
+    if (no_progress_limit_reached()) {
+      JobEnd end = own_end();
+      end.status = plan_.no_restart_exit_code;
+      end.reason = "no restart: " + std::to_string(no_progress_attempts_ + 1) +
+                   " attempt(s) in a row failed before any progress, the last as " +
+                   describe_root_cause() + " (--max_no_progress_restarts " +
+                   std::to_string(plan_.max_no_progress_restarts) + "); exit " +
+                   std::to_string(end.status) + " (--no_restart_exit_code)";
+      job_event_ = membership_->end_job(end);
+      no_restart_ = true;
+      return;
+    }
     if (restart_count_ < plan_.max_restarts) {
       job_event_ = membership_->restart_job(restart_count_);
       if (job_event_.kind == JobEvent::Kind::kRestart)
@@ -414,6 +446,60 @@ class Agent::Impl : public WorkerGroup::Listener {
     } else {
       job_event_ = membership_->end_job(own_end());
     }
+  }
+
+  // --- restarts with sense (NVIDIA's ft_launcher) ----------------------------------------------
+
+  // Whether a worker of this node's attempt made progress: a beat (libacc's optimizer step,
+  // acc_launch.beat()) or a completed collective in its progress file. A worker whose file
+  // cannot be read (it never appeared) made none. A job of several nodes: each node looks at its
+  // own workers only, and the node whose worker failed decides.
+  bool attempt_made_progress() const {
+    if (!group_) return false;
+    for (const auto& w : group_->workers()) {
+      try {
+        const progress_file::Snapshot s =
+            progress_file::Reader(progress_file_path(w->dir)).snapshot(false);
+        if (s.beats > 0 || s.completed > 0) return true;
+      } catch (const Error&) {
+      }
+    }
+    return false;
+  }
+
+  // The attempt that just failed is the --max_no_progress_restarts'th in a row without progress:
+  // no restart, whether or not --max_restarts has one left (as ft_launcher, which looks at
+  // progress before the restarts left).
+  bool no_progress_limit_reached() const {
+    return plan_.max_no_progress_restarts > 0 &&
+           no_progress_attempts_ + 1 >= plan_.max_no_progress_restarts && !attempt_made_progress();
+  }
+
+  // "; 1 of 2 attempts in a row without progress" for the restart notice, with
+  // --max_no_progress_restarts.
+  std::string no_progress_count() const {
+    if (plan_.max_no_progress_restarts == 0) return "";
+    return "; " + std::to_string(no_progress_attempts_) + " of " +
+           std::to_string(plan_.max_no_progress_restarts) + " attempts in a row without progress";
+  }
+
+  // --- torchelastic's health check (health_check.h) -------------------------------------------
+
+  // Before any rendezvous, as torchelastic starts it (a long rendezvous is no hang); after the
+  // signals are taken, so that its thread never runs a handler.
+  void start_health_check() {
+    if (!plan_.health_check_port) return;
+    worker_progress_ = std::make_unique<WorkerProgress>(plan_.health_check_timeout);
+    health_server_ = std::make_unique<HealthCheckServer>(*plan_.health_check_port, [this] {
+      return health_check_reply(worker_progress_->look(), wall_seconds(),
+                                worker_progress_->timeout());
+    });
+    char timeout[32];
+    std::snprintf(timeout, sizeof(timeout), "%g s",
+                  static_cast<double>(plan_.health_check_timeout.count()) / 1000);
+    notice("health check on port " + std::to_string(health_server_->port()) +
+           " (TORCHELASTIC_HEALTH_CHECK_PORT): 503 after " + timeout +
+           " without a worker's progress");
   }
 
   // This node ends the job (a stop signal, a hang, a worker that cannot be killed).
@@ -443,7 +529,12 @@ class Agent::Impl : public WorkerGroup::Listener {
       failure_report_ = format_failure_report(plan_.program, attempt + 1, outcomes);
       if (plan_.print_failure_report) write_all(STDERR_FILENO, failure_report_);
     }
-    if (event.shared) log::error(describe_job_end(end));
+    // A job of several nodes: every node prints the line that names the node that ended it.
+    if (event.shared) {
+      log::error(describe_job_end(end));
+    } else if (no_restart_) {
+      log::error(end.reason);
+    }
     // A worker's status passes through; the launchers' own (a lost node, a hang elsewhere) may be
     // made retryable.
     return finish(end.rank >= 0 ? end.status
@@ -501,8 +592,23 @@ class Agent::Impl : public WorkerGroup::Listener {
       notice("hang report in " + path + "; the job goes on (--stall_action report)");
       return;
     }
+    if (round_.node_rank != 0 && round_.nnodes > 1) {
+      // Node 0 reports the job's hang, with the traces this node has just put in its store, and
+      // ends the job. Stopping the workers here first would break node 0's ranks' collectives
+      // and turn its report into a worker failure: they stay until node 0 ends the job, or for
+      // the time node 0's report takes at most (its own stall watch, the traces, the stacks).
+      notice("hang report in " + path + "; node 0 reports the job's hang (this node stops its " +
+             "workers in " + std::to_string(kNodeZeroReportWait.count() / 1000) + " s otherwise)");
+      stop_stalled_at_ = os_.now() + kNodeZeroReportWait;
+      return;
+    }
     notice("hang report in " + path + "; stopping the workers" +
            (plan_.stall_timeout.count() > 0 ? " (--stall_timeout)" : ""));
+    stop_stalled();
+  }
+
+  void stop_stalled() {
+    stop_stalled_at_.reset();
     stalled_ = true;
     group_->stop(SIGTERM);
   }
@@ -589,7 +695,14 @@ class Agent::Impl : public WorkerGroup::Listener {
   int interrupted_by_ = 0;
   std::unique_ptr<StallWatch> stall_watch_;
   bool stalled_ = false;
+  // A node other than 0 whose workers stalled stops them at this time unless node 0 has ended
+  // the job first (on_stall).
+  std::optional<Clock::time_point> stop_stalled_at_;
   std::unique_ptr<FileTimer> file_timer_;
+  int no_progress_attempts_ = 0;  // failed attempts in a row without progress on this node
+  bool no_restart_ = false;       // --max_no_progress_restarts ended the job here
+  std::unique_ptr<WorkerProgress> worker_progress_;  // with the health check: what it reads
+  std::unique_ptr<HealthCheckServer> health_server_;
   std::string failure_report_;
   std::string unfit_gpus_;  // a static multi-node job's GPU refusal, said after joining
 };
@@ -620,6 +733,16 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
   out << "# acc-launch dry run: " << plan.nnodes << " node(s) x " << plan.nproc_per_node
       << " worker(s), world size " << plan.world_size << ", node rank " << plan.node_rank
       << ", store " << plan.master_addr << ":" << master_port << "\n";
+  if (plan.max_no_progress_restarts > 0)
+    out << "# restarts: " << plan.max_restarts << " (--max_restarts), none after "
+        << plan.max_no_progress_restarts
+        << " attempt(s) in a row without progress (--max_no_progress_restarts), then exit "
+        << plan.no_restart_exit_code << " (--no_restart_exit_code)\n";
+  if (plan.health_check_port)
+    out << "# health check: HTTP on port " << *plan.health_check_port
+        << " (TORCHELASTIC_HEALTH_CHECK_PORT), 503 after "
+        << static_cast<double>(plan.health_check_timeout.count()) / 1000
+        << " s without a worker's progress (--health_check_timeout)\n";
   const Round round = static_round(plan, master_port, 0);
   for (const WorkerSpec& worker : plan.workers) {
     out << "\n# rank " << global_rank(plan, round, worker.local_rank) << " (local rank "

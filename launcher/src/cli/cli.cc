@@ -509,6 +509,19 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
           "exit with CODE (e.g. 138) for every failure of the launcher's own (hang, lost node, "
           "unkillable worker, rendezvous), so Kubeflow's ExitCode restart policy retries it")
       ->check(whole_number(0));
+  t.value("max_no_progress_restarts", o.max_no_progress_restarts,
+          "after this many attempts in a row that failed before any progress (no beat, no "
+          "completed collective), stop restarting and exit --no_restart_exit_code; 0: off")
+      ->check(whole_number(0));
+  t.value("no_restart_exit_code", o.no_restart_exit_code,
+          "the exit status when --max_no_progress_restarts stops the restarts (default 93, as "
+          "NVIDIA's ft_launcher)")
+      ->check(whole_number(1));
+  t.value("health_check_timeout", o.health_check_timeout,
+          "with $TORCHELASTIC_HEALTH_CHECK_PORT: seconds without a worker's progress before the "
+          "health check answers 503 (default 60)",
+          {.env = "ACC_HEALTH_CHECK_TIMEOUT"})
+      ->check(seconds());
   t.value("straggler_window", o.straggler_window,
           "every this many seconds, compare the ranks' time outside collectives per step and "
           "name a rank 1.5 times slower than the median (default 30); 0: off",

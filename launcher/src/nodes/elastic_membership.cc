@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
@@ -151,21 +152,28 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   client.port = plan_.rdzv_port;
   client.timeout = seconds_conf(plan_, "read_timeout", 60);
   // The host may start after this node: keep trying for the join timeout, in short tries with
-  // the stop check between them, so that SIGINT/SIGTERM end the wait within a second.
+  // the stop check between them, so that SIGINT/SIGTERM end the wait within a second. A server
+  // that accepts and does not answer the handshake within a second is tried again too (a store
+  // loaded to that point answers a later try), and named as such when the time is up.
+  client.handshake_timeout = std::min(client.timeout, milliseconds(1000));
   const milliseconds join_timeout = seconds_conf(plan_, "join_timeout", 600);
   const auto deadline = std::chrono::steady_clock::now() + join_timeout;
   for (;;) {
     throw_if_stopped();
     const auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
     client.connect_timeout = std::clamp(left, milliseconds(1), milliseconds(100));
+    std::optional<std::string> handshake;
     try {
       return std::make_unique<rendezvous::StoreClient>(client);
+    } catch (const rendezvous::StoreHandshakeTimeout& e) {
+      handshake = e.what();
     } catch (const TimeoutError&) {
-      if (std::chrono::steady_clock::now() < deadline) continue;
-      throw TimeoutError(detail::concat(
-          "no store server answered at ", format_endpoint(plan_.rdzv_host, plan_.rdzv_port),
-          " within ", join_timeout.count(), " ms; is it running and reachable?"));
     }
+    if (std::chrono::steady_clock::now() < deadline) continue;
+    if (handshake) throw TimeoutError(*handshake + " (the rendezvous endpoint, --rdzv_endpoint)");
+    throw TimeoutError(detail::concat("no store server answered at ",
+                                      format_endpoint(plan_.rdzv_host, plan_.rdzv_port), " within ",
+                                      join_timeout.count(), " ms; is it running and reachable?"));
   }
 }
 

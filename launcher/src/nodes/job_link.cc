@@ -1,5 +1,6 @@
 #include "nodes/job_link.h"
 
+#include <algorithm>
 #include <charconv>
 #include <vector>
 
@@ -17,13 +18,13 @@ std::optional<int> parse_number(std::string_view text) {
   return value;
 }
 
+}  // namespace
+
 std::string seconds_text(std::chrono::milliseconds duration) {
   const auto ms = duration.count();
   if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
   return std::to_string(ms) + " ms";
 }
-
-}  // namespace
 
 std::string format_job_end(const JobEnd& end) {
   return "node=" + std::to_string(end.node) + " host=" + (end.host.empty() ? "-" : end.host) +
@@ -103,9 +104,9 @@ JobEvent JobLink::tick(int restart_count) {
       return event;
     }
   }
-  if (const auto silent = silent_node()) {
+  if (const std::vector<int> silent = silent_nodes(); !silent.empty()) {
     JobEnd lost;
-    lost.node = *silent;
+    lost.node = silent.front();
     lost.status = kExitNodeLost;
     lost.reason = "its launcher stopped beating for " + seconds_text(options_.keep_alive_window) +
                   " (seen by node " + std::to_string(options_.node_rank) + ")";
@@ -118,7 +119,7 @@ JobEvent JobLink::tick(int restart_count) {
 
 // Node 0 watches every other node; the others watch node 0. A node not yet registered is not
 // watched: it may still be starting.
-std::optional<int> JobLink::silent_node() {
+std::vector<int> JobLink::silent_nodes() {
   std::vector<int> nodes;
   if (options_.node_rank == 0) {
     for (int n = 1; n < options_.nnodes; ++n) nodes.push_back(n);
@@ -135,13 +136,14 @@ std::optional<int> JobLink::silent_node() {
       if (store_.check({keys[i]})) values[i] = store_.get(keys[i]);
   }
   const auto now = clock_.now();
+  std::vector<int> silent;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (values[i].empty()) continue;
     auto [it, first] = beats_seen_.try_emplace(nodes[i], Seen{values[i], now});
     if (!first && it->second.value != values[i]) it->second = Seen{values[i], now};
-    if (now - it->second.since >= options_.keep_alive_window) return nodes[i];
+    if (now - it->second.since >= options_.keep_alive_window) silent.push_back(nodes[i]);
   }
-  return std::nullopt;
+  return silent;
 }
 
 std::optional<JobEnd> JobLink::ended() {
@@ -165,6 +167,19 @@ void JobLink::arrive(const std::string& barrier, int delta) {
 
 bool JobLink::all_arrived(const std::string& barrier) {
   return store_.add(barrier, 0) >= options_.nnodes;
+}
+
+void JobLink::let_go() {
+  store_.set(store_keys::node_let_go(options_.node_rank), "1");
+}
+
+bool JobLink::others_let_go() {
+  const std::vector<int> silent = silent_nodes();
+  std::vector<std::string> keys;
+  for (int n = 1; n < options_.nnodes; ++n)
+    if (beats_seen_.count(n) && std::find(silent.begin(), silent.end(), n) == silent.end())
+      keys.push_back(store_keys::node_let_go(n));
+  return keys.empty() || store_.check(keys);
 }
 
 }  // namespace acc::launcher

@@ -11,12 +11,16 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "acc/launcher/nodes/membership.h"
 #include "acc/rendezvous/clock.h"
 #include "acc/rendezvous/key_value_store.h"
 
 namespace acc::launcher {
+
+// A keep-alive window as the lines name it: "10 s", or "2500 ms".
+std::string seconds_text(std::chrono::milliseconds duration);
 
 // One line for the store: "node=1 host=b rank=3 local_rank=1 pid=42 exit=3 signal=0 status=3
 // reason=rank 3 exited with 3" (the reason last: it may hold spaces).
@@ -61,8 +65,15 @@ class JobLink {
   void arrive(const std::string& barrier, int delta = 1);
   bool all_arrived(const std::string& barrier);
 
+  // A node other than 0 is done with the store: it read the job's end or passed the exit barrier.
+  void let_go();
+  // Node 0: whether every other node that joined has let go, except those silent for the
+  // keep-alive window (lost: they never will).
+  bool others_let_go();
+
  private:
-  std::optional<int> silent_node();
+  // The watched nodes whose beat has not changed for the keep-alive window.
+  std::vector<int> silent_nodes();
 
   rendezvous::KeyValueStore& store_;
   const rendezvous::Clock& clock_;

@@ -49,7 +49,6 @@ class StaticMembership::Link {
         join_timeout_(seconds_conf(plan, "join_timeout", 600)) {}
 
   milliseconds interval() const { return interval_; }
-  milliseconds window() const { return window_; }
 
   // Connects to node 0's store (retrying while it starts, at most join_timeout) and joins.
   void connect(const std::string& host, int port) {
@@ -61,19 +60,23 @@ class StaticMembership::Link {
         options.host = host;
         options.port = port;
         options.connect_timeout = kWaitStep * 5;
-        // A node 0 that vanished without closing the connection (its machine died) answers
-        // nothing: that is its loss too. Not at the first late reply, though: on a loaded host
-        // our own store's reply was seen to take over 5 s.
-        options.timeout = plan_.node_rank == 0 ? milliseconds(60'000)
-                                               : std::max(2 * window_, milliseconds(10'000));
+        // Node 0's own store, in this process: a reply that does not come is a bug, not a loss.
+        // The others' replies are bounded by the keep-alive window in guarded().
+        options.timeout = milliseconds(60'000);
+        // Short tries, the stop check between them (see ElasticMembership::connect).
+        options.handshake_timeout = milliseconds(1000);
         client_ = std::make_unique<rendezvous::StoreClient>(options);
+        last_reply_ = SteadyClock::now();
         break;
-      } catch (const TimeoutError&) {
-        if (SteadyClock::now() >= deadline)
-          throw TimeoutError("node 0's store at " + format_endpoint(host, port) +
-                             " did not answer within the join timeout (" +
-                             std::to_string(join_timeout_.count() / 1000) +
-                             " s, --rdzv_conf join_timeout)");
+      } catch (const TimeoutError& e) {
+        if (SteadyClock::now() < deadline) continue;
+        if (dynamic_cast<const rendezvous::StoreHandshakeTimeout*>(&e))
+          throw TimeoutError(std::string(e.what()) + " (node 0's store, --master_addr and " +
+                             "--master_port)");
+        throw TimeoutError("node 0's store at " + format_endpoint(host, port) +
+                           " did not answer within the join timeout (" +
+                           std::to_string(join_timeout_.count() / 1000) +
+                           " s, --rdzv_conf join_timeout)");
       }
     }
     JobLink::Options options;
@@ -87,13 +90,22 @@ class StaticMembership::Link {
 
   bool connected() const { return client_ != nullptr; }
 
-  // Runs `step` on the link; a store that cannot be reached ends the job: node 0 is gone.
+  // Runs `step` on the link; a store that cannot be reached ends the job: node 0 is gone. A
+  // node 0 that vanished without closing the connection (its machine died, or the network
+  // between us) answers nothing: a node that has had no reply for the keep-alive window takes
+  // it for lost, as node 0 does a node whose beats stopped. Not at the first late reply, though:
+  // on a loaded host our own store's reply was seen to take over 5 s.
   template <typename Step>
   JobEvent guarded(Step step) {
     if (ended_) return *ended_;
     if (!job_) return {};
     try {
+      if (plan_.node_rank != 0)
+        client_->set_timeout(std::max(
+            std::chrono::duration_cast<milliseconds>(last_reply_ + window_ - SteadyClock::now()),
+            interval_));
       JobEvent event = step(*job_);
+      last_reply_ = SteadyClock::now();
       if (event.kind == JobEvent::Kind::kEnded) ended(event);
       return event;
     } catch (const Error& e) {
@@ -103,8 +115,12 @@ class StaticMembership::Link {
       event.end.node = 0;
       event.end.host = plan_.master_addr;
       event.end.status = kExitNodeLost;
-      event.end.reason = "its store at " + format_endpoint(plan_.master_addr, plan_.master_port) +
-                         " is gone (" + e.what() + ")";
+      const std::string store = format_endpoint(plan_.master_addr, plan_.master_port);
+      event.end.reason = dynamic_cast<const TimeoutError*>(&e)
+                             ? "its store at " + store +
+                                   " has not answered for the keep-alive window (" +
+                                   seconds_text(window_) + ")"
+                             : "its store at " + store + " is gone (" + e.what() + ")";
       ended(event);
       return event;
     }
@@ -212,18 +228,50 @@ class StaticMembership::Link {
     });
   }
 
+  // Node 0, done with the job: keeps its store (at most one keep-alive window, or until a stop
+  // signal) until every other node has let go of it, so that none of them reads the store's end
+  // as node 0's loss. Nodes silent for the window are not waited for: they are lost.
+  void let_others_go() {
+    if (!job_ || plan_.node_rank != 0) return;
+    const auto deadline = SteadyClock::now() + window_;
+    while (SteadyClock::now() < deadline) {
+      try {
+        throw_if_stopped_();
+        if (job_->others_let_go()) return;
+      } catch (const std::exception&) {
+        return;  // a stop signal, or (a bug) our own store failing: nothing to wait for
+      }
+      std::this_thread::sleep_for(kLetGoStep);
+    }
+  }
+
   void close() {
+    let_go();
     job_.reset();
     client_.reset();
   }
 
  private:
+  // How often node 0 looks whether the others have let go of its store.
+  static constexpr milliseconds kLetGoStep{20};
+
   // Once the job has ended this node needs nothing more from the store: it lets go of it at
-  // once, so that node 0 need not wait for it.
+  // once, so that node 0 need not wait for it. Node 0 keeps its link: it waits for the others in
+  // let_others_go().
   void ended(const JobEvent& event) {
     ended_ = event;
-    job_.reset();
-    client_.reset();
+    if (plan_.node_rank == 0) return;
+    close();
+  }
+
+  // Tells node 0 this node is done with its store (best effort: a store that is gone needs no
+  // telling).
+  void let_go() {
+    if (!job_ || plan_.node_rank == 0) return;
+    try {
+      job_->let_go();
+    } catch (const Error&) {
+    }
   }
 
   const LaunchPlan& plan_;
@@ -235,6 +283,7 @@ class StaticMembership::Link {
   std::unique_ptr<JobLink> job_;
   std::optional<JobEvent> ended_;
   SteadyClock::time_point next_beat_;
+  SteadyClock::time_point last_reply_;
 };
 
 StaticMembership::StaticMembership(const LaunchPlan& plan) : plan_(plan) {}
@@ -311,19 +360,10 @@ JobEvent StaticMembership::await_exit(int restart_count) {
 void StaticMembership::leave(bool succeeded) {
   (void)succeeded;
   if (!link_) return;
+  // The others read the job's end (or the exit barrier) from node 0's store: it stays until
+  // their launchers have let go of it.
+  link_->let_others_go();
   link_->close();
-  if (!store_) return;
-  // The others read the job's end (or the exit barrier) from this store: it stays until their
-  // launchers have let go of it, at most one keep-alive window, or a stop signal.
-  const auto deadline = SteadyClock::now() + link_->window();
-  while (store_->num_connections() > 0 && SteadyClock::now() < deadline) {
-    try {
-      throw_if_stopped();
-    } catch (const InterruptedError&) {
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
 }
 
 }  // namespace acc::launcher

@@ -314,6 +314,28 @@ int resolve_retryable_exit_code(const LaunchOptions& o) {
   return code;
 }
 
+// --no_restart_exit_code: an exit status a scheduler can see (1-255).
+int resolve_no_restart_exit_code(const LaunchOptions& o) {
+  const int code = o.no_restart_exit_code;
+  ACC_CHECK(code >= 1 && code <= 255, ConfigError, "--no_restart_exit_code ", code,
+            ": expected an exit status from 1 to 255 (default 93, as NVIDIA's ft_launcher)");
+  return code;
+}
+
+// TORCHELASTIC_HEALTH_CHECK_PORT, where the launcher's environment sets it (empty: unset, as the
+// other torchrun variables): a port number.
+std::optional<int> resolve_health_check_port(const HostInfo& host) {
+  const auto it = host.environment.find("TORCHELASTIC_HEALTH_CHECK_PORT");
+  if (it == host.environment.end() || it->second.empty()) return std::nullopt;
+  const std::string& text = it->second;
+  const bool digits =
+      !text.empty() && text.size() <= 5 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  ACC_CHECK(digits && std::stoi(text) <= 65535, ConfigError, "TORCHELASTIC_HEALTH_CHECK_PORT=\"",
+            escape_control(text), "\" is not a port number (0-65535; 0: any free port)");
+  return std::stoi(text);
+}
+
 // "SIGTERM,SIGINT" (names with or without SIG, or numbers) -> signal numbers.
 std::vector<int> parse_signals(const std::string& list) {
   std::vector<int> signals;
@@ -525,6 +547,13 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.retryable_exit_code = resolve_retryable_exit_code(o);
   plan.straggler_window = std::chrono::round<std::chrono::milliseconds>(
       std::chrono::duration<double>(o.straggler_window));
+  plan.max_no_progress_restarts = o.max_no_progress_restarts;
+  plan.no_restart_exit_code = resolve_no_restart_exit_code(o);
+  plan.health_check_port = resolve_health_check_port(host);
+  plan.health_check_timeout = std::chrono::round<std::chrono::milliseconds>(
+      std::chrono::duration<double>(o.health_check_timeout));
+  ACC_CHECK(plan.health_check_timeout.count() > 0, ConfigError, "--health_check_timeout ",
+            o.health_check_timeout, ": expected seconds above 0 (default 60)");
 
   const std::vector<std::string> argv = worker_argv(o);
   const std::vector<std::string> devices = visible_devices(plan, host);

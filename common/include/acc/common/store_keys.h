@@ -36,6 +36,8 @@ inline std::string hang_node_summary(int restart_count, int node_rank) {
 // Every launcher of the job is a client of node 0's store (static: the store node 0's launcher
 // serves; elastic: the rendezvous store). One layout for the job's life:
 //   /acc/job/node_<n>/alive          node n's launcher adds 1 at each keep-alive tick
+//   /acc/job/node_<n>/let_go         node n (n > 0) is done with the store: it read the job's end
+//                                    or passed the exit barrier (node 0 may close the store)
 //   /acc/job/end                     the first launcher to end the job sets it (compare_set from
 //                                    absent) to one line naming the node, host, rank, exit and
 //                                    reason; every other launcher stops on seeing it
@@ -52,6 +54,10 @@ inline std::string hang_node_summary(int restart_count, int node_rank) {
 
 inline std::string node_alive(int node_rank) {
   return "/acc/job/node_" + std::to_string(node_rank) + "/alive";
+}
+
+inline std::string node_let_go(int node_rank) {
+  return "/acc/job/node_" + std::to_string(node_rank) + "/let_go";
 }
 
 inline std::string job_end() {

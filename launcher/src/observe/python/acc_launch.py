@@ -66,6 +66,10 @@ class _File:
         self.add(_BEATS, 1)
         self.set(_LAST, _now())
 
+    def alive(self):
+        """Progress in time only: not a beat, which stands for work done (a step)."""
+        self.set(_LAST, _now())
+
     def begin(self, group, seq, op, numel, dtype, group_size, peer, where):
         slot = _U64.unpack_from(self.m, _STARTED)[0]
         _RECORD.pack_into(self.m, _HEADER_SIZE + (slot % _CAPACITY) * _RECORD_SIZE, seq, _now(),
@@ -325,7 +329,10 @@ class _Recorder:
     def init_done(self, fn):
         def init_process_group(*args, **kwargs):
             result = fn(*args, **kwargs)
-            self.f.beat()  # start-up is over: the stall clock runs from here
+            # Start-up is over: the stall clock runs from here. Not a beat: an attempt that fails
+            # after init_process_group and before its first step made no progress
+            # (--max_no_progress_restarts).
+            self.f.alive()
             return result
         init_process_group.__wrapped__ = fn
         init_process_group.__doc__ = fn.__doc__

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "acc/common/error.h"
 #include "acc/rendezvous/key_value_store.h"
 
 namespace acc::rendezvous {
@@ -22,6 +23,18 @@ struct StoreClientOptions {
   std::chrono::milliseconds connect_timeout{60'000};
   // How long get() and wait() wait for keys, and any reply may take, before TimeoutError.
   std::chrono::milliseconds timeout{300'000};
+  // How long the server's first reply (the PING's echo) may take once the connection is
+  // accepted; 0: `timeout`. A short one tells a port held by another service (it accepts and
+  // never answers) from a store, and lets a caller that retries look for a stop signal between
+  // tries.
+  std::chrono::milliseconds handshake_timeout{0};
+};
+
+// A server accepted the connection and did not answer the handshake within
+// StoreClientOptions::handshake_timeout: another service on that port, or a store too loaded.
+class StoreHandshakeTimeout : public TimeoutError {
+ public:
+  using TimeoutError::TimeoutError;
 };
 
 // Not thread-safe: one request at a time (use one client per thread). Every method blocks for one
@@ -71,6 +84,9 @@ class StoreClient : public KeyValueStore {
     std::int64_t bytes_received = 0;
   };
   const Traffic& traffic() const { return traffic_; }
+
+  // From the next request on, the longest any reply may take (options.timeout until then).
+  void set_timeout(std::chrono::milliseconds timeout) { options_.timeout = timeout; }
 
  private:
   void send(std::string_view bytes);

@@ -145,6 +145,12 @@ struct LaunchOptions {
   int retryable_exit_code = 0;    // 0: the launcher's failures keep their own exit codes
   // Stragglers (--straggler_window, ACC_STRAGGLER_WINDOW; docs/launch.md "Stragglers").
   double straggler_window = 30;  // seconds of collective timing per look; 0: off
+
+  // Restarts with sense, as NVIDIA's ft_launcher (docs/launch.md, "Failures, restarts, signals").
+  int max_no_progress_restarts = 0;  // attempts in a row failing before any progress; 0: off
+  int no_restart_exit_code = 93;     // the exit status when they stop the restarts (ft_launcher's)
+  // TORCHELASTIC_HEALTH_CHECK_PORT: seconds without a worker's progress before it answers 503.
+  double health_check_timeout = 60;  // torchelastic's
 };
 
 }  // namespace acc::launcher

@@ -172,8 +172,9 @@ class StaticMembership : public Membership {
   JobEvent restart_job(int restart_count) override;
   JobEvent end_job(const JobEnd& end) override;
   JobEvent await_exit(int restart_count) override;
-  // Node 0 stays (at most one keep-alive window) until the other launchers have left its
-  // store, so that none of them reads the store's end as node 0's loss.
+  // Node 0 stays (at most one keep-alive window) until the other launchers have let go of its
+  // store, so that none of them reads the store's end as node 0's loss; a node already silent
+  // for the window is lost, not waited for.
   void leave(bool succeeded) override;
 
  private:

@@ -102,6 +102,16 @@ struct LaunchPlan {
   // (not a worker's code passed through); 0: each keeps its own code (docs/errors.md).
   int retryable_exit_code = 0;
 
+  // --max_no_progress_restarts: after this many attempts in a row whose workers failed before any
+  // progress (no beat, no completed collective in their progress files), no restart: the
+  // launcher exits no_restart_exit_code. 0: off.
+  int max_no_progress_restarts = 0;
+  int no_restart_exit_code = 93;
+  // TORCHELASTIC_HEALTH_CHECK_PORT in the launcher's environment: the port of the health check
+  // it serves over HTTP (0: one the system picks); nullopt: none.
+  std::optional<int> health_check_port;
+  std::chrono::milliseconds health_check_timeout{60'000};  // no progress for this long: 503
+
   // --rdzv_backend etcd-v2 (or etcd): the etcd members' client addresses, host:port each, that
   // the elastic rendezvous runs on instead of a store at rdzv_host:rdzv_port.
   std::vector<std::string> etcd_endpoints;
