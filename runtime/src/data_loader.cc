@@ -118,7 +118,8 @@ void DataLoader::Iterator::load() {
   current_ = loader_->reader_.read(loader_->batches_[index_]);
   if (loader_->device_ != torch::kCPU) {
     current_.data = current_.data.to(loader_->device_, /*non_blocking=*/true);
-    current_.target = current_.target.to(loader_->device_, /*non_blocking=*/true);
+    if (current_.target.defined())  // a TensorExample dataset has no targets
+      current_.target = current_.target.to(loader_->device_, /*non_blocking=*/true);
   }
   if (loader_->state_) {
     loader_->state_->end_of_dataloader = index_ + 1 == loader_->batches_.size();

@@ -66,6 +66,11 @@ struct Case {
   bool shuffle;
 };
 
+// gtest names the parameter in its listing (without this, the struct's bytes, padding included).
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.world << " ranks, " << (c.shuffle ? "shuffled" : "in order");
+}
+
 class TorchDatasetTest : public ::testing::TestWithParam<Case> {};
 
 // 37 samples do not fill the last round of 4 x world; two epochs, so a shuffle is reseeded.
