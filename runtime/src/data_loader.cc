@@ -18,8 +18,56 @@ Batch TensorDataset::get(const std::vector<size_t>& indices) const {
   return {data_.index_select(0, index), targets_.index_select(0, index)};
 }
 
+namespace detail {
+
+Batch to_batch(torch::data::Example<> example) {
+  return {std::move(example.data), std::move(example.target)};
+}
+
+Batch to_batch(torch::data::TensorExample example) {
+  return {std::move(example.data), torch::Tensor()};
+}
+
+// As torch::data::transforms::Stack<> does, so a dataset yields the same batches with or
+// without it.
+Batch to_batch(std::vector<torch::data::Example<>> examples) {
+  std::vector<torch::Tensor> data, targets;
+  data.reserve(examples.size());
+  targets.reserve(examples.size());
+  for (auto& example : examples) {
+    data.push_back(std::move(example.data));
+    targets.push_back(std::move(example.target));
+  }
+  return {torch::stack(data), torch::stack(targets)};
+}
+
+Batch to_batch(std::vector<torch::data::TensorExample> examples) {
+  std::vector<torch::Tensor> data;
+  data.reserve(examples.size());
+  for (auto& example : examples) data.push_back(std::move(example.data));
+  return {torch::stack(data), torch::Tensor()};
+}
+
+size_t map_style_size(bool sized, size_t size) {
+  ACC_CHECK(sized, ConfigError,
+            "DataLoader: the torch::data dataset has no size(); acc::DataLoader shards "
+            "map-style datasets, whose size() gives the number of samples");
+  return size;
+}
+
+}  // namespace detail
+
 DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options)
-    : dataset_(std::move(dataset)), options_(options) {
+    : DataLoader(detail::BatchReader{dataset.size(),
+                                     [dataset](const std::vector<size_t>& indices) {
+                                       return dataset.get(indices);
+                                     }},
+                 options) {
+  tensors_ = std::move(dataset);
+}
+
+DataLoader::DataLoader(detail::BatchReader reader, DataLoaderOptions options)
+    : reader_(std::move(reader)), options_(options) {
   ACC_CHECK(options_.batch_size > 0, ConfigError, "DataLoader: batch_size must be at least 1");
   spec_.batch_size = options_.batch_size;
   spec_.drop_last = options_.drop_last;
@@ -35,8 +83,15 @@ void DataLoader::shard(int rank, int world_size, bool even_batches, torch::Devic
   epoch_ = std::make_shared<uint64_t>(*epoch_);
 }
 
+const TensorDataset& DataLoader::dataset() const {
+  ACC_CHECK(tensors_.has_value(), ConfigError,
+            "DataLoader::dataset(): this loader reads a torch::data dataset, not a "
+            "TensorDataset; dataset_size() gives its size");
+  return *tensors_;
+}
+
 size_t DataLoader::size() const {
-  return shard_batches(epoch_order(dataset_.size(), false, 0, 0), spec_).size();
+  return shard_batches(epoch_order(reader_.size, false, 0, 0), spec_).size();
 }
 
 size_t DataLoader::total_samples() const {
@@ -45,7 +100,7 @@ size_t DataLoader::total_samples() const {
 
 DataLoader::Iterator DataLoader::begin() {
   batches_ =
-      shard_batches(epoch_order(dataset_.size(), options_.shuffle, options_.seed, *epoch_), spec_);
+      shard_batches(epoch_order(reader_.size, options_.shuffle, options_.seed, *epoch_), spec_);
   if (batches_.empty()) ++*epoch_;
   return Iterator(this, 0);
 }
@@ -60,14 +115,15 @@ DataLoader::Iterator::Iterator(DataLoader* loader, size_t index) : loader_(loade
 
 void DataLoader::Iterator::load() {
   if (index_ >= loader_->batches_.size()) return;
-  current_ = loader_->dataset_.get(loader_->batches_[index_]);
+  current_ = loader_->reader_.read(loader_->batches_[index_]);
   if (loader_->device_ != torch::kCPU) {
     current_.data = current_.data.to(loader_->device_, /*non_blocking=*/true);
-    current_.target = current_.target.to(loader_->device_, /*non_blocking=*/true);
+    if (current_.target.defined())  // a TensorExample dataset has no targets
+      current_.target = current_.target.to(loader_->device_, /*non_blocking=*/true);
   }
   if (loader_->state_) {
     loader_->state_->end_of_dataloader = index_ + 1 == loader_->batches_.size();
-    loader_->state_->remainder = last_round_remainder(loader_->dataset_.size(), loader_->spec_);
+    loader_->state_->remainder = last_round_remainder(loader_->reader_.size, loader_->spec_);
   }
 }
 

@@ -56,15 +56,18 @@ std::vector<long> read_ints(const std::filesystem::path& path) {
 
 // After K steps every rank holds the same parameters, and they match one process trained on
 // the concatenated batches (float tolerance: the sums are associated differently).
-// `env` prefixes both commands (the CUDA test's lets the processes see the GPU).
-void expect_ddp_matches_one_process(int world, int steps, int accum, const std::string& env = "") {
+// `env` prefixes both commands (the CUDA test's lets the processes see the GPU); `data`
+// "torchdata" reads a torch::data dataset in a shuffled order instead of a TensorDataset.
+void expect_ddp_matches_one_process(int world, int steps, int accum, const std::string& env = "",
+                                    const std::string& data = "") {
   TempDir dir;
   const std::string args =
-      "ddp " + dir.path() + " " + std::to_string(steps) + " " + std::to_string(accum);
+      "ddp " + dir.path() + " " + std::to_string(steps) + " " + std::to_string(accum) + " " + data;
   auto ddp = run(env + launch(world, args));
   ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
   auto ref = run(env + std::string(RUNTIME_WORKER_BIN) + " reference " + dir.path() + " " +
-                 std::to_string(steps) + " " + std::to_string(world) + " " + std::to_string(accum));
+                 std::to_string(steps) + " " + std::to_string(world) + " " + std::to_string(accum) +
+                 " " + data);
   ASSERT_EQ(ref.exit_code, 0) << ref.output;
 
   const auto rank0 = read_bytes(dir.path() + "/params_rank0.bin");
@@ -91,6 +94,12 @@ TEST(DataParallelTest, ThreeRanksStayIdenticalAndMatchOneProcessOnTheConcatenate
 
 TEST(DataParallelTest, AccumulatingTwoMicroBatchesMatchesOneProcessOnTheirConcatenation) {
   expect_ddp_matches_one_process(2, 3, 2);
+}
+
+// A user's torch::data::datasets::Dataset, shuffled: rank r reads batch r of each round of the
+// epoch's order, so the two ranks' batches are the one process's batch of 8 (in that order).
+TEST(DataParallelTest, ATorchDataDatasetOnTwoRanksMatchesOneProcessOnTheWholeBatch) {
+  expect_ddp_matches_one_process(2, 6, 1, "", "torchdata");
 }
 
 TEST(CollectivesTest, EveryCollectiveGivesItsResultOnThreeRanks) {

@@ -2,8 +2,10 @@
 // acc-launch (or directly, for a world of one); writes its results under OUT and exits non-zero
 // with a message on stderr when a check it can make itself fails.
 //
-//   runtime_worker ddp OUT STEPS ACCUM        train data-parallel, write params_rank<R>.bin
-//   runtime_worker reference OUT STEPS WORLD ACCUM  one process on the concatenated batches
+//   runtime_worker ddp OUT STEPS ACCUM [torchdata]  train data-parallel, write params_rank<R>.bin;
+//                                             with torchdata from a torch::data dataset, shuffled
+//   runtime_worker reference OUT STEPS WORLD ACCUM [torchdata]  one process on the concatenated
+//                                             batches
 //   runtime_worker collectives                every collective against its expected result
 //   runtime_worker metrics OUT N              gather_for_metrics over N samples, and one epoch's
 //                                             training indices per rank
@@ -67,6 +69,34 @@ acc::TensorDataset make_data(int64_t n) {
   return {x, y};
 }
 
+// make_data's samples as a user's torch::data dataset, read one sample at a time.
+class RegressionSamples : public torch::data::datasets::Dataset<RegressionSamples> {
+ public:
+  explicit RegressionSamples(const acc::TensorDataset& tensors)
+      : x_(tensors.data()), y_(tensors.targets()) {}
+  torch::data::Example<> get(size_t index) override {
+    return {x_[static_cast<int64_t>(index)], y_[static_cast<int64_t>(index)]};
+  }
+  torch::optional<size_t> size() const override { return static_cast<size_t>(x_.size(0)); }
+
+ private:
+  torch::Tensor x_, y_;
+};
+
+// `n` samples of make_data in batches of `batch_size`: a TensorDataset in order, or with
+// `torch_data` a RegressionSamples in a shuffled order, stacked by Stack<> (`stack`) or by the
+// loader.
+acc::DataLoader make_loader(int64_t n, size_t batch_size, bool torch_data, bool stack) {
+  acc::DataLoaderOptions lo;
+  lo.batch_size = batch_size;
+  if (!torch_data) return {make_data(n), lo};
+  lo.shuffle = true;
+  lo.seed = 11;
+  RegressionSamples samples(make_data(n));
+  if (!stack) return {samples, lo};
+  return {samples.map(torch::data::transforms::Stack<>()), lo};
+}
+
 // Parameters as raw float32 bytes, in registration order: compared bit for bit by the test.
 void write_params(const torch::nn::Module& module, const std::string& path) {
   std::ofstream out(path, std::ios::binary);
@@ -102,30 +132,27 @@ void train(acc::Accelerator& acc, Net& net, acc::DataLoader& loader, int steps) 
   }
 }
 
-int ddp(const std::string& out, int steps, int accum) {
+int ddp(const std::string& out, int steps, int accum, bool torch_data) {
   auto options = small_buckets();
   options.gradient_accumulation_steps = accum;
   acc::Accelerator acc(options);
   torch::manual_seed(static_cast<uint64_t>(100 + acc.process_index()));  // different inits:
   Net net;  // prepare() must broadcast rank 0's
-  acc::DataLoaderOptions lo;
-  lo.batch_size = 4;
-  acc::DataLoader loader(make_data(4 * acc.num_processes() * accum * steps), lo);
+  auto loader = make_loader(4 * acc.num_processes() * accum * steps, 4, torch_data, true);
   train(acc, net, loader, steps);
   write_params(*net, out + "/params_rank" + std::to_string(acc.process_index()) + ".bin");
   return 0;
 }
 
-int reference(const std::string& out, int steps, int world, int accum) {
+int reference(const std::string& out, int steps, int world, int accum, bool torch_data) {
   acc::AcceleratorOptions options;
   options.env = acc::WorkerEnv{};
   options.env->use_cpu = acc::worker_env_from_process().use_cpu;  // where the ddp run trained
   acc::Accelerator acc(options);
   torch::manual_seed(100);
   Net net;
-  acc::DataLoaderOptions lo;
-  lo.batch_size = static_cast<size_t>(4 * world * accum);
-  acc::DataLoader loader(make_data(4 * world * accum * steps), lo);
+  auto loader = make_loader(4 * world * accum * steps, static_cast<size_t>(4 * world * accum),
+                            torch_data, false);
   train(acc, net, loader, steps);
   write_params(*net, out + "/params_reference.bin");
   return 0;
@@ -387,9 +414,11 @@ int main(int argc, char** argv) {
   try {
     const std::string mode = argc > 1 ? argv[1] : "";
     auto arg = [&](int i) { return i < argc ? std::string(argv[i]) : std::string("0"); };
-    if (mode == "ddp") return ddp(arg(2), std::stoi(arg(3)), std::stoi(arg(4)));
+    if (mode == "ddp")
+      return ddp(arg(2), std::stoi(arg(3)), std::stoi(arg(4)), arg(5) == "torchdata");
     if (mode == "reference")
-      return reference(arg(2), std::stoi(arg(3)), std::stoi(arg(4)), std::stoi(arg(5)));
+      return reference(arg(2), std::stoi(arg(3)), std::stoi(arg(4)), std::stoi(arg(5)),
+                       arg(6) == "torchdata");
     if (mode == "collectives") return collectives();
     if (mode == "metrics") return metrics(arg(2), std::stoll(arg(3)));
     if (mode == "mixed_precision") return mixed_precision();

@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -41,6 +42,16 @@ class logger;
 }
 
 namespace acc {
+
+namespace detail {
+// Whether Accelerator::prepare has an overload for T (see the catch-all one).
+template <typename T>
+inline constexpr bool kPreparable =
+    std::is_base_of_v<torch::detail::ModuleHolderIndicator, std::decay_t<T>> ||
+    std::is_convertible_v<T, std::shared_ptr<torch::nn::Module>> ||
+    std::is_base_of_v<torch::optim::Optimizer, std::decay_t<T>> ||
+    std::is_convertible_v<T, DataLoader>;
+}  // namespace detail
 
 enum class MixedPrecision { kNo, kFp16, kBf16 };
 
@@ -174,6 +185,23 @@ class Accelerator {
   AcceleratedOptimizer prepare(torch::optim::Optimizer& optimizer);
   // A data loader: returns a copy that reads this rank's shard onto device().
   DataLoader prepare(DataLoader loader);
+  // Anything else does not compile, with a sentence saying what prepare takes (a torch::data
+  // dataset goes into an acc::DataLoader, which gives it a batch size and a shuffle).
+  template <typename T, typename = std::enable_if_t<!detail::kPreparable<T>>>
+  DataLoader prepare(T&&) {
+    static_assert(!detail::kIsTorchDataLoader<T>,
+                  "prepare() cannot shard torch::data::make_data_loader's loader: its dataset and "
+                  "sampler are private to it. Give the dataset to an acc::DataLoader instead: "
+                  "acc.prepare(acc::DataLoader(dataset, {batch_size, shuffle}))");
+    static_assert(!detail::kIsTorchDataset<T>,
+                  "prepare() takes a torch::data dataset inside an acc::DataLoader, which gives it "
+                  "a batch size and a shuffle: acc.prepare(acc::DataLoader(dataset, {batch_size, "
+                  "shuffle}))");
+    static_assert(detail::kIsTorchDataLoader<T> || detail::kIsTorchDataset<T>,
+                  "prepare() takes a model (a ModuleHolder or std::shared_ptr<torch::nn::Module>), "
+                  "an optimizer (an lvalue torch::optim::Optimizer) or an acc::DataLoader");
+    std::abort();  // never compiled: one of the assertions fails for every T
+  }
   // Several objects at once, returned in the same order (for structured bindings).
   template <typename A, typename B, typename... Rest>
   auto prepare(A&& a, B&& b, Rest&&... rest) {
