@@ -85,6 +85,13 @@ auto run_collective(Impl& impl, const char* what, const char* op, const torch::T
   }
 }
 
+// Where a rank that leaves the group leaves its count of synchronised backward calls (in the
+// store, under the attempt's prefix): a rank whose gradient synchronisation then fails can tell
+// that the ranks made different numbers of them.
+std::string backward_count_key(int rank) {
+  return "acc_synchronised_backwards/" + std::to_string(rank);
+}
+
 // Gloo has no bool type: such tensors travel as bytes.
 torch::Tensor to_wire(const torch::Tensor& tensor) {
   return tensor.scalar_type() == torch::kBool ? tensor.to(torch::kUInt8) : tensor;
@@ -174,6 +181,16 @@ Accelerator::~Accelerator() {
 }
 
 void Accelerator::end_training() {
+  // Before the group closes (the ranks still in a backward then fail): see
+  // uneven_backwards(). Best effort; the store is the process group's own.
+  if (impl_->group.store && impl_->group.group) {
+    try {
+      const std::string count = std::to_string(impl_->synced_backwards);
+      impl_->group.store->set(backward_count_key(process_index()),
+                              std::vector<uint8_t>(count.begin(), count.end()));
+    } catch (const std::exception&) {
+    }
+  }
   impl_->data_parallel.clear();
   if (impl_->group.shutdown) impl_->group.shutdown();
   impl_->group = {};
@@ -248,10 +265,14 @@ void Accelerator::backward(const torch::Tensor& loss) {
   if (impl_->scaler) scaled = scaled * impl_->scale.to(scaled.scalar_type());
   // Not a record of its own (op null): it is mostly the backward pass, whose time would read as
   // time spent waiting in a collective; the optimizer step's beat is its progress.
-  run_collective(*impl_, "synchronising gradients", nullptr, nullptr, num_processes(), [&] {
-    for (auto& dp : impl_->data_parallel) dp->before_backward(scaled, reducer_sync_);
-    scaled.backward();
-  });
+  try {
+    run_collective(*impl_, "synchronising gradients", nullptr, nullptr, num_processes(), [&] {
+      for (auto& dp : impl_->data_parallel) dp->before_backward(scaled, reducer_sync_);
+      scaled.backward();
+    });
+  } catch (const BackendError& e) {
+    throw BackendError(detail::concat(e.what(), uneven_backwards()));
+  }
   ++(reducer_sync_ ? impl_->synced_backwards : impl_->local_backwards);
 }
 
@@ -509,6 +530,35 @@ void Accelerator::wait_for_everyone() {
   if (!use_distributed()) return;
   run_collective(*impl_, "wait_for_everyone", "barrier", nullptr, num_processes(),
                  [&] { impl_->group.group->barrier()->wait(); });
+}
+
+// A failed gradient synchronisation most often means a peer is gone: when peers left the group
+// after another number of synchronised backward calls than this rank is making, says so (Gloo
+// itself only says "Connection reset by peer"). Reads the store only on this failure path.
+std::string Accelerator::uneven_backwards() const {
+  if (!reducer_sync_ || !impl_->group.store) return "";
+  const std::uint64_t mine = impl_->synced_backwards + 1;
+  std::string others;
+  int named = 0;
+  try {
+    for (int rank = 0; rank < num_processes() && named < 4; ++rank) {
+      const std::string key = backward_count_key(rank);
+      if (rank == process_index() || !impl_->group.store->check({key})) continue;
+      const std::vector<uint8_t> bytes = impl_->group.store->get(key);
+      const std::string count(bytes.begin(), bytes.end());
+      if (count == std::to_string(mine)) continue;
+      others += detail::concat(named == 0 ? "rank " : ", rank ", rank,
+                               named == 0 ? " left the group after " : " after ", count);
+      ++named;
+    }
+  } catch (const std::exception&) {
+  }
+  if (others.empty()) return "";
+  return detail::concat(
+      "; the ranks made different numbers of synchronised backward calls: this rank (",
+      process_index(), ") failed in call ", mine, " and ", others,
+      ". Every rank must call acc.backward(loss) as many times: as many batches on each (a "
+      "prepared loader with even_batches gives that), and no backward only some ranks make");
 }
 
 std::pair<size_t, size_t> Accelerator::split_range(size_t length) const {

@@ -190,6 +190,17 @@ TEST(MisuseTest, APlainLossBackwardOnTwoRanksFailsWithALineNamingAccBackward) {
       << result.output;
 }
 
+// Rank 0 makes one synchronised backward more than rank 1, which ends and leaves: Gloo says
+// only "Connection reset by peer"; the error names the ranks' different counts of backward.
+TEST(MisuseTest, RanksWithDifferentNumbersOfBackwardCallsAreNamedAsSuch) {
+  auto result = run(launch(2, "uneven_backward"));
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("the ranks made different numbers of synchronised backward calls: "
+                               "this rank (0) failed in call 4 and rank 1 left the group after 3"),
+            std::string::npos)
+      << result.output;
+}
+
 TEST(CollectivesTest, AWorldOfOneNeedsNoLauncher) {
   auto result = run(std::string("env -u RANK -u WORLD_SIZE -u LOCAL_RANK ") + RUNTIME_WORKER_BIN +
                     " collectives");

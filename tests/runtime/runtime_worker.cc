@@ -20,6 +20,8 @@
 //                                             for PyTorch's renamed NCCL variables
 //   runtime_worker plain_backward             train with loss.backward() instead of acc.backward
 //                                             (the step must refuse it)
+//   runtime_worker uneven_backward            rank 0 makes one synchronised backward more than
+//                                             the others, which leave the group
 
 #include <cstdio>
 #include <cstdlib>
@@ -398,6 +400,21 @@ int plain_backward() {
   return 0;
 }
 
+// Rank 0 makes a 4th backward (its own extra batch) after the others made 3 and left.
+int uneven_backward() {
+  acc::Accelerator acc;
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto [model, opt] = acc.prepare(net, sgd);
+  const int steps = acc.process_index() == 0 ? 4 : 3;
+  for (int i = 0; i < steps; ++i) {
+    acc.backward(torch::mse_loss(model->forward(torch::ones({4, 8})), torch::zeros({4, 4})));
+    opt.step();
+    opt.zero_grad();
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -430,6 +447,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mode == "plain_backward") return plain_backward();
+    if (mode == "uneven_backward") return uneven_backward();
     if (mode == "silent")
       return silent(std::stoi(arg(2)), std::stoi(arg(3)), std::stoi(arg(4)), std::stoi(arg(5)));
     std::cerr << "runtime_worker: unknown mode '" << mode << "'\n";

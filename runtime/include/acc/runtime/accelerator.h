@@ -312,6 +312,7 @@ class Accelerator {
   void set_reducer_sync(bool sync) { reducer_sync_ = sync; }
   void optimizer_step(torch::optim::Optimizer& optimizer);
   void check_gradients_for_step(torch::optim::Optimizer& optimizer);
+  std::string uneven_backwards() const;
   void unscale_gradients(torch::optim::Optimizer* optimizer);
 
   WorkerEnv env_;
