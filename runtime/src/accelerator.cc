@@ -85,6 +85,13 @@ auto run_collective(Impl& impl, const char* what, const char* op, const torch::T
   }
 }
 
+// Where a rank that leaves the group leaves its count of synchronised backward calls (in the
+// store, under the attempt's prefix): a rank whose gradient synchronisation then fails can tell
+// that the ranks made different numbers of them.
+std::string backward_count_key(int rank) {
+  return "acc_synchronised_backwards/" + std::to_string(rank);
+}
+
 // Gloo has no bool type: such tensors travel as bytes.
 torch::Tensor to_wire(const torch::Tensor& tensor) {
   return tensor.scalar_type() == torch::kBool ? tensor.to(torch::kUInt8) : tensor;
@@ -105,7 +112,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
       options_(std::move(options)),
       gradient_state_(std::make_shared<GradientState>()),
       impl_(std::make_unique<Impl>()) {
-  logger_ = runtime::detail::make_logger(env_.rank, env_.world_size);
+  impl_->logger = runtime::detail::make_logger(env_.rank, env_.world_size);
   // An exception that ends the worker lands in the launcher's failure report (error_file.h).
   runtime::detail::install_terminate_handler();
   // Before the model and its first step allocate: see heap_retention.h.
@@ -151,7 +158,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
     impl_->beat = std::make_unique<runtime::detail::ProgressBeat>(impl_->group.store, env_.rank);
     impl_->progress = progress_file::Writer::from_environment();
     runtime::detail::log(
-        *logger_, runtime::detail::LogLevel::kDebug,
+        *impl_->logger, runtime::detail::LogLevel::kDebug,
         detail::concat("joined ", env_.world_size, " processes through ", env_.master_addr, ":",
                        env_.master_port, " (", backend_, ")"));
   }
@@ -169,12 +176,21 @@ Accelerator::~Accelerator() {
   try {
     end_training();
   } catch (const std::exception& e) {
-    runtime::detail::log(*logger_, runtime::detail::LogLevel::kWarn,
-                         detail::concat("leaving the process group: ", e.what()));
+    log_warning(detail::concat("leaving the process group: ", e.what()));
   }
 }
 
 void Accelerator::end_training() {
+  // Before the group closes (the ranks still in a backward then fail): see
+  // uneven_backwards(). Best effort; the store is the process group's own.
+  if (impl_->group.store && impl_->group.group) {
+    try {
+      const std::string count = std::to_string(impl_->synced_backwards);
+      impl_->group.store->set(backward_count_key(process_index()),
+                              std::vector<uint8_t>(count.begin(), count.end()));
+    } catch (const std::exception&) {
+    }
+  }
   impl_->data_parallel.clear();
   if (impl_->group.shutdown) impl_->group.shutdown();
   impl_->group = {};
@@ -184,8 +200,16 @@ void Accelerator::end_training() {
 
 void Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
   ACC_CHECK(module != nullptr, ConfigError, "prepare: the model is null");
+  // A second Reducer over the same parameters would average their gradients twice over.
+  ACC_CHECK(std::find(impl_->models.begin(), impl_->models.end(), module) == impl_->models.end(),
+            ConfigError,
+            "prepare: this model was prepared already; prepare each model once and keep using "
+            "it (prepare returns the same module)");
   module->to(device_);
   impl_->models.push_back(module);
+  // to() keeps each parameter's TensorImpl (it sets the data): the optimizer's tensors are these.
+  for (const auto& p : module->parameters())
+    impl_->model_parameters.insert(p.unsafeGetTensorImpl());
   if (!use_distributed()) return;
   ACC_CHECK(impl_->group.group, BackendError, "prepare after end_training()");
   runtime::detail::DataParallelOptions dp{
@@ -199,7 +223,27 @@ void Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
 }
 
 AcceleratedOptimizer Accelerator::prepare(torch::optim::Optimizer& optimizer) {
+  ACC_CHECK(impl_->backwards_at_step.count(&optimizer) == 0, ConfigError,
+            "prepare: this optimizer was prepared already; prepare each optimizer once and step "
+            "the AcceleratedOptimizer prepare returned");
+  ACC_CHECK(!impl_->models.empty(), ConfigError,
+            "prepare: the optimizer was prepared before its model; prepare the model first, "
+            "as acc.prepare(model, optimizer) in that order (the model's parameters move to the "
+            "device and get their gradients averaged before the optimizer refers to them)");
+  size_t index = 0;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      ACC_CHECK(impl_->model_parameters.count(p.unsafeGetTensorImpl()) != 0, ConfigError,
+                "prepare: parameter ", index, " of the optimizer (shape ", p.sizes(),
+                ") belongs to no prepared model, so its gradient would not be averaged over the "
+                "processes; prepare every model the optimizer trains before the optimizer, as "
+                "acc.prepare(model, optimizer) in that order");
+      ++index;
+    }
+  }
   impl_->optimizers.push_back(&optimizer);
+  // Counted from here: a backward before prepare serves the first step too.
+  impl_->backwards_at_step[&optimizer] = {};
   return AcceleratedOptimizer(optimizer, *this);
 }
 
@@ -212,15 +256,24 @@ DataLoader Accelerator::prepare(DataLoader loader) {
 // ---- training ----
 
 void Accelerator::backward(const torch::Tensor& loss) {
+  ACC_CHECK(!impl_->models.empty(), ConfigError,
+            "acc.backward(loss) before prepare: prepare the model first, as auto [model, "
+            "optimizer] = acc.prepare(net, optimizer), so that its gradients are averaged over "
+            "the processes");
   torch::Tensor scaled = loss;
   if (gradient_accumulation_steps_ > 1) scaled = scaled / gradient_accumulation_steps_;
   if (impl_->scaler) scaled = scaled * impl_->scale.to(scaled.scalar_type());
   // Not a record of its own (op null): it is mostly the backward pass, whose time would read as
   // time spent waiting in a collective; the optimizer step's beat is its progress.
-  run_collective(*impl_, "synchronising gradients", nullptr, nullptr, num_processes(), [&] {
-    for (auto& dp : impl_->data_parallel) dp->before_backward(scaled, reducer_sync_);
-    scaled.backward();
-  });
+  try {
+    run_collective(*impl_, "synchronising gradients", nullptr, nullptr, num_processes(), [&] {
+      for (auto& dp : impl_->data_parallel) dp->before_backward(scaled, reducer_sync_);
+      scaled.backward();
+    });
+  } catch (const BackendError& e) {
+    throw BackendError(detail::concat(e.what(), uneven_backwards()));
+  }
+  ++(reducer_sync_ ? impl_->synced_backwards : impl_->local_backwards);
 }
 
 SyncGuard Accelerator::accumulate() {
@@ -271,7 +324,36 @@ void Accelerator::unscale_gradients(torch::optim::Optimizer* optimizer) {
   impl_->unscaled = true;
 }
 
+// Cheap on the right path (two counters compared); only a step with no synchronised backward
+// since its last one looks at the gradients themselves.
+void Accelerator::check_gradients_for_step(torch::optim::Optimizer& optimizer) {
+  const auto found = impl_->backwards_at_step.find(&optimizer);
+  ACC_CHECK(found != impl_->backwards_at_step.end(), ConfigError,
+            "optimizer step of an optimizer that prepare did not return; prepare the model, then "
+            "the optimizer, as acc.prepare(model, optimizer), and step the optimizer it returns");
+  Impl::BackwardsAtStep& last = found->second;
+  if (impl_->synced_backwards == last.synced) {
+    ACC_CHECK(impl_->local_backwards == last.local, ConfigError,
+              "optimizer step after acc.backward(loss) under no_sync() only: the gradients are "
+              "this process's own, not averaged over the processes; run the backward of the "
+              "last micro-batch before a step outside no_sync(), or use acc.accumulate()");
+    // With LibTorch 1.x zero_grad() leaves zeros, with 2.x none: a step after zero_grad() and
+    // no backward at all changes nothing and is let through.
+    bool gradients = false;
+    for (const auto& group : optimizer.param_groups())
+      for (const auto& p : group.params())
+        gradients = gradients || (p.grad().defined() && p.grad().ne(0).any().item<bool>());
+    ACC_CHECK(!gradients, ConfigError,
+              "optimizer step on gradients that acc.backward(loss) did not compute (none since "
+              "this optimizer's last step): a plain loss.backward() leaves each process its own "
+              "gradients, not averaged over the processes, and the ranks drift apart; call "
+              "acc.backward(loss) instead of loss.backward()");
+  }
+  last = {impl_->synced_backwards, impl_->local_backwards};
+}
+
 void Accelerator::optimizer_step(torch::optim::Optimizer& optimizer) {
+  check_gradients_for_step(optimizer);
   if (impl_->scaler) {
     unscale_gradients(&optimizer);
     // The gradients were averaged over the ranks already, so found_inf agrees everywhere.
@@ -450,6 +532,35 @@ void Accelerator::wait_for_everyone() {
                  [&] { impl_->group.group->barrier()->wait(); });
 }
 
+// A failed gradient synchronisation most often means a peer is gone: when peers left the group
+// after another number of synchronised backward calls than this rank is making, says so (Gloo
+// itself only says "Connection reset by peer"). Reads the store only on this failure path.
+std::string Accelerator::uneven_backwards() const {
+  if (!reducer_sync_ || !impl_->group.store) return "";
+  const std::uint64_t mine = impl_->synced_backwards + 1;
+  std::string others;
+  int named = 0;
+  try {
+    for (int rank = 0; rank < num_processes() && named < 4; ++rank) {
+      const std::string key = backward_count_key(rank);
+      if (rank == process_index() || !impl_->group.store->check({key})) continue;
+      const std::vector<uint8_t> bytes = impl_->group.store->get(key);
+      const std::string count(bytes.begin(), bytes.end());
+      if (count == std::to_string(mine)) continue;
+      others += detail::concat(named == 0 ? "rank " : ", rank ", rank,
+                               named == 0 ? " left the group after " : " after ", count);
+      ++named;
+    }
+  } catch (const std::exception&) {
+  }
+  if (others.empty()) return "";
+  return detail::concat(
+      "; the ranks made different numbers of synchronised backward calls: this rank (",
+      process_index(), ") failed in call ", mine, " and ", others,
+      ". Every rank must call acc.backward(loss) as many times: as many batches on each (a "
+      "prepared loader with even_batches gives that), and no backward only some ranks make");
+}
+
 std::pair<size_t, size_t> Accelerator::split_range(size_t length) const {
   const auto n = static_cast<size_t>(num_processes());
   const auto i = static_cast<size_t>(process_index());
@@ -466,13 +577,19 @@ torch::Tensor Accelerator::split_between_processes(const torch::Tensor& tensor) 
 
 // ---- output and seeds ----
 
-void Accelerator::log_info(const std::string& message, bool main_process_only) const {
+void Accelerator::log_debug(const std::string& message, bool main_process_only) const {
   if (main_process_only && !is_main_process()) return;
-  runtime::detail::log(*logger_, runtime::detail::LogLevel::kInfo, message);
+  runtime::detail::log(*impl_->logger, runtime::detail::LogLevel::kDebug, message);
 }
 
-void Accelerator::log_warning(const std::string& message) const {
-  runtime::detail::log(*logger_, runtime::detail::LogLevel::kWarn, message);
+void Accelerator::log_info(const std::string& message, bool main_process_only) const {
+  if (main_process_only && !is_main_process()) return;
+  runtime::detail::log(*impl_->logger, runtime::detail::LogLevel::kInfo, message);
+}
+
+void Accelerator::log_warning(const std::string& message, bool main_process_only) const {
+  if (main_process_only && !is_main_process()) return;
+  runtime::detail::log(*impl_->logger, runtime::detail::LogLevel::kWarn, message);
 }
 
 void Accelerator::set_seed(uint64_t seed, bool device_specific) const {

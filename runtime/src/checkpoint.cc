@@ -2,13 +2,15 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "acc/common/error.h"
 #include "accelerator_impl.h"
-#include "log.h"
 #include "remove_tree.h"
 
 namespace acc {
@@ -33,22 +35,77 @@ void save_module(const torch::nn::Module& module, const fs::path& path) {
   archive.save_to(path.string());
 }
 
+// "a, b, c" of at most 8 names, then how many more.
+std::string name_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i > 0 ? ", " : "") + names[i];
+  if (names.size() > 8) out += detail::concat(" and ", names.size() - 8, " more");
+  return out;
+}
+
+// LibTorch's own errors (a file that is not a LibTorch archive, an optimizer of another kind)
+// as one line naming the file and the fix, without the C++ backtrace.
+template <typename F>
+void loading(const fs::path& path, F&& load) {
+  try {
+    load();
+  } catch (const c10::Error& e) {
+    throw ConfigError(detail::concat("load_state: cannot load ", path.string(), ": ",
+                                     e.what_without_backtrace(),
+                                     " (prepare the same objects, in the same order, as the run "
+                                     "that saved it)"));
+  }
+}
+
 // Copies into the existing tensors rather than replacing them: the Reducer and the optimizer
-// hold these very tensors.
+// hold these very tensors. Names and shapes are checked first, so that another model's file is
+// refused whole, with every name that differs, before anything is copied.
 void load_module(torch::nn::Module& module, const fs::path& path) {
   torch::serialize::InputArchive archive;
-  archive.load_from(path.string());
+  loading(path, [&] { archive.load_from(path.string()); });
+  std::vector<std::pair<std::string, torch::Tensor>> mine;
+  for (const auto& item : module.named_parameters()) mine.emplace_back(item.key(), item.value());
+  const size_t parameters = mine.size();
+  for (const auto& item : module.named_buffers()) mine.emplace_back(item.key(), item.value());
+
+  std::set<std::string> saved;
+  for (const std::string& key : archive.keys()) saved.insert(key);
+  std::vector<std::string> missing;
+  std::vector<std::string> mismatched;
+  std::vector<torch::Tensor> values(mine.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const auto& [name, tensor] = mine[i];
+    bool read = false;
+    if (saved.erase(name) != 0)
+      loading(path,
+              [&] { read = archive.try_read(name, values[i], /*is_buffer=*/i >= parameters); });
+    if (!read) {
+      missing.push_back(name);
+    } else if (values[i].sizes() != tensor.sizes()) {
+      mismatched.push_back(detail::concat(name, " ", values[i].sizes(), " for ", tensor.sizes()));
+    }
+  }
+  // The archive's own attribute, not a tensor of the model.
+  saved.erase("training");
+  const std::vector<std::string> unexpected(saved.begin(), saved.end());
+  ACC_CHECK(missing.empty() && unexpected.empty(), ConfigError, "load_state: ", path.string(),
+            " is not this model's checkpoint: missing ", missing.size(), " (", name_list(missing),
+            "), unexpected ", unexpected.size(), " (", name_list(unexpected),
+            "); load a checkpoint of the same model, with the models prepared in the same order "
+            "as the run that saved it");
+  ACC_CHECK(mismatched.empty(), ConfigError, "load_state: ", path.string(),
+            " holds other shapes than this model: ", name_list(mismatched),
+            "; load a checkpoint of the same model, built with the same sizes");
   torch::NoGradGuard no_grad;
-  for (const auto& item : module.named_parameters()) {
-    torch::Tensor value;
-    archive.read(item.key(), value);
-    item.value().copy_(value);
-  }
-  for (const auto& item : module.named_buffers()) {
-    torch::Tensor value;
-    archive.read(item.key(), value, /*is_buffer=*/true);
-    item.value().copy_(value);
-  }
+  for (size_t i = 0; i < mine.size(); ++i) mine[i].second.copy_(values[i]);
+}
+
+// "model.pt, model_1.pt" (or optimizer...) that `dir` holds: stem.pt then stem_1.pt, ... until
+// one is missing.
+size_t count_indexed(const fs::path& dir, const std::string& stem) {
+  size_t n = 0;
+  while (fs::exists(dir / indexed(stem, n))) ++n;
+  return n;
 }
 
 // The default generator of `device`'s type (CPU, or that CUDA device's).
@@ -112,8 +169,7 @@ void Accelerator::save_state(const std::string& dir) {
     remove_tree(old_dir);
   }
   wait_for_everyone();
-  runtime::detail::log(*logger_, runtime::detail::LogLevel::kDebug,
-                       detail::concat("saved state (step ", step_, ") to ", dir));
+  log_debug(detail::concat("saved state (step ", step_, ") to ", dir), false);
 }
 
 void Accelerator::load_state(const std::string& dir) {
@@ -123,16 +179,21 @@ void Accelerator::load_state(const std::string& dir) {
     from = dir + ".old";
   ACC_CHECK(fs::exists(from / "random_states_0.pt"), ConfigError, "load_state: '", dir,
             "' is not a checkpoint written by save_state (no random_states_0.pt)");
-  for (size_t i = 0; i < impl_->models.size(); ++i) {
-    const auto path = from / indexed("model", i);
-    ACC_CHECK(fs::exists(path), ConfigError, "load_state: ", path.string(),
-              " is missing; prepare the same models as the run that saved it");
-    load_module(*impl_->models[i], path);
-  }
+  const size_t models = count_indexed(from, "model");
+  const size_t optimizers = count_indexed(from, "optimizer");
+  ACC_CHECK(
+      models == impl_->models.size() && optimizers == impl_->optimizers.size(), ConfigError,
+      "load_state: ", from.string(), " holds ", models, " model(s) and ", optimizers,
+      " optimizer(s), but ", impl_->models.size(), " and ", impl_->optimizers.size(),
+      " are prepared",
+      impl_->models.empty() && impl_->optimizers.empty() ? " (load_state before prepare)" : "",
+      "; prepare the same objects, in the same order, as the run that saved it, then call "
+      "load_state");
+  for (size_t i = 0; i < impl_->models.size(); ++i)
+    load_module(*impl_->models[i], from / indexed("model", i));
   for (size_t i = 0; i < impl_->optimizers.size(); ++i) {
     const auto path = from / indexed("optimizer", i);
-    ACC_CHECK(fs::exists(path), ConfigError, "load_state: ", path.string(), " is missing");
-    torch::load(*impl_->optimizers[i], path.string());
+    loading(path, [&] { torch::load(*impl_->optimizers[i], path.string()); });
   }
   if (impl_->scaler && fs::exists(from / "scaler.pt")) {
     torch::serialize::InputArchive archive;
@@ -145,10 +206,8 @@ void Accelerator::load_state(const std::string& dir) {
   }
   auto rng_path = from / ("random_states_" + std::to_string(process_index()) + ".pt");
   if (!fs::exists(rng_path)) {
-    runtime::detail::log(*logger_, runtime::detail::LogLevel::kWarn,
-                         detail::concat(rng_path.string(),
-                                        " is missing (the world size "
-                                        "changed?): using rank 0's RNG state"));
+    log_warning(detail::concat(rng_path.string(),
+                               " is missing (the world size changed?): using rank 0's RNG state"));
     rng_path = from / "random_states_0.pt";
   }
   torch::serialize::InputArchive archive;
@@ -167,8 +226,7 @@ void Accelerator::load_state(const std::string& dir) {
        ++i)
     *impl_->loader_epochs[i] =
         static_cast<uint64_t>(epochs[static_cast<int64_t>(i)].item<int64_t>());
-  runtime::detail::log(*logger_, runtime::detail::LogLevel::kDebug,
-                       detail::concat("loaded state (step ", step_, ") from ", from.string()));
+  log_debug(detail::concat("loaded state (step ", step_, ") from ", from.string()), false);
 }
 
 }  // namespace acc

@@ -4,12 +4,12 @@
 
 #include <c10/util/Exception.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <typeinfo>
 
 namespace acc::runtime::detail {
@@ -48,22 +48,11 @@ std::string current_type_name() {
 void write_error_file(const std::string& message) {
   const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
   if (path == nullptr || *path == '\0') return;
-  std::string json = "{\"message\": \"";
-  for (const char c : message) {
-    if (c == '"' || c == '\\') {
-      json += '\\';
-      json += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned char>(c));
-      json += escaped;
-    } else {
-      json += c;
-    }
-  }
-  json += "\"}\n";
   try {
-    std::ofstream(path) << json;
+    // An exception's text may hold any bytes: those that are not UTF-8 become U+FFFD.
+    const nlohmann::json error = {{"message", message}};
+    std::ofstream(path) << error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                        << '\n';
   } catch (...) {
   }
 }

@@ -7,12 +7,10 @@
 #include <dirent.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iomanip>
-#include <sstream>
+#include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
 
@@ -46,13 +44,6 @@ std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::str
   closedir(stream);
   std::sort(found.begin(), found.end());
   return found;
-}
-
-std::string json_number(double value) {
-  if (!std::isfinite(value)) return "null";
-  std::ostringstream out;
-  out << std::setprecision(10) << value;
-  return out.str();
 }
 
 // Writes `contents` to `path` through a temporary file and a rename.
@@ -93,24 +84,18 @@ std::string Trainer::save_checkpoint() {
 // one that is read back and marks the checkpoint complete.
 void Trainer::write_trainer_state(const std::string& dir) const {
   write_atomically(fs::path(dir) / "trainer_state.json", [&](const fs::path& tmp) {
+    // Metric names are the user's (compute_metrics): any bytes, escaped by the library; a
+    // NaN or infinite value is written as null.
+    nlohmann::ordered_json state = {{"global_step", state_.global_step},
+                                    {"epoch", state_.epoch},
+                                    {"max_steps", state_.max_steps},
+                                    {"num_train_epochs", state_.num_train_epochs},
+                                    {"batches_in_epoch", state_.batches_in_epoch},
+                                    {"log_history", nlohmann::ordered_json::array()}};
+    for (const auto& entry : state_.log_history) state["log_history"].push_back(entry);
     std::ofstream out(tmp);
-    out << "{\n  \"global_step\": " << state_.global_step
-        << ",\n  \"epoch\": " << json_number(state_.epoch)
-        << ",\n  \"max_steps\": " << state_.max_steps
-        << ",\n  \"num_train_epochs\": " << state_.num_train_epochs
-        << ",\n  \"batches_in_epoch\": " << state_.batches_in_epoch << ",\n  \"log_history\": [";
-    const char* separator = "\n    ";
-    for (const auto& entry : state_.log_history) {
-      out << separator << '{';
-      const char* comma = "";
-      for (const auto& [name, value] : entry) {
-        out << comma << '"' << name << "\": " << json_number(value);
-        comma = ", ";
-      }
-      out << '}';
-      separator = ",\n    ";
-    }
-    out << "\n  ]\n}\n";
+    // Bytes that are not UTF-8 become U+FFFD rather than an exception.
+    out << state.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
     ACC_CHECK(out.good(), ConfigError, "cannot write ", tmp.string(),
               "; check that output_dir is writable and has space");
   });

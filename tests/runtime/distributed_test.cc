@@ -182,6 +182,34 @@ TEST(TorchNamesTest, AWorkerKeepsOnlyTheNamesItsLibTorchReads) {
   }
 }
 
+// After prepare, a plain loss.backward() leaves each rank its own gradients: the first step
+// refuses them, with a line naming acc.backward, rather than letting the ranks drift apart.
+// (Every rank refuses it; the first to exit makes acc-launch stop the others, which may go
+// before they print, so one line is what the test can count on.)
+TEST(MisuseTest, APlainLossBackwardOnTwoRanksFailsWithALineNamingAccBackward) {
+  auto result = run(launch(2, "plain_backward"));
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_EQ(result.output.find("stepped"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("]: runtime_worker: optimizer step on gradients that "
+                               "acc.backward(loss) did not compute"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("call acc.backward(loss) instead of loss.backward()"),
+            std::string::npos)
+      << result.output;
+}
+
+// Rank 0 makes one synchronised backward more than rank 1, which ends and leaves: Gloo says
+// only "Connection reset by peer"; the error names the ranks' different counts of backward.
+TEST(MisuseTest, RanksWithDifferentNumbersOfBackwardCallsAreNamedAsSuch) {
+  auto result = run(launch(2, "uneven_backward"));
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("the ranks made different numbers of synchronised backward calls: "
+                               "this rank (0) failed in call 4 and rank 1 left the group after 3"),
+            std::string::npos)
+      << result.output;
+}
+
 TEST(CollectivesTest, AWorldOfOneNeedsNoLauncher) {
   auto result = run(std::string("env -u RANK -u WORLD_SIZE -u LOCAL_RANK ") + RUNTIME_WORKER_BIN +
                     " collectives");

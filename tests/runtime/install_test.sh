@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds a C++17 program that includes every
 # installed runtime header and links acc::runtime_launch alone through find_package(acc-launch),
-# and runs it: acc::launch_all starts two workers that train, and both ranks must end equal.
+# and runs it: acc::launch_all starts two workers that train, and both ranks must end equal. Run
+# again with --plain-backward (loss.backward() instead of acc.backward(loss)), it must fail with
+# the acc::ConfigError that names acc.backward, caught through acc/runtime/runtime.h alone.
 set -euo pipefail
 build=$1
 consumer=$2
@@ -10,11 +12,25 @@ trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
 test -f "$prefix/include/acc/runtime/accelerator.h"
 test -f "$prefix/include/acc/runtime/launch.h"
+# The installed headers need LibTorch only: none names spdlog (whose fmt clashes with LibTorch's).
+if grep -rl spdlog "$prefix/include/acc"; then
+  echo "an installed header names spdlog" >&2
+  exit 1
+fi
 cmake -S "$consumer" -B "$prefix/consumer-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix" -DACC_PREFIX="$prefix" >/dev/null
 cmake --build "$prefix/consumer-build" -j2
 # The consumer is the caller: none of a launcher's variables around it.
-out=$(env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u ACC_LAUNCH_WORKER \
-  "$prefix/consumer-build/consumer" 2>&1) || { echo "$out"; echo "consumer failed" >&2; exit 1; }
+run_consumer() {
+  env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u ACC_LAUNCH_WORKER "$prefix/consumer-build/consumer" "$@"
+}
+out=$(run_consumer 2>&1) || { echo "$out"; echo "consumer failed" >&2; exit 1; }
 echo "$out"
 grep -q '^consumer ok: 2 ranks with equal parameters (C++17)$' <<<"$out"
+if out=$(run_consumer --plain-backward 2>&1); then
+  echo "$out"
+  echo "consumer --plain-backward succeeded" >&2
+  exit 1
+fi
+echo "$out"
+grep -q 'consumer: rank [01]: acc::ConfigError: optimizer step on gradients that acc.backward(loss) did not compute' <<<"$out"

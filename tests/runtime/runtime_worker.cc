@@ -20,6 +20,10 @@
 //   runtime_worker throw                      let an exception leave main() (the error file)
 //   runtime_worker nccl_env                   join the group, then print NAME=VALUE or NAME unset
 //                                             for PyTorch's renamed NCCL variables
+//   runtime_worker plain_backward             train with loss.backward() instead of acc.backward
+//                                             (the step must refuse it)
+//   runtime_worker uneven_backward            rank 0 makes one synchronised backward more than
+//                                             the others, which leave the group
 
 #include <cstdio>
 #include <cstdlib>
@@ -402,6 +406,42 @@ int silent(int steps, int step_ms, int stuck_rank, int stuck_s) {
   return 0;
 }
 
+// The misuse the Accelerator cannot let through silently: each rank would step on its own
+// gradients. Exits 0 only if the steps were taken.
+int plain_backward() {
+  acc::Accelerator acc;
+  torch::manual_seed(static_cast<uint64_t>(acc.process_index()));
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  acc::DataLoaderOptions lo;
+  lo.batch_size = 4;
+  auto [model, opt, loader] =
+      acc.prepare(net, sgd, acc::DataLoader(make_data(8 * acc.num_processes()), lo));
+  for (const auto& batch : loader) {
+    torch::mse_loss(model->forward(batch.data), batch.target).backward();
+    opt.step();
+    opt.zero_grad();
+  }
+  std::cout << "plain_backward: rank " << acc.process_index() << " stepped " << acc.step()
+            << " times" << std::endl;
+  return 0;
+}
+
+// Rank 0 makes a 4th backward (its own extra batch) after the others made 3 and left.
+int uneven_backward() {
+  acc::Accelerator acc;
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto [model, opt] = acc.prepare(net, sgd);
+  const int steps = acc.process_index() == 0 ? 4 : 3;
+  for (int i = 0; i < steps; ++i) {
+    acc.backward(torch::mse_loss(model->forward(torch::ones({4, 8})), torch::zeros({4, 4})));
+    opt.step();
+    opt.zero_grad();
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -435,6 +475,8 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
+    if (mode == "plain_backward") return plain_backward();
+    if (mode == "uneven_backward") return uneven_backward();
     if (mode == "silent")
       return silent(std::stoi(arg(2)), std::stoi(arg(3)), std::stoi(arg(4)), std::stoi(arg(5)));
     std::cerr << "runtime_worker: unknown mode '" << mode << "'\n";

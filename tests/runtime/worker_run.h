@@ -32,12 +32,14 @@ inline Result run(const std::string& command) {
   return result;
 }
 
-// "acc-launch --nproc_per_node N EXTRA WORKER ARGS".
+#ifdef ACC_LAUNCH_BIN
+// "acc-launch --nproc_per_node N EXTRA WORKER ARGS" (in the test binaries that know acc-launch).
 inline std::string launch_command(int nproc, const std::string& worker, const std::string& args,
                                   const std::string& extra = "") {
   return std::string(ACC_LAUNCH_BIN) + " --nproc_per_node " + std::to_string(nproc) + " " + extra +
          " " + worker + " " + args;
 }
+#endif
 
 inline std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

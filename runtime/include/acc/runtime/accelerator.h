@@ -12,9 +12,12 @@
 //
 // Thread-safety: an Accelerator is used from the thread that runs the training loop. Collectives
 // block until every rank has called them (up to the timeout) and must be called by all ranks in
-// the same order. Errors: acc::ConfigError for a bad option or environment variable,
-// acc::BackendError when the process group cannot be created or a collective fails,
-// acc::TimeoutError when joining takes longer than the timeout.
+// the same order. Errors (acc/common/error.h, included by acc/runtime/runtime.h):
+// acc::ConfigError for a bad option or environment variable and for a misuse that would
+// otherwise train wrongly without a word (a plain loss.backward() before an optimizer step, a
+// step or backward before prepare, prepare twice or out of order, load_state of another
+// model's checkpoint), acc::BackendError when the process group cannot be created or a
+// collective fails, acc::TimeoutError when joining takes longer than the timeout.
 
 #include <torch/torch.h>
 
@@ -36,10 +39,6 @@
 
 #include "acc/runtime/data_loader.h"
 #include "acc/runtime/worker_env.h"
-
-namespace spdlog {
-class logger;
-}
 
 namespace acc {
 
@@ -90,12 +89,17 @@ class Accelerator;
 // The optimizer as Accelerate's AcceleratedOptimizer: step() and zero_grad() do nothing while
 // gradients are being accumulated (sync_gradients() is false); with fp16 step() unscales and
 // skips steps whose gradients overflowed. Refers to the optimizer and the Accelerator, which
-// must outlive it. Not thread-safe.
+// must outlive it. Get it from Accelerator::prepare. Not thread-safe.
 class AcceleratedOptimizer {
  public:
   AcceleratedOptimizer(torch::optim::Optimizer& optimizer, Accelerator& accelerator)
       : optimizer_(&optimizer), accelerator_(&accelerator) {}
 
+  // Throws acc::ConfigError, before stepping, when the optimizer was not prepared, or when it
+  // holds gradients that no synchronised Accelerator::backward computed since its last step: a
+  // plain loss.backward() (each rank would step on its own gradients), or backward() under
+  // no_sync() only. Checked in a world of one too, where the same program would still train,
+  // so that it does not break only once it runs on two processes.
   void step();
   void zero_grad();
   torch::optim::Optimizer& optimizer() const { return *optimizer_; }
@@ -168,7 +172,8 @@ class Accelerator {
   // ---- prepare ----
   // A model: parameters and buffers are moved to device() and broadcast from rank 0 (blocks);
   // from now on backward() averages its gradients over the ranks in buckets while the backward
-  // pass runs (c10d::Reducer, as PyTorch's DDP). Returns the same module.
+  // pass runs (c10d::Reducer, as PyTorch's DDP). Returns the same module. Throws
+  // acc::ConfigError when the model is null or was prepared already.
   template <typename Holder,
             typename = std::enable_if_t<
                 std::is_base_of<torch::detail::ModuleHolderIndicator, std::decay_t<Holder>>::value>>
@@ -181,7 +186,9 @@ class Accelerator {
     return model;
   }
   // An optimizer: see AcceleratedOptimizer. Prepare the model first (its parameters must be on
-  // device() before the optimizer's state is created).
+  // device() before the optimizer's state is created): throws acc::ConfigError when one of the
+  // optimizer's parameters belongs to no prepared model (its gradient would never be averaged),
+  // or when the optimizer was prepared already.
   AcceleratedOptimizer prepare(torch::optim::Optimizer& optimizer);
   // A data loader: returns a copy that reads this rank's shard onto device().
   DataLoader prepare(DataLoader loader);
@@ -222,6 +229,7 @@ class Accelerator {
   // Replaces loss.backward(): divides by the accumulation steps, scales for fp16, and when
   // gradients are synchronised in this step arms the reducers so each bucket is all-reduced
   // as soon as its gradients are ready. Blocks until the averaged gradients are in .grad().
+  // Throws acc::ConfigError when no model was prepared.
   void backward(const torch::Tensor& loss);
   // Unscales fp16 gradients, then torch::nn::utils::clip_grad_norm_. Returns the total norm.
   double clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
@@ -285,7 +293,7 @@ class Accelerator {
   }
   torch::Tensor split_between_processes(const torch::Tensor& tensor) const;
 
-  // ---- output ----
+  // ---- output (Accelerate's accelerator.print and get_logger) ----
   // Writes the arguments and a newline to stdout on the local main process only.
   template <typename... Args>
   void print(Args&&... args) const {
@@ -295,10 +303,13 @@ class Accelerator {
     out << '\n';
     std::cout << out.str() << std::flush;
   }
-  // A spdlog logger whose lines name the rank ("[rank 1/2]"); level from ACC_LOG_LEVEL.
-  std::shared_ptr<spdlog::logger> logger() const { return logger_; }
+  // A line on stderr, "[12:00:01.234] [rank 1/2] [info] message", as libacc's own lines, when
+  // its level is at least ACC_LOG_LEVEL (trace, debug, info, warning, error, critical, off; info
+  // when unset). With main_process_only only the main process writes it (as Accelerate's
+  // get_logger does by default; a warning comes from every process unless asked). Thread-safe.
+  void log_debug(const std::string& message, bool main_process_only = true) const;
   void log_info(const std::string& message, bool main_process_only = true) const;
-  void log_warning(const std::string& message) const;
+  void log_warning(const std::string& message, bool main_process_only = false) const;
 
   // ---- reproducibility and checkpoints ----
   // Seeds torch's generators (CPU and CUDA) with seed, plus process_index() when device_specific.
@@ -309,7 +320,11 @@ class Accelerator {
   // into a sibling temporary directory and renamed by the main process. Blocks (two barriers).
   void save_state(const std::string& dir);
   // Restores what save_state wrote (prepare everything first, in the same order). A resumed run
-  // continues bit for bit. Throws acc::ConfigError when `dir` is not a complete checkpoint.
+  // continues bit for bit. Throws acc::ConfigError when `dir` is not a complete checkpoint, when
+  // it holds another number of models or optimizers than were prepared (none prepared yet: it
+  // was called before prepare), or when a model's file holds other parameters than the model
+  // (another model's checkpoint, or models prepared in another order): the message names the
+  // file and the missing and unexpected names.
   void load_state(const std::string& dir);
 
   // Leaves the process group (also done by the destructor). Collectives fail afterwards.
@@ -324,6 +339,8 @@ class Accelerator {
   std::pair<size_t, size_t> split_range(size_t length) const;
   void set_reducer_sync(bool sync) { reducer_sync_ = sync; }
   void optimizer_step(torch::optim::Optimizer& optimizer);
+  void check_gradients_for_step(torch::optim::Optimizer& optimizer);
+  std::string uneven_backwards() const;
   void unscale_gradients(torch::optim::Optimizer* optimizer);
 
   WorkerEnv env_;
@@ -338,7 +355,6 @@ class Accelerator {
   bool reducer_sync_ = true;
   int64_t step_ = 0;
   std::shared_ptr<GradientState> gradient_state_;
-  std::shared_ptr<spdlog::logger> logger_;
   std::unique_ptr<Impl> impl_;
 };
 

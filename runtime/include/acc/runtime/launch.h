@@ -40,6 +40,8 @@
 #include <utility>
 #include <vector>
 
+#include "acc/common/error.h"
+
 namespace acc {
 
 struct LaunchOptions {

@@ -1,0 +1,126 @@
+// Accelerator::save_state / load_state in a world of one: what load_state refuses, each time with
+// one acc::ConfigError naming the file and the fix rather than LibTorch's own error.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "acc/runtime/runtime.h"
+#include "worker_run.h"
+
+namespace {
+
+using acc::testing::TempDir;
+
+acc::AcceleratorOptions world_of_one() {
+  acc::AcceleratorOptions options;
+  options.cpu = true;
+  options.apply_omp_num_threads = false;
+  options.env = acc::WorkerEnv{};
+  return options;
+}
+
+struct TwoLayersImpl : torch::nn::Module {
+  explicit TwoLayersImpl(int64_t hidden)
+      : encoder(register_module("encoder", torch::nn::Linear(8, hidden))),
+        decoder(register_module("decoder", torch::nn::Linear(hidden, 4))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return decoder(torch::relu(encoder(x))); }
+  torch::nn::Linear encoder, decoder;
+};
+TORCH_MODULE(TwoLayers);
+
+// A checkpoint of a Linear(8, 4) and its SGD in `dir`.
+void save_linear(const std::string& dir) {
+  acc::Accelerator acc(world_of_one());
+  torch::nn::Linear net(8, 4);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto [model, opt] = acc.prepare(net, sgd);
+  acc.save_state(dir);
+}
+
+template <typename F>
+std::string config_error(F&& fn) {
+  try {
+    fn();
+  } catch (const acc::ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no acc::ConfigError";
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(CheckpointTest, LoadStateBeforePrepareIsAConfigError) {
+  TempDir dir;
+  save_linear(dir.path() + "/ckpt");
+  acc::Accelerator acc(world_of_one());
+  const std::string message = config_error([&] { acc.load_state(dir.path() + "/ckpt"); });
+  EXPECT_TRUE(contains(message,
+                       "holds 1 model(s) and 1 optimizer(s), but 0 and 0 are prepared "
+                       "(load_state before prepare)"))
+      << message;
+}
+
+TEST(CheckpointTest, AnotherModelsCheckpointNamesTheFileAndTheMissingAndUnexpectedNames) {
+  TempDir dir;
+  save_linear(dir.path() + "/ckpt");
+  acc::Accelerator acc(world_of_one());
+  TwoLayers net(16);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto [model, opt] = acc.prepare(net, sgd);
+  const auto before = net->encoder->weight.detach().clone();
+  const std::string message = config_error([&] { acc.load_state(dir.path() + "/ckpt"); });
+  EXPECT_TRUE(contains(message, dir.path() + "/ckpt/model.pt is not this model's checkpoint"))
+      << message;
+  EXPECT_TRUE(contains(message,
+                       "missing 4 (encoder.weight, encoder.bias, decoder.weight, "
+                       "decoder.bias), unexpected 2 (bias, weight)"))
+      << message;
+  EXPECT_FALSE(contains(message, "Exception raised from")) << "no C++ backtrace: " << message;
+  EXPECT_TRUE(torch::equal(net->encoder->weight, before)) << "nothing is loaded";
+}
+
+TEST(CheckpointTest, TheSameNamesWithOtherShapesAreNamedWithBothShapes) {
+  TempDir dir;
+  {
+    acc::Accelerator acc(world_of_one());
+    TwoLayers net(16);
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+    auto [model, opt] = acc.prepare(net, sgd);
+    acc.save_state(dir.path() + "/ckpt");
+  }
+  acc::Accelerator acc(world_of_one());
+  TwoLayers net(32);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto [model, opt] = acc.prepare(net, sgd);
+  const std::string message = config_error([&] { acc.load_state(dir.path() + "/ckpt"); });
+  EXPECT_TRUE(contains(message,
+                       "holds other shapes than this model: encoder.weight [16, 8] for "
+                       "[32, 8]"))
+      << message;
+}
+
+TEST(CheckpointTest, ASavedStateLoadsBackIntoTheSameObjects) {
+  TempDir dir;
+  acc::Accelerator acc(world_of_one());
+  torch::manual_seed(1);
+  TwoLayers net(16);
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+  auto [model, opt] = acc.prepare(net, adam);
+  acc.backward(model->forward(torch::ones({2, 8})).sum());
+  opt.step();
+  acc.save_state(dir.path() + "/ckpt");
+  const auto saved = net->decoder->weight.detach().clone();
+  acc.backward(model->forward(torch::ones({2, 8})).sum());
+  opt.step();
+  ASSERT_FALSE(torch::equal(net->decoder->weight, saved));
+  acc.load_state(dir.path() + "/ckpt");
+  EXPECT_TRUE(torch::equal(net->decoder->weight, saved));
+  EXPECT_EQ(acc.step(), 1);
+}
+
+}  // namespace
