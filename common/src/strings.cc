@@ -95,6 +95,22 @@ std::string escape_control(std::string_view text) {
   return out;
 }
 
+std::string one_line(std::string_view text, std::size_t limit) {
+  std::string flat;
+  bool space = false;
+  for (const char c : text) {
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\v' || c == '\f') {
+      space = !flat.empty();
+      continue;
+    }
+    if (space) flat += ' ';
+    space = false;
+    flat += c;
+  }
+  if (flat.size() > limit) flat = flat.substr(0, limit) + "...";
+  return escape_control(flat);
+}
+
 std::optional<int> parse_int(std::string_view text) {
   int value = 0;
   const char* end = text.data() + text.size();

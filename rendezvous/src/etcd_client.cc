@@ -52,7 +52,7 @@ std::string decoded(const std::string& text) {
 Json parse_reply(const std::string& body) {
   Json reply = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (reply.is_discarded())
-    throw StoreError("etcd sent a reply that is not JSON: " + body.substr(0, 200));
+    throw StoreError("etcd sent a reply that is not JSON: " + one_line(body));
   return reply;
 }
 
@@ -151,10 +151,10 @@ std::string EtcdClient::call(std::string_view path, const std::string& body) {
       if (reply.status == 200) return reply.body;
       // etcd's own message when the body is its JSON; otherwise (a proxy's page?) the body as it
       // came says more than nothing.
-      std::string message = reply.body;
+      std::string message = one_line(reply.body);
       const Json error = Json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
       if (const Json* text = find_member(error, "message"); text && text->is_string())
-        message = text->get<std::string>();
+        message = one_line(text->get<std::string>());
       // A malformed request is our bug, the same on every member: no point trying the others.
       ACC_CHECK(reply.status != 400 && reply.status != 404, StoreError, "etcd at ",
                 member.address(), " refused ", path, " (HTTP ", reply.status, "): ", message);

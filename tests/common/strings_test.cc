@@ -44,6 +44,14 @@ TEST(StringsTest, ParseIntTakesTheWholeTextOrNothing) {
     EXPECT_FALSE(parse_int(bad)) << bad;
 }
 
+TEST(StringsTest, OneLineFlattensAPageAndCutsIt) {
+  EXPECT_EQ(one_line("<html>\r\n  <body>bad\tgateway</body>\n</html>\n"),
+            "<html> <body>bad gateway</body> </html>");
+  EXPECT_EQ(one_line("  \x1b[1mbold\x1b[0m  "), "\\x1b[1mbold\\x1b[0m");
+  EXPECT_EQ(one_line("abcdef", 3), "abc...");
+  EXPECT_EQ(one_line(""), "");
+}
+
 TEST(StringsTest, EscapeControlKeepsAMessageOnOneLine) {
   EXPECT_EQ(escape_control("4\n\x1b[31mred\t\r\x7f"), "4\\n\\x1b[31mred\\t\\r\\x7f");
   EXPECT_EQ(escape_control("plain text, \\ and \xc3\xa9"), "plain text, \\ and \xc3\xa9");

@@ -254,6 +254,36 @@ TEST_F(EtcdClientTest, NoMemberAnsweringIsANetworkErrorNamingTheEndpoints) {
   EXPECT_THROW(EtcdClient{options}, ConfigError);
 }
 
+// A proxy in front of nothing: every request gets its error page, several lines of HTML.
+class ErrorPageProxy {
+ public:
+  ErrorPageProxy() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    ::listen(listener_, 8);
+    socklen_t length = sizeof address;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    address_ = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ErrorPageProxy() {
+    ::shutdown(listener_, SHUT_RDWR);
+    ::close(listener_);
+    thread_.join();
+  }
+  const std::string& str() const { return address_; }
+
+ private:
+  void serve();
+
+  int listener_ = -1;
+  std::string address_;
+  std::thread thread_;
+};
+
 // Reads one HTTP message (headers, then Content-Length bytes) from `fd`; empty on EOF.
 std::string read_message(int fd) {
   std::string data;
@@ -282,6 +312,43 @@ int connect_to(int port) {
     return -1;
   }
   return fd;
+}
+
+void ErrorPageProxy::serve() {
+  const std::string page =
+      "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n"
+      "<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n</body>\r\n"
+      "</html>\r\n";
+  const std::string reply =
+      "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\n"
+      "Content-Length: " +
+      std::to_string(page.size()) + "\r\n\r\n" + page;
+  for (;;) {
+    const int client = ::accept(listener_, nullptr, nullptr);
+    if (client < 0) return;
+    while (!read_message(client).empty())
+      if (::write(client, reply.data(), reply.size()) < 0) break;
+    ::close(client);
+  }
+}
+
+TEST(EtcdClientErrorTest, AProxysErrorPageIsNamedOnOneLine) {
+  const ErrorPageProxy proxy;
+  EtcdClientOptions options;
+  options.endpoints = {proxy.str()};
+  options.timeout = 300ms;
+  try {
+    EtcdClient etcd(options);
+    etcd.set("k", "v");
+    FAIL() << "a proxy's error page was taken for etcd";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_EQ(what.find('\r'), std::string::npos) << what;
+    EXPECT_NE(what.find("HTTP 502: <html> <head><title>502 Bad Gateway</title></head> <body>"),
+              std::string::npos)
+        << what;
+  }
 }
 
 // A proxy in front of etcd that passes on every request but, once, drops the reply to the first

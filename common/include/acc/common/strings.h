@@ -4,6 +4,7 @@
 // thing to every flag and file that reads a number. Pure functions; thread-safe; none throws
 // except through std::bad_alloc. Compiles as C++17 (the runtime's users build with it).
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +36,11 @@ std::string replace_all(std::string text, std::string_view from, std::string_vie
 // `text` fit for one line of a message: control characters as escapes (a newline as \n, a tab as
 // \t, ESC as \x1b), everything else as it is.
 std::string escape_control(std::string_view text);
+
+// Text from elsewhere (a server's reply body, a proxy's page) fit for one line of a message:
+// each run of white space (newlines included) as one space, trimmed, other control characters
+// escaped, and cut to `limit` bytes with "..." after it.
+std::string one_line(std::string_view text, std::size_t limit = 200);
 
 // Whether `text` holds a control character (what escape_control changes).
 bool has_control(std::string_view text);
