@@ -29,7 +29,9 @@ struct Files {
   std::string deep_json = dir + "/deep.json";
   std::string deep_yaml = dir + "/deep.yaml";
   std::string trailing_json = dir + "/trailing.json";
+  std::string hosts = dir + "/hosts";
   Files() {
+    std::ofstream(hosts) << "node-a slots=4\nnode-b slots=2\n";
     std::ofstream(deep_json) << std::string(5000, '[') << std::string(5000, ']') << "\n";
     std::string yaml = "a: ";
     for (int i = 0; i < 5000; ++i) yaml += "{a: ";
@@ -92,6 +94,17 @@ std::vector<BadInput> bad_inputs() {
       {"HostfileThatIsADirectoryForAFanOut", with({"--hostfile", dir}, false), 2,
        "--hostfile " + dir +
            ": not a regular file; give the file that lists 'host slots=N' a line"},
+      // The README's own `--hostfile hosts --nproc_per_node 8`, on hosts of other slots.
+      {"FanOutWhoseNprocDisagreesWithAHostsSlots",
+       with({"--hostfile", files().hosts, "--nproc_per_node", "4"}), 2,
+       "--nproc_per_node 4 disagrees with the hostfile " + files().hosts +
+           ": host node-b has 2 slot(s), and a fanned-out node starts one worker a slot; drop "
+           "--nproc_per_node or give every host slots=4"},
+      {"FanOutWhoseNumProcessesDisagreesWithTheSlots",
+       with({"--hostfile", files().hosts, "--num_processes", "8"}), 2,
+       "--num_processes 8 disagrees with the hostfile " + files().hosts +
+           ": its hosts have 6 slot(s) in all (node-a:4 node-b:2), and a fanned-out node starts "
+           "one worker a slot; drop --num_processes or change the hostfile"},
       {"ConfigFileWithNestedAliases", with({"--config_file", files().laughs}), 2,
        files().laughs + ":[0-9]+:[0-9]+: more than 100000 values once its aliases .*"},
       {"ConfigValidateWithNestedAliases",

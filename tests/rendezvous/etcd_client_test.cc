@@ -254,19 +254,27 @@ TEST_F(EtcdClientTest, NoMemberAnsweringIsANetworkErrorNamingTheEndpoints) {
   EXPECT_THROW(EtcdClient{options}, ConfigError);
 }
 
+// A socket listening on a loopback port the kernel picked (set in `port`).
+int loopback_listener(int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::listen(fd, 8);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  port = ntohs(address.sin_port);
+  return fd;
+}
+
 // A proxy in front of nothing: every request gets its error page, several lines of HTML.
 class ErrorPageProxy {
  public:
   ErrorPageProxy() {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address);
-    ::listen(listener_, 8);
-    socklen_t length = sizeof address;
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
-    address_ = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+    int port = 0;
+    listener_ = loopback_listener(port);
+    address_ = "127.0.0.1:" + std::to_string(port);
     thread_ = std::thread([this] { serve(); });
   }
   ~ErrorPageProxy() {
@@ -356,15 +364,7 @@ TEST(EtcdClientErrorTest, AProxysErrorPageIsNamedOnOneLine) {
 class ReplyDroppingProxy {
  public:
   explicit ReplyDroppingProxy(int etcd_port) : etcd_port_(etcd_port) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address);
-    ::listen(listener_, 8);
-    socklen_t length = sizeof address;
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
+    listener_ = loopback_listener(port_);
     thread_ = std::thread([this] { serve(); });
   }
   ~ReplyDroppingProxy() {

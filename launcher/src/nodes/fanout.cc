@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -55,6 +56,32 @@ std::vector<RemoteNode> select_nodes(const std::vector<HostfileEntry>& hosts,
     nodes.push_back(node);
   }
   return nodes;
+}
+
+void check_slots_agree(const LaunchOptions& options, const std::vector<RemoteNode>& nodes) {
+  if (options.was_given("nproc_per_node")) {
+    // auto, gpu and cpu count this host's devices: the hostfile's slots count the others'.
+    if (const std::optional<int> n = parse_int(options.nproc_per_node)) {
+      for (const RemoteNode& node : nodes)
+        ACC_CHECK(node.slots == *n, ConfigError, "--nproc_per_node ", *n,
+                  " disagrees with the hostfile ", options.hostfile, ": host ", node.host, " has ",
+                  node.slots, " slot(s), and a fanned-out node starts one worker a slot; drop ",
+                  "--nproc_per_node or give every host slots=", *n);
+    }
+  }
+  if (options.was_given("num_processes") && options.num_processes) {
+    int total = 0;
+    std::vector<std::string> slots;
+    for (const RemoteNode& node : nodes) {
+      total += node.slots;
+      slots.push_back(node.host + ":" + std::to_string(node.slots));
+    }
+    ACC_CHECK(*options.num_processes == total, ConfigError, "--num_processes ",
+              *options.num_processes, " disagrees with the hostfile ", options.hostfile,
+              ": its hosts have ", total, " slot(s) in all (", join(slots, " "),
+              "), and a fanned-out node starts one worker a slot; drop --num_processes or ",
+              "change the hostfile");
+  }
 }
 
 std::vector<std::string> forwarded_launcher_args(const std::vector<std::string>& args,

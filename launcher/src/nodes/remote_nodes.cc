@@ -428,6 +428,7 @@ std::optional<int> fan_out_if_asked(const LaunchOptions& options,
   if (!wants_fanout(options)) return std::nullopt;
   const std::map<std::string, std::string>& environment = host.environment;
   const std::vector<RemoteNode> nodes = nodes_of(options);
+  check_slots_agree(options, nodes);
   const FanoutJob job = make_job(options, args, nodes, host);
   auto path = environment.find("PATH");
   const std::string search = path == environment.end() ? "/usr/bin:/bin" : path->second;

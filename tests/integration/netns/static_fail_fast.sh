@@ -49,23 +49,9 @@ node() {  # node NS RANK IFACE ARGS... : one launcher in its namespace (run it i
     "$launcher" --nnodes 2 --node_rank $rank --nproc_per_node 2 \
     --master_addr 10.231.8.1 --master_port $port --shutdown_timeout 3 ${flags:-} "$@"
 }
-now() { date +%s.%N; }
-seconds() { $python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$@"; }
-within() { $python -c "import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)" "$@"; }
-fail() { echo "FAIL: $*"; for f in "$work"/$case.*; do echo "--- $f"; tail -25 "$f"; done; exit 1; }
-await_line() {  # await_line FILE PATTERN SECONDS
-  for _ in $(seq $(($3 * 10))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
-nothing_left() {
-  local left
-  for _ in $(seq 50); do
-    left=$(ip netns pids $a; ip netns pids $b)
-    [ -z "$left" ] && return 0
-    sleep 0.1
-  done
-  fail "processes left: $(echo $left | xargs -r ps -o pid,args -p)"
-}
+. "$here/job_checks.sh"
+namespace_pids() { ip netns pids $a; ip netns pids $b; }
+nothing_left() { await_no_pids namespace_pids; }
 # start CASE ARGS...: both nodes in the background, output in $work/CASE.{a,b}.{out,err}
 start() {
   case=$1; shift

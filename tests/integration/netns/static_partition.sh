@@ -45,49 +45,40 @@ for i in 0 1 2; do
 done
 
 port=29561
-node() {  # node I ARGS...: node I's launcher in its namespace (in a background job: it execs,
-          # so $! is the launcher itself)
+node() {  # node I ARGS...: node I's launcher in its namespace (it execs: run it in a subshell)
   local i=$1; shift
   exec ip netns exec ${hosts[$i]} env GLOO_SOCKET_IFNAME=eth0 PYTHON_EXEC=$python \
     "$launcher" --nnodes 3 --node_rank $i --nproc_per_node 2 \
     --master_addr 10.231.9.1 --master_port $port --shutdown_timeout 3 "$@"
 }
-now() { date +%s.%N; }
-seconds() { $python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$@"; }
-within() { $python -c "import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)" "$@"; }
-fail() { echo "FAIL: $*"; for f in "$work"/$case.*; do echo "--- $f"; tail -25 "$f"; done; exit 1; }
-await_line() {  # await_line FILE PATTERN SECONDS
-  for _ in $(seq $(($3 * 10))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
-nothing_left() {
-  local left
-  for _ in $(seq 50); do
-    left=$(for ns in "${hosts[@]}"; do ip netns pids $ns; done)
-    [ -z "$left" ] && return 0
-    sleep 0.1
-  done
-  fail "processes left: $(echo $left | xargs -r ps -o pid,args -p)"
-}
-# start CASE: the job on the three nodes, output in $work/CASE.{0,1,2}.{out,err}; waits until
-# every node's workers are past their first all_reduce.
-launchers=()
+. "$here/job_checks.sh"
+namespace_pids() { for ns in "${hosts[@]}"; do ip netns pids $ns; done; }
+nothing_left() { await_no_pids namespace_pids; }
+# start CASE: the job on the three nodes, output in $work/CASE.{0,1,2}.{out,err}, each
+# launcher's exit status and time in CASE.I.end; waits until the job is past its first steps.
 start() {
   case=$1
   for i in 2 1 0; do
-    node $i "$job" loop 100000 >"$work/$case.$i.out" 2>"$work/$case.$i.err" &
-    launchers[$i]=$!
+    # The time each launcher exits is taken beside it, not when the checks below get to it.
+    ( (node $i "$job" loop 100000 >"$work/$case.$i.out" 2>"$work/$case.$i.err")
+      echo "$? $(now)" >"$work/$case.$i.end.tmp"
+      mv "$work/$case.$i.end.tmp" "$work/$case.$i.end" ) &
   done
   port=$((port + 1))
   await_line "$work/$case.0.out" 'step 1$' 90 || fail "the job never started"
 }
+# exit_of CASE I: node I's "STATUS TIME" once its launcher has exited (60 s at most).
+exit_of() {
+  for _ in $(seq 600); do [ -f "$work/$1.$2.end" ] && break; sleep 0.1; done
+  cat "$work/$1.$2.end" 2>/dev/null || fail "node $2's launcher never exited"
+}
 # ended CASE I STATUS SINCE LIMIT: waits for node I's launcher, checks its status and that it
 # ended within LIMIT seconds of SINCE.
 ended() {
-  local i=$2 status=$3 since=$4 limit=$5 rc took
-  wait ${launchers[$i]}; rc=$?; took=$(seconds "$since" "$(now)")
+  local i=$2 status=$3 since=$4 limit=$5 rc at took
+  read -r rc at < <(exit_of $1 $i); took=$(seconds "$since" "$at")
   echo "$1: node $i exited $rc ${took}s after the fault"
-  [ $rc -eq $status ] || fail "node $i exited $rc, expected $status"
+  [ "$rc" = "$status" ] || fail "node $i exited $rc, expected $status"
   within "$took" $limit || fail "node $i took ${took}s, more than ${limit}s"
 }
 
@@ -113,7 +104,7 @@ for i in 0 1; do ended freeze_2 $i 7 "$frozen" 12; done
 grep -q "node 2 ended the job: its launcher stopped beating for 10 s (seen by node 0)" \
   "$work/$case.0.err" || fail "node 0 does not name node 2"
 ip netns pids ${hosts[2]} | xargs -r kill -CONT; thawed=$(now)
-wait ${launchers[2]}; rc=$?; took=$(seconds "$thawed" "$(now)")
+read -r rc at < <(exit_of $case 2); took=$(seconds "$thawed" "$at")
 echo "freeze_2: node 2 exited $rc ${took}s after it was thawed"
 [ $rc -ne 0 ] || fail "node 2 exited 0 after the job had ended"
 within "$took" 12 || fail "node 2 took ${took}s to end once thawed"

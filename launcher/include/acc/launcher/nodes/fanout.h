@@ -54,6 +54,11 @@ bool wants_fanout(const LaunchOptions& options);
 std::vector<RemoteNode> select_nodes(const std::vector<HostfileEntry>& hosts,
                                      const std::string& include, const std::string& exclude);
 
+// The hostfile decides how many workers each node starts (one a slot): a --nproc_per_node N or
+// a --num_processes given on the command line must agree with it, or the user meant another job.
+// Throws ConfigError, one line naming the first host that disagrees (or the slots of all).
+void check_slots_agree(const LaunchOptions& options, const std::vector<RemoteNode>& nodes);
+
 // The user's launcher flags (the arguments before PROGRAM), less those the head decides per node
 // or that only the head reads: --hostfile --include --exclude --launcher --ssh_* --env_passthrough
 // --nnodes --node_rank --nproc_per_node --master_addr --master_port --rdzv_id --gpu_ids and
