@@ -196,6 +196,7 @@ Round ElasticMembership::join(int restart_count) {
   round.restart_count = restart_count_;
   round.agent_store = true;
   log::info("rendezvous round {}: node {} of {}", round_, node_rank_, num_nodes_);
+  last_reply_ = std::chrono::steady_clock::now();
   return round;
 }
 
@@ -273,18 +274,35 @@ bool ElasticMembership::every_node_reaches(const Endpoint& store) {
 }
 
 bool ElasticMembership::changed() {
-  rendezvous_->heartbeat();
+  // A rendezvous store that vanished without closing the connection (its host died, or the
+  // network between us) answers nothing: these requests are bounded by what is left of the
+  // keep-alive window since the last reply, as the others take this node for gone after it.
+  const milliseconds window = keep_alive_interval_ * keep_alive_max_attempt_;
+  auto* store = dynamic_cast<rendezvous::StoreClient*>(client_.get());
+  if (store)
+    store->set_timeout(std::max(std::chrono::duration_cast<milliseconds>(
+                                    last_reply_ + window - std::chrono::steady_clock::now()),
+                                keep_alive_interval_));
   std::string why;
-  if (const int waiting = rendezvous_->num_nodes_waiting(); waiting > 0) {
-    why = std::to_string(waiting) + " node(s) waiting to join";
-  } else if (rendezvous_->superseded()) {
-    why = "another node is meeting again";
-  } else if (auto silent =
-                 rendezvous_->silent_nodes(keep_alive_interval_ * keep_alive_max_attempt_);
-             !silent.empty()) {
-    why = "node " + std::to_string(silent.front()) + " stopped beating";
-    failure_seen_ = true;
+  try {
+    rendezvous_->heartbeat();
+    if (const int waiting = rendezvous_->num_nodes_waiting(); waiting > 0) {
+      why = std::to_string(waiting) + " node(s) waiting to join";
+    } else if (rendezvous_->superseded()) {
+      why = "another node is meeting again";
+    } else if (auto silent = rendezvous_->silent_nodes(window); !silent.empty()) {
+      why = "node " + std::to_string(silent.front()) + " stopped beating";
+      failure_seen_ = true;
+    }
+  } catch (const TimeoutError&) {
+    if (!store) throw;
+    throw TimeoutError("the rendezvous store at " +
+                       format_endpoint(plan_.rdzv_host, plan_.rdzv_port) +
+                       " has not answered for the keep-alive window (" +
+                       std::to_string(window.count() / 1000) + " s)");
   }
+  if (store) store->set_timeout(seconds_conf(plan_, "read_timeout", 60));
+  last_reply_ = std::chrono::steady_clock::now();
   if (!why.empty()) log::info(why);
   return !why.empty();
 }

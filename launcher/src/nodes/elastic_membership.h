@@ -71,6 +71,8 @@ class ElasticMembership : public Membership {
   Endpoint workers_store_;
   int restarts_seen_ = 0;      // the agent's restart count at the last join
   bool failure_seen_ = false;  // changed() found a silent node since the last join
+  // The last reply of the rendezvous store to a heartbeat (changed()), or the join.
+  std::chrono::steady_clock::time_point last_reply_;
 };
 
 }  // namespace acc::launcher
