@@ -18,6 +18,7 @@
 #include "acc/rendezvous/etcd_client.h"
 #include "acc/rendezvous/store_client.h"
 #include "acc/rendezvous/store_server.h"
+#include "nodes/job_link.h"
 #include "nodes/preflight.h"
 #include "nodes/store_address.h"
 #include "output/log.h"
@@ -62,7 +63,8 @@ ElasticMembership::ElasticMembership(const LaunchPlan& plan, std::string hostnam
     : plan_(plan),
       address_(plan.local_addr.empty() ? std::move(hostname) : plan.local_addr),
       keep_alive_interval_(seconds_conf(plan, "keep_alive_interval", 5)),
-      keep_alive_max_attempt_(std::stoi(conf(plan, "keep_alive_max_attempt", "3"))) {}
+      keep_alive_max_attempt_(std::stoi(conf(plan, "keep_alive_max_attempt", "3"))),
+      read_timeout_(seconds_conf(plan, "read_timeout", 60)) {}
 
 ElasticMembership::~ElasticMembership() = default;
 
@@ -129,7 +131,7 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
     // The cluster outlives any node: nobody hosts it, and it must be up before the job starts.
     rendezvous::EtcdClientOptions etcd;
     etcd.endpoints = plan_.etcd_endpoints;
-    etcd.timeout = seconds_conf(plan_, "read_timeout", 60);
+    etcd.timeout = read_timeout_;
     return std::make_unique<rendezvous::EtcdClient>(etcd);
   }
   if (hosts_rendezvous_store(plan_)) {
@@ -150,7 +152,7 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   rendezvous::StoreClientOptions client;
   client.host = plan_.rdzv_host;
   client.port = plan_.rdzv_port;
-  client.timeout = seconds_conf(plan_, "read_timeout", 60);
+  client.timeout = read_timeout_;
   // The host may start after this node: keep trying for the join timeout, in short tries with
   // the stop check between them, so that SIGINT/SIGTERM end the wait within a second. A server
   // that accepts and does not answer the handshake within a second is tried again too (a store
@@ -296,12 +298,11 @@ bool ElasticMembership::changed() {
     }
   } catch (const TimeoutError&) {
     if (!store) throw;
-    throw TimeoutError("the rendezvous store at " +
-                       format_endpoint(plan_.rdzv_host, plan_.rdzv_port) +
-                       " has not answered for the keep-alive window (" +
-                       std::to_string(window.count() / 1000) + " s)");
+    throw TimeoutError(
+        "the rendezvous store at " + format_endpoint(plan_.rdzv_host, plan_.rdzv_port) +
+        " has not answered for the keep-alive window (" + seconds_text(window) + ")");
   }
-  if (store) store->set_timeout(seconds_conf(plan_, "read_timeout", 60));
+  if (store) store->set_timeout(read_timeout_);
   last_reply_ = std::chrono::steady_clock::now();
   if (!why.empty()) log::info(why);
   return !why.empty();

@@ -60,6 +60,7 @@ class ElasticMembership : public Membership {
   std::string address_;  // this node, as the others reach it
   std::chrono::milliseconds keep_alive_interval_;
   int keep_alive_max_attempt_;
+  std::chrono::milliseconds read_timeout_;  // --rdzv_conf read_timeout: the store's replies
   std::unique_ptr<rendezvous::StoreServer> rendezvous_server_;
   std::unique_ptr<rendezvous::KeyValueStore> client_;
   std::unique_ptr<rendezvous::ElasticRendezvous> rendezvous_;
