@@ -6,8 +6,8 @@ TORCH2_TEST_BUILD ?= build-torch2-test
 JOBS        ?= $(shell nproc)
 WERROR      ?= $(if $(CI),ON,OFF)
 CMAKE_FLAGS ?=
-# The modules' unit tests in the main tree (`make test` runs them in the sanitized tree instead).
-MODULE_UNIT_TESTS ?= ON
+# The tests a sanitized tree runs, in the main tree too (`make test` runs them sanitized only).
+SANITIZED_TESTS ?= ON
 PYTHON      ?= /usr/bin/python3
 # PyTorch 2.x and Accelerate from PyPI, in a virtual environment outside the repository
 # (scripts/install-python-peers.sh): the modern peer the tests and benches compare against.
@@ -28,16 +28,17 @@ test-deps:
 
 configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACC_WERROR=$(WERROR) \
-	  -DACC_TORCH2_PYTHON=$(TORCH2_PYTHON) -DACC_MODULE_UNIT_TESTS=$(MODULE_UNIT_TESTS) \
+	  -DACC_TORCH2_PYTHON=$(TORCH2_PYTHON) -DACC_SANITIZED_TESTS=$(SANITIZED_TESTS) \
 	  $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
 # Format check, the sanitized build and libacc on PyTorch 2.x's LibTorch come first; the main
-# tree's ctest summary closes the run. The modules' unit tests (common, config, rendezvous,
-# launcher) run sanitized only; the main tree builds and runs the rest.
-test: MODULE_UNIT_TESTS = OFF
+# tree's ctest summary closes the run. Each test runs once: those a sanitized tree can run (the
+# modules' unit tests, the launcher's integration tests: cmake/AccTargets.cmake) run sanitized
+# only; the main tree builds and runs the rest.
+test: SANITIZED_TESTS = OFF
 test: check-format asan-test torch2-test unit-test
 
 unit-test: build test-deps
@@ -45,7 +46,7 @@ unit-test: build test-deps
 
 asan-test: deps test-deps
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACC_SANITIZE=ON -DACC_WERROR=$(WERROR) \
-	  -DACC_TORCH2_PYTHON= -DACC_MODULE_UNIT_TESTS=ON >/dev/null
+	  -DACC_TORCH2_PYTHON=$(TORCH2_PYTHON) -DACC_SANITIZED_TESTS=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 
 namespace acc {
 
@@ -49,6 +50,31 @@ std::string to_lower(std::string_view view) {
   std::transform(text.begin(), text.end(), text.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return text;
+}
+
+std::string to_upper(std::string_view view) {
+  std::string text(view);
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return text;
+}
+
+std::string fixed(double value, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+std::string decimal(double value) {
+  std::string text = fixed(value, 3);
+  if (text.find('.') == std::string::npos) return text;
+  text.erase(text.find_last_not_of('0') + 1);
+  if (text.back() == '.') text.pop_back();
+  return text == "-0" ? "0" : text;
+}
+
+std::string decimal_seconds(std::chrono::milliseconds duration) {
+  return decimal(std::chrono::duration<double>(duration).count());
 }
 
 bool starts_with(std::string_view text, std::string_view prefix) {

@@ -15,11 +15,6 @@
 namespace acc::config {
 namespace {
 
-std::string upper(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-  return s;
-}
-
 // Accelerate's str_to_bool spellings, for booleans written as strings ('no', "true").
 std::optional<bool> truth_value(const std::string& text) {
   const std::string t = to_lower(text);
@@ -127,21 +122,21 @@ class Checker {
     if (spec.choices.empty() || value.is_null()) return;
     const std::string text = value.kind == Value::Kind::kString ? value.text : value.python_str();
     for (std::string_view choice : spec.choices) {
-      if (upper(text) == upper(std::string(choice))) {
+      if (to_upper(text) == to_upper(std::string(choice))) {
         if (value.kind == Value::Kind::kString) value.text = std::string(choice);
         return;
       }
     }
     std::vector<std::string> candidates;
     for (std::string_view choice : spec.choices) candidates.emplace_back(choice);
-    const std::string guess = nearest(upper(text), [&] {
+    const std::string guess = nearest(to_upper(text), [&] {
       std::vector<std::string> up;
-      for (auto& c : candidates) up.push_back(upper(c));
+      for (auto& c : candidates) up.push_back(to_upper(c));
       return up;
     }());
     std::string suggestion;
     for (auto& c : candidates)
-      if (upper(c) == guess && !guess.empty()) suggestion = " (did you mean " + c + "?)";
+      if (to_upper(c) == guess && !guess.empty()) suggestion = " (did you mean " + c + "?)";
     problem(value.mark, key,
             "'" + text + "' is not one of " + join(spec.choices, ", ") + suggestion);
   }
@@ -193,7 +188,7 @@ void migrate_legacy_keys(Value& root, Checker& checker) {
     section.mark = legacy.mark;
     const std::string name =
         legacy.kind == Value::Kind::kBool && !legacy.boolean ? "NO" : legacy.text;
-    if (upper(name) != "NO") {
+    if (to_upper(name) != "NO") {
       legacy.kind = Value::Kind::kString;
       legacy.text = name;
       section.set("dynamo_backend", legacy);

@@ -11,11 +11,6 @@
 namespace acc::config {
 namespace {
 
-std::string upper(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-  return s;
-}
-
 // The argparse namespace of one section: Accelerate's flag defaults (as argparse stores them),
 // then the config's keys under their canonical names (launch.py _validate_launch_command).
 class Args {
@@ -65,7 +60,7 @@ void add_dynamo(const ClusterConfig& config, EnvEntries& env) {
   a.set("dynamo_use_dynamic", Value::of_bool(false));
   a.set("dynamo_use_regional_compilation", Value::of_bool(false));
   a.overlay(config, "dynamo_config");
-  env.emplace_back("ACCELERATE_DYNAMO_BACKEND", upper(a.str("dynamo_backend")));
+  env.emplace_back("ACCELERATE_DYNAMO_BACKEND", to_upper(a.str("dynamo_backend")));
   env.emplace_back("ACCELERATE_DYNAMO_MODE", a.str("dynamo_mode"));
   env.emplace_back("ACCELERATE_DYNAMO_USE_FULLGRAPH", a.str("dynamo_use_fullgraph"));
   env.emplace_back("ACCELERATE_DYNAMO_USE_DYNAMIC", a.str("dynamo_use_dynamic"));
@@ -112,7 +107,7 @@ void add_fp8(const ClusterConfig& config, EnvEntries& env) {
   for (const auto& [name, value] : a.all()) {
     if (value.is_null()) continue;
     if (name == "fp8_override_linear_precision") continue;
-    env.emplace_back("ACCELERATE_" + upper(name), value.python_str());
+    env.emplace_back("ACCELERATE_" + to_upper(name), value.python_str());
   }
   std::vector<std::string> precision = {"False", "False", "False"};
   if (const Value* v = a.get("fp8_override_linear_precision"); v && !v->is_null())
@@ -187,7 +182,7 @@ void add_megatron(const ClusterConfig& config, EnvEntries& env) {
                                    "decoder_last_pipeline_num_layers"};
   for (const char* name : optional_before)
     if (a.is_set(std::string("megatron_lm_") + name))
-      env.emplace_back(p + upper(name), a.str(std::string("megatron_lm_") + name));
+      env.emplace_back(p + to_upper(name), a.str(std::string("megatron_lm_") + name));
   env.emplace_back(p + "PP_DEGREE", a.str("megatron_lm_pp_degree"));
   env.emplace_back(p + "GRADIENT_CLIPPING", a.str("megatron_lm_gradient_clipping"));
   const char* optional_after[] = {"num_micro_batches",          "sequence_parallelism",
@@ -200,7 +195,7 @@ void add_megatron(const ClusterConfig& config, EnvEntries& env) {
                                   "calculate_per_token_loss",   "use_rotary_position_embeddings"};
   for (const char* name : optional_after)
     if (a.is_set(std::string("megatron_lm_") + name))
-      env.emplace_back(p + upper(name), a.str(std::string("megatron_lm_") + name));
+      env.emplace_back(p + to_upper(name), a.str(std::string("megatron_lm_") + name));
 }
 
 void add_parallelism(const ClusterConfig& config, EnvEntries& env) {
@@ -216,7 +211,7 @@ void add_parallelism(const ClusterConfig& config, EnvEntries& env) {
   a.overlay(config, "parallelism_config");
   const std::string p = "PARALLELISM_CONFIG_";
   auto put = [&](const char* name) {
-    env.emplace_back(p + upper(name), a.str(std::string("parallelism_config_") + name));
+    env.emplace_back(p + to_upper(name), a.str(std::string("parallelism_config_") + name));
   };
   env.emplace_back("ACCELERATE_USE_PARALLELISM_CONFIG", "true");
   for (const char* name : {"dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "cp_backend",

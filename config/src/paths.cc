@@ -12,14 +12,13 @@ std::string env_or_empty(const char* name) {
   return value ? value : "";
 }
 
-// os.path.expanduser: a leading ~ is $HOME.
+}  // namespace
+
 std::string expand_user(const std::string& path) {
   if (path.empty() || path[0] != '~') return path;
   if (path.size() > 1 && path[1] != '/') return path;  // ~user is left as Python leaves it unknown
   return env_or_empty("HOME") + path.substr(1);
 }
-
-}  // namespace
 
 std::string default_config_dir() {
   std::string hf_home = env_or_empty("HF_HOME");

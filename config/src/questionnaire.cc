@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "acc/common/error.h"
+#include "acc/config/paths.h"
 #include "acc/config/schema.h"
 
 namespace acc::config {
@@ -25,7 +26,7 @@ const std::vector<std::string> kMachineTypes = {"No distributed training",
                                                 "multi-MUSA",
                                                 "multi-NEURON",
                                                 "TPU"};
-const std::vector<std::string> kDistributedTypes = {
+const std::vector<std::string> kMachineDistributedTypes = {
     "NO",        "MULTI_CPU",  "MULTI_XPU",  "MULTI_HPU",    "MULTI_GPU", "MULTI_NPU",
     "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_NEURON", "XLA"};
 // config_utils.py DYNAMO_BACKENDS, lower-cased as the menu shows them (its TORHCHXLA typo is
@@ -43,11 +44,6 @@ const std::vector<std::string> kDynamoBackends = {"eager",
                                                   "aot_torchxla_trace_once",
                                                   "torchxla_trace_once",
                                                   "tvm"};
-
-std::string upper(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-  return s;
-}
 
 // _ask_field(): asks until `convert` accepts the answer; an empty answer takes the default. Gives
 // up after kMaxInvalidAnswers (Accelerate asks forever: `yes garbage | accelerate config` never
@@ -118,13 +114,6 @@ std::string device_word(const std::string& type) {
   if (type == "MULTI_NEURON") return "NEURON cores";
   if (type.rfind("MULTI_", 0) == 0 && type != "MULTI_GPU") return type.substr(6) + "(s)";
   return "GPU(s)";
-}
-
-std::string expand_user(const std::string& path) {
-  const char* home = std::getenv("HOME");
-  if (path.rfind("~/", 0) == 0 && home) return home + path.substr(1);
-  if (path == "~" && home) return home;
-  return path;
 }
 
 // The DeepSpeed questions of cluster.py, in order.
@@ -357,7 +346,7 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
   std::string type;
   const std::string which = "Which type of machine are you using?";
   for (int attempt = 1;; ++attempt) {
-    type = kDistributedTypes[p.choose(which, kMachineTypes, 0)];
+    type = kMachineDistributedTypes[p.choose(which, kMachineTypes, 0)];
     if (type != "XLA") break;
     if (attempt == kMaxInvalidAnswers) give_up(which);
     p.say("acc-launch does not launch TPU runs; for TPUs use `accelerate config`.");
@@ -423,7 +412,7 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
   Value dynamo = Value::map();
   if (ask_yes_no(p, "Do you wish to optimize your script with torch dynamo?[yes/NO]:", false)) {
     const int backend = p.choose("Which dynamo backend would you like to use?", kDynamoBackends, 2);
-    dynamo.set("dynamo_backend", Value::of_string(upper(kDynamoBackends[backend])));
+    dynamo.set("dynamo_backend", Value::of_string(to_upper(kDynamoBackends[backend])));
     if (ask_yes_no(
             p, "Do you want to customize the defaults sent to torch.compile? [yes/NO]: ", false)) {
       const std::vector<std::string> modes = {"default", "reduce-overhead", "max-autotune"};
@@ -522,8 +511,8 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
   if (mixed_precision == "fp8") {
     const std::vector<std::string> backends = {"ao", "te", "msamp"};
     fp8.set("backend",
-            Value::of_string(
-                upper(backends[p.choose("Which FP8 backend do you want to use?", backends, 0)])));
+            Value::of_string(to_upper(
+                backends[p.choose("Which FP8 backend do you want to use?", backends, 0)])));
   }
   if (!dynamo.entries.empty() && mixed_precision == "no" && !use_cpu)
     p.say(

@@ -59,7 +59,7 @@ void ElasticRendezvous::check_open() {
 
 void ElasticRendezvous::throw_closed(bool was_spare) {
   throw RendezvousClosedError(
-      detail::concat("rendezvous '", options_.run_id, "' is closed: the job has finished"),
+      acc::detail::concat("rendezvous '", options_.run_id, "' is closed: the job has finished"),
       was_spare);
 }
 
@@ -131,10 +131,10 @@ RendezvousInfo ElasticRendezvous::next_rendezvous(bool failed) {
     try {
       wait_until({round_key(round, "next")}, deadline);
     } catch (const TimeoutError&) {
-      throw TimeoutError(detail::concat("rendezvous '", options_.run_id, "': round ", round,
-                                        " closed before this node joined and no next round "
-                                        "opened within ",
-                                        options_.join_timeout.count(), " ms"));
+      throw TimeoutError(acc::detail::concat("rendezvous '", options_.run_id, "': round ", round,
+                                             " closed before this node joined and no next round "
+                                             "opened within ",
+                                             options_.join_timeout.count(), " ms"));
     }
     if (store_.get(round_key(round, "next")) == "closed") throw_closed(true);
     ++round;
@@ -157,8 +157,8 @@ bool ElasticRendezvous::spare_left_out(std::int64_t round) {
 void ElasticRendezvous::wait_as_spare(std::int64_t round) {
   const std::string next = round_key(round, "next");
   if (options_.log && !store_.check({next}))
-    options_.log(detail::concat("rendezvous round ", round, " is full (", options_.max_nodes,
-                                " nodes): this node waits as a spare"));
+    options_.log(acc::detail::concat("rendezvous round ", round, " is full (", options_.max_nodes,
+                                     " nodes): this node waits as a spare"));
   // Counted while waiting, so that close_run() can wait until the spares have seen the close.
   store_.add(key("spares"), 1);
   try {
@@ -196,8 +196,8 @@ void ElasticRendezvous::await_next_or_silence(std::int64_t round) {
     }
     if (clock_.now() - since < options_.keep_alive_timeout) continue;
     if (options_.log)
-      options_.log(detail::concat("every node of rendezvous round ", round,
-                                  " went silent: this spare opens round ", round + 1));
+      options_.log(acc::detail::concat("every node of rendezvous round ", round,
+                                       " went silent: this spare opens round ", round + 1));
     store_.set(round_key(round, "failed"), "1");
     store_.compare_set(key("round"), std::to_string(round), std::to_string(round + 1));
     store_.set(next, "open");
@@ -234,10 +234,10 @@ int ElasticRendezvous::await_close(std::int64_t round, int slot, Clock::time_poi
       wait_until(closed, deadline);
     } catch (const TimeoutError&) {
       auto joined = store_.add(round_key(round, "joined"), 0);
-      throw TimeoutError(detail::concat("rendezvous '", options_.run_id, "': round ", round,
-                                        " has ", joined, " of the ", options_.min_nodes,
-                                        " nodes it needs after ", options_.join_timeout.count(),
-                                        " ms; start the missing nodes or lower the minimum"));
+      throw TimeoutError(acc::detail::concat(
+          "rendezvous '", options_.run_id, "': round ", round, " has ", joined, " of the ",
+          options_.min_nodes, " nodes it needs after ", options_.join_timeout.count(),
+          " ms; start the missing nodes or lower the minimum"));
     }
   }
   return std::stoi(store_.get(closed[0]));
@@ -284,7 +284,7 @@ int ElasticRendezvous::assign_rank(std::int64_t round, int slot, int num_nodes,
   try {
     wait_until({mine}, deadline);
   } catch (const TimeoutError&) {
-    throw TimeoutError(detail::concat(
+    throw TimeoutError(acc::detail::concat(
         "rendezvous '", options_.run_id, "': round ", round, " closed with ", num_nodes,
         " nodes but their ranks were not published within ", options_.join_timeout.count(),
         " ms (the node that sorts them, the round's first "

@@ -27,7 +27,7 @@ struct EtcdClient::Entry {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // etcd refuses a transaction of more than --max-txn-ops (128 by default) operations.
@@ -38,8 +38,8 @@ constexpr milliseconds kAttemptTimeout{10'000};
 constexpr milliseconds kFirstPause{5};
 constexpr milliseconds kLongestPause{100};
 
-milliseconds remaining(Clock::time_point deadline) {
-  return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(deadline - Clock::now()));
+milliseconds remaining(SteadyClock::time_point deadline) {
+  return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(deadline - SteadyClock::now()));
 }
 
 std::string decoded(const std::string& text) {
@@ -140,7 +140,7 @@ const std::string& EtcdClient::endpoint() const {
 }
 
 std::string EtcdClient::call(std::string_view path, const std::string& body) {
-  const auto deadline = Clock::now() + options_.timeout;
+  const auto deadline = SteadyClock::now() + options_.timeout;
   Backoff backoff(kFirstPause, kLongestPause * 5);  // between full passes over the members
   std::string last_failure;
   for (size_t failures = 1;; ++failures) {
@@ -158,17 +158,17 @@ std::string EtcdClient::call(std::string_view path, const std::string& body) {
       // A malformed request is our bug, the same on every member: no point trying the others.
       ACC_CHECK(reply.status != 400 && reply.status != 404, StoreError, "etcd at ",
                 member.address(), " refused ", path, " (HTTP ", reply.status, "): ", message);
-      last_failure = detail::concat(member.address(), ": HTTP ", reply.status, ": ", message);
+      last_failure = acc::detail::concat(member.address(), ": HTTP ", reply.status, ": ", message);
     } catch (const NetworkError& e) {
       last_failure = e.what();
     }
     // This member cannot serve now (down, no leader, shutting down): move on to the next.
     current_ = (current_ + 1) % members_.size();
-    if (Clock::now() >= deadline) {
-      throw NetworkError(detail::concat("no etcd member at ", join(options_.endpoints, ","),
-                                        " answered within ", options_.timeout.count(),
-                                        " ms (last: ", last_failure,
-                                        "); check --rdzv_endpoint and the cluster's health"));
+    if (SteadyClock::now() >= deadline) {
+      throw NetworkError(acc::detail::concat("no etcd member at ", join(options_.endpoints, ","),
+                                             " answered within ", options_.timeout.count(),
+                                             " ms (last: ", last_failure,
+                                             "); check --rdzv_endpoint and the cluster's health"));
     }
     if (failures % members_.size() == 0) {
       backoff.sleep(deadline);
@@ -202,7 +202,7 @@ std::vector<std::optional<EtcdClient::Entry>> EtcdClient::read(
 
 std::vector<std::string> EtcdClient::await(const std::vector<std::string>& keys,
                                            milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = SteadyClock::now() + timeout;
   Backoff backoff(kFirstPause, kLongestPause);
   for (;;) {
     auto entries = read(keys);
@@ -211,9 +211,9 @@ std::vector<std::string> EtcdClient::await(const std::vector<std::string>& keys,
       for (auto& entry : entries) values.push_back(std::move(entry->value));
       return values;
     }
-    if (Clock::now() >= deadline)
-      throw TimeoutError(
-          detail::concat("etcd: ", key_list(keys), " not set within ", timeout.count(), " ms"));
+    if (SteadyClock::now() >= deadline)
+      throw TimeoutError(acc::detail::concat("etcd: ", key_list(keys), " not set within ",
+                                             timeout.count(), " ms"));
     backoff.sleep(deadline);
   }
 }

@@ -30,8 +30,9 @@ struct HttpConnection::Impl {
     if (ec) {
       stream.reset();
       buffer.clear();
-      throw NetworkError(detail::concat("etcd at ", address, ": ", step, " failed: ",
-                                        ec == beast::error::timeout ? "timed out" : ec.message()));
+      throw NetworkError(acc::detail::concat(
+          "etcd at ", address, ": ", step,
+          " failed: ", ec == beast::error::timeout ? "timed out" : ec.message()));
     }
   }
 };

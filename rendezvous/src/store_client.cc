@@ -19,18 +19,18 @@
 namespace acc::rendezvous {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-int remaining_ms(Clock::time_point deadline) {
+int remaining_ms(SteadyClock::time_point deadline) {
   // Rounded up: a wait must not end before its deadline.
-  auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
+  auto left = std::chrono::ceil<milliseconds>(deadline - SteadyClock::now()).count();
   return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
 }
 
 // One non-blocking connect attempt to `address`, bounded by `deadline`. Returns the socket
 // (blocking, close-on-exec) or -1.
-int try_connect(const addrinfo& address, Clock::time_point deadline) {
+int try_connect(const addrinfo& address, SteadyClock::time_point deadline) {
   int fd = ::socket(address.ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
   int rc = ::connect(fd, address.ai_addr, address.ai_addrlen);
@@ -71,14 +71,14 @@ StoreClient::StoreClient(StoreClientOptions options) : options_(std::move(option
                          &addresses);
   ACC_CHECK(rc == 0, NetworkError, "cannot resolve store host '", options_.host,
             "': ", ::gai_strerror(rc));
-  auto deadline = Clock::now() + options_.connect_timeout;
+  auto deadline = SteadyClock::now() + options_.connect_timeout;
   // The server may not be up yet (another node starts it): try again, soon at first.
   Backoff backoff(milliseconds(50), milliseconds(1000));
   while (fd_ < 0) {
     for (addrinfo* a = addresses; a != nullptr && fd_ < 0; a = a->ai_next) {
       fd_ = try_connect(*a, deadline);
     }
-    if (fd_ >= 0 || Clock::now() >= deadline) break;
+    if (fd_ >= 0 || SteadyClock::now() >= deadline) break;
     backoff.sleep(deadline);
   }
   ::freeaddrinfo(addresses);
@@ -96,7 +96,7 @@ StoreClient::StoreClient(StoreClientOptions options) : options_(std::move(option
   if (!receive(echo, sizeof(echo), handshake)) {
     ::close(fd_);
     fd_ = -1;
-    throw StoreHandshakeTimeout(detail::concat(
+    throw StoreHandshakeTimeout(acc::detail::concat(
         where, " accepted the connection but did not answer as a store (PyTorch's TCPStore ",
         "protocol) within ", handshake.count(), " ms; is another service on that port?"));
   }
@@ -151,9 +151,9 @@ void StoreClient::wait(const std::vector<std::string>& keys, milliseconds timeou
   std::uint8_t reply = receive_u8(options_.timeout);
   if (reply == kStopWaiting) reply = receive_u8(options_.timeout);
   if (reply != kWaitCanceled) broken("unexpected reply to CANCEL_WAIT");
-  throw TimeoutError(detail::concat("waiting for keys [", describe(keys), "] on store ",
-                                    options_.host, ":", options_.port, " timed out after ",
-                                    timeout.count(), " ms"));
+  throw TimeoutError(acc::detail::concat("waiting for keys [", describe(keys), "] on store ",
+                                         options_.host, ":", options_.port, " timed out after ",
+                                         timeout.count(), " ms"));
 }
 
 bool StoreClient::check(const std::vector<std::string>& keys) {
@@ -216,7 +216,7 @@ void StoreClient::send(std::string_view bytes) {
 
 bool StoreClient::receive(char* data, std::size_t size, milliseconds timeout) {
   if (fd_ < 0) broken("the connection is closed after an earlier error");
-  auto deadline = Clock::now() + timeout;
+  auto deadline = SteadyClock::now() + timeout;
   while (size > 0) {
     pollfd p{fd_, POLLIN, 0};
     int ready = ::poll(&p, 1, remaining_ms(deadline));
@@ -238,8 +238,8 @@ void StoreClient::receive_all(char* data, std::size_t size, milliseconds timeout
   // A reply cut off part-way leaves the stream out of step: the connection cannot be reused.
   ::close(fd_);
   fd_ = -1;
-  throw TimeoutError(detail::concat("store ", options_.host, ":", options_.port,
-                                    " did not reply within ", timeout.count(), " ms"));
+  throw TimeoutError(acc::detail::concat("store ", options_.host, ":", options_.port,
+                                         " did not reply within ", timeout.count(), " ms"));
 }
 
 std::uint8_t StoreClient::receive_u8(milliseconds timeout) {

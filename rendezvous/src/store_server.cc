@@ -36,7 +36,7 @@ namespace {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 using detail::ConnectionId;
 
 // Reads go through one buffer shared by all connections: a connection's socket is read only when
@@ -76,7 +76,7 @@ struct Connection {
   Dialect dialect = Dialect::kV1_13;
   bool closed = false;
   std::string in;  // received bytes not yet parsed into a whole request
-  Clock::time_point partial_since;
+  SteadyClock::time_point partial_since;
   bool requests_held = false;  // whole requests wait in `in` for the replies to drain
   std::string out;             // reply bytes not yet written, from out_pos on
   std::size_t out_pos = 0;
@@ -85,7 +85,7 @@ struct Connection {
   bool write_waiting = false;  // the epoll set watches it for writability
   bool dirty = false;          // queued in Impl::dirty for a write attempt
   bool send_failed = false;    // a batched send failed with an error other than EAGAIN
-  Clock::time_point write_blocked_since;
+  SteadyClock::time_point write_blocked_since;
 
   std::size_t pending() const { return out.size() - out_pos; }
 };
@@ -353,7 +353,7 @@ struct StoreServer::Impl : detail::ReplySink {
         eof = true;  // EOF or reset: serve what arrived before it, then close
         break;
       }
-      if (conn.in.empty()) conn.partial_since = Clock::now();
+      if (conn.in.empty()) conn.partial_since = SteadyClock::now();
       conn.in.append(read_buffer.data(), static_cast<std::size_t>(n));
       if (static_cast<std::size_t>(n) < read_buffer.size()) break;
     }
@@ -388,7 +388,7 @@ struct StoreServer::Impl : detail::ReplySink {
     }
     if (pos > 0) {
       conn.in.erase(0, pos);
-      conn.partial_since = Clock::now();
+      conn.partial_since = SteadyClock::now();
       release_if_large(conn.in);
     }
   }
@@ -433,7 +433,7 @@ struct StoreServer::Impl : detail::ReplySink {
       Connection& conn = *batch[index];
       if (result > 0) {
         conn.out_pos += static_cast<std::size_t>(result);
-        conn.write_blocked_since = Clock::now();
+        conn.write_blocked_since = SteadyClock::now();
       } else if (result != -EAGAIN && result != -EWOULDBLOCK && result != -EINTR) {
         conn.send_failed = true;
       }
@@ -456,7 +456,7 @@ struct StoreServer::Impl : detail::ReplySink {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (n < 0) return close(*conn, {});
       conn->out_pos += static_cast<std::size_t>(n);
-      conn->write_blocked_since = Clock::now();
+      conn->write_blocked_since = SteadyClock::now();
     }
     if (conn->over_limit || conn->pending() > options.max_pending_reply_bytes) {
       return close(*conn, "its replies are not being read (" + std::to_string(conn->pending()) +
@@ -486,7 +486,7 @@ struct StoreServer::Impl : detail::ReplySink {
     event.events = (want_in ? EPOLLIN : 0u) | (want_out ? EPOLLOUT : 0u);
     event.data.u64 = conn.id;
     if (::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, conn.fd, &event) != 0) return close(conn, {});
-    if (want_out && !conn.write_waiting) conn.write_blocked_since = Clock::now();
+    if (want_out && !conn.write_waiting) conn.write_blocked_since = SteadyClock::now();
     conn.write_waiting = want_out;
     conn.reading = want_in;
   }
@@ -510,7 +510,7 @@ struct StoreServer::Impl : detail::ReplySink {
 
   // Closes connections that left a request half-sent, or replies unread, past the stall timeout.
   void sweep() {
-    auto now = Clock::now();
+    auto now = SteadyClock::now();
     std::vector<std::shared_ptr<Connection>> stalled;
     for (auto& [id, conn] : connections) {
       bool half_sent = !conn->in.empty() && now - conn->partial_since > options.stall_timeout;

@@ -24,10 +24,24 @@ TEST(StringsTest, JoinTrimLowerAffixes) {
   EXPECT_EQ(trim(" \t x y \r\n"), "x y");
   EXPECT_EQ(trim(" \n "), "");
   EXPECT_EQ(to_lower("YeS"), "yes");
+  EXPECT_EQ(to_upper("multi_gpu"), "MULTI_GPU");
   EXPECT_TRUE(starts_with("SIGTERM", "SIG"));
   EXPECT_FALSE(starts_with("SI", "SIG"));
   EXPECT_TRUE(ends_with("train.py", ".py"));
   EXPECT_FALSE(ends_with("py", ".py"));
+}
+
+TEST(StringsTest, NumbersWithFixedOrNeededDecimals) {
+  EXPECT_EQ(fixed(2.345, 1), "2.3");
+  EXPECT_EQ(fixed(10, 2), "10.00");
+  EXPECT_EQ(decimal(1.5), "1.5");
+  EXPECT_EQ(decimal(10), "10");
+  EXPECT_EQ(decimal(0.25), "0.25");
+  EXPECT_EQ(decimal(2.0004), "2");
+  EXPECT_EQ(decimal(-0.0001), "0");
+  EXPECT_EQ(decimal(1234.5678), "1234.568");
+  EXPECT_EQ(decimal_seconds(std::chrono::milliseconds(1500)), "1.5");
+  EXPECT_EQ(decimal_seconds(std::chrono::milliseconds(600000)), "600");
 }
 
 TEST(StringsTest, ReplaceAllDoesNotRescanItsReplacement) {

@@ -17,7 +17,7 @@ if grep -rl spdlog "$prefix/include/acc"; then
   echo "an installed header names spdlog" >&2
   exit 1
 fi
-cmake -S "$consumer" -B "$prefix/consumer-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$consumer" -B "$prefix/consumer-build" -G Ninja -DCMAKE_BUILD_TYPE= \
   -DCMAKE_PREFIX_PATH="$prefix" -DACC_PREFIX="$prefix" >/dev/null
 cmake --build "$prefix/consumer-build" -j2
 # The consumer is the caller: none of a launcher's variables around it.

@@ -14,6 +14,7 @@
 
 #include "acc/common/error.h"
 #include "acc/common/progress_file.h"
+#include "acc/common/strings.h"
 #include "acc/launcher/host/host.h"
 #include "observe/flight_recorder.h"
 #include "observe/python_stack_hook.h"
@@ -36,12 +37,6 @@ std::string wall_time_now() {
   char with_millis[80];
   std::snprintf(with_millis, sizeof(with_millis), "%s.%03d", text, static_cast<int>(millis));
   return with_millis;
-}
-
-std::string describe_seconds(std::chrono::milliseconds duration) {
-  std::ostringstream out;
-  out << std::chrono::duration<double>(duration).count();
-  return out.str();
 }
 
 }  // namespace
@@ -208,7 +203,7 @@ void WorkerGroup::wait_once(std::optional<Clock::time_point> wake) {
     }
   }
   if (stopping_ && !killed_ && os_.now() >= kill_deadline_) {
-    listener_.notice("workers still running " + describe_seconds(plan_.shutdown_timeout) +
+    listener_.notice("workers still running " + decimal_seconds(plan_.shutdown_timeout) +
                      " s after the stop signal; sending SIGKILL");
     kill();
   }

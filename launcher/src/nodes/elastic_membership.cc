@@ -33,24 +33,6 @@ using std::chrono::milliseconds;
 // one (a firewall) waits this long.
 constexpr milliseconds kStoreCheckBound{3000};
 
-std::string conf(const LaunchPlan& plan, const std::string& key, const std::string& fallback) {
-  auto it = plan.rdzv_conf.find(key);
-  return it == plan.rdzv_conf.end() ? fallback : it->second;
-}
-
-milliseconds seconds_conf(const LaunchPlan& plan, const std::string& key, double fallback) {
-  const std::string text = conf(plan, key, "");
-  double seconds = fallback;
-  if (!text.empty()) {
-    try {
-      seconds = std::stod(text);
-    } catch (const std::exception&) {
-      throw ConfigError("--rdzv_conf " + key + "=" + text + ": expected seconds");
-    }
-  }
-  return milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
 // The host a store serves on so that clients reach it at `host`: IPv6 and IPv4 both ("::",
 // dual-stack) for an IPv6 address, else the default (every IPv4 address).
 void listen_for(rendezvous::StoreServerOptions& options, const std::string& host) {
@@ -62,9 +44,9 @@ void listen_for(rendezvous::StoreServerOptions& options, const std::string& host
 ElasticMembership::ElasticMembership(const LaunchPlan& plan, std::string hostname)
     : plan_(plan),
       address_(plan.local_addr.empty() ? std::move(hostname) : plan.local_addr),
-      keep_alive_interval_(seconds_conf(plan, "keep_alive_interval", 5)),
-      keep_alive_max_attempt_(std::stoi(conf(plan, "keep_alive_max_attempt", "3"))),
-      read_timeout_(seconds_conf(plan, "read_timeout", 60)) {}
+      keep_alive_interval_(rdzv_seconds(plan, "keep_alive_interval", 5)),
+      keep_alive_max_attempt_(rdzv_count(plan, "keep_alive_max_attempt", 3)),
+      read_timeout_(rdzv_seconds(plan, "read_timeout", 60)) {}
 
 ElasticMembership::~ElasticMembership() = default;
 
@@ -98,12 +80,12 @@ void ElasticMembership::connect() {
   options.run_id = plan_.run_id;
   options.min_nodes = plan_.min_nodes;
   options.max_nodes = plan_.max_nodes;
-  options.join_timeout = seconds_conf(plan_, "join_timeout", 600);
-  options.last_call_timeout = seconds_conf(plan_, "last_call_timeout", 30);
+  options.join_timeout = rdzv_seconds(plan_, "join_timeout", 600);
+  options.last_call_timeout = rdzv_seconds(plan_, "last_call_timeout", 30);
   // The previous participants meet again at their next keep-alive and then stop their workers:
   // two intervals let them take their places before a spare does.
   options.spare_delay =
-      seconds_conf(plan_, "spare_delay", 2.0 * keep_alive_interval_.count() / 1000.0);
+      rdzv_seconds(plan_, "spare_delay", 2.0 * keep_alive_interval_.count() / 1000.0);
   options.keep_alive_timeout = keep_alive_interval_ * keep_alive_max_attempt_;
   options.log = [](std::string_view line) { log::info(line); };
   rendezvous_ = std::make_unique<rendezvous::ElasticRendezvous>(
@@ -158,7 +140,7 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   // that accepts and does not answer the handshake within a second is tried again too (a store
   // loaded to that point answers a later try), and named as such when the time is up.
   client.handshake_timeout = std::min(client.timeout, milliseconds(1000));
-  const milliseconds join_timeout = seconds_conf(plan_, "join_timeout", 600);
+  const milliseconds join_timeout = rdzv_seconds(plan_, "join_timeout", 600);
   const auto deadline = std::chrono::steady_clock::now() + join_timeout;
   for (;;) {
     throw_if_stopped();
@@ -225,7 +207,7 @@ Endpoint ElasticMembership::join_round(int restart_count) {
     worker_store_->start();
     client_->set(key("workers_store"), format_endpoint(address_, worker_store_->port()));
   }
-  wait_for("workers_store", seconds_conf(plan_, "join_timeout", 600));
+  wait_for("workers_store", rdzv_seconds(plan_, "join_timeout", 600));
   node_rank_ = info.node_rank;
   restart_count_ = info.restart_count;
   workers_store_ =

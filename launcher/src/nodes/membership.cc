@@ -22,17 +22,6 @@ using SteadyClock = std::chrono::steady_clock;
 // stop check: well under the second in which a stopped launcher must end.
 constexpr milliseconds kWaitStep{100};
 
-milliseconds seconds_conf(const LaunchPlan& plan, const std::string& key, double fallback) {
-  auto it = plan.rdzv_conf.find(key);
-  const double seconds = it == plan.rdzv_conf.end() ? fallback : std::stod(it->second);
-  return milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
-int count_conf(const LaunchPlan& plan, const std::string& key, int fallback) {
-  auto it = plan.rdzv_conf.find(key);
-  return it == plan.rdzv_conf.end() ? fallback : std::stoi(it->second);
-}
-
 }  // namespace
 
 // This node's link to the others: a client of node 0's store and the JobLink over it, the waits
@@ -42,11 +31,11 @@ class StaticMembership::Link {
   Link(const LaunchPlan& plan, std::function<void()> throw_if_stopped)
       : plan_(plan),
         throw_if_stopped_(std::move(throw_if_stopped)),
-        interval_(seconds_conf(plan, "keep_alive_interval", 1)),
+        interval_(rdzv_seconds(plan, "keep_alive_interval", 1)),
         // Ten beats: a launcher busy for a few seconds (a hang report collects stacks for up to
         // 5 s) is not lost.
-        window_(interval_ * count_conf(plan, "keep_alive_max_attempt", 10)),
-        join_timeout_(seconds_conf(plan, "join_timeout", 600)) {}
+        window_(interval_ * rdzv_count(plan, "keep_alive_max_attempt", 10)),
+        join_timeout_(rdzv_seconds(plan, "join_timeout", 600)) {}
 
   milliseconds interval() const { return interval_; }
 

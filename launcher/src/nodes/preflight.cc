@@ -128,14 +128,6 @@ bool multi_node(const LaunchPlan& plan) {
   return (plan.max_nodes > 1 || plan.nnodes > 1) && plan.rdzv_backend != "etcd-v2";
 }
 
-std::string seconds_text(milliseconds duration) {
-  const double seconds = static_cast<double>(duration.count()) / 1000;
-  std::string text = std::to_string(seconds);
-  text.erase(text.find_last_not_of('0') + 1);
-  if (text.back() == '.') text.pop_back();
-  return text;
-}
-
 // --preflight_timeout, or an elastic job's join_timeout when that is shorter: the rendezvous would
 // give up then anyway.
 milliseconds bound_of(const LaunchPlan& plan) {
@@ -180,7 +172,7 @@ ReachResult try_reach(const Endpoint& endpoint, bool multi_node, milliseconds ti
   const std::optional<Resolved> resolved = resolve(endpoint, deadline, stop);
   if (!resolved)
     return failure(Reach::kUnresolved, "the name " + endpoint.host + " did not resolve within " +
-                                           seconds_text(timeout) + " s (DNS does not answer)");
+                                           decimal_seconds(timeout) + " s (DNS does not answer)");
   if (resolved->rc != 0 || resolved->addresses.empty())
     return failure(Reach::kUnresolved, "the name " + endpoint.host + " does not resolve (" +
                                            ::gai_strerror(resolved->rc) + ")");
@@ -229,10 +221,11 @@ void run_preflight(const LaunchPlan& plan, const StopCheck& stop) {
     const auto now = Clock::now();
     if (now >= deadline)
       throw NetworkError("pre-flight: cannot reach " + describe(*failed) + ": " + last.why +
-                         " (tried for " + seconds_text(bound_ms) + " s, " + bound_name(plan) + ")");
+                         " (tried for " + decimal_seconds(bound_ms) + " s, " + bound_name(plan) +
+                         ")");
     if (!told && now - started >= kNoticeAfter) {
       log::info("pre-flight: cannot reach {} yet: {}; trying again for up to {} s ({})",
-                describe(*failed), last.why, seconds_text(bound_ms), bound_name(plan));
+                describe(*failed), last.why, decimal_seconds(bound_ms), bound_name(plan));
       told = true;
     }
     pause_until(std::min<Clock::time_point>(deadline, try_started + kRetryPause), stop);
@@ -248,7 +241,7 @@ bool dry_run_preflight(const LaunchPlan& plan) {
     } else if (result.reach == Reach::kRefused) {
       log::warn("pre-flight: " + describe(target) + ": " + result.why +
                 " (nothing listens there yet; the launch retries it for up to " +
-                seconds_text(bound_of(plan)) + " s)");
+                decimal_seconds(bound_of(plan)) + " s)");
     } else {
       log::error("pre-flight: cannot reach " + describe(target) + ": " + result.why);
       ok = false;

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "acc/common/strings.h"
 #include "observe/hang_report.h"
 
 namespace acc::launcher {
@@ -14,12 +15,6 @@ namespace {
 
 constexpr char kTraceMagic[] = "acc-trace";
 constexpr int kTraceVersion = 1;
-
-std::string fixed(double value, int digits) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.*f", digits, value);
-  return text;
-}
 
 std::string clean(std::string field) {
   for (char& c : field)

@@ -6,14 +6,10 @@
 #include <set>
 #include <sstream>
 
+#include "acc/common/strings.h"
+
 namespace acc::launcher {
 namespace {
-
-std::string fixed(double value, int digits) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.*f", digits, value);
-  return text;
-}
 
 // Ranks grouped by identical stacks, largest group first (then by lowest rank).
 std::vector<std::vector<int>> group_by_stack(const std::vector<WorkerSnapshot>& workers) {

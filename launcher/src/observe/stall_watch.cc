@@ -12,6 +12,7 @@
 #include "acc/common/error.h"
 #include "acc/common/progress_file.h"
 #include "acc/common/store_keys.h"
+#include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
 #include "acc/rendezvous/store_client.h"
 #include "host/nvml.h"
@@ -66,12 +67,6 @@ std::string straggler_table(const StragglerFinding& finding, const std::string& 
 // was running at the poll): a rank blocked in a collective, a lock or a sleep uses next to none.
 // Low on purpose: four ranks sharing two loaded cores get a small share each.
 constexpr double kBusyCpuShare = 0.1;
-
-std::string format_seconds(double s) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f", s);
-  return text;
-}
 
 }  // namespace
 
@@ -240,7 +235,7 @@ void StallWatch::sample_busy(Clock::time_point now) {
                                 ? "on CPU"
                                 : "on CPU or GPU (" + std::to_string(on_gpu) +
                                       (on_gpu == 1 ? " rank" : " ranks") + " on GPU only, by NVML)";
-  notice_("no worker printed, beat or completed a collective for " + format_seconds(quiet) +
+  notice_("no worker printed, beat or completed a collective for " + fixed(quiet, 1) +
           " s, but every rank is busy " + where +
           " outside collectives: computing, not a hang (--stall_timeout goes on watching)");
 }
@@ -442,7 +437,7 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
     const size_t rest = text.find("; ");
     text = "acc-launch: hang: rank " + std::to_string(workers_[o.index].rank) + " on " +
            plan_.hostname + " is still in its section \"" + o.section + "\" after " +
-           format_seconds(o.open_s) + " s (its timeout: " + format_seconds(o.timeout_s) + " s)" +
+           fixed(o.open_s, 1) + " s (its timeout: " + fixed(o.timeout_s, 1) + " s)" +
            (rest < end ? text.substr(rest) : text.substr(end));
     overrun_.reset();
   }

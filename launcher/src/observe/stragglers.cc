@@ -4,16 +4,11 @@
 #include <cstdio>
 #include <sstream>
 
+#include "acc/common/strings.h"
 #include "observe/hang_report.h"
 
 namespace acc::launcher {
 namespace {
-
-std::string fixed(double value, int digits) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.*f", digits, value);
-  return text;
-}
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());

@@ -492,6 +492,18 @@ std::optional<bool> rdzv_is_host(const LaunchPlan& plan) {
   return given == plan.rdzv_conf.end() ? std::nullopt : truth_value(given->second);
 }
 
+std::chrono::milliseconds rdzv_seconds(const LaunchPlan& plan, const std::string& key,
+                                       double fallback) {
+  const auto given = plan.rdzv_conf.find(key);
+  const double seconds = given == plan.rdzv_conf.end() ? fallback : std::stod(given->second);
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+int rdzv_count(const LaunchPlan& plan, const std::string& key, int fallback) {
+  const auto given = plan.rdzv_conf.find(key);
+  return given == plan.rdzv_conf.end() ? fallback : std::stoi(given->second);
+}
+
 bool hosts_rendezvous_store(const LaunchPlan& plan) {
   return rdzv_is_host(plan).value_or(is_local_address(plan.rdzv_host));
 }

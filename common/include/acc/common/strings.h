@@ -4,6 +4,7 @@
 // thing to every flag and file that reads a number. Pure functions; thread-safe; none throws
 // except through std::bad_alloc. Compiles as C++17 (the runtime's users build with it).
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -25,6 +26,8 @@ std::string trim(std::string_view text);
 
 // ASCII lower case.
 std::string to_lower(std::string_view text);
+// ASCII upper case.
+std::string to_upper(std::string_view text);
 
 bool starts_with(std::string_view text, std::string_view prefix);
 bool ends_with(std::string_view text, std::string_view suffix);
@@ -48,5 +51,13 @@ bool has_control(std::string_view text);
 // The whole of `text` as a base-10 int: an optional '-' then digits, nothing else (no spaces, no
 // '+', no trailing characters); std::nullopt when it is not one or does not fit in an int.
 std::optional<int> parse_int(std::string_view text);
+
+// `value` with exactly `digits` decimals, as printf's "%.*f": fixed(2.345, 1) -> "2.3".
+std::string fixed(double value, int digits);
+// `value` with the decimals it needs, up to 3 (milliseconds of a second): 1.5 -> "1.5",
+// 10 -> "10", 0.25 -> "0.25", 2.0004 -> "2".
+std::string decimal(double value);
+// A duration in seconds, as decimal() writes them: 1500 ms -> "1.5".
+std::string decimal_seconds(std::chrono::milliseconds duration);
 
 }  // namespace acc

@@ -13,6 +13,8 @@ namespace acc::config {
 std::string default_config_dir();
 // default_config_dir() + "/default_config.yaml".
 std::string default_config_path();
+// os.path.expanduser: a leading "~" or "~/" is $HOME; "~user" is left as it is.
+std::string expand_user(const std::string& path);
 // Whether `path` names an existing regular file.
 bool file_exists(const std::string& path);
 

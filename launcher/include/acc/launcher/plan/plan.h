@@ -125,6 +125,12 @@ int global_rank(const LaunchPlan& plan, const Round& round, int local_rank);
 
 // --rdzv_conf is_host, where given (its value was checked by build_plan).
 std::optional<bool> rdzv_is_host(const LaunchPlan& plan);
+// --rdzv_conf `key` in seconds (join_timeout, keep_alive_interval, ...), or `fallback` seconds
+// where it is not given.
+std::chrono::milliseconds rdzv_seconds(const LaunchPlan& plan, const std::string& key,
+                                       double fallback);
+// --rdzv_conf `key` as a whole number (keep_alive_max_attempt), or `fallback` where not given.
+int rdzv_count(const LaunchPlan& plan, const std::string& key, int fallback);
 
 // Whether this node serves the c10d rendezvous store: is_host where given, else whether the
 // endpoint (--rdzv_endpoint) is an address of this machine. The elastic membership starts the
