@@ -5,13 +5,16 @@
 // until the last parameter gradient is computed, the wait from there to backward() returning
 // (the all-reduce not hidden behind the backward pass), optimizer step and zero_grad. All from
 // the rank whose median step is the slowest (it sets the pace). ddp_step.py prints the same.
+// With --floor, impl=floor: each process trains a model of its own with the same step and no
+// all-reduce (no prepare, a plain backward), the physical floor of a DDP step on these cores.
 //
-//   ddp_step --steps 60 --warmup 10 --batch 32
+//   ddp_step --steps 60 --warmup 10 --batch 32 [--floor]
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,17 +37,22 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   int steps = 60, warmup = 10;
   int64_t batch = 32;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool floor = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--floor") floor = true;
+    if (i + 1 == argc) break;
     if (flag == "--steps") steps = std::stoi(argv[i + 1]);
     if (flag == "--warmup") warmup = std::stoi(argv[i + 1]);
     if (flag == "--batch") batch = std::stoll(argv[i + 1]);
   }
   acc::Accelerator acc;
   torch::manual_seed(0);
-  BasicNet net;
-  torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(1e-3));
-  auto [model, opt] = acc.prepare(net, adamw);
+  BasicNet model;
+  torch::optim::AdamW adamw(model->parameters(), torch::optim::AdamWOptions(1e-3));
+  // The prepared optimizer, for the DDP step; the floor steps the process's own one.
+  std::optional<acc::AcceleratedOptimizer> prepared;
+  if (!floor) prepared.emplace(std::get<1>(acc.prepare(model, adamw)));
   auto x = torch::randn({batch, 1, 28, 28}).to(acc.device());
   auto y = torch::randint(0, 10, {batch}).to(acc.device());
   // On a GPU the step's kernels run asynchronously: its time ends when they have finished.
@@ -75,10 +83,19 @@ int main(int argc, char** argv) {
     auto loss = torch::nll_loss(model->forward(x), y);
     const auto forward_end = Clock::now();
     last_grad_ns = 0;
-    acc.backward(loss);
+    if (prepared) {
+      acc.backward(loss);
+    } else {
+      loss.backward();
+    }
     const auto backward_end = Clock::now();
-    opt.step();
-    opt.zero_grad();
+    if (prepared) {
+      prepared->step();
+      prepared->zero_grad();
+    } else {
+      adamw.step();
+      adamw.zero_grad();
+    }
     finish();
     const auto end = Clock::now();
     if (i < warmup) continue;
@@ -95,9 +112,9 @@ int main(int argc, char** argv) {
     auto slowest = per_rank[per_rank.select(1, 0).argmax().item<int64_t>()];
     auto at = [&](int64_t p) { return slowest[p].item<double>(); };
     std::printf(
-        "ddp_step impl=cpp steps=%d median_ms=%.2f forward_ms=%.2f backward_ms=%.2f wait_ms=%.2f "
+        "ddp_step impl=%s steps=%d median_ms=%.2f forward_ms=%.2f backward_ms=%.2f wait_ms=%.2f "
         "optimizer_ms=%.2f\n",
-        steps, at(0), at(1), at(2), at(3), at(4));
+        floor ? "floor" : "cpp", steps, at(0), at(1), at(2), at(3), at(4));
   }
   return 0;
 }

@@ -8,7 +8,8 @@
 # On a GPU machine: DEVICE=cuda NPROC=<GPUs> BATCH=64 PYTHON=python3 (NCCL on both sides). The
 # peer launcher is torch's own torchrun through torchrun.py here, which mends Debian's on 3.11.
 # Each side reports its median step and where it goes: forward, backward (until the last
-# gradient), wait (for the all-reduce after backward), optimizer.
+# gradient), wait (for the all-reduce after backward), optimizer. Beside them, the floor: the
+# same step in the same processes with no all-reduce (ddp_step --floor), what no DDP goes under.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
@@ -45,6 +46,8 @@ bounded() {
   return 0
 }
 for round in $(seq "$rounds"); do
+  bounded floor "$build/launcher/acc-launch" --nproc_per_node "$nproc" "${cpu_flag[@]}" \
+    "$build/bench/ddp_step/ddp_step" "${args[@]}" --floor
   bounded cpp "$build/launcher/acc-launch" --nproc_per_node "$nproc" "${cpu_flag[@]}" \
     "$build/bench/ddp_step/ddp_step" "${args[@]}"
   bounded python "$python" "${peer[@]}" --nproc_per_node "$nproc" \
@@ -70,15 +73,18 @@ report() {
       who, s, f, 100 * f / s, b, 100 * b / s, w, 100 * w / s, o, 100 * o / s
   }'
 }
+read -r floor floor_fwd floor_bwd floor_wait floor_opt <<<"$(summary floor)"
 read -r cpp cpp_fwd cpp_bwd cpp_wait cpp_opt <<<"$(summary cpp)"
 read -r py py_fwd py_bwd py_wait py_opt <<<"$(summary python)"
+report "floor" "$floor" "$floor_fwd" "$floor_bwd" "$floor_wait" "$floor_opt"
 report "C++ libacc" "$cpp" "$cpp_fwd" "$cpp_bwd" "$cpp_wait" "$cpp_opt"
 report "Python DDP" "$py" "$py_fwd" "$py_bwd" "$py_wait" "$py_opt"
 if [ -n "$python2" ]; then
   read -r py2 py2_fwd py2_bwd py2_wait py2_opt <<<"$(summary python2)"
   report "Python DDP 2" "$py2" "$py2_fwd" "$py2_bwd" "$py2_wait" "$py2_opt"
 fi
-awk -v c="$cpp" -v p="$py" -v p2="${py2:-}" -v r="$rounds" 'BEGIN {
+awk -v c="$cpp" -v p="$py" -v p2="${py2:-}" -v f="$floor" -v r="$rounds" 'BEGIN {
   printf "ddp_step: ratio C++/Python %.3f (same LibTorch; target <= 0.95; median of %d alternating rounds)\n", c / p, r
+  printf "ddp_step: floor/Python %.3f, C++/floor %.3f (the floor: the same step without the all-reduce)\n", f / p, c / f
   if (p2 + 0 > 0) printf "ddp_step: ratio C++/Python 2.x %.3f (Python DDP on PyTorch 2.x)\n", c / p2
 }'

@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "launcher_harness.h"
+#include "refusing_port.h"
 
 namespace acc::testing {
 namespace {
@@ -28,19 +29,6 @@ namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using Clock = std::chrono::steady_clock;
-
-// A loopback port nothing listens on: bound once to learn a free one, then closed.
-int closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t size = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 // A loopback port that accepts connections (the kernel completes them from the backlog) and
 // never answers: another service's port, as far as a store client can tell.
@@ -92,7 +80,8 @@ bool wait_for_text(const std::string& path, const std::string& text, seconds tim
 }
 
 TEST(PreflightTest, ARefusingMasterIsOneLineAndExitThreeWithinTheBound) {
-  const int port = closed_port();
+  const RefusingPort refusing;
+  const int port = refusing.port();
   LaunchRun run =
       run_launcher(worker(node(1, port, {"--preflight_timeout", "2"}), {"env", "WORKER_STARTED"}));
   EXPECT_EQ(run.exit_code, 3) << run.err;
@@ -111,7 +100,8 @@ TEST(PreflightTest, ARefusingMasterIsOneLineAndExitThreeWithinTheBound) {
 TEST(PreflightTest, ANodeStartedBeforeTheMasterWaitsForItAndTheJobRuns) {
   const std::string dir1 = make_temp_dir();
   const std::string dir0 = make_temp_dir();
-  const int port = closed_port();
+  const RefusingPort refusing;
+  const int port = refusing.port();
   pid_t node1 = start_launcher(worker(node(1, port, {}), {"env"}), dir1);
   ASSERT_TRUE(wait_for_text(dir1 + "/launcher.err", "trying again", seconds(30)))
       << read_text(dir1 + "/launcher.err");
@@ -127,7 +117,8 @@ TEST(PreflightTest, ANodeStartedBeforeTheMasterWaitsForItAndTheJobRuns) {
 
 void expect_stops_within_a_second(int sig) {
   const std::string dir = make_temp_dir();
-  pid_t launcher = start_launcher(worker(node(1, closed_port(), {}), {"env", dir}), dir);
+  const RefusingPort refusing;
+  pid_t launcher = start_launcher(worker(node(1, refusing.port(), {}), {"env", dir}), dir);
   ASSERT_TRUE(wait_for_text(dir + "/launcher.err", "trying again", seconds(30)))
       << read_text(dir + "/launcher.err");
   const auto sent = Clock::now();
@@ -203,7 +194,8 @@ TEST(StoreHandshakeTest, AnElasticEndpointThatIsAnotherServiceSaysSoAndStopsOnSi
 }
 
 TEST(PreflightTest, DryRunChecksTheMasterToo) {
-  LaunchRun run = run_launcher(node(1, closed_port(), {"--dry_run", "--no_python", "/bin/true"}));
+  const RefusingPort refusing;
+  LaunchRun run = run_launcher(node(1, refusing.port(), {"--dry_run", "--no_python", "/bin/true"}));
   EXPECT_EQ(run.exit_code, 0) << "refused is what a dry run before node 0 starts sees";
   EXPECT_NE(run.err.find("pre-flight: the master (--master_addr, --master_port) at 127.0.0.1:"),
             std::string::npos)
@@ -212,7 +204,8 @@ TEST(PreflightTest, DryRunChecksTheMasterToo) {
 }
 
 TEST(PreflightTest, NodeZeroAndSingleNodesHaveNothingToCheck) {
-  LaunchRun run = run_launcher(node(0, closed_port(), {"--dry_run", "--no_python", "/bin/true"}));
+  const RefusingPort refusing;
+  LaunchRun run = run_launcher(node(0, refusing.port(), {"--dry_run", "--no_python", "/bin/true"}));
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err.find("pre-flight"), std::string::npos) << run.err;
 }
@@ -276,8 +269,9 @@ TEST(RetryableExitCodeTest, AHangExitBecomesTheRetryableCode) {
 }
 
 TEST(RetryableExitCodeTest, APreflightFailureBecomesTheRetryableCode) {
+  const RefusingPort refusing;
   LaunchRun run = run_launcher(node(
-      1, closed_port(),
+      1, refusing.port(),
       {"--preflight_timeout", "1", "--retryable_exit_code", "143", "--no_python", "/bin/true"}));
   EXPECT_EQ(run.exit_code, 143) << run.err;
   EXPECT_EQ(error_lines(run.err).size(), 1u) << run.err;

@@ -18,6 +18,7 @@
 
 #include "acc/common/error.h"
 #include "acc/rendezvous/elastic_rendezvous.h"
+#include "refusing_port.h"
 
 namespace acc::rendezvous {
 namespace {
@@ -28,45 +29,6 @@ using namespace std::chrono_literals;
 std::string etcd_binary() {
   const char* chosen = std::getenv("ACC_ETCD");
   return chosen && *chosen ? chosen : "/usr/bin/etcd";
-}
-
-// A loopback address that refuses connections for as long as the object lives: a socket bound to
-// a port the kernel picked, never listening. Nothing else can take the port meanwhile.
-class RefusingAddress {
- public:
-  RefusingAddress() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0)
-      throw std::runtime_error("cannot bind a loopback socket");
-    address_ = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
-  }
-  ~RefusingAddress() { ::close(fd_); }
-  RefusingAddress(const RefusingAddress&) = delete;
-  RefusingAddress& operator=(const RefusingAddress&) = delete;
-  const std::string& str() const { return address_; }
-
- private:
-  int fd_;
-  std::string address_;
-};
-
-// A port that was free a moment ago. etcd cannot listen on port 0 (its HTTP gateway dials the
-// configured address, port 0 included), so it gets such ports and a start that lost the race for
-// one is retried with new ones (see StartEtcd).
-int probably_free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), length);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 // One real single-member etcd on loopback for each test (each test runs in its own process),
@@ -80,20 +42,16 @@ class EtcdClientTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(dir), nullptr);
     data_dir_ = dir;
     std::string log;
-    for (int attempt = 1; attempt <= 5; ++attempt) {
-      if (start_etcd(log)) return;
-      ASSERT_NE(log.find("address already in use"), std::string::npos)
-          << "etcd exited before it served:\n"
-          << log;
-    }
-    FAIL() << "etcd lost the race for its ports 5 times:\n" << log;
+    ASSERT_TRUE(start_etcd(log)) << "etcd exited before it served:\n" << log;
   }
 
-  // Starts etcd on fresh ports and reads its log until it serves clients (true) or exits (false,
-  // `log` holds what it wrote). A thread keeps draining the log into data_dir_/log afterwards.
+  // Starts etcd and reads its log until it serves clients (true) or exits (false, `log` holds
+  // what it wrote). A thread keeps draining the log into data_dir_/log afterwards. Its ports are
+  // held by the fixture (etcd cannot listen on port 0: its HTTP gateway dials the configured
+  // address); etcd, as every Go listener, binds with SO_REUSEADDR and listens on them.
   bool start_etcd(std::string& log) {
-    endpoint_ = "127.0.0.1:" + std::to_string(probably_free_port());
-    const std::string peer = "http://127.0.0.1:" + std::to_string(probably_free_port());
+    endpoint_ = client_port_.address();
+    const std::string peer = "http://" + peer_port_.address();
     const std::string client = "http://" + endpoint_;
     int out[2];
     if (::pipe(out) != 0) return false;
@@ -163,6 +121,8 @@ class EtcdClientTest : public ::testing::Test {
   pid_t pid_ = -1;
   std::thread drain_;
   std::string data_dir_;
+  acc::testing::RefusingPort client_port_;
+  acc::testing::RefusingPort peer_port_;
   std::string endpoint_;
 };
 
@@ -232,17 +192,17 @@ TEST_F(EtcdClientTest, MultiSetAndMultiGetSpanMoreKeysThanOneTransactionAllows) 
 }
 
 TEST_F(EtcdClientTest, MovesOnFromAnEndpointThatDoesNotAnswer) {
-  const RefusingAddress dead;
-  auto etcd = client({dead.str(), endpoint_});
+  const acc::testing::RefusingPort dead;
+  auto etcd = client({dead.address(), endpoint_});
   etcd->set("k", "v");
   EXPECT_EQ(etcd->get("k"), "v");
   EXPECT_EQ(etcd->endpoint(), endpoint_);
 }
 
 TEST_F(EtcdClientTest, NoMemberAnsweringIsANetworkErrorNamingTheEndpoints) {
-  const RefusingAddress nobody;
+  const acc::testing::RefusingPort nobody;
   EtcdClientOptions options;
-  options.endpoints = {nobody.str()};
+  options.endpoints = {nobody.address()};
   options.timeout = 300ms;
   try {
     EtcdClient etcd(options);

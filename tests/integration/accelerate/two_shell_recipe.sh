@@ -4,8 +4,10 @@
 #   acc-launch --rdzv_backend c10d --main_process_ip 127.0.0.1 --main_process_port P \
 #              --num_machines 2 --num_processes 4 ddp_check.py
 # started twice in the background: one 4-rank PyTorch job passes its all_reduce check.
-# Usage: two_shell_recipe.sh ACC_LAUNCH. Exits 77 (skipped) without python3-torch.
+# Usage: two_shell_recipe.sh ACC_LAUNCH. Exits 77 (skipped) without
+# python3-torch or a network namespace of its own (own_loopback.sh).
 set -uo pipefail
+source "$(dirname "$0")/../own_loopback.sh"
 launcher=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
@@ -19,7 +21,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-. "$here/../port_race.sh"
+port=29500  # in this script's own network namespace (own_loopback.sh)
 mkdir -p "$dir/hf"
 two_shells() {
   pids=()
@@ -36,7 +38,7 @@ two_shells() {
   done
   return $failed
 }
-retry_on_port_race two_shells "$dir/err1" "$dir/err2"
+two_shells
 pids=()
 for shell in 1 2; do
   sed "s/^/shell$shell: /" "$dir/out$shell"

@@ -3,15 +3,17 @@
 #   1. two nodes (--nnodes 1:2) meet in one round and run a 4-rank job;
 #   2. a node with another --rdzv_id never joins that job: it stops alone, with one line;
 #   3. an endpoint where nothing listens is one clear line and a non-zero exit, quickly.
-# Usage: loopback.sh ACC_LAUNCH. Exits 77 (skipped) without python3-torch.
+# Usage: loopback.sh ACC_LAUNCH. Exits 77 (skipped) without python3-torch or a
+# network namespace of its own (own_loopback.sh).
 set -uo pipefail
+source "$(dirname "$0")/../own_loopback.sh"
 launcher=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 export PYTHON_EXEC=/usr/bin/python3 HF_HOME=/nonexistent/acc-launch-tests
 $PYTHON_EXEC -c 'import torch.distributed' 2>/dev/null || { echo "SKIP: no python3-torch"; exit 77; }
 work=$(mktemp -d /tmp/acc-elastic-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-port=$($PYTHON_EXEC -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])')
+port=29400  # in this script's own network namespace (own_loopback.sh)
 
 node() {  # node NAME RDZV_ID NNODES: one launcher, output in $work/NAME.{out,err,rc}
   "$launcher" --nnodes "$3" --nproc_per_node 2 --rdzv_backend c10d \

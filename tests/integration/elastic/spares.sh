@@ -15,8 +15,10 @@
 #      PyTorch command with the same --rdzv_id twice in a row: both runs succeed;
 #   6. on that server, both participants' launchers killed: the spare sees every one of them
 #      silent, opens the next round itself and completes the job (restart count 1).
-# Nothing may be left running. Usage: spares.sh ACC_LAUNCH.
+# Nothing may be left running. Usage: spares.sh ACC_LAUNCH. Runs in a network namespace of its own
+# (own_loopback.sh; exits 77 where none can be made).
 set -uo pipefail
+source "$(dirname "$0")/../own_loopback.sh"
 launcher=$(realpath "$1")
 work=$(mktemp -d /tmp/acc-spares-XXXXXX)
 pids=()
@@ -37,7 +39,8 @@ echo "START group_rank=$GROUP_RANK restart_count=$TORCHELASTIC_RESTART_COUNT"
 echo "DONE group_rank=$GROUP_RANK restart_count=$TORCHELASTIC_RESTART_COUNT"
 EOF
 chmod +x "$work/job.sh"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])'; }
+# Each rendezvous on a port of its own, in this script's own network namespace (own_loopback.sh).
+port=29400
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # Polls (every 50 ms, up to $2 s) until the command in $1 succeeds.
 await() {
@@ -62,7 +65,7 @@ node() {  # node NAME PORT NNODES [CONF]: one launcher in the background, output
 left_over() { pgrep -f "$work/job.sh" >/dev/null; }
 
 # 1. Three nodes for at most two, a 12 s job.
-port=$(free_port)
+port=$((port + 1))
 start=$(now_ms)
 node a "$port" 1:2
 node b "$port" 1:2
@@ -85,7 +88,7 @@ echo "PASS: two nodes ran one round, the spare ended with exit 0 (${took} ms)"
 
 # 2. Kill a participant mid-job. a starts first and hosts the store (the store goes with its
 # host, so the node killed is one of the others).
-port=$(free_port)
+port=$((port + 1))
 JOB_SECONDS=12 node a "$port" 1:2
 await "listening $port" 20 || fail "node a never served the rendezvous store"
 JOB_SECONDS=12 node b "$port" 1:2
@@ -110,7 +113,7 @@ echo "PASS: the spare replaced the killed node, restart count 1 on both"
 
 # 3. SIGINT and SIGTERM while waiting in a rendezvous that will never form.
 for sig in INT TERM; do
-  port=$(free_port)
+  port=$((port + 1))
   node lonely "$port" 2 ",join_timeout=60"
   await "listening $port" 20 || fail "the lonely node never served the rendezvous store"
   t0=$(now_ms)
@@ -126,7 +129,7 @@ for sig in INT TERM; do
 done
 # A node that is not the store's host, started before it: it waits for the store to come up.
 for sig in INT TERM; do
-  port=$(free_port)
+  port=$((port + 1))
   node early "$port" 2 ",join_timeout=60,is_host=0"
   # Until it has taken SIGINT and SIGTERM (blocked, read from a signalfd): from then on a signal
   # reaches its code, not the default action.
@@ -156,7 +159,7 @@ stop_within_1s() {  # stop_within_1s NAME SIG EXPECTED
   [ "$rc" = "$4" ] || fail "SIG$2 to $3: exit $rc, expected $4"
   [ $took -lt 1000 ] || fail "SIG$2 to $3: took ${took} ms"
 }
-port=$(free_port)
+port=$((port + 1))
 JOB_SECONDS=60 RANK0_SECONDS=1 node a "$port" 1:2
 await "listening $port" 20 || fail "node a never served the rendezvous store"
 JOB_SECONDS=60 RANK0_SECONDS=1 node b "$port" 1:2
@@ -174,7 +177,7 @@ await '! left_over' 10 || fail "workers left running"
 echo "PASS: SIGINT to a spare and SIGTERM at the exit barrier stop the launcher within 1 s"
 
 # 5. The same command twice on a standalone store (skipped without python3-torch).
-port=$(free_port)
+port=$((port + 1))
 "$launcher" rendezvous serve --host 127.0.0.1 --port "$port" >"$work/serve.out" 2>&1 &
 pids+=($!)
 await "listening $port" 20 || fail "rendezvous serve never listened"

@@ -3,8 +3,10 @@
 # the same PyTorch.
 # Usage: ddp_same_as_torchrun.sh ACC_LAUNCH [PYTHON]. PYTHON: Debian's /usr/bin/python3 (PyTorch
 # 1.13, its torchrun patched in ../shared/peers) by default, or another with PyTorch 2.x (its own
-# torchrun, `python -m torch.distributed.run`). Exits 77 (skipped) where PYTHON lacks torch.
+# torchrun, `python -m torch.distributed.run`). Exits 77 (skipped) where PYTHON lacks torch or
+# no network namespace can be made (own_loopback.sh).
 set -euo pipefail
+source "$(dirname "$0")/../own_loopback.sh"
 launcher=$1
 python=${2-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,14 +27,14 @@ case "$ours" in *"world=2 all_reduce=3 "*) ;; *) echo "FAIL: unexpected result";
 if [ "${torchrun[0]}" != -m ] && [ ! -f "${torchrun[0]}" ]; then
   echo "torchrun peer not found at ${torchrun[0]} (../shared absent): compared with nothing"; exit 0
 fi
-. "$here/../port_race.sh"
+port=29500  # in this script's own network namespace (own_loopback.sh)
 errors=$(mktemp)
 trap 'rm -f "$errors"' EXIT
 torchrun_job() {
   theirs=$("$python" "${torchrun[@]}" --nproc_per_node 2 --master_port "$port" "$here/ddp_check.py" \
              2>"$errors" | grep '^RESULT')
 }
-retry_on_port_race torchrun_job "$errors"
+torchrun_job
 echo "torchrun:   $theirs"
 [ "$ours" = "$theirs" ] || { echo "FAIL: acc-launch and torchrun disagree"; exit 1; }
 echo "PASS: same result"

@@ -4,8 +4,10 @@
 # collective across the nodes in its first line, from the traces node 1 put in the job's store
 # (rank 3 never issued all_reduce #4; ranks 0-2 wait in it), with node 1's own summary below.
 # Nothing is left running.
-# Usage: hang_report_two_nodes.sh ACC_LAUNCH. Exits 77 (skipped) without python3-torch.
+# Usage: hang_report_two_nodes.sh ACC_LAUNCH. Exits 77 (skipped) without
+# python3-torch or a network namespace of its own (own_loopback.sh).
 set -euo pipefail
+source "$(dirname "$0")/../own_loopback.sh"
 launcher=$1
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
@@ -17,7 +19,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 token=hang-test-$$-$RANDOM
-. "$here/../port_race.sh"
+port=29500  # in this script's own network namespace (own_loopback.sh)
 two_nodes() {
   local common=(--nnodes 2 --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$port"
                 --python $python --stall_timeout 3)
@@ -30,7 +32,7 @@ two_nodes() {
   return $status0
 }
 set +e
-retry_on_port_race two_nodes "$work/node0" "$work/node1"
+two_nodes
 set -e
 grep -Ev ': (loading|step [0-9]+)$' "$work/node0"
 echo "--- node 1 (exit $status1)"

@@ -4,8 +4,10 @@
 # judges the job from the windows every node puts in its store, names node 1 as a straggler while
 # the job runs, once, and not its ranks one by one; node 1 says nothing of stragglers; node 0's
 # end-of-attempt table shows every node's ranks; both nodes end 0 and nothing is left running.
-# Usage: straggler_two_nodes.sh ACC_LAUNCH. Exits 77 (skipped) without python3-torch.
+# Usage: straggler_two_nodes.sh ACC_LAUNCH. Exits 77 (skipped) without
+# python3-torch or a network namespace of its own (own_loopback.sh).
 set -euo pipefail
+source "$(dirname "$0")/../own_loopback.sh"
 launcher=$1
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
@@ -16,7 +18,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 token=straggler-test-$$-$RANDOM
-. "$here/../port_race.sh"
+port=29500  # in this script's own network namespace (own_loopback.sh)
 two_nodes() {
   local common=(--nnodes 2 --nproc_per_node 2 --master_addr 127.0.0.1 --master_port "$port"
                 --python $python --straggler_window 3)
@@ -31,7 +33,7 @@ two_nodes() {
   return $status0
 }
 set +e
-retry_on_port_race two_nodes "$work/node0" "$work/node1"
+two_nodes
 set -e
 grep -Ev ': step [0-9]+$' "$work/node0"
 echo "--- node 1 (exit $status1)"
