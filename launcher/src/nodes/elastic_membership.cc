@@ -21,6 +21,7 @@
 #include "nodes/job_link.h"
 #include "nodes/preflight.h"
 #include "nodes/store_address.h"
+#include "nodes/store_connect.h"
 #include "output/log.h"
 
 namespace acc::launcher {
@@ -141,24 +142,12 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   // loaded to that point answers a later try), and named as such when the time is up.
   client.handshake_timeout = std::min(client.timeout, milliseconds(1000));
   const milliseconds join_timeout = rdzv_seconds(plan_, "join_timeout", 600);
-  const auto deadline = std::chrono::steady_clock::now() + join_timeout;
-  for (;;) {
-    throw_if_stopped();
-    const auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
-    client.connect_timeout = std::clamp(left, milliseconds(1), milliseconds(100));
-    std::optional<std::string> handshake;
-    try {
-      return std::make_unique<rendezvous::StoreClient>(client);
-    } catch (const rendezvous::StoreHandshakeTimeout& e) {
-      handshake = e.what();
-    } catch (const TimeoutError&) {
-    }
-    if (std::chrono::steady_clock::now() < deadline) continue;
-    if (handshake) throw TimeoutError(*handshake + " (the rendezvous endpoint, --rdzv_endpoint)");
-    throw TimeoutError(detail::concat("no store server answered at ",
-                                      format_endpoint(plan_.rdzv_host, plan_.rdzv_port), " within ",
-                                      join_timeout.count(), " ms; is it running and reachable?"));
-  }
+  return connect_until(
+      client, std::chrono::steady_clock::now() + join_timeout, milliseconds(100),
+      [this] { throw_if_stopped(); }, "the rendezvous endpoint, --rdzv_endpoint",
+      acc::detail::concat("no store server answered at ",
+                          format_endpoint(plan_.rdzv_host, plan_.rdzv_port), " within ",
+                          join_timeout.count(), " ms; is it running and reachable?"));
 }
 
 Round ElasticMembership::join(int restart_count) {

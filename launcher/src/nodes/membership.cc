@@ -10,6 +10,7 @@
 #include "acc/rendezvous/store_client.h"
 #include "acc/rendezvous/store_server.h"
 #include "nodes/job_link.h"
+#include "nodes/store_connect.h"
 #include "output/log.h"
 
 namespace acc::launcher {
@@ -41,33 +42,20 @@ class StaticMembership::Link {
 
   // Connects to node 0's store (retrying while it starts, at most join_timeout) and joins.
   void connect(const std::string& host, int port) {
-    const auto deadline = SteadyClock::now() + join_timeout_;
-    for (;;) {
-      throw_if_stopped_();
-      try {
-        rendezvous::StoreClientOptions options;
-        options.host = host;
-        options.port = port;
-        options.connect_timeout = kWaitStep * 5;
-        // Node 0's own store, in this process: a reply that does not come is a bug, not a loss.
-        // The others' replies are bounded by the keep-alive window in guarded().
-        options.timeout = milliseconds(60'000);
-        // Short tries, the stop check between them (see ElasticMembership::connect).
-        options.handshake_timeout = milliseconds(1000);
-        client_ = std::make_unique<rendezvous::StoreClient>(options);
-        last_reply_ = SteadyClock::now();
-        break;
-      } catch (const TimeoutError& e) {
-        if (SteadyClock::now() < deadline) continue;
-        if (dynamic_cast<const rendezvous::StoreHandshakeTimeout*>(&e))
-          throw TimeoutError(std::string(e.what()) + " (node 0's store, --master_addr and " +
-                             "--master_port)");
-        throw TimeoutError("node 0's store at " + format_endpoint(host, port) +
-                           " did not answer within the join timeout (" +
-                           std::to_string(join_timeout_.count() / 1000) +
-                           " s, --rdzv_conf join_timeout)");
-      }
-    }
+    rendezvous::StoreClientOptions store;
+    store.host = host;
+    store.port = port;
+    // Node 0's own store, in this process: a reply that does not come is a bug, not a loss.
+    // The others' replies are bounded by the keep-alive window in guarded().
+    store.timeout = milliseconds(60'000);
+    store.handshake_timeout = milliseconds(1000);
+    client_ = connect_until(store, SteadyClock::now() + join_timeout_, kWaitStep * 5,
+                            throw_if_stopped_, "node 0's store, --master_addr and --master_port",
+                            "node 0's store at " + format_endpoint(host, port) +
+                                " did not answer within the join timeout (" +
+                                std::to_string(join_timeout_.count() / 1000) +
+                                " s, --rdzv_conf join_timeout)");
+    last_reply_ = SteadyClock::now();
     JobLink::Options options;
     options.node_rank = plan_.node_rank;
     options.nnodes = plan_.nnodes;
