@@ -223,7 +223,7 @@ if [ "$cpu_only" = 1 ]; then
 else
   check bench_store 180 env TORCH2_BUILD="$build" bash bench/store/run.sh "$build" --seconds 2 --rounds 1
 fi
-figure_bench_ddp_step() { grep 'ratio' "$1"; }
+figure_bench_ddp_step() { grep -E 'ratio|floor/' "$1"; }
 if [ "$cpu_only" = 1 ]; then
   check bench_ddp_step 300 env ROUNDS=1 STEPS=30 PYTHON="$python" bash bench/ddp_step/run.sh "$build"
 else

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   acc::Accelerator acc;
   torch::manual_seed(0);
   BasicNet model;
+  model->to(acc.device());  // prepare would; the floor is not prepared
   torch::optim::AdamW adamw(model->parameters(), torch::optim::AdamWOptions(1e-3));
   // The prepared optimizer, for the DDP step; the floor steps the process's own one.
   std::optional<acc::AcceleratedOptimizer> prepared;

@@ -17,6 +17,7 @@ if grep -rl spdlog "$prefix/include/acc"; then
   echo "an installed header names spdlog" >&2
   exit 1
 fi
+# No build type (no optimisation): the test is that it builds and trains, not how fast.
 cmake -S "$consumer" -B "$prefix/consumer-build" -G Ninja -DCMAKE_BUILD_TYPE= \
   -DCMAKE_PREFIX_PATH="$prefix" -DACC_PREFIX="$prefix" >/dev/null
 cmake --build "$prefix/consumer-build" -j2
