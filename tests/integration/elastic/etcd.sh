@@ -10,10 +10,8 @@
 #      first run's state, which etcd keeps, does not stop the second);
 #   5. SIGINT and SIGTERM to a node waiting in the rendezvous stop it within 1 s (130, 143).
 # Nothing may be left running (etcd members, launchers, workers), no data dir left behind.
-# Usage: etcd.sh ACC_LAUNCH. Exits 77 (skipped) without etcd, etcdctl or python3-torch, or a
-# network namespace of its own (own_loopback.sh).
+# Usage: etcd.sh ACC_LAUNCH. Exits 77 (skipped) without etcd, etcdctl or python3-torch.
 set -uo pipefail
-source "$(dirname "$0")/../own_loopback.sh"
 launcher=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
@@ -33,8 +31,12 @@ trap cleanup EXIT
 # The worker script lives in $work, so any worker left over is found by its path.
 cp "$here/../pytorch/allreduce_loop.py" "$work/job.py"
 
-# A client and a peer port per member, in this script's own network namespace (own_loopback.sh).
-ports=(2379 2389 2399 2380 2390 2400)
+# Six free loopback ports: a client and a peer port per member.
+read -r -a ports <<<"$($python -c '
+import socket
+socks = [socket.socket() for _ in range(6)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))')"
 client() { echo "127.0.0.1:${ports[$1]}"; }
 peer() { echo "http://127.0.0.1:${ports[$(($1 + 3))]}"; }
 cluster="m0=$(peer 0),m1=$(peer 1),m2=$(peer 2)"
