@@ -26,6 +26,22 @@ command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || { echo "SKIP: n
 $python -c 'import torch.distributed' 2>/dev/null || { echo "SKIP: no python3-torch"; exit 77; }
 command -v ip >/dev/null || { echo "SKIP: no iproute2"; exit 77; }
 
+# A run stopped before its cleanup (ctest's timeout kills it outright) leaves its namespaces and
+# bridge behind, and the bridge's route to 10.231.9.0/24 would take this run's packets to a
+# namespace where no sshd listens: remove what runs whose script is gone left.
+for stale in $(ip -o link show type bridge | awk -F': ' '{print $2}' | grep -x 'accbr[0-9]*'); do
+  pid=${stale#accbr}
+  kill -0 "$pid" 2>/dev/null && continue
+  for ns in acc-f1-$pid acc-f2-$pid; do
+    ip netns pids $ns 2>/dev/null | xargs -r kill -9 2>/dev/null
+    ip netns del $ns 2>/dev/null
+  done
+  ip link del "$stale" && echo "removed a run's leftovers: bridge $stale, namespaces acc-f1-$pid, acc-f2-$pid"
+done
+if route=$(ip -o route show 10.231.9.0/24) && [ -n "$route" ]; then
+  echo "FAIL: 10.231.9.0/24 is already routed on this host ($route); this test needs it"; exit 1
+fi
+
 id=$$
 n1=acc-f1-$id n2=acc-f2-$id
 bridge=accbr$id bridge=${bridge:0:15}
