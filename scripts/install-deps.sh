@@ -4,7 +4,8 @@
 #
 #   scripts/install-deps.sh          what building and `make demo` need
 #   scripts/install-deps.sh --test   that, plus what only the tests use: schedulers, daemons and
-#                                    debuggers (SLURM, Open MPI, sshd, etcd, eu-stack, gdb) and
+#                                    debuggers (SLURM, Open MPI, sshd, etcd, eu-stack, gdb), a
+#                                    Prometheus, a headless Chromium, tmux and curl, and
 #                                    PyTorch's Python peer. `make test` asks for these; `make`,
 #                                    `make demo` and `make install` never install a daemon.
 set -euo pipefail
@@ -24,6 +25,7 @@ test_packages=(
   slurm-wlm munge openmpi-bin
   openssh-server openssh-client etcd-server etcd-client
   elfutils gdb
+  prometheus chromium tmux curl
 )
 
 case "${1:-}" in

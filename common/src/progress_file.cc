@@ -82,7 +82,7 @@ Reader::~Reader() {
   ::munmap(const_cast<unsigned char*>(base_), kFileSize);
 }
 
-Snapshot Reader::snapshot(bool with_calls) const {
+Snapshot Reader::snapshot(std::size_t newest_calls) const {
   auto& h = *reinterpret_cast<Header*>(const_cast<unsigned char*>(base_));
   Snapshot s;
   s.started = shared(h.started).load(std::memory_order_acquire);
@@ -94,8 +94,8 @@ Snapshot Reader::snapshot(bool with_calls) const {
   s.section_started_ns = shared(h.section_started_ns).load(std::memory_order_relaxed);
   s.section_deadline_ns = shared(h.section_deadline_ns).load(std::memory_order_relaxed);
   s.section = get(h.section);
-  if (!with_calls) return s;
-  const std::uint64_t first = s.started > kCapacity ? s.started - kCapacity : 0;
+  const std::uint64_t kept = std::min<std::uint64_t>(newest_calls, kCapacity);
+  const std::uint64_t first = s.started > kept ? s.started - kept : 0;
   for (std::uint64_t n = first; n < s.started; ++n) {
     Record r;
     std::memcpy(&r, base_ + kHeaderSize + (n % kCapacity) * kRecordSize, sizeof r);

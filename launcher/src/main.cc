@@ -108,13 +108,14 @@ int dispatch(int argc, char** argv) {
   // The subcommands' messages follow ACC_LOG_LEVEL as a launch's do (a launch reads its flags
   // too, in launch()); a bad value is one line and exit 2 there as well.
   if (first == "rendezvous" || first == "config" || first == "env" || first == "test" ||
-      first == "stacks")
+      first == "stacks" || first == "top")
     log::configure(std::nullopt, false);
   if (first == "rendezvous") return run_rendezvous_command(rest);
   if (first == "config") return run_config_command(rest);
   if (first == "env") return run_env_command(rest);
   if (first == "test") return run_test_command(rest);
   if (first == "stacks") return run_stacks_command(rest);
+  if (first == "top") return run_top_command(rest);
   if (first == kTestWorkerCommand) return run_test_worker(rest);
   if (first == "launch") return launch(rest);
   return launch(std::vector<std::string>(argv + 1, argv + argc));

@@ -1,7 +1,9 @@
 // The health check (observe/health_check.h): what it says about the workers' progress files, its
-// replies, and its server on a loopback socket, which a silent client does not hold up.
+// replies, and the HTTP server (observe/http_server.h) on a loopback socket, which a silent client
+// does not hold up.
 
 #include "observe/health_check.h"
+#include "observe/http_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -126,35 +128,53 @@ std::string round_trip(int fd, const std::string& request) {
   return text;
 }
 
-TEST(HealthCheckServerTest, AnswersAnyPathWhileASilentClientWaits) {
-  HealthCheckServer server(0, [] { return std::string("HTTP/1.1 200 OK\r\n\r\nhello"); });
+TEST(HttpServerTest, AnswersWithTheRequestsPathWhileASilentClientWaits) {
+  HttpServer server(
+      "", 0, [](const std::string& path) { return "HTTP/1.1 200 OK\r\n\r\n" + path; }, "a test");
   ASSERT_GT(server.port(), 0);
   const int silent = connect_to(server.port());  // connects and never sends a byte
   ASSERT_GE(silent, 0);
   const int fd = connect_to(server.port());
   ASSERT_GE(fd, 0);
   EXPECT_EQ(round_trip(fd, "GET /anything HTTP/1.1\r\nHost: x\r\n\r\n"),
-            "HTTP/1.1 200 OK\r\n\r\nhello");
+            "HTTP/1.1 200 OK\r\n\r\n/anything");
   ::close(fd);
   ::close(silent);
 }
 
-TEST(HealthCheckServerTest, ARequestTooLongIsClosedWithoutAReply) {
-  HealthCheckServer server(0, [] { return std::string("HTTP/1.1 200 OK\r\n\r\n"); });
+TEST(HttpServerTest, ARequestTooLongIsClosedWithoutAReply) {
+  HttpServer server(
+      "", 0, [](const std::string&) { return std::string("HTTP/1.1 200 OK\r\n\r\n"); }, "a test");
   const int fd = connect_to(server.port());
   ASSERT_GE(fd, 0);
   EXPECT_EQ(round_trip(fd, "GET /" + std::string(20000, 'a')), "");
   ::close(fd);
 }
 
-TEST(HealthCheckServerTest, ThePortIsClosedWhenTheServerGoesAndATakenPortIsANetworkError) {
+TEST(HttpServerTest, ThePortIsClosedWhenTheServerGoesAndATakenPortIsANetworkError) {
   int port = 0;
   {
-    HealthCheckServer server(0, [] { return std::string(); });
+    const auto nothing = [](const std::string&) { return std::string(); };
+    HttpServer server("", 0, nothing, "a test");
     port = server.port();
-    EXPECT_THROW({ HealthCheckServer taken(port, [] { return std::string(); }); }, NetworkError);
+    EXPECT_THROW({ HttpServer taken("", port, nothing, "a test"); }, NetworkError);
+    EXPECT_THROW({ HttpServer loopback("127.0.0.1", port, nothing, "a test"); }, NetworkError);
   }
   EXPECT_LT(connect_to(port), 0);
+}
+
+TEST(HttpServerTest, AHostThatIsNoAddressOfThisHostIsAConfigError) {
+  const auto nothing = [](const std::string&) { return std::string(); };
+  EXPECT_THROW({ HttpServer named("nowhere.invalid", 0, nothing, "a test"); }, ConfigError);
+  EXPECT_THROW({ HttpServer elsewhere("203.0.113.77", 0, nothing, "a test"); }, ConfigError);
+  HttpServer loopback("127.0.0.1", 0, nothing, "a test");
+  EXPECT_GT(loopback.port(), 0);
+}
+
+TEST(HttpServerTest, TheRequestPathLeavesTheQueryOut) {
+  EXPECT_EQ(request_path("GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n"), "/metrics");
+  EXPECT_EQ(request_path("GET / HTTP/1.1\r\n\r\n"), "/");
+  EXPECT_EQ(request_path("garbage\r\n\r\n"), "");
 }
 
 }  // namespace

@@ -32,8 +32,11 @@
 #include "observe/file_timer.h"
 #include "observe/flight_recorder.h"
 #include "observe/health_check.h"
+#include "observe/http_server.h"
+#include "observe/job_status.h"
 #include "observe/python_stack_hook.h"
 #include "observe/stall_watch.h"
+#include "observe/status_server.h"
 #include "output/console.h"
 #include "output/log.h"
 #include "process/real_os.h"
@@ -124,6 +127,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     taken.insert(taken.end(), plan_.stop_signals.begin(), plan_.stop_signals.end());
     os_.take_signals(taken);
     start_health_check();
+    start_status_server();
     membership_->set_stop_check([this] { return arrived_stop_signal(); });
     run_preflight(plan_, [this] { return arrived_stop_signal(); });
     check_gpus();
@@ -316,6 +320,13 @@ class Agent::Impl : public WorkerGroup::Listener {
       for (const auto& w : group_->workers()) files.push_back(progress_file_path(w->dir));
       worker_progress_->attempt_started(files);
     }
+    if (status_board_) {
+      std::vector<StatusBoard::Worker> workers;
+      for (const auto& w : group_->workers())
+        workers.push_back({w->rank, w->spec.local_rank, w->pid, progress_file_path(w->dir)});
+      status_board_->attempt_started(restart_count_, round_.nnodes, world_size(plan_, round_),
+                                     workers);
+    }
     if (group_->keeps_logs()) keep_run_dir_ = true;
     if (attempt == 0)
       for (const std::string& message : plan_.notices) notice(message);
@@ -329,6 +340,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     stall_watch_.reset();
     group_->finish();
     if (worker_progress_) worker_progress_->attempt_ended();
+    if (status_board_) status_board_->attempt_ended();
     publish_failure();
     ACC_CHECK(membership_error_.empty(), NetworkError,
               "lost the job's rendezvous: ", membership_error_);
@@ -354,6 +366,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   // While the workers run: the stall watch, and what the other nodes of the job did. While they
   // stop: only keeping this node alive in the job's eyes.
   void look_around() {
+    if (status_board_) status_board_->workers_running(group_->running_workers());
     check_file_timer();
     if (stop_stalled_at_ && os_.now() >= *stop_stalled_at_ && !group_->stopping()) stop_stalled();
     if (!group_->stopping() && !stop_stalled_at_ && stall_watch_ && stall_watch_->tick())
@@ -459,7 +472,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     for (const auto& w : group_->workers()) {
       try {
         const progress_file::Snapshot s =
-            progress_file::Reader(progress_file_path(w->dir)).snapshot(false);
+            progress_file::Reader(progress_file_path(w->dir)).snapshot(0);
         if (s.beats > 0 || s.completed > 0) return true;
       } catch (const Error&) {
       }
@@ -490,16 +503,40 @@ class Agent::Impl : public WorkerGroup::Listener {
   void start_health_check() {
     if (!plan_.health_check_port) return;
     worker_progress_ = std::make_unique<WorkerProgress>(plan_.health_check_timeout);
-    health_server_ = std::make_unique<HealthCheckServer>(*plan_.health_check_port, [this] {
-      return health_check_reply(worker_progress_->look(), wall_seconds(),
-                                worker_progress_->timeout());
-    });
+    health_server_ = std::make_unique<HttpServer>(
+        "", *plan_.health_check_port,
+        [this](const std::string&) {
+          return health_check_reply(worker_progress_->look(), wall_seconds(),
+                                    worker_progress_->timeout());
+        },
+        "the health check on port " + std::to_string(*plan_.health_check_port) +
+            " (TORCHELASTIC_HEALTH_CHECK_PORT)");
     char timeout[32];
     std::snprintf(timeout, sizeof(timeout), "%g s",
                   static_cast<double>(plan_.health_check_timeout.count()) / 1000);
     notice("health check on port " + std::to_string(health_server_->port()) +
            " (TORCHELASTIC_HEALTH_CHECK_PORT): 503 after " + timeout +
            " without a worker's progress");
+  }
+
+  // --- the job's status (job_status.h) ---------------------------------------------------------
+
+  // With the health check: before any rendezvous, after the signals are taken. Node 0 and every
+  // other node serve their own node's workers.
+  void start_status_server() {
+    if (!plan_.status_port) return;
+    status_board_ = std::make_unique<StatusBoard>(plan_.run_id, plan_.hostname, plan_.node_rank);
+    const std::string where = plan_.status_host + ":" + std::to_string(*plan_.status_port);
+    status_server_ = std::make_unique<HttpServer>(
+        plan_.status_host, *plan_.status_port,
+        [board = status_board_.get()](const std::string& path) {
+          return status_reply(*board, path);
+        },
+        "the job's status on " + where + " (--status_host, --status_port)");
+    status_server_->every(1000, [board = status_board_.get()] { board->sample(); });
+    const std::string url = status_url(plan_.status_host, status_server_->port());
+    status_url_file_ = std::make_unique<StatusUrlFile>(url);
+    notice("status of the job at " + url + " (/metrics for Prometheus, /api/job)");
   }
 
   // This node ends the job (a stop signal, a hang, a worker that cannot be killed).
@@ -588,6 +625,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     const std::string path = run_dir_ + "/hang_report.txt";
     append_report(path, report);
     write_all(STDERR_FILENO, report);
+    if (status_board_) status_board_->stalled(report);
     if (!plan_.stall_stops_job) {
       notice("hang report in " + path + "; the job goes on (--stall_action report)");
       return;
@@ -619,6 +657,7 @@ class Agent::Impl : public WorkerGroup::Listener {
                                             : "acc-launch: no workers are running right now\n";
     write_all(STDERR_FILENO, report);
     publish_on_demand_report(report);
+    if (status_board_ && stall_watch_) status_board_->hang_report(report);
   }
 
   // --- reporting -----------------------------------------------------------------------------
@@ -702,7 +741,10 @@ class Agent::Impl : public WorkerGroup::Listener {
   int no_progress_attempts_ = 0;  // failed attempts in a row without progress on this node
   bool no_restart_ = false;       // --max_no_progress_restarts ended the job here
   std::unique_ptr<WorkerProgress> worker_progress_;  // with the health check: what it reads
-  std::unique_ptr<HealthCheckServer> health_server_;
+  std::unique_ptr<HttpServer> health_server_;
+  std::unique_ptr<StatusBoard> status_board_;  // with --status_port
+  std::unique_ptr<HttpServer> status_server_;
+  std::unique_ptr<StatusUrlFile> status_url_file_;
   std::string failure_report_;
   std::string unfit_gpus_;  // a static multi-node job's GPU refusal, said after joining
 };

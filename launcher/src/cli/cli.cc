@@ -527,6 +527,13 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
           "name a rank 1.5 times slower than the median (default 30); 0: off",
           {.env = "ACC_STRAGGLER_WINDOW"})
       ->check(seconds());
+  t.value("status_port", o.status_port,
+          "serve the job's status on this port: /metrics for Prometheus, /api/job as JSON, a "
+          "live page at /; 0: a free port; off by default",
+          {.env = "ACC_STATUS_PORT"})
+      ->check(whole_number(0));
+  t.value("status_host", o.status_host,
+          "the address --status_port is served on (default 127.0.0.1; 0.0.0.0: every one)");
 }
 
 }  // namespace

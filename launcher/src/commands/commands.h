@@ -23,6 +23,10 @@ int run_test_command(const std::vector<std::string>& args);
 // go on. Without a pid, every acc-launch launcher of this user on this machine.
 int run_stacks_command(const std::vector<std::string>& args);
 
+// `acc-launch top [--url URL] [--once]`: a running job's ranks, live, from the status its
+// launcher serves (--status_port). Without --url, the one launcher of this user here that serves.
+int run_top_command(const std::vector<std::string>& args);
+
 // The hidden subcommand each worker of `acc-launch test` runs: checks the worker environment.
 inline constexpr const char* kTestWorkerCommand = "__test_worker";
 int run_test_worker(const std::vector<std::string>& args);

@@ -3,23 +3,20 @@
 // and to on_demand_report_path(pid), and this command prints that file.
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <set>
 #include <sstream>
 #include <thread>
 
 #include "acc/common/error.h"
 #include "commands/command_line.h"
 #include "commands/commands.h"
+#include "commands/launchers.h"
 #include "observe/stall_watch.h"
 #include "output/console.h"
-#include "process/proc.h"
 
 namespace acc::launcher {
 namespace {
@@ -29,38 +26,6 @@ std::string read_file(const std::string& path) {
   std::ostringstream out;
   out << file.rdbuf();
   return out.str();
-}
-
-bool owned_by_me(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && st.st_uid == ::getuid();
-}
-
-// An acc-launch process of ours that launches workers: not a subcommand such as this one.
-bool is_launcher(int pid) {
-  if (pid == ::getpid() || !owned_by_me("/proc/" + std::to_string(pid))) return false;
-  const std::vector<std::string> args = proc::command_line(pid);
-  if (args.empty()) return false;
-  const std::string& program = args[0];
-  const size_t slash = program.rfind('/');
-  if ((slash == std::string::npos ? program : program.substr(slash + 1)) != "acc-launch")
-    return false;
-  static const std::set<std::string> kNotLaunchers = {"stacks", "config", "env", "rendezvous",
-                                                      kTestWorkerCommand};
-  return args.size() < 2 || kNotLaunchers.count(args[1]) == 0;
-}
-
-// Every launcher of this user; the watchdog each one forks looks the same, but is its child.
-std::vector<int> find_launchers() {
-  std::vector<int> found;
-  for (int pid : proc::processes())
-    if (is_launcher(pid)) found.push_back(pid);
-  std::vector<int> launchers;
-  for (int pid : found)
-    if (std::find(found.begin(), found.end(), proc::stat(pid).parent) == found.end())
-      launchers.push_back(pid);
-  std::sort(launchers.begin(), launchers.end());
-  return launchers;
 }
 
 std::string ask_for_report(int pid) {

@@ -1,34 +1,13 @@
 #include "observe/health_check.h"
 
-#include <fcntl.h>
-#include <pthread.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <thread>
-// Boost 1.74 Asio uses std::exchange without including <utility> under C++20.
-#include <utility>
-// clang-format off
-#include <boost/asio.hpp>
-// clang-format on
 
 #include "acc/common/error.h"
+#include "observe/http_server.h"
 
 namespace acc::launcher {
 namespace {
-
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
-using boost::system::error_code;
-
-// A request is a request line and headers; anything longer is not a probe.
-constexpr std::size_t kMaxRequestBytes = 8192;
-// How long one client may take to send its request and read the reply.
-constexpr std::chrono::seconds kClientTime{5};
-// Clients served at once; more are closed when accepted.
-constexpr int kMaxClients = 16;
-// After a failed accept (out of descriptors), the next try.
-constexpr std::chrono::milliseconds kAcceptRetry{100};
 
 const char* state_name(Liveness::State state) {
   switch (state) {
@@ -48,11 +27,6 @@ std::string decimal(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.3f", value);
   return text;
-}
-
-void close_on_exec(int fd) {
-  // Workers are spawned while the server runs: none may inherit its sockets.
-  ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
 }
 
 }  // namespace
@@ -87,9 +61,7 @@ std::string health_check_reply(const Liveness& liveness, double unix_now,
       ", \"seconds_since_progress\": " + decimal(liveness.seconds_since_progress) +
       ", \"timeout_s\": " + decimal(static_cast<double>(timeout.count()) / 1000) + "}\n";
   const bool alive = liveness.state != Liveness::State::kNoProgress;
-  return std::string(alive ? "HTTP/1.1 200 OK\r\n" : "HTTP/1.1 503 Service Unavailable\r\n") +
-         "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n" + body;
+  return http_reply(alive ? 200 : 503, "application/json", body);
 }
 
 // --- WorkerProgress ------------------------------------------------------------------------------
@@ -127,139 +99,8 @@ Liveness WorkerProgress::look() const {
   if (!attempt) return Liveness{};
   std::vector<progress_file::Snapshot> files;
   for (const auto& file : attempt->files)
-    if (file) files.push_back(file->snapshot(false));
+    if (file) files.push_back(file->snapshot(0));
   return liveness_of(files, attempt->started_ns, progress_file::now_ns(), timeout_);
-}
-
-// --- HealthCheckServer ---------------------------------------------------------------------------
-
-// Members in this order: the io_context goes before `clients` and `reply`, so that the clients
-// it still holds when it is destroyed find both.
-struct HealthCheckServer::Impl {
-  int clients = 0;
-  std::function<std::string()> reply;
-  asio::io_context io;
-  tcp::acceptor acceptor{io};
-  asio::steady_timer accept_retry{io};
-  std::thread thread;
-
-  error_code open(const tcp& protocol, int port) {
-    error_code ec;
-    acceptor.close(ec);
-    acceptor.open(protocol, ec);
-    if (!ec) close_on_exec(acceptor.native_handle());
-    // Both families on one socket; where IPv6 is off, the IPv4 socket below.
-    if (!ec && protocol == tcp::v6()) acceptor.set_option(asio::ip::v6_only(false), ec);
-    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor.bind(tcp::endpoint(protocol, static_cast<unsigned short>(port)), ec);
-    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    return ec;
-  }
-
-  void accept();
-  std::string answer() {
-    try {
-      return reply();
-    } catch (const std::exception&) {
-      return "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-    }
-  }
-};
-
-namespace {
-
-// One connection: read the request (up to its blank line), write the reply, close. The timer
-// closes it after kClientTime whatever it is doing.
-class Client : public std::enable_shared_from_this<Client> {
- public:
-  Client(tcp::socket socket, int& clients, std::function<std::string()> answer)
-      : socket_(std::move(socket)),
-        timer_(socket_.get_executor()),
-        clients_(clients),
-        answer_(std::move(answer)) {
-    ++clients_;
-    close_on_exec(socket_.native_handle());
-  }
-  ~Client() { --clients_; }
-
-  void start() {
-    timer_.expires_after(kClientTime);
-    timer_.async_wait([self = shared_from_this()](const error_code& ec) {
-      if (!ec) self->close();
-    });
-    asio::async_read_until(
-        socket_, asio::dynamic_buffer(request_, kMaxRequestBytes), "\r\n\r\n",
-        [self = shared_from_this()](const error_code& ec, std::size_t) { self->on_request(ec); });
-  }
-
- private:
-  void on_request(const error_code& ec) {
-    if (ec) return close();  // gone, too long, or out of time
-    reply_ = answer_();
-    asio::async_write(
-        socket_, asio::buffer(reply_),
-        [self = shared_from_this()](const error_code&, std::size_t) { self->close(); });
-  }
-
-  void close() {
-    error_code ignored;
-    timer_.cancel();
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
-  }
-
-  tcp::socket socket_;
-  asio::steady_timer timer_;
-  int& clients_;
-  std::function<std::string()> answer_;
-  std::string request_;
-  std::string reply_;
-};
-
-}  // namespace
-
-void HealthCheckServer::Impl::accept() {
-  acceptor.async_accept([this](const error_code& ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted) return;
-    if (ec) {
-      accept_retry.expires_after(kAcceptRetry);
-      accept_retry.async_wait([this](const error_code& e) {
-        if (!e) accept();
-      });
-      return;
-    }
-    if (clients < kMaxClients)
-      std::make_shared<Client>(std::move(socket), clients, [this] { return answer(); })->start();
-    accept();  // a client over the limit is closed as `socket` goes
-  });
-}
-
-HealthCheckServer::HealthCheckServer(int port, std::function<std::string()> reply)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->reply = std::move(reply);
-  error_code ec = impl_->open(tcp::v6(), port);
-  if (ec && ec != asio::error::address_in_use) ec = impl_->open(tcp::v4(), port);
-  ACC_CHECK(!ec, NetworkError, "cannot serve the health check on port ", port,
-            " (TORCHELASTIC_HEALTH_CHECK_PORT): ", ec.message(),
-            "; free the port or set another one");
-  port_ = impl_->acceptor.local_endpoint().port();
-  impl_->accept();
-  impl_->thread = std::thread([impl = impl_.get()] {
-    ::pthread_setname_np(::pthread_self(), "acc-health");  // how ps and top name the thread
-    try {
-      impl->io.run();
-    } catch (const std::exception&) {
-      // Nothing is thrown by the handlers; should Asio throw, the check stops and the job goes
-      // on: a probe then sees the port closed.
-    }
-  });
-}
-
-HealthCheckServer::~HealthCheckServer() {
-  impl_->io.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
-  error_code ignored;
-  impl_->acceptor.close(ignored);
 }
 
 }  // namespace acc::launcher

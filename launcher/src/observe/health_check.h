@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,7 +41,7 @@ struct Liveness {
 Liveness liveness_of(const std::vector<progress_file::Snapshot>& files, std::int64_t started_ns,
                      std::int64_t now_ns, std::chrono::milliseconds timeout);
 
-// The whole HTTP/1.1 reply for `liveness` (Connection: close): 200 unless kNoProgress, 503 then;
+// The whole HTTP/1.1 reply for `liveness` (http_server.h): 200 unless kNoProgress, 503 then;
 // the body `{"state": ..., "last_progress_time": <Unix seconds>, "seconds_since_progress": ...,
 // "timeout_s": ...}`. `unix_now` is the wall clock's time in seconds. Pure.
 std::string health_check_reply(const Liveness& liveness, double unix_now,
@@ -67,32 +66,6 @@ class WorkerProgress {
   const std::chrono::milliseconds timeout_;
   mutable std::mutex mutex_;
   std::shared_ptr<const Attempt> attempt_;  // null: none runs
-};
-
-// A tiny HTTP server on its own thread and io_context (Boost.Asio): one reply per connection,
-// whatever the request; a client gets 5 s to send its request and read the reply, 16 are served
-// at once (more are closed at once), so a slow or broken client never holds up anything but
-// itself, and the agent's thread never waits on the server.
-class HealthCheckServer {
- public:
-  // Binds `port` on every address of this host (IPv6 and IPv4: an orchestrator's probe comes to
-  // the pod's or node's address, not to loopback), or on every IPv4 address where there is no
-  // IPv6; port 0 takes one the system picks. Then serves `reply()` (called on the server's
-  // thread) to each request. Throws NetworkError naming the port when it cannot be bound (in
-  // use). Start it after the launcher has blocked the signals it handles, so that its thread
-  // never runs a handler.
-  HealthCheckServer(int port, std::function<std::string()> reply);
-  // Stops serving and closes the port; joins the thread.
-  ~HealthCheckServer();
-  HealthCheckServer(const HealthCheckServer&) = delete;
-  HealthCheckServer& operator=(const HealthCheckServer&) = delete;
-
-  int port() const { return port_; }
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-  int port_ = 0;
 };
 
 }  // namespace acc::launcher

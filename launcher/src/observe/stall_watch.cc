@@ -176,7 +176,7 @@ bool StallWatch::poll_files() {
   const std::int64_t now_ns = progress_file::now_ns();
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (!files_[i]) continue;
-    const progress_file::Snapshot s = files_[i]->snapshot(false);
+    const progress_file::Snapshot s = files_[i]->snapshot(0);
     in_collective_[i] = s.started > s.completed;
     if (s.last_progress_ns != file_progress_seen_[i]) {
       file_progress_seen_[i] = s.last_progress_ns;

@@ -35,9 +35,9 @@ StragglerWatch::Sample StragglerWatch::sample(size_t index) {
       readers_[index] = std::make_unique<progress_file::Reader>(ranks_[index].progress_file);
     }
     // The whole ring only when a call is in flight: its wait so far belongs to this window.
-    progress_file::Snapshot snapshot = readers_[index]->snapshot(false);
+    progress_file::Snapshot snapshot = readers_[index]->snapshot(0);
     s.at_ns = progress_file::now_ns();
-    if (snapshot.started > snapshot.completed) snapshot = readers_[index]->snapshot(true);
+    if (snapshot.started > snapshot.completed) snapshot = readers_[index]->snapshot();
     s.ok = true;
     s.completed = snapshot.completed;
     s.in_collective = static_cast<double>(snapshot.in_collective_ns) / 1e9;

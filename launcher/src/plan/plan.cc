@@ -566,6 +566,13 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
       std::chrono::duration<double>(o.health_check_timeout));
   ACC_CHECK(plan.health_check_timeout.count() > 0, ConfigError, "--health_check_timeout ",
             o.health_check_timeout, ": expected seconds above 0 (default 60)");
+  ACC_CHECK(o.status_port <= 65535, ConfigError, "--status_port ", o.status_port,
+            ": not a port number (0-65535; 0: any free port)");
+  if (o.status_port >= 0) plan.status_port = o.status_port;
+  ACC_CHECK(!o.status_host.empty() && !has_control(o.status_host), ConfigError, "--status_host '",
+            escape_control(o.status_host),
+            "': expected an address of this host (default 127.0.0.1; 0.0.0.0 for every one)");
+  plan.status_host = o.status_host;
 
   const std::vector<std::string> argv = worker_argv(o);
   const std::vector<std::string> devices = visible_devices(plan, host);
@@ -601,6 +608,10 @@ int global_rank(const LaunchPlan& plan, const Round& round, int local_rank) {
   return round.node_rank * plan.nproc_per_node + local_rank;
 }
 
+int world_size(const LaunchPlan& plan, const Round& round) {
+  return plan.node_slots.empty() ? round.nnodes * plan.nproc_per_node : plan.world_size;
+}
+
 EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
                    const std::string& error_file) {
   if (plan.single_process) {
@@ -609,8 +620,7 @@ EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round
     return env;
   }
   const std::string rank = std::to_string(global_rank(plan, round, worker.local_rank));
-  const std::string world_size = std::to_string(
-      plan.node_slots.empty() ? round.nnodes * plan.nproc_per_node : plan.world_size);
+  const std::string world = std::to_string(world_size(plan, round));
   EnvList env = {
       {"LOCAL_RANK", std::to_string(plan.virtual_local_rank ? 0 : worker.local_rank)},
       {"RANK", rank},
@@ -618,9 +628,9 @@ EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round
       {"ROLE_RANK", rank},
       {"ROLE_NAME", plan.role},
       {"LOCAL_WORLD_SIZE", std::to_string(plan.nproc_per_node)},
-      {"WORLD_SIZE", world_size},
+      {"WORLD_SIZE", world},
       {"GROUP_WORLD_SIZE", std::to_string(round.nnodes)},
-      {"ROLE_WORLD_SIZE", world_size},
+      {"ROLE_WORLD_SIZE", world},
       {"MASTER_ADDR", round.master_addr},
       {"MASTER_PORT", std::to_string(round.master_port)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(round.restart_count)},

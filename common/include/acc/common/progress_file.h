@@ -120,8 +120,9 @@ class Reader {
   ~Reader();
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
-  // Counters only (no calls) when `with_calls` is false: the cheap look of a stall-watch tick.
-  Snapshot snapshot(bool with_calls = true) const;
+  // The counters and the newest `newest_calls` calls of the ring; 0: counters only, the cheap
+  // look of a stall-watch tick.
+  Snapshot snapshot(std::size_t newest_calls = kCapacity) const;
 
  private:
   const unsigned char* base_ = nullptr;

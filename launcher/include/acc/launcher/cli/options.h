@@ -151,6 +151,9 @@ struct LaunchOptions {
   int no_restart_exit_code = 93;     // the exit status when they stop the restarts (ft_launcher's)
   // TORCHELASTIC_HEALTH_CHECK_PORT: seconds without a worker's progress before it answers 503.
   double health_check_timeout = 60;  // torchelastic's
+  // The job's status over HTTP (--status_port, ACC_STATUS_PORT; docs/launch.md "Watching a job").
+  int status_port = -1;                   // 0: a port the system picks; -1: off
+  std::string status_host = "127.0.0.1";  // the address it is served on
 };
 
 }  // namespace acc::launcher

@@ -111,6 +111,10 @@ struct LaunchPlan {
   // it serves over HTTP (0: one the system picks); nullopt: none.
   std::optional<int> health_check_port;
   std::chrono::milliseconds health_check_timeout{60'000};  // no progress for this long: 503
+  // --status_port: the port of the job's status page and metrics (observe/job_status.h), 0: one
+  // the system picks; nullopt: none. Served on status_host.
+  std::optional<int> status_port;
+  std::string status_host = "127.0.0.1";
 
   // --rdzv_backend etcd-v2 (or etcd): the etcd members' client addresses, host:port each, that
   // the elastic rendezvous runs on instead of a store at rdzv_host:rdzv_port.
@@ -122,6 +126,8 @@ Round static_round(const LaunchPlan& plan, int master_port, int restart_count);
 
 // A worker's global rank in a round.
 int global_rank(const LaunchPlan& plan, const Round& round, int local_rank);
+// The job's WORLD_SIZE in `round`: its nodes' workers, or the hostfile's slots.
+int world_size(const LaunchPlan& plan, const Round& round);
 
 // --rdzv_conf is_host, where given (its value was checked by build_plan).
 std::optional<bool> rdzv_is_host(const LaunchPlan& plan);

@@ -1,0 +1,45 @@
+#include "commands/launchers.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "commands/commands.h"
+#include "process/proc.h"
+
+namespace acc::launcher {
+
+bool owned_by_me(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && st.st_uid == ::getuid();
+}
+
+bool is_launcher(int pid) {
+  if (pid == ::getpid() || !owned_by_me("/proc/" + std::to_string(pid))) return false;
+  const std::vector<std::string> args = proc::command_line(pid);
+  if (args.empty()) return false;
+  const std::string& program = args[0];
+  const size_t slash = program.rfind('/');
+  if ((slash == std::string::npos ? program : program.substr(slash + 1)) != "acc-launch")
+    return false;
+  static const std::set<std::string> kNotLaunchers = {"stacks", "top",        "config",
+                                                      "env",    "rendezvous", kTestWorkerCommand};
+  return args.size() < 2 || kNotLaunchers.count(args[1]) == 0;
+}
+
+std::vector<int> find_launchers() {
+  std::vector<int> found;
+  for (int pid : proc::processes())
+    if (is_launcher(pid)) found.push_back(pid);
+  std::vector<int> launchers;
+  for (int pid : found)
+    if (std::find(found.begin(), found.end(), proc::stat(pid).parent) == found.end())
+      launchers.push_back(pid);
+  std::sort(launchers.begin(), launchers.end());
+  return launchers;
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,256 @@
+// `acc-launch top [--url URL]`: the running job's ranks, live in the terminal, from the status a
+// launcher serves with --status_port (observe/status_server.h): per rank its state, steps per
+// second, step time, share of time in collectives, last collective and quiet time. Refreshes in
+// place each --interval seconds; q quits. Without --url it reads the URL a launcher of this user
+// on this machine published; --once prints the table once (for scripts).
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "acc/common/error.h"
+#include "acc/common/strings.h"
+#include "commands/command_line.h"
+#include "commands/commands.h"
+#include "commands/launchers.h"
+#include "observe/status_server.h"
+#include "output/console.h"
+
+namespace acc::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kConnectTimeoutMs = 2000;
+
+struct Url {
+  std::string host;
+  std::string port;
+};
+
+// "http://host:port/..." -> host, port. Throws ConfigError for anything else.
+Url parse_url(const std::string& url) {
+  const std::string prefix = "http://";
+  ACC_CHECK(starts_with(url, prefix), ConfigError, "acc-launch top: --url '", escape_control(url),
+            "': expected http://HOST:PORT/ as the launcher printed it");
+  std::string rest = url.substr(prefix.size());
+  rest = rest.substr(0, rest.find('/'));
+  Url out;
+  if (!rest.empty() && rest[0] == '[') {
+    const size_t close = rest.find(']');
+    ACC_CHECK(close != std::string::npos, ConfigError, "acc-launch top: --url '", url,
+              "': no ] after the IPv6 address");
+    out.host = rest.substr(1, close - 1);
+    rest = rest.substr(close + 1);
+  } else {
+    out.host = rest.substr(0, rest.find(':'));
+    rest = rest.find(':') == std::string::npos ? "" : rest.substr(rest.find(':'));
+  }
+  out.port = starts_with(rest, ":") ? rest.substr(1) : "80";
+  ACC_CHECK(!out.host.empty() && parse_int(out.port), ConfigError, "acc-launch top: --url '", url,
+            "': expected http://HOST:PORT/");
+  return out;
+}
+
+// GET `path` from `url`'s server; the body of a 200 reply, nullopt when nobody answers (the
+// launcher has gone). Throws NetworkError for any other reply.
+std::optional<std::string> http_get(const Url& url, const std::string& path) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(url.host.c_str(), url.port.c_str(), &hints, &found) != 0 || !found)
+    return std::nullopt;
+  int fd = -1;
+  for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) return std::nullopt;
+  const std::string request =
+      "GET " + path + " HTTP/1.1\r\nHost: " + url.host + "\r\nConnection: close\r\n\r\n";
+  write_all(fd, request);
+  std::string reply;
+  char buffer[65536];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, kConnectTimeoutMs) <= 0) break;
+    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+    if (got <= 0) break;
+    reply.append(buffer, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  if (reply.empty()) return std::nullopt;
+  ACC_CHECK(starts_with(reply, "HTTP/1.1 200"), NetworkError, "acc-launch top: ", path,
+            " answered '", one_line(reply.substr(0, reply.find("\r\n"))), "', not 200");
+  const size_t body = reply.find("\r\n\r\n");
+  return body == std::string::npos ? "" : reply.substr(body + 4);
+}
+
+// The URL of the one launcher of this user here that serves its status.
+std::string find_status_url() {
+  std::vector<std::string> urls;
+  for (int pid : find_launchers()) {
+    std::ifstream file(status_url_path(pid));
+    std::string url;
+    if (owned_by_me(status_url_path(pid)) && std::getline(file, url) && !url.empty())
+      urls.push_back(url);
+  }
+  ACC_CHECK(!urls.empty(), ConfigError,
+            "acc-launch top: no launcher of yours on this machine serves its status; start it "
+            "with --status_port 0, or give --url");
+  ACC_CHECK(urls.size() == 1, ConfigError, "acc-launch top: ", urls.size(),
+            " launchers serve their status here (", join(urls, ", "), "); choose one with --url");
+  return urls.front();
+}
+
+std::string seconds_text(const nlohmann::json& value) {
+  if (!value.is_number()) return "-";
+  const double s = value.get<double>();
+  return s < 1 ? fixed(s * 1000, 1) + " ms" : fixed(s, 2) + " s";
+}
+
+// One look: the job's line and a row per rank. `before` is the previous look (for the rates).
+std::string render(const nlohmann::json& job, const nlohmann::json* before, double elapsed) {
+  std::map<int, const nlohmann::json*> previous;
+  if (before)
+    for (const auto& r : (*before)["ranks"]) previous[r["rank"].get<int>()] = &r;
+  std::string out =
+      "acc-launch top: job " + job["job_id"].get<std::string>() + " on " +
+      job["host"].get<std::string>() + " (node " + std::to_string(job["node_rank"].get<int>()) +
+      " of " + std::to_string(job["nnodes"].get<int>()) + "), world size " +
+      std::to_string(job["world_size"].get<int>()) + ", " + job["phase"].get<std::string>() +
+      ", attempt " + std::to_string(job["attempt"].get<int>()) + ", " +
+      std::to_string(job["restarts"].get<int>()) + " restart(s); q quits\n\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "%5s  %-10s %8s %10s %7s  %-26s %8s\n", "rank", "state",
+                "step/s", "step time", "% coll", "last collective", "quiet");
+  out += line;
+  for (const auto& r : job["ranks"]) {
+    std::string rate = "-", share = "-";
+    const auto it = previous.find(r["rank"].get<int>());
+    if (it != previous.end() && elapsed > 0) {
+      const auto& p = *it->second;
+      rate = fixed(
+          static_cast<double>(r["steps"].get<long long>() - p["steps"].get<long long>()) / elapsed,
+          1);
+      share = fixed(
+          100 * (r["collective_seconds"].get<double>() - p["collective_seconds"].get<double>()) /
+              elapsed,
+          0);
+    }
+    std::string state = r["state"].get<std::string>();
+    if (r["straggler"].get<bool>()) state += "*";
+    std::string last = r["last_collective"].get<std::string>();
+    if (last.empty()) last = "-";
+    if (r["in_collective"].get<bool>()) last += " (in it)";
+    std::snprintf(line, sizeof(line), "%5d  %-10s %8s %10s %7s  %-26s %8s\n", r["rank"].get<int>(),
+                  state.c_str(), rate.c_str(), seconds_text(r["step_seconds"]).c_str(),
+                  share.c_str(), last.substr(0, 26).c_str(),
+                  seconds_text(r["seconds_since_progress"]).c_str());
+    out += line;
+  }
+  if (!job["hang_report"].get<std::string>().empty())
+    out += "\nA hang report fired: see the launcher's output or its page.\n";
+  return out;
+}
+
+// The terminal in raw mode (keys without Enter, no echo) while this lives, where stdin is one.
+class RawTerminal {
+ public:
+  RawTerminal() {
+    if (::tcgetattr(STDIN_FILENO, &saved_) != 0) return;
+    termios raw = saved_;
+    raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    active_ = ::tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+  }
+  ~RawTerminal() {
+    if (active_) ::tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+  }
+  RawTerminal(const RawTerminal&) = delete;
+  RawTerminal& operator=(const RawTerminal&) = delete;
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+};
+
+// Waits `ms` for q; where stdin has ended (no terminal), only waits.
+bool quit_pressed(int ms) {
+  static bool stdin_ended = false;
+  const auto until = Clock::now() + std::chrono::milliseconds(ms);
+  for (auto now = Clock::now(); now < until; now = Clock::now()) {
+    const int left =
+        static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(until - now).count());
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    if (::poll(&p, stdin_ended ? 0 : 1, left) <= 0) continue;
+    char key = 0;
+    if (::read(STDIN_FILENO, &key, 1) <= 0) {
+      stdin_ended = true;
+      continue;
+    }
+    if (key == 'q' || key == 'Q') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int run_top_command(const std::vector<std::string>& args) {
+  std::string url;
+  double interval = 1;
+  bool once = false;
+  CLI::App app{
+      "Show a running job's ranks live: state, steps per second, step time, share of time in "
+      "collectives, last collective, quiet time. Reads the status a launcher serves with "
+      "--status_port. q quits.",
+      "acc-launch top"};
+  app.add_option("--url", url,
+                 "the status URL the launcher printed (default: the one launcher "
+                 "of yours on this machine that serves one)");
+  app.add_option("--interval", interval, "seconds between refreshes (default 1)")
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_flag("--once", once, "print the table once and exit");
+  if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
+  if (url.empty()) url = find_status_url();
+  const Url where = parse_url(url);
+
+  const bool tty = ::isatty(STDOUT_FILENO) == 1;
+  RawTerminal raw;
+  std::optional<nlohmann::json> before;
+  Clock::time_point before_at;
+  for (;;) {
+    const std::optional<std::string> body = http_get(where, "/api/job");
+    if (!body) {
+      write_all(STDOUT_FILENO,
+                "acc-launch top: " + url + " no longer answers: the job has ended\n");
+      return 0;
+    }
+    const nlohmann::json job = nlohmann::json::parse(*body);
+    const Clock::time_point now = Clock::now();
+    const double elapsed = before ? std::chrono::duration<double>(now - before_at).count() : 0.0;
+    const std::string table = render(job, before ? &*before : nullptr, elapsed);
+    write_all(STDOUT_FILENO, (tty && !once ? "\033[H\033[2J" : "") + table);
+    if (once) return 0;
+    before = job;
+    before_at = now;
+    if (quit_pressed(static_cast<int>(std::lround(interval * 1000)))) return 0;
+  }
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,333 @@
+#include "observe/job_status.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "acc/common/error.h"
+#include "acc/common/progress_file.h"
+#include "observe/stragglers.h"
+
+namespace acc::launcher {
+namespace {
+
+constexpr std::int64_t kNsPerSecond = 1'000'000'000;
+
+double seconds_of(std::int64_t ns) {
+  return static_cast<double>(ns) / 1e9;
+}
+
+// A sample value as Prometheus reads it: shortest round trip for a double.
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", value);
+  return text;
+}
+
+// A label value: backslash, double quote and newline escaped, as the text format asks.
+std::string label_value(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// Writes the families of the text format: HELP and TYPE once, then the family's samples.
+class Exposition {
+ public:
+  void family(const std::string& name, const char* type, const std::string& help) {
+    text_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    name_ = name;
+  }
+  void sample(const std::string& labels, double value) {
+    text_ += name_ + "{" + labels + "} " + number(value) + "\n";
+  }
+  std::string text() const { return text_; }
+
+ private:
+  std::string text_;
+  std::string name_;
+};
+
+const char* const kRankStates[] = {"starting", "running", "quiet", "stalled", "exited"};
+
+// Seconds per step between the window's first and last samples that saw new steps (so that
+// neither a start-up nor a pause before the last step counts); none with fewer than two.
+template <typename Samples>
+std::optional<double> window_step_seconds(const Samples& samples) {
+  std::optional<size_t> first, last;
+  for (size_t i = 1; i < samples.size(); ++i) {
+    if (samples[i].beats <= samples[i - 1].beats) continue;
+    if (!first) first = i;
+    last = i;
+  }
+  if (!first || *last == *first) return std::nullopt;
+  return seconds_of(samples[*last].at_ns - samples[*first].at_ns) /
+         static_cast<double>(samples[*last].beats - samples[*first].beats);
+}
+
+}  // namespace
+
+std::string prometheus_text(const JobStatus& job) {
+  const std::string node_labels = "job_id=\"" + label_value(job.job_id) + "\",node=\"" +
+                                  std::to_string(job.node_rank) + "\",host=\"" +
+                                  label_value(job.host) + "\"";
+  const auto rank_labels = [&](const RankStatus& r) {
+    return node_labels + ",rank=\"" + std::to_string(r.rank) + "\",local_rank=\"" +
+           std::to_string(r.local_rank) + "\"";
+  };
+  Exposition out;
+  out.family("acc_job_world_size", "gauge", "Ranks in the job's current attempt.");
+  out.sample(node_labels, job.world_size);
+  out.family("acc_job_nodes", "gauge", "Nodes in the job's current attempt.");
+  out.sample(node_labels, job.nnodes);
+  out.family("acc_node_workers_alive", "gauge", "This node's workers still running.");
+  out.sample(node_labels, job.workers_alive);
+  out.family("acc_node_attempt", "gauge", "This node's attempt (1 for the first; 0 before it).");
+  out.sample(node_labels, job.attempt);
+  out.family("acc_node_restarts_total", "counter", "Restarts after a failure so far.");
+  out.sample(node_labels, job.restarts);
+  const auto per_rank = [&](const std::string& name, const char* type, const std::string& help,
+                            const std::function<std::optional<double>(const RankStatus&)>& value) {
+    out.family(name, type, help);
+    for (const RankStatus& r : job.ranks)
+      if (const std::optional<double> v = value(r)) out.sample(rank_labels(r), *v);
+  };
+  per_rank("acc_rank_steps_total", "counter",
+           "Steps (beats: libacc's optimizer steps, acc_launch.beat()) of the rank.",
+           [](const RankStatus& r) { return static_cast<double>(r.steps); });
+  per_rank("acc_rank_collectives_total", "counter",
+           "Collective and point-to-point calls the rank completed.",
+           [](const RankStatus& r) { return static_cast<double>(r.collectives); });
+  per_rank("acc_rank_collective_seconds_total", "counter",
+           "Seconds the rank spent inside its completed collective calls.",
+           [](const RankStatus& r) { return r.collective_seconds; });
+  per_rank("acc_rank_seconds_since_progress", "gauge",
+           "Seconds since the rank's last step, collective or section change.",
+           [](const RankStatus& r) { return r.seconds_since_progress; });
+  per_rank("acc_rank_step_seconds", "gauge", "Seconds per step over the last 10 s.",
+           [](const RankStatus& r) { return r.step_seconds; });
+  per_rank("acc_rank_straggler_ratio", "gauge",
+           "The rank's compute time per collective over the median rank's, last 10 s.",
+           [](const RankStatus& r) { return r.straggler_ratio; });
+  per_rank("acc_rank_straggler", "gauge", "1 while the rank is named a straggler.",
+           [](const RankStatus& r) { return r.straggler ? 1.0 : 0.0; });
+  per_rank("acc_rank_in_collective", "gauge", "1 while the rank waits in a collective call.",
+           [](const RankStatus& r) { return r.in_collective ? 1.0 : 0.0; });
+  out.family("acc_rank_state", "gauge",
+             "1 for the rank's state (starting, running, quiet, stalled, exited), 0 for others.");
+  for (const RankStatus& r : job.ranks)
+    for (const char* state : kRankStates)
+      out.sample(rank_labels(r) + ",state=\"" + state + "\"", r.state == state ? 1 : 0);
+  return out.text();
+}
+
+std::string job_json(const JobStatus& job) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankStatus& r : job.ranks) {
+    nlohmann::json rank = {{"rank", r.rank},
+                           {"local_rank", r.local_rank},
+                           {"pid", r.pid},
+                           {"state", r.state},
+                           {"reporting", r.reporting},
+                           {"steps", r.steps},
+                           {"collectives", r.collectives},
+                           {"collective_seconds", r.collective_seconds},
+                           {"seconds_since_progress", r.seconds_since_progress},
+                           {"step_seconds", nullptr},
+                           {"straggler_ratio", nullptr},
+                           {"straggler", r.straggler},
+                           {"last_collective", r.last_collective},
+                           {"in_collective", r.in_collective},
+                           {"recent_step_seconds", r.recent_step_seconds}};
+    if (r.step_seconds) rank["step_seconds"] = *r.step_seconds;
+    if (r.straggler_ratio) rank["straggler_ratio"] = *r.straggler_ratio;
+    ranks.push_back(std::move(rank));
+  }
+  const nlohmann::json out = {{"job_id", job.job_id},
+                              {"host", job.host},
+                              {"node_rank", job.node_rank},
+                              {"nnodes", job.nnodes},
+                              {"world_size", job.world_size},
+                              {"phase", job.phase},
+                              {"attempt", job.attempt},
+                              {"restarts", job.restarts},
+                              {"workers_alive", job.workers_alive},
+                              {"ranks", std::move(ranks)},
+                              {"hang_report", job.hang_report}};
+  // Invalid UTF-8 (a hang report's bytes) is replaced, never thrown.
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+// --- StatusBoard ---------------------------------------------------------------------------------
+
+struct StatusBoard::Rank {
+  struct Sample {
+    std::int64_t at_ns = 0;
+    std::uint64_t beats = 0;
+    std::uint64_t completed = 0;
+    std::int64_t in_collective_ns = 0;
+  };
+  Worker worker;
+  std::unique_ptr<progress_file::Reader> reader;  // null: none to read
+  std::deque<Sample> samples;  // the window's, oldest first, and the one just before it
+  std::deque<double> step_seconds;
+};
+
+StatusBoard::StatusBoard(std::string job_id, std::string host, int node_rank) {
+  job_.job_id = std::move(job_id);
+  job_.host = std::move(host);
+  job_.node_rank = node_rank;
+  job_.phase = "waiting";
+}
+
+StatusBoard::~StatusBoard() = default;
+
+void StatusBoard::attempt_started(int restarts, int nnodes, int world_size,
+                                  const std::vector<Worker>& workers) {
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (const Worker& w : workers) {
+    auto rank = std::make_unique<Rank>();
+    rank->worker = w;
+    try {
+      rank->reader = std::make_unique<progress_file::Reader>(w.progress_file);
+    } catch (const Error&) {
+      // Not reporting: its counters stay zero.
+    }
+    ranks.push_back(std::move(rank));
+  }
+  const std::lock_guard lock(mutex_);
+  ranks_ = std::move(ranks);
+  running_.assign(workers.size(), true);
+  stalled_ = false;
+  job_.attempt += 1;
+  job_.restarts = restarts;
+  job_.nnodes = nnodes;
+  job_.world_size = world_size;
+  job_.phase = "running";
+  attempt_started_ns_ = progress_file::now_ns();
+}
+
+void StatusBoard::workers_running(const std::vector<bool>& running) {
+  const std::lock_guard lock(mutex_);
+  if (running.size() == running_.size()) running_ = running;
+}
+
+void StatusBoard::stalled(const std::string& hang_report) {
+  const std::lock_guard lock(mutex_);
+  stalled_ = true;
+  job_.hang_report = hang_report;
+}
+
+void StatusBoard::hang_report(const std::string& report) {
+  const std::lock_guard lock(mutex_);
+  job_.hang_report = report;
+}
+
+void StatusBoard::attempt_ended() {
+  const std::lock_guard lock(mutex_);
+  std::fill(running_.begin(), running_.end(), false);
+  job_.phase = "waiting";
+}
+
+void StatusBoard::job_ended() {
+  const std::lock_guard lock(mutex_);
+  std::fill(running_.begin(), running_.end(), false);
+  job_.phase = "ended";
+}
+
+void StatusBoard::sample() {
+  const std::lock_guard lock(mutex_);
+  const std::int64_t now = progress_file::now_ns();
+  const std::int64_t window_start = now - kStatusWindow.count() * kNsPerSecond;
+  for (auto& rank : ranks_) {
+    if (!rank->reader) continue;
+    const progress_file::Snapshot s = rank->reader->snapshot(0);
+    const Rank::Sample sample{now, s.beats, s.completed, s.in_collective_ns};
+    if (!rank->samples.empty() && sample.beats > rank->samples.back().beats) {
+      const Rank::Sample& before = rank->samples.back();
+      rank->step_seconds.push_back(seconds_of(now - before.at_ns) /
+                                   static_cast<double>(sample.beats - before.beats));
+      if (rank->step_seconds.size() > kStepHistory) rank->step_seconds.pop_front();
+    }
+    rank->samples.push_back(sample);
+    // Keep one sample at or before the window's start, so the window is whole.
+    while (rank->samples.size() > 2 && rank->samples[1].at_ns <= window_start)
+      rank->samples.pop_front();
+  }
+}
+
+JobStatus StatusBoard::status() const {
+  const std::lock_guard lock(mutex_);
+  JobStatus job = job_;
+  const std::int64_t now = progress_file::now_ns();
+  std::vector<RankTiming> timings;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    const Rank& rank = *ranks_[i];
+    // The counters as of now (a few memory reads); the samples give the window's rates.
+    const progress_file::Snapshot s =
+        rank.reader ? rank.reader->snapshot(1) : progress_file::Snapshot{};
+    RankStatus r;
+    r.rank = rank.worker.rank;
+    r.local_rank = rank.worker.local_rank;
+    r.pid = rank.worker.pid;
+    r.reporting = s.writer_pid != 0;
+    r.steps = s.beats;
+    r.collectives = s.completed;
+    r.collective_seconds = seconds_of(s.in_collective_ns);
+    r.seconds_since_progress = seconds_of(
+        std::max<std::int64_t>(0, now - std::max(s.last_progress_ns, attempt_started_ns_)));
+    if (!s.calls.empty()) {
+      const progress_file::Call& call = s.calls.back();
+      r.last_collective = call.op + " (" + call.group + ")";
+      r.in_collective = call.in_flight();
+    }
+    r.recent_step_seconds.assign(rank.step_seconds.begin(), rank.step_seconds.end());
+    if (rank.samples.size() >= 2) {
+      const Rank::Sample& first = rank.samples.front();
+      const Rank::Sample& last = rank.samples.back();
+      r.step_seconds = window_step_seconds(rank.samples);
+      if (!r.step_seconds && !rank.step_seconds.empty()) r.step_seconds = rank.step_seconds.back();
+      RankTiming t;
+      t.rank = r.rank;
+      t.node = job.node_rank;
+      t.steps = last.completed - first.completed;
+      t.window = seconds_of(last.at_ns - first.at_ns);
+      t.in_collective = seconds_of(last.in_collective_ns - first.in_collective_ns);
+      if (t.steps > 0) timings.push_back(t);
+    }
+    const bool running = i < running_.size() && running_[i];
+    if (!running)
+      r.state = "exited";
+    else if (stalled_)
+      r.state = "stalled";
+    else if (r.reporting && s.beats == 0 && s.completed == 0)
+      r.state = "starting";
+    else if (r.reporting && r.seconds_since_progress > static_cast<double>(kQuietAfter.count()))
+      r.state = "quiet";
+    else
+      r.state = "running";
+    job.workers_alive += running ? 1 : 0;
+    job.ranks.push_back(std::move(r));
+  }
+  const StragglerFinding finding = find_stragglers(timings);
+  if (finding.median_compute > 0) {
+    for (const RankTiming& t : finding.timings) {
+      for (RankStatus& r : job.ranks) {
+        if (r.rank != t.rank) continue;
+        r.straggler_ratio = t.compute_per_step() / finding.median_compute;
+        r.straggler = std::count(finding.ranks.begin(), finding.ranks.end(), r.rank) > 0;
+      }
+    }
+  }
+  return job;
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,110 @@
+#pragma once
+
+// The job as `--status_port` shows it (docs/launch.md, "Watching a job"): per rank its steps
+// (beats), completed collectives, time inside them, quiet time, step time and its recent history,
+// straggler ratio and state; per node its workers alive, attempt and restarts; per job its world
+// size and nodes. The agent tells the board what only it knows (an attempt's workers, which still
+// run, a restart, a hang report); the status server's thread samples the workers' progress files
+// (acc/common/progress_file.h) once a second and renders the board as Prometheus' text format,
+// as JSON and as a page. The board is thread-safe: each call takes its lock for memory work only.
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace acc::progress_file {
+class Reader;
+}
+
+namespace acc::launcher {
+
+// How many step times each rank's history keeps (one per sample with a step: about a minute).
+inline constexpr std::size_t kStepHistory = 60;
+// The window over which step times and straggler ratios are judged.
+inline constexpr std::chrono::seconds kStatusWindow{10};
+// A rank without progress for this long is shown as quiet.
+inline constexpr std::chrono::seconds kQuietAfter{10};
+
+struct RankStatus {
+  int rank = 0;
+  int local_rank = 0;
+  int pid = 0;
+  std::string state;              // starting, running, quiet, stalled, exited
+  bool reporting = false;         // writes its progress file (libacc, the Python hook)
+  std::uint64_t steps = 0;        // beats: libacc's optimizer steps, acc_launch.beat()
+  std::uint64_t collectives = 0;  // completed collective and point-to-point calls
+  double collective_seconds = 0;  // time inside the completed ones
+  double seconds_since_progress = 0;
+  std::optional<double> step_seconds;     // over the last kStatusWindow, where it stepped
+  std::optional<double> straggler_ratio;  // compute per collective over the median rank's
+  bool straggler = false;
+  std::string last_collective;              // "all_reduce (default)"; empty: none yet
+  bool in_collective = false;               // the last one is still in flight
+  std::vector<double> recent_step_seconds;  // oldest first, at most kStepHistory
+};
+
+struct JobStatus {
+  std::string job_id;
+  std::string host;
+  int node_rank = 0;
+  int nnodes = 1;
+  int world_size = 0;
+  int attempt = 0;   // 0 until the first attempt starts, then 1, 2...
+  int restarts = 0;  // failure restarts so far
+  int workers_alive = 0;
+  std::string phase;              // waiting (no attempt runs), running, ended
+  std::vector<RankStatus> ranks;  // this node's, by rank
+  std::string hang_report;        // the last one this job's launcher printed; empty: none
+};
+
+// Prometheus' text exposition format (version 0.0.4): a HELP and TYPE line for every family,
+// labels rank/local_rank/node/host/job. Pure.
+std::string prometheus_text(const JobStatus& status);
+// The same as one JSON object. Pure.
+std::string job_json(const JobStatus& status);
+// The page at "/": self-contained (style and script inline), it reads /api/job each second.
+const std::string& status_page();
+
+class StatusBoard {
+ public:
+  struct Worker {
+    int rank = 0;
+    int local_rank = 0;
+    int pid = 0;
+    std::string progress_file;  // one that cannot be read is a worker that does not report
+  };
+
+  StatusBoard(std::string job_id, std::string host, int node_rank);
+  ~StatusBoard();
+  StatusBoard(const StatusBoard&) = delete;
+  StatusBoard& operator=(const StatusBoard&) = delete;
+
+  // The agent's side.
+  void attempt_started(int restarts, int nnodes, int world_size,
+                       const std::vector<Worker>& workers);
+  void workers_running(const std::vector<bool>& running);  // in attempt_started's order
+  void stalled(const std::string& hang_report);
+  void hang_report(const std::string& report);  // an on-demand one: the job goes on
+  void attempt_ended();
+  void job_ended();
+
+  // The server's side: one look at every worker's file (once a second), and the board now.
+  void sample();
+  JobStatus status() const;
+
+ private:
+  struct Rank;
+  mutable std::mutex mutex_;
+  JobStatus job_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<bool> running_;
+  bool stalled_ = false;
+  std::int64_t attempt_started_ns_ = 0;
+};
+
+}  // namespace acc::launcher

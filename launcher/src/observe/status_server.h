@@ -1,0 +1,39 @@
+#pragma once
+
+// What `--status_port` serves (the HttpServer, http_server.h, runs it on its thread):
+//   /metrics   Prometheus' text format (prometheus_text)
+//   /api/job   the same as JSON (job_json)
+//   /          the page (status_page)
+// and where `acc-launch top` finds a launcher of this machine: the URL in a file named by the
+// launcher's pid, there while the launcher serves.
+
+#include <string>
+
+#include "observe/job_status.h"
+
+namespace acc::launcher {
+
+// The reply to a request for `path`: one of the three above, 404 otherwise.
+std::string status_reply(const StatusBoard& board, const std::string& path);
+
+// "http://127.0.0.1:8000/" for the server bound to `host` and `port`: a local client's URL, so
+// the any-address hosts (0.0.0.0, ::) read as loopback.
+std::string status_url(const std::string& host, int port);
+
+// Where the launcher with pid `launcher_pid` writes its status URL (a file of this user's).
+std::string status_url_path(int launcher_pid);
+
+// The file at status_url_path(getpid()) holding `url`, while this object lives. Never throws:
+// without it `acc-launch top` needs --url.
+class StatusUrlFile {
+ public:
+  explicit StatusUrlFile(const std::string& url);
+  ~StatusUrlFile();
+  StatusUrlFile(const StatusUrlFile&) = delete;
+  StatusUrlFile& operator=(const StatusUrlFile&) = delete;
+
+ private:
+  std::string path_;
+};
+
+}  // namespace acc::launcher

@@ -1,0 +1,183 @@
+// The job's status (observe/job_status.h, observe/status_server.h): the board over real progress
+// files written as a worker writes them, and what it renders: Prometheus' text format, JSON, the
+// routes and the URL.
+
+#include "observe/job_status.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "acc/common/progress_file.h"
+#include "observe/status_server.h"
+
+namespace acc::launcher {
+namespace {
+
+class StatusBoardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        std::filesystem::temp_directory_path() / ("acc-status-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string path = (dir_ / ("progress." + std::to_string(rank))).string();
+      progress_file::create(path);
+      workers_.push_back({rank, rank, 1000 + rank, path});
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+  std::vector<StatusBoard::Worker> workers_;
+};
+
+TEST_F(StatusBoardTest, RanksGoFromStartingToRunningToExitedWithTheirCounters) {
+  StatusBoard board("job-1", "host-a", 0);
+  EXPECT_EQ(board.status().phase, "waiting");
+  EXPECT_TRUE(board.status().ranks.empty());
+  board.attempt_started(0, 1, 2, workers_);
+  progress_file::Writer rank0(workers_[0].progress_file);
+  progress_file::Writer rank1(workers_[1].progress_file);
+  board.sample();
+  JobStatus status = board.status();
+  ASSERT_EQ(status.ranks.size(), 2u);
+  EXPECT_EQ(status.attempt, 1);
+  EXPECT_EQ(status.workers_alive, 2);
+  EXPECT_EQ(status.ranks[0].state, "starting");
+  EXPECT_TRUE(status.ranks[0].reporting);
+
+  const std::uint64_t slot = rank1.begin("default", 1, "all_reduce", 4, "float32", 2, -1, "x.py:1");
+  rank1.end(slot);
+  for (int step = 0; step < 3; ++step) {
+    rank0.beat();
+    board.sample();
+    usleep(2000);
+  }
+  status = board.status();
+  EXPECT_EQ(status.ranks[0].steps, 3u);
+  EXPECT_EQ(status.ranks[0].state, "running");
+  EXPECT_EQ(status.ranks[1].collectives, 1u);
+  EXPECT_EQ(status.ranks[1].last_collective, "all_reduce (default)");
+  EXPECT_FALSE(status.ranks[1].in_collective);
+  ASSERT_TRUE(status.ranks[0].step_seconds);
+  EXPECT_GT(*status.ranks[0].step_seconds, 0);
+  EXPECT_EQ(status.ranks[0].recent_step_seconds.size(), 3u);  // one per sample with new steps
+  EXPECT_FALSE(status.ranks[1].step_seconds);                 // it never beat
+
+  board.workers_running({false, true});
+  status = board.status();
+  EXPECT_EQ(status.ranks[0].state, "exited");
+  EXPECT_EQ(status.workers_alive, 1);
+  board.stalled("the report");
+  EXPECT_EQ(board.status().ranks[1].state, "stalled");
+  EXPECT_EQ(board.status().hang_report, "the report");
+
+  board.attempt_ended();
+  board.attempt_started(1, 1, 2, workers_);
+  status = board.status();
+  EXPECT_EQ(status.attempt, 2);
+  EXPECT_EQ(status.restarts, 1);
+  EXPECT_EQ(status.ranks[1].state, "running");  // a new attempt is not stalled
+  board.job_ended();
+  EXPECT_EQ(board.status().phase, "ended");
+  EXPECT_EQ(board.status().workers_alive, 0);
+}
+
+TEST_F(StatusBoardTest, AWorkerWithoutAProgressFileIsShownButNotReporting) {
+  StatusBoard board("job-1", "host-a", 0);
+  workers_[1].progress_file = (dir_ / "missing").string();
+  board.attempt_started(0, 1, 2, workers_);
+  board.sample();
+  const JobStatus status = board.status();
+  EXPECT_FALSE(status.ranks[1].reporting);
+  EXPECT_EQ(status.ranks[1].state, "running");
+}
+
+JobStatus two_ranks() {
+  JobStatus job;
+  job.job_id = "run \"7\"";
+  job.host = "host-a";
+  job.world_size = 2;
+  job.attempt = 1;
+  job.phase = "running";
+  job.workers_alive = 2;
+  for (int rank = 0; rank < 2; ++rank) {
+    RankStatus r;
+    r.rank = rank;
+    r.local_rank = rank;
+    r.state = "running";
+    r.steps = 10 + rank;
+    if (rank == 1) {
+      r.step_seconds = 0.25;
+      r.straggler_ratio = 1.8;
+      r.straggler = true;
+      r.recent_step_seconds = {0.2, 0.3};
+    }
+    job.ranks.push_back(r);
+  }
+  return job;
+}
+
+TEST(PrometheusTextTest, EveryFamilyHasHelpAndTypeAndEverySampleABelongingFamily) {
+  const std::string text = prometheus_text(two_ranks());
+  std::set<std::string> helped, typed;
+  std::smatch m;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (std::regex_match(line, m, std::regex("# HELP (\\w+) .+")))
+      helped.insert(m[1]);
+    else if (std::regex_match(line, m, std::regex("# TYPE (\\w+) (gauge|counter)")))
+      typed.insert(m[1]);
+    else {
+      ASSERT_TRUE(std::regex_match(line, m, std::regex("(\\w+)\\{[^}]*\\} -?[0-9.e+-]+"))) << line;
+      EXPECT_TRUE(typed.count(m[1])) << line;
+    }
+  }
+  EXPECT_EQ(helped, typed);
+  EXPECT_GE(typed.size(), 10u);
+  EXPECT_NE(text.find("acc_rank_steps_total{job_id=\"run \\\"7\\\"\",node=\"0\",host=\"host-a\","
+                      "rank=\"1\",local_rank=\"1\"} 11\n"),
+            std::string::npos);
+  // A value nobody knows is no sample: rank 0 has no step time.
+  EXPECT_EQ(
+      text.find(
+          "acc_rank_step_seconds{job_id=\"run \\\"7\\\"\",node=\"0\",host=\"host-a\",rank=\"0\""),
+      std::string::npos);
+  EXPECT_NE(text.find("rank=\"1\",local_rank=\"1\",state=\"running\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("rank=\"1\",local_rank=\"1\",state=\"stalled\"} 0\n"), std::string::npos);
+}
+
+TEST(JobJsonTest, ReadsBackWithNullsWhereNothingIsKnown) {
+  const nlohmann::json job = nlohmann::json::parse(job_json(two_ranks()));
+  EXPECT_EQ(job["job_id"], "run \"7\"");
+  ASSERT_EQ(job["ranks"].size(), 2u);
+  EXPECT_TRUE(job["ranks"][0]["step_seconds"].is_null());
+  EXPECT_DOUBLE_EQ(job["ranks"][1]["step_seconds"].get<double>(), 0.25);
+  EXPECT_TRUE(job["ranks"][1]["straggler"].get<bool>());
+  EXPECT_EQ(job["ranks"][1]["recent_step_seconds"].size(), 2u);
+}
+
+TEST(StatusServerTest, RoutesUrlsAndAPageWithoutAnythingFromElsewhere) {
+  StatusBoard board("j", "h", 0);
+  EXPECT_EQ(status_reply(board, "/metrics")
+                .rfind("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4", 0),
+            0u);
+  EXPECT_NE(status_reply(board, "/api/job").find("application/json"), std::string::npos);
+  EXPECT_NE(status_reply(board, "/").find("<!DOCTYPE html>"), std::string::npos);
+  EXPECT_EQ(status_reply(board, "/nope").rfind("HTTP/1.1 404 ", 0), 0u);
+  EXPECT_EQ(status_page().find("src="), std::string::npos);
+  EXPECT_EQ(status_page().find("http"), std::string::npos);
+  EXPECT_EQ(status_url("0.0.0.0", 80), "http://127.0.0.1:80/");
+  EXPECT_EQ(status_url("::", 80), "http://[::1]:80/");
+  EXPECT_EQ(status_url("10.0.0.2", 8000), "http://10.0.0.2:8000/");
+}
+
+}  // namespace
+}  // namespace acc::launcher
