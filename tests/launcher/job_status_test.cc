@@ -112,6 +112,7 @@ JobStatus two_ranks() {
     RankStatus r;
     r.rank = rank;
     r.local_rank = rank;
+    r.host = "host-a";
     r.state = "running";
     r.steps = 10 + rank;
     if (rank == 1) {
@@ -162,6 +163,47 @@ TEST(JobJsonTest, ReadsBackWithNullsWhereNothingIsKnown) {
   EXPECT_DOUBLE_EQ(job["ranks"][1]["step_seconds"].get<double>(), 0.25);
   EXPECT_TRUE(job["ranks"][1]["straggler"].get<bool>());
   EXPECT_EQ(job["ranks"][1]["recent_step_seconds"].size(), 2u);
+}
+
+TEST(JobJsonTest, ReadsBackWhatItWroteAndRefusesAnythingElse) {
+  JobStatus job = two_ranks();
+  job.nodes.push_back({0, "host-a", "running", 1, 0, 2});
+  const std::optional<JobStatus> back = parse_job_json(job_json(job));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(job_json(*back), job_json(job));
+  EXPECT_FALSE(parse_job_json("{}"));
+  EXPECT_FALSE(parse_job_json("not json"));
+}
+
+TEST_F(StatusBoardTest, NodeZeroShowsTheOtherNodesRanksAfterItsOwnByRank) {
+  StatusBoard board("job-1", "host-a", 0);
+  board.attempt_started(0, 2, 4, workers_, {"127.0.0.1", 29500, 0, 2, 0});
+  EXPECT_EQ(board.job_store().nnodes, 2);
+  JobStatus other = two_ranks();
+  other.host = "host-b";
+  other.node_rank = 1;
+  other.nodes = {{1, "host-b", "running", 1, 0, 2}};
+  for (RankStatus& r : other.ranks) {
+    r.rank += 2;
+    r.node = 1;
+    r.host = "host-b";
+  }
+  board.set_other_nodes({other});
+  const JobStatus status = board.status();
+  ASSERT_EQ(status.ranks.size(), 4u);
+  for (int rank = 0; rank < 4; ++rank) EXPECT_EQ(status.ranks[rank].rank, rank);
+  EXPECT_EQ(status.ranks[3].host, "host-b");
+  ASSERT_EQ(status.nodes.size(), 2u);
+  EXPECT_EQ(status.nodes[1].host, "host-b");
+  const std::string text = prometheus_text(status);
+  EXPECT_NE(text.find("acc_node_workers_alive{job_id=\"job-1\",node=\"1\",host=\"host-b\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("acc_rank_steps_total{job_id=\"job-1\",node=\"1\",host=\"host-b\",rank=\"3\","
+                      "local_rank=\"1\"} 11\n"),
+            std::string::npos);
+  // A new attempt forgets the other nodes until they report again.
+  board.attempt_started(1, 2, 4, workers_, {"127.0.0.1", 29500, 1, 2, 0});
+  EXPECT_EQ(board.status().ranks.size(), 2u);
 }
 
 TEST(StatusServerTest, RoutesUrlsAndAPageWithoutAnythingFromElsewhere) {

@@ -324,8 +324,12 @@ class Agent::Impl : public WorkerGroup::Listener {
       std::vector<StatusBoard::Worker> workers;
       for (const auto& w : group_->workers())
         workers.push_back({w->rank, w->spec.local_rank, w->pid, progress_file_path(w->dir)});
+      StatusBoard::JobStore store;
+      if (round_.nnodes > 1)
+        store = {round_.master_addr, round_.master_port, round_.restart_count, round_.nnodes,
+                 round_.node_rank};
       status_board_->attempt_started(restart_count_, round_.nnodes, world_size(plan_, round_),
-                                     workers);
+                                     workers, store);
     }
     if (group_->keeps_logs()) keep_run_dir_ = true;
     if (attempt == 0)
@@ -533,7 +537,11 @@ class Agent::Impl : public WorkerGroup::Listener {
           return status_reply(*board, path);
         },
         "the job's status on " + where + " (--status_host, --status_port)");
-    status_server_->every(1000, [board = status_board_.get()] { board->sample(); });
+    status_exchange_ = std::make_unique<StatusExchange>(*status_board_);
+    status_server_->every(1000, [board = status_board_.get(), exchange = status_exchange_.get()] {
+      board->sample();
+      exchange->run();
+    });
     const std::string url = status_url(plan_.status_host, status_server_->port());
     status_url_file_ = std::make_unique<StatusUrlFile>(url);
     notice("status of the job at " + url + " (/metrics for Prometheus, /api/job)");
@@ -743,6 +751,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   std::unique_ptr<WorkerProgress> worker_progress_;  // with the health check: what it reads
   std::unique_ptr<HttpServer> health_server_;
   std::unique_ptr<StatusBoard> status_board_;  // with --status_port
+  std::unique_ptr<StatusExchange> status_exchange_;
   std::unique_ptr<HttpServer> status_server_;
   std::unique_ptr<StatusUrlFile> status_url_file_;
   std::string failure_report_;

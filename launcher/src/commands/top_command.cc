@@ -136,8 +136,8 @@ std::string render(const nlohmann::json& job, const nlohmann::json* before, doub
       ", attempt " + std::to_string(job["attempt"].get<int>()) + ", " +
       std::to_string(job["restarts"].get<int>()) + " restart(s); q quits\n\n";
   char line[256];
-  std::snprintf(line, sizeof(line), "%5s  %-10s %8s %10s %7s  %-26s %8s\n", "rank", "state",
-                "step/s", "step time", "% coll", "last collective", "quiet");
+  std::snprintf(line, sizeof(line), "%5s %5s  %-10s %8s %10s %7s  %-32s %9s\n", "rank", "node",
+                "state", "step/s", "step time", "% coll", "last collective", "quiet");
   out += line;
   for (const auto& r : job["ranks"]) {
     std::string rate = "-", share = "-";
@@ -154,12 +154,12 @@ std::string render(const nlohmann::json& job, const nlohmann::json* before, doub
     }
     std::string state = r["state"].get<std::string>();
     if (r["straggler"].get<bool>()) state += "*";
-    std::string last = r["last_collective"].get<std::string>();
+    std::string last = r["last_collective"].get<std::string>().substr(0, 24);
     if (last.empty()) last = "-";
     if (r["in_collective"].get<bool>()) last += " (in it)";
-    std::snprintf(line, sizeof(line), "%5d  %-10s %8s %10s %7s  %-26s %8s\n", r["rank"].get<int>(),
-                  state.c_str(), rate.c_str(), seconds_text(r["step_seconds"]).c_str(),
-                  share.c_str(), last.substr(0, 26).c_str(),
+    std::snprintf(line, sizeof(line), "%5d %5d  %-10s %8s %10s %7s  %-32s %9s\n",
+                  r["rank"].get<int>(), r["node"].get<int>(), state.c_str(), rate.c_str(),
+                  seconds_text(r["step_seconds"]).c_str(), share.c_str(), last.c_str(),
                   seconds_text(r["seconds_since_progress"]).c_str());
     out += line;
   }
@@ -225,7 +225,7 @@ int run_top_command(const std::vector<std::string>& args) {
                  "of yours on this machine that serves one)");
   app.add_option("--interval", interval, "seconds between refreshes (default 1)")
       ->check(CLI::Range(0.1, 3600.0));
-  app.add_flag("--once", once, "print the table once and exit");
+  app.add_flag("--once", once, "print the table once (after two looks, for the rates) and exit");
   if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
   if (url.empty()) url = find_status_url();
   const Url where = parse_url(url);
@@ -245,8 +245,9 @@ int run_top_command(const std::vector<std::string>& args) {
     const Clock::time_point now = Clock::now();
     const double elapsed = before ? std::chrono::duration<double>(now - before_at).count() : 0.0;
     const std::string table = render(job, before ? &*before : nullptr, elapsed);
-    write_all(STDOUT_FILENO, (tty && !once ? "\033[H\033[2J" : "") + table);
-    if (once) return 0;
+    // --once: the second look, which has rates.
+    if (!once || before) write_all(STDOUT_FILENO, (tty && !once ? "\033[H\033[2J" : "") + table);
+    if (once && before) return 0;
     before = job;
     before_at = now;
     if (quit_pressed(static_cast<int>(std::lround(interval * 1000)))) return 0;

@@ -76,24 +76,30 @@ std::optional<double> window_step_seconds(const Samples& samples) {
 }  // namespace
 
 std::string prometheus_text(const JobStatus& job) {
-  const std::string node_labels = "job_id=\"" + label_value(job.job_id) + "\",node=\"" +
-                                  std::to_string(job.node_rank) + "\",host=\"" +
-                                  label_value(job.host) + "\"";
+  const std::string job_label = "job_id=\"" + label_value(job.job_id) + "\"";
+  const auto node_labels = [&](int node, const std::string& host) {
+    return job_label + ",node=\"" + std::to_string(node) + "\",host=\"" + label_value(host) + "\"";
+  };
   const auto rank_labels = [&](const RankStatus& r) {
-    return node_labels + ",rank=\"" + std::to_string(r.rank) + "\",local_rank=\"" +
+    return node_labels(r.node, r.host) + ",rank=\"" + std::to_string(r.rank) + "\",local_rank=\"" +
            std::to_string(r.local_rank) + "\"";
   };
   Exposition out;
   out.family("acc_job_world_size", "gauge", "Ranks in the job's current attempt.");
-  out.sample(node_labels, job.world_size);
+  out.sample(job_label, job.world_size);
   out.family("acc_job_nodes", "gauge", "Nodes in the job's current attempt.");
-  out.sample(node_labels, job.nnodes);
-  out.family("acc_node_workers_alive", "gauge", "This node's workers still running.");
-  out.sample(node_labels, job.workers_alive);
-  out.family("acc_node_attempt", "gauge", "This node's attempt (1 for the first; 0 before it).");
-  out.sample(node_labels, job.attempt);
-  out.family("acc_node_restarts_total", "counter", "Restarts after a failure so far.");
-  out.sample(node_labels, job.restarts);
+  out.sample(job_label, job.nnodes);
+  const auto per_node = [&](const std::string& name, const char* type, const std::string& help,
+                            const std::function<double(const NodeStatus&)>& value) {
+    out.family(name, type, help);
+    for (const NodeStatus& n : job.nodes) out.sample(node_labels(n.node_rank, n.host), value(n));
+  };
+  per_node("acc_node_workers_alive", "gauge", "The node's workers still running.",
+           [](const NodeStatus& n) { return n.workers_alive; });
+  per_node("acc_node_attempt", "gauge", "The node's attempt (1 for the first; 0 before it).",
+           [](const NodeStatus& n) { return n.attempt; });
+  per_node("acc_node_restarts_total", "counter", "Restarts after a failure so far.",
+           [](const NodeStatus& n) { return n.restarts; });
   const auto per_rank = [&](const std::string& name, const char* type, const std::string& help,
                             const std::function<std::optional<double>(const RankStatus&)>& value) {
     out.family(name, type, help);
@@ -134,6 +140,8 @@ std::string job_json(const JobStatus& job) {
   for (const RankStatus& r : job.ranks) {
     nlohmann::json rank = {{"rank", r.rank},
                            {"local_rank", r.local_rank},
+                           {"node", r.node},
+                           {"host", r.host},
                            {"pid", r.pid},
                            {"state", r.state},
                            {"reporting", r.reporting},
@@ -151,6 +159,14 @@ std::string job_json(const JobStatus& job) {
     if (r.straggler_ratio) rank["straggler_ratio"] = *r.straggler_ratio;
     ranks.push_back(std::move(rank));
   }
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const NodeStatus& n : job.nodes)
+    nodes.push_back({{"node_rank", n.node_rank},
+                     {"host", n.host},
+                     {"phase", n.phase},
+                     {"attempt", n.attempt},
+                     {"restarts", n.restarts},
+                     {"workers_alive", n.workers_alive}});
   const nlohmann::json out = {{"job_id", job.job_id},
                               {"host", job.host},
                               {"node_rank", job.node_rank},
@@ -160,10 +176,57 @@ std::string job_json(const JobStatus& job) {
                               {"attempt", job.attempt},
                               {"restarts", job.restarts},
                               {"workers_alive", job.workers_alive},
+                              {"nodes", std::move(nodes)},
                               {"ranks", std::move(ranks)},
                               {"hang_report", job.hang_report}};
   // Invalid UTF-8 (a hang report's bytes) is replaced, never thrown.
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::optional<JobStatus> parse_job_json(const std::string& text) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    JobStatus job;
+    job.job_id = j.at("job_id").get<std::string>();
+    job.host = j.at("host").get<std::string>();
+    job.node_rank = j.at("node_rank").get<int>();
+    job.nnodes = j.at("nnodes").get<int>();
+    job.world_size = j.at("world_size").get<int>();
+    job.phase = j.at("phase").get<std::string>();
+    job.attempt = j.at("attempt").get<int>();
+    job.restarts = j.at("restarts").get<int>();
+    job.workers_alive = j.at("workers_alive").get<int>();
+    job.hang_report = j.at("hang_report").get<std::string>();
+    for (const auto& n : j.at("nodes"))
+      job.nodes.push_back({n.at("node_rank").get<int>(), n.at("host").get<std::string>(),
+                           n.at("phase").get<std::string>(), n.at("attempt").get<int>(),
+                           n.at("restarts").get<int>(), n.at("workers_alive").get<int>()});
+    for (const auto& r : j.at("ranks")) {
+      RankStatus rank;
+      rank.rank = r.at("rank").get<int>();
+      rank.local_rank = r.at("local_rank").get<int>();
+      rank.node = r.at("node").get<int>();
+      rank.host = r.at("host").get<std::string>();
+      rank.pid = r.at("pid").get<int>();
+      rank.state = r.at("state").get<std::string>();
+      rank.reporting = r.at("reporting").get<bool>();
+      rank.steps = r.at("steps").get<std::uint64_t>();
+      rank.collectives = r.at("collectives").get<std::uint64_t>();
+      rank.collective_seconds = r.at("collective_seconds").get<double>();
+      rank.seconds_since_progress = r.at("seconds_since_progress").get<double>();
+      if (!r.at("step_seconds").is_null()) rank.step_seconds = r["step_seconds"].get<double>();
+      if (!r.at("straggler_ratio").is_null())
+        rank.straggler_ratio = r["straggler_ratio"].get<double>();
+      rank.straggler = r.at("straggler").get<bool>();
+      rank.last_collective = r.at("last_collective").get<std::string>();
+      rank.in_collective = r.at("in_collective").get<bool>();
+      rank.recent_step_seconds = r.at("recent_step_seconds").get<std::vector<double>>();
+      job.ranks.push_back(std::move(rank));
+    }
+    return job;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
 }
 
 // --- StatusBoard ---------------------------------------------------------------------------------
@@ -191,7 +254,7 @@ StatusBoard::StatusBoard(std::string job_id, std::string host, int node_rank) {
 StatusBoard::~StatusBoard() = default;
 
 void StatusBoard::attempt_started(int restarts, int nnodes, int world_size,
-                                  const std::vector<Worker>& workers) {
+                                  const std::vector<Worker>& workers, JobStore store) {
   std::vector<std::unique_ptr<Rank>> ranks;
   for (const Worker& w : workers) {
     auto rank = std::make_unique<Rank>();
@@ -213,6 +276,18 @@ void StatusBoard::attempt_started(int restarts, int nnodes, int world_size,
   job_.world_size = world_size;
   job_.phase = "running";
   attempt_started_ns_ = progress_file::now_ns();
+  store_ = std::move(store);
+  others_.clear();
+}
+
+StatusBoard::JobStore StatusBoard::job_store() const {
+  const std::lock_guard lock(mutex_);
+  return store_;
+}
+
+void StatusBoard::set_other_nodes(std::vector<JobStatus> others) {
+  const std::lock_guard lock(mutex_);
+  others_ = std::move(others);
 }
 
 void StatusBoard::workers_running(const std::vector<bool>& running) {
@@ -277,6 +352,8 @@ JobStatus StatusBoard::status() const {
     RankStatus r;
     r.rank = rank.worker.rank;
     r.local_rank = rank.worker.local_rank;
+    r.node = job.node_rank;
+    r.host = job.host;
     r.pid = rank.worker.pid;
     r.reporting = s.writer_pid != 0;
     r.steps = s.beats;
@@ -317,6 +394,16 @@ JobStatus StatusBoard::status() const {
     job.workers_alive += running ? 1 : 0;
     job.ranks.push_back(std::move(r));
   }
+  job.nodes.push_back(
+      {job.node_rank, job.host, job.phase, job.attempt, job.restarts, job.workers_alive});
+  // Node 0 of several: the other nodes' latest, after this node's. Each node judges its own
+  // stragglers (the straggler watch's report judges the whole job).
+  for (const JobStatus& other : others_) {
+    job.nodes.insert(job.nodes.end(), other.nodes.begin(), other.nodes.end());
+    job.ranks.insert(job.ranks.end(), other.ranks.begin(), other.ranks.end());
+  }
+  std::sort(job.ranks.begin(), job.ranks.end(),
+            [](const RankStatus& a, const RankStatus& b) { return a.rank < b.rank; });
   const StragglerFinding finding = find_stragglers(timings);
   if (finding.median_compute > 0) {
     for (const RankTiming& t : finding.timings) {

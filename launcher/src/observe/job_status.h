@@ -33,6 +33,8 @@ inline constexpr std::chrono::seconds kQuietAfter{10};
 struct RankStatus {
   int rank = 0;
   int local_rank = 0;
+  int node = 0;  // its launcher's node rank
+  std::string host;
   int pid = 0;
   std::string state;              // starting, running, quiet, stalled, exited
   bool reporting = false;         // writes its progress file (libacc, the Python hook)
@@ -48,6 +50,17 @@ struct RankStatus {
   std::vector<double> recent_step_seconds;  // oldest first, at most kStepHistory
 };
 
+// One node's launcher.
+struct NodeStatus {
+  int node_rank = 0;
+  std::string host;
+  std::string phase;  // waiting (no attempt runs), running, ended
+  int attempt = 0;    // 0 until the first attempt starts, then 1, 2...
+  int restarts = 0;   // failure restarts so far
+  int workers_alive = 0;
+};
+
+// What the serving launcher shows: its own node, and on node 0 of several the other nodes too.
 struct JobStatus {
   std::string job_id;
   std::string host;
@@ -58,8 +71,9 @@ struct JobStatus {
   int restarts = 0;  // failure restarts so far
   int workers_alive = 0;
   std::string phase;              // waiting (no attempt runs), running, ended
-  std::vector<RankStatus> ranks;  // this node's, by rank
-  std::string hang_report;        // the last one this job's launcher printed; empty: none
+  std::vector<NodeStatus> nodes;  // this node, then (node 0) the other nodes that reported
+  std::vector<RankStatus> ranks;  // this node's, then (node 0) the other nodes', by rank
+  std::string hang_report;        // the last one this launcher printed; empty: none
 };
 
 // Prometheus' text exposition format (version 0.0.4): a HELP and TYPE line for every family,
@@ -67,8 +81,19 @@ struct JobStatus {
 std::string prometheus_text(const JobStatus& status);
 // The same as one JSON object. Pure.
 std::string job_json(const JobStatus& status);
+// job_json's text read back (another node's, through the store); nullopt for anything else.
+std::optional<JobStatus> parse_job_json(const std::string& text);
 // The page at "/": self-contained (style and script inline), it reads /api/job each second.
 const std::string& status_page();
+
+// Where the attempt's store is (node 0's), through which the nodes' statuses travel.
+struct StatusJobStore {
+  std::string host;  // empty: none (a job of one node)
+  int port = 0;
+  int restart_count = 0;
+  int nnodes = 1;
+  int node_rank = 0;
+};
 
 class StatusBoard {
  public:
@@ -79,14 +104,16 @@ class StatusBoard {
     std::string progress_file;  // one that cannot be read is a worker that does not report
   };
 
+  using JobStore = StatusJobStore;
+
   StatusBoard(std::string job_id, std::string host, int node_rank);
   ~StatusBoard();
   StatusBoard(const StatusBoard&) = delete;
   StatusBoard& operator=(const StatusBoard&) = delete;
 
   // The agent's side.
-  void attempt_started(int restarts, int nnodes, int world_size,
-                       const std::vector<Worker>& workers);
+  void attempt_started(int restarts, int nnodes, int world_size, const std::vector<Worker>& workers,
+                       JobStore store = {});
   void workers_running(const std::vector<bool>& running);  // in attempt_started's order
   void stalled(const std::string& hang_report);
   void hang_report(const std::string& report);  // an on-demand one: the job goes on
@@ -96,6 +123,10 @@ class StatusBoard {
   // The server's side: one look at every worker's file (once a second), and the board now.
   void sample();
   JobStatus status() const;
+  // The status exchange's (status_server.h): the attempt's store, and on node 0 the other
+  // nodes' latest statuses, which status() shows after this node's.
+  JobStore job_store() const;
+  void set_other_nodes(std::vector<JobStatus> others);
 
  private:
   struct Rank;
@@ -103,6 +134,8 @@ class StatusBoard {
   JobStatus job_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<bool> running_;
+  JobStore store_;
+  std::vector<JobStatus> others_;
   bool stalled_ = false;
   std::int64_t attempt_started_ns_ = 0;
 };

@@ -40,7 +40,7 @@ const std::string& status_page() {
 <div id="summary">connecting&hellip;</div>
 <div id="error"></div>
 <table>
-  <thead><tr><th>rank</th><th>local</th><th>state</th><th>steps</th><th>step time</th>
+  <thead><tr><th>rank</th><th>node</th><th>local</th><th>state</th><th>steps</th><th>step time</th>
     <th>recent step times</th><th>in collectives</th><th>straggler ratio</th>
     <th>last collective</th><th>quiet</th></tr></thead>
   <tbody id="ranks"></tbody>
@@ -71,7 +71,7 @@ function row(rank) {
   if (!tr) {
     tr = document.createElement("tr");
     tr.id = "rank-" + rank.rank;
-    tr.innerHTML = "<td class=rank></td><td class=local></td><td class=state></td>" +
+    tr.innerHTML = "<td class=rank></td><td class=node></td><td class=local></td><td class=state></td>" +
       "<td class=steps></td><td class=step></td><td><canvas width=160 height=28></canvas></td>" +
       "<td class=coll></td><td class=ratio></td><td class=last></td><td class=quiet></td>";
     document.getElementById("ranks").appendChild(tr);
@@ -82,7 +82,8 @@ function show(job) {
   document.getElementById("error").textContent = "";
   document.getElementById("job").textContent = job.job_id;
   document.getElementById("summary").textContent =
-    job.host + ", node " + job.node_rank + " of " + job.nnodes + " \u00b7 world size " +
+    job.host + ", node " + job.node_rank + " of " + job.nnodes +
+    (job.nodes.length > 1 ? " (showing " + job.nodes.length + " nodes)" : "") + " \u00b7 world size " +
     job.world_size + " \u00b7 " + job.phase + " \u00b7 attempt " + job.attempt + ", " +
     job.restarts + " restart(s) \u00b7 " + job.workers_alive + " worker(s) alive";
   for (const r of job.ranks) {
@@ -90,6 +91,7 @@ function show(job) {
     tr.className = r.state + (r.straggler ? " straggler" : "");
     const cell = c => tr.querySelector("." + c);
     cell("rank").textContent = r.rank;
+    cell("node").textContent = r.node + " (" + r.host + ")";
     cell("local").textContent = r.local_rank;
     cell("state").textContent = r.state + (r.straggler ? " (straggler)" : "");
     cell("steps").textContent = r.steps;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "acc/common/store_keys.h"
+#include "acc/rendezvous/store_client.h"
 #include "observe/http_server.h"
 
 namespace acc::launcher {
@@ -17,6 +19,51 @@ std::string status_reply(const StatusBoard& board, const std::string& path) {
   if (path == "/" || path == "/index.html")
     return http_reply(200, "text/html; charset=utf-8", status_page());
   return http_reply(404, "text/plain", "not found: try /, /metrics or /api/job\n");
+}
+
+struct StatusExchange::Connection {
+  StatusBoard::JobStore store;
+  std::unique_ptr<rendezvous::StoreClient> client;
+};
+
+StatusExchange::StatusExchange(StatusBoard& board) : board_(board) {}
+StatusExchange::~StatusExchange() = default;
+
+void StatusExchange::run() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_run_) return;
+  next_run_ = now + kExchangePeriod;
+  const StatusBoard::JobStore store = board_.job_store();
+  if (store.host.empty() || store.nnodes < 2) return;
+  try {
+    if (!connection_ || connection_->store.host != store.host ||
+        connection_->store.port != store.port) {
+      connection_.reset();
+      rendezvous::StoreClientOptions options;
+      options.host = store.host;
+      options.port = store.port;
+      options.connect_timeout = std::chrono::milliseconds(200);
+      options.timeout = std::chrono::milliseconds(1000);
+      auto client = std::make_unique<rendezvous::StoreClient>(options);
+      connection_ = std::make_unique<Connection>(Connection{store, std::move(client)});
+    }
+    rendezvous::StoreClient& client = *connection_->client;
+    if (store.node_rank != 0) {
+      client.set(store_keys::job_status(store.restart_count, store.node_rank),
+                 job_json(board_.status()));
+      return;
+    }
+    std::vector<JobStatus> others;
+    for (int node = 1; node < store.nnodes; ++node) {
+      const std::string key = store_keys::job_status(store.restart_count, node);
+      if (!client.check({key})) continue;
+      if (std::optional<JobStatus> other = parse_job_json(client.get(key)))
+        others.push_back(std::move(*other));
+    }
+    board_.set_other_nodes(std::move(others));
+  } catch (const std::exception&) {
+    connection_.reset();  // gone or not there yet: the next run connects again
+  }
 }
 
 std::string status_url(const std::string& host, int port) {

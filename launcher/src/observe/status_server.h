@@ -5,8 +5,11 @@
 //   /api/job   the same as JSON (job_json)
 //   /          the page (status_page)
 // and where `acc-launch top` finds a launcher of this machine: the URL in a file named by the
-// launcher's pid, there while the launcher serves.
+// launcher's pid, there while the launcher serves. On a job of several nodes the status exchange
+// puts each node's status in node 0's store, and node 0's server shows every node.
 
+#include <chrono>
+#include <memory>
 #include <string>
 
 #include "observe/job_status.h"
@@ -19,6 +22,24 @@ std::string status_reply(const StatusBoard& board, const std::string& path);
 // "http://127.0.0.1:8000/" for the server bound to `host` and `port`: a local client's URL, so
 // the any-address hosts (0.0.0.0, ::) read as loopback.
 std::string status_url(const std::string& host, int port);
+
+// Runs on the status server's thread every kExchangePeriod: a node other than 0 puts its status
+// (job_json) under store_keys::job_status in the attempt's store; node 0 reads the other nodes'
+// and hands them to the board. A store that cannot be reached is tried again later; nothing
+// throws.
+class StatusExchange {
+ public:
+  static constexpr std::chrono::seconds kExchangePeriod{2};
+  explicit StatusExchange(StatusBoard& board);
+  ~StatusExchange();
+  void run();
+
+ private:
+  struct Connection;
+  StatusBoard& board_;
+  std::unique_ptr<Connection> connection_;
+  std::chrono::steady_clock::time_point next_run_;
+};
 
 // Where the launcher with pid `launcher_pid` writes its status URL (a file of this user's).
 std::string status_url_path(int launcher_pid);

@@ -9,7 +9,9 @@
 #      screenshot is saved to SCREENSHOT;
 #   4. `acc-launch top` under tmux shows both ranks and quits on q;
 #   5. the job ends 0, and its port is closed and its URL file gone;
-#   6. a bad port or host is one line and exit 2, a port in use one line and exit 3, and no
+#   6. a job of two nodes (two launchers on this loopback): node 0 serves all four ranks, its
+#      /metrics has node 1's (node="1", rank="3"), node 1 serves its own two;
+#   7. a bad port or host is one line and exit 2, a port in use one line and exit 3, and no
 #      worker starts.
 # Runs in a network namespace of its own (own_loopback.sh), so its ports are fixed.
 # Usage: status_endpoint.sh ACC_LAUNCH SCREENSHOT. Exits 77 (skipped) without python3-torch,
@@ -30,6 +32,7 @@ url=http://127.0.0.1:$status_port
 work=$(mktemp -d /tmp/acc-status-XXXXXX)
 tmux_socket=$work/tmux
 pids=()
+declare -A node_pid
 cleanup() {
   tmux -S "$tmux_socket" kill-server 2>/dev/null
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null; done
@@ -125,7 +128,39 @@ curl -s -o /dev/null "$url/metrics" && fail "the port is still open after the jo
 ls /tmp/acc-launch-status.$(id -u).$job.url >/dev/null 2>&1 && fail "the URL file is left"
 echo "PASS: the job ended 0; its port is closed and its URL file gone"
 
-# 6. Bad input: one line each, and no worker.
+# 6. Two nodes: node 0 shows the whole job.
+for node in 0 1; do
+  PYTHON_EXEC=$python "$launcher" --nnodes 2 --node_rank $node --master_addr 127.0.0.1 \
+    --master_port 29500 --nproc_per_node 2 --status_port $((29610 + node)) --rdzv_id two-nodes \
+    "$here/beating_job.py" "$work/stop2" 3 0.05 100000 >"$work/node$node.out" 2>"$work/node$node.err" &
+  node_pid[$node]=$!
+  pids+=($!)
+done
+every_node_stepping() {  # every_node_stepping PORT RANKS
+  curl -sf "http://127.0.0.1:$1/api/job" >"$work/nodes.json" &&
+    $python -c 'import json, sys
+job = json.load(open(sys.argv[1]))
+ranks = job["ranks"]
+sys.exit(0 if [r["rank"] for r in ranks] == [int(x) for x in sys.argv[2].split(",")] and
+         all(r["steps"] >= 3 for r in ranks) else 1)' "$work/nodes.json" "$2"
+}
+within 60 every_node_stepping 29610 0,1,2,3 ||
+  { cat "$work/node1.err"; fail "node 0 never showed ranks 0-3 stepping: $(cat "$work/nodes.json" 2>/dev/null)"; }
+curl -sf http://127.0.0.1:29610/metrics >"$work/metrics2" &&
+  grep -q '^acc_rank_steps_total{job_id="two-nodes",node="1",host="[^"]*",rank="3",local_rank="1"} [1-9]' "$work/metrics2" &&
+  grep -q '^acc_node_workers_alive{job_id="two-nodes",node="1",.*} 2$' "$work/metrics2" ||
+  fail "node 0's /metrics has no series of node 1: $(grep -E 'steps_total|workers_alive' "$work/metrics2")"
+promtool check metrics <"$work/metrics2" >"$work/promtool2.out" 2>&1 || fail "promtool: $(cat "$work/promtool2.out")"
+every_node_stepping 29611 2,3 || fail "node 1 does not serve its own two ranks: $(cat "$work/nodes.json")"
+touch "$work/stop2"
+for node in 0 1; do
+  wait ${node_pid[$node]}
+  rc=$?
+  [ $rc -eq 0 ] || { cat "$work/node$node.err"; fail "node $node exited $rc"; }
+done
+echo "PASS: two nodes: node 0 serves ranks 0-3 (node 1's as node=\"1\"), node 1 its own 2-3; both ended 0"
+
+# 7. Bad input: one line each, and no worker.
 refused() {  # refused EXPECTED_EXIT PATTERN ARGS...
   local expected=$1 pattern=$2
   shift 2

@@ -85,4 +85,11 @@ inline std::string straggler_timings(int restart_count, int node_rank) {
          std::to_string(node_rank);
 }
 
+// Node `node_rank`'s status (--status_port) as JSON, which node 0's status server shows with its
+// own.
+inline std::string job_status(int restart_count, int node_rank) {
+  return "/acc/status/attempt_" + std::to_string(restart_count) + "/node_" +
+         std::to_string(node_rank);
+}
+
 }  // namespace acc::store_keys
