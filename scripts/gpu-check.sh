@@ -189,6 +189,32 @@ gpu_only gpu_busy_cpu_asleep ||
   check gpu_busy_cpu_asleep 120 "$launcher" --nproc_per_node 1 --stall_timeout 4 \
     --python "$python" tests/integration/pytorch/gpu_busy_cpu_asleep.py 12
 
+# --status_port on a rank busy on its GPU: /api/job shows its GPU busy share (NVML, the status
+# server's own client), above 0 at some look while the kernels run.
+status_gpu_check() {
+  local err=$out/status_gpu.err best=0
+  "$launcher" --nproc_per_node 1 --status_port 0 --python "$python" \
+    tests/integration/pytorch/gpu_busy_cpu_asleep.py 10 >/dev/null 2>"$err" &
+  local job=$! url="" n
+  for n in $(seq 100); do
+    url=$(grep -m1 -o 'http://[^ ]*/' "$err") && break
+    sleep 0.1
+  done
+  [ -n "$url" ] || { echo "no status URL printed"; kill $job; return 1; }
+  for n in $(seq 30); do
+    sleep 0.5
+    best=$(curl -sf "${url}api/job" | "$python" -c 'import json, sys
+r = json.load(sys.stdin)["ranks"][0]
+print(max(float(sys.argv[1]), r["gpu_busy"] or 0))' "$best" 2>/dev/null || echo "$best")
+  done
+  wait $job
+  echo "gpu_busy max $best"
+  "$python" -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "$best"
+}
+export -f status_gpu_check
+figure_status_gpu_busy() { grep -m1 -o 'gpu_busy max [0-9.]*' "$1"; }
+gpu_only status_gpu_busy || check status_gpu_busy 90 status_gpu_check
+
 # No "... is deprecated" line from PyTorch about the launcher's variables, in any NCCL job above.
 if [ "$cpu_only" = 1 ]; then
   check no_deprecated_names 120 bash tests/integration/pytorch/no_deprecated_names.sh \

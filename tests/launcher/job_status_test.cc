@@ -4,6 +4,8 @@
 
 #include "observe/job_status.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -98,6 +100,44 @@ TEST_F(StatusBoardTest, AWorkerWithoutAProgressFileIsShownButNotReporting) {
   const JobStatus status = board.status();
   EXPECT_FALSE(status.ranks[1].reporting);
   EXPECT_EQ(status.ranks[1].state, "running");
+}
+
+// The board's own NVML client (the fake's "busy": every child of this process runs kernels at 87%)
+// follows the busy processes to the workers; without NVML the share is unknown, not 0.
+TEST_F(StatusBoardTest, GpuBusyComesFromNvmlPerWorkerProcess) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  workers_[0].pid = child;
+  ::setenv("ACC_NVML_LIBRARY", ACC_FAKE_NVML_LIBRARY, 1);
+  ::setenv("ACC_FAKE_NVML", "busy", 1);
+  {
+    StatusBoard board("job-1", "host-a", 0);
+    board.attempt_started(0, 1, 2, workers_);
+    board.sample();
+    const JobStatus status = board.status();
+    ASSERT_TRUE(status.ranks[0].gpu_busy);
+    EXPECT_DOUBLE_EQ(*status.ranks[0].gpu_busy, 0.87);
+    ASSERT_TRUE(status.ranks[1].gpu_busy);  // pid 1001 is no child: it ran nothing
+    EXPECT_DOUBLE_EQ(*status.ranks[1].gpu_busy, 0.0);
+    EXPECT_NE(prometheus_text(status).find("acc_rank_gpu_busy_ratio{job_id=\"job-1\",node=\"0\","
+                                           "host=\"host-a\",rank=\"0\",local_rank=\"0\"} 0.87\n"),
+              std::string::npos);
+  }
+  ::setenv("ACC_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+  {
+    StatusBoard board("job-1", "host-a", 0);
+    board.attempt_started(0, 1, 2, workers_);
+    board.sample();
+    EXPECT_FALSE(board.status().ranks[0].gpu_busy);
+  }
+  ::unsetenv("ACC_NVML_LIBRARY");
+  ::unsetenv("ACC_FAKE_NVML");
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }
 
 JobStatus two_ranks() {

@@ -136,8 +136,8 @@ std::string render(const nlohmann::json& job, const nlohmann::json* before, doub
       ", attempt " + std::to_string(job["attempt"].get<int>()) + ", " +
       std::to_string(job["restarts"].get<int>()) + " restart(s); q quits\n\n";
   char line[256];
-  std::snprintf(line, sizeof(line), "%5s %5s  %-10s %8s %10s %7s  %-32s %9s\n", "rank", "node",
-                "state", "step/s", "step time", "% coll", "last collective", "quiet");
+  std::snprintf(line, sizeof(line), "%5s %5s  %-10s %8s %10s %7s  %-32s %9s %5s\n", "rank", "node",
+                "state", "step/s", "step time", "% coll", "last collective", "quiet", "GPU %");
   out += line;
   for (const auto& r : job["ranks"]) {
     std::string rate = "-", share = "-";
@@ -152,15 +152,17 @@ std::string render(const nlohmann::json& job, const nlohmann::json* before, doub
               elapsed,
           0);
     }
+    const std::string gpu =
+        r["gpu_busy"].is_number() ? fixed(100 * r["gpu_busy"].get<double>(), 0) : "-";
     std::string state = r["state"].get<std::string>();
     if (r["straggler"].get<bool>()) state += "*";
     std::string last = r["last_collective"].get<std::string>().substr(0, 24);
     if (last.empty()) last = "-";
     if (r["in_collective"].get<bool>()) last += " (in it)";
-    std::snprintf(line, sizeof(line), "%5d %5d  %-10s %8s %10s %7s  %-32s %9s\n",
+    std::snprintf(line, sizeof(line), "%5d %5d  %-10s %8s %10s %7s  %-32s %9s %5s\n",
                   r["rank"].get<int>(), r["node"].get<int>(), state.c_str(), rate.c_str(),
                   seconds_text(r["step_seconds"]).c_str(), share.c_str(), last.c_str(),
-                  seconds_text(r["seconds_since_progress"]).c_str());
+                  seconds_text(r["seconds_since_progress"]).c_str(), gpu.c_str());
     out += line;
   }
   if (!job["hang_report"].get<std::string>().empty())

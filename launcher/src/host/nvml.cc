@@ -94,15 +94,18 @@ void resolve_optional(void* library, const char* name, Function& function) {
 
 }  // namespace
 
+std::unique_ptr<Nvml> Nvml::open_machine() {
+  const char* configured = std::getenv("ACC_NVML_LIBRARY");
+  try {
+    return std::make_unique<Nvml>(configured && *configured ? configured : "libnvidia-ml.so.1");
+  } catch (const Error&) {
+    return nullptr;  // no NVIDIA GPU here, or no driver
+  }
+}
+
 Nvml* Nvml::machine() {
-  static const std::unique_ptr<Nvml> nvml = []() -> std::unique_ptr<Nvml> {
-    const char* configured = std::getenv("ACC_NVML_LIBRARY");
-    try {
-      return std::make_unique<Nvml>(configured && *configured ? configured : "libnvidia-ml.so.1");
-    } catch (const Error&) {
-      return nullptr;  // no NVIDIA GPU here, or no driver: busy means busy on CPU
-    }
-  }();
+  // Without one, busy means busy on CPU.
+  static const std::unique_ptr<Nvml> nvml = open_machine();
   return nvml.get();
 }
 

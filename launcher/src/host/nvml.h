@@ -9,6 +9,7 @@
 // - which processes hold memory on the GPUs, before a restart (the failed attempt's must be gone).
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -26,6 +27,10 @@ class Nvml {
   // the launcher's whole life, so the cost of nvmlInit (up to seconds without the persistence
   // daemon) is paid once, and only by a job whose silence needs explaining. Never throws.
   static Nvml* machine();
+  // A client of its own of this machine's library (the same library as machine()'s), for a
+  // thread other than the agent's: sm_utilization() keeps where each client left off. Null where
+  // there is none. Never throws.
+  static std::unique_ptr<Nvml> open_machine();
 
   // Loads `library` and initialises NVML. Throws Error naming the library and what failed.
   explicit Nvml(const std::string& library);

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "acc/common/error.h"
 #include "acc/common/progress_file.h"
+#include "host/nvml.h"
 #include "observe/stragglers.h"
+#include "process/proc.h"
 
 namespace acc::launcher {
 namespace {
@@ -125,6 +128,9 @@ std::string prometheus_text(const JobStatus& job) {
            [](const RankStatus& r) { return r.straggler_ratio; });
   per_rank("acc_rank_straggler", "gauge", "1 while the rank is named a straggler.",
            [](const RankStatus& r) { return r.straggler ? 1.0 : 0.0; });
+  per_rank("acc_rank_gpu_busy_ratio", "gauge",
+           "Highest SM utilization of the rank's processes on a GPU over the last second, by NVML.",
+           [](const RankStatus& r) { return r.gpu_busy; });
   per_rank("acc_rank_in_collective", "gauge", "1 while the rank waits in a collective call.",
            [](const RankStatus& r) { return r.in_collective ? 1.0 : 0.0; });
   out.family("acc_rank_state", "gauge",
@@ -157,6 +163,7 @@ std::string job_json(const JobStatus& job) {
                            {"recent_step_seconds", r.recent_step_seconds}};
     if (r.step_seconds) rank["step_seconds"] = *r.step_seconds;
     if (r.straggler_ratio) rank["straggler_ratio"] = *r.straggler_ratio;
+    rank["gpu_busy"] = r.gpu_busy ? nlohmann::json(*r.gpu_busy) : nlohmann::json(nullptr);
     ranks.push_back(std::move(rank));
   }
   nlohmann::json nodes = nlohmann::json::array();
@@ -221,6 +228,8 @@ std::optional<JobStatus> parse_job_json(const std::string& text) {
       rank.last_collective = r.at("last_collective").get<std::string>();
       rank.in_collective = r.at("in_collective").get<bool>();
       rank.recent_step_seconds = r.at("recent_step_seconds").get<std::vector<double>>();
+      if (r.contains("gpu_busy") && !r["gpu_busy"].is_null())
+        rank.gpu_busy = r["gpu_busy"].get<double>();
       job.ranks.push_back(std::move(rank));
     }
     return job;
@@ -242,6 +251,7 @@ struct StatusBoard::Rank {
   std::unique_ptr<progress_file::Reader> reader;  // null: none to read
   std::deque<Sample> samples;  // the window's, oldest first, and the one just before it
   std::deque<double> step_seconds;
+  std::optional<double> gpu_busy;
 };
 
 StatusBoard::StatusBoard(std::string job_id, std::string host, int node_rank) {
@@ -319,7 +329,30 @@ void StatusBoard::job_ended() {
 }
 
 void StatusBoard::sample() {
+  // NVML first, outside the lock: its first load may take seconds (nvmlInit without the
+  // persistence daemon), and the busy samples are per process, to be followed up to the workers.
+  if (!nvml_tried_) {
+    nvml_tried_ = true;
+    nvml_ = Nvml::open_machine();
+  }
+  std::map<int, unsigned> busy;
+  if (nvml_) busy = nvml_->sm_utilization();
   const std::lock_guard lock(mutex_);
+  if (nvml_) {
+    std::map<int, Rank*> by_pid;
+    for (auto& rank : ranks_) {
+      rank->gpu_busy = 0.0;
+      by_pid[rank->worker.pid] = rank.get();
+    }
+    for (const auto& [pid, percent] : busy) {
+      for (int p = pid; p > 1; p = proc::stat(p).parent) {
+        const auto it = by_pid.find(p);
+        if (it == by_pid.end()) continue;
+        it->second->gpu_busy = std::max(*it->second->gpu_busy, percent / 100.0);
+        break;
+      }
+    }
+  }
   const std::int64_t now = progress_file::now_ns();
   const std::int64_t window_start = now - kStatusWindow.count() * kNsPerSecond;
   for (auto& rank : ranks_) {
@@ -367,6 +400,7 @@ JobStatus StatusBoard::status() const {
       r.in_collective = call.in_flight();
     }
     r.recent_step_seconds.assign(rank.step_seconds.begin(), rank.step_seconds.end());
+    r.gpu_busy = rank.gpu_busy;
     if (rank.samples.size() >= 2) {
       const Rank::Sample& first = rank.samples.front();
       const Rank::Sample& last = rank.samples.back();

@@ -23,6 +23,8 @@ class Reader;
 
 namespace acc::launcher {
 
+class Nvml;
+
 // How many step times each rank's history keeps (one per sample with a step: about a minute).
 inline constexpr std::size_t kStepHistory = 60;
 // The window over which step times and straggler ratios are judged.
@@ -48,6 +50,9 @@ struct RankStatus {
   std::string last_collective;              // "all_reduce (default)"; empty: none yet
   bool in_collective = false;               // the last one is still in flight
   std::vector<double> recent_step_seconds;  // oldest first, at most kStepHistory
+  // The highest SM utilization of its processes on any GPU over the last sample, 0 to 1 (NVML);
+  // none where there is no NVML.
+  std::optional<double> gpu_busy;
 };
 
 // One node's launcher.
@@ -134,6 +139,8 @@ class StatusBoard {
   JobStatus job_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<bool> running_;
+  std::unique_ptr<Nvml> nvml_;  // the server thread's own client; null: none (yet)
+  bool nvml_tried_ = false;
   JobStore store_;
   std::vector<JobStatus> others_;
   bool stalled_ = false;

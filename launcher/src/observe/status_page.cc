@@ -42,7 +42,7 @@ const std::string& status_page() {
 <table>
   <thead><tr><th>rank</th><th>node</th><th>local</th><th>state</th><th>steps</th><th>step time</th>
     <th>recent step times</th><th>in collectives</th><th>straggler ratio</th>
-    <th>last collective</th><th>quiet</th></tr></thead>
+    <th>last collective</th><th>quiet</th><th>GPU busy</th></tr></thead>
   <tbody id="ranks"></tbody>
 </table>
 <div id="hang"><h2>Hang report</h2><pre id="hang-report"></pre></div>
@@ -73,7 +73,7 @@ function row(rank) {
     tr.id = "rank-" + rank.rank;
     tr.innerHTML = "<td class=rank></td><td class=node></td><td class=local></td><td class=state></td>" +
       "<td class=steps></td><td class=step></td><td><canvas width=160 height=28></canvas></td>" +
-      "<td class=coll></td><td class=ratio></td><td class=last></td><td class=quiet></td>";
+      "<td class=coll></td><td class=ratio></td><td class=last></td><td class=quiet></td><td class=gpu></td>";
     document.getElementById("ranks").appendChild(tr);
   }
   return tr;
@@ -100,6 +100,7 @@ function show(job) {
     cell("ratio").textContent = r.straggler_ratio === null ? "\u2013" : r.straggler_ratio.toFixed(2);
     cell("last").textContent = (r.last_collective || "\u2013") + (r.in_collective ? " \u2026" : "");
     cell("quiet").textContent = seconds(r.seconds_since_progress);
+    cell("gpu").textContent = r.gpu_busy === null ? "\u2013" : (100 * r.gpu_busy).toFixed(0) + "%";
     chart(tr.querySelector("canvas"), r.recent_step_seconds);
   }
   const hang = document.getElementById("hang");
