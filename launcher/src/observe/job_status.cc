@@ -12,6 +12,19 @@
 #include "observe/stragglers.h"
 #include "process/proc.h"
 
+// std::optional as JSON: the value, or null.
+namespace nlohmann {
+template <typename T>
+struct adl_serializer<std::optional<T>> {
+  static void to_json(json& j, const std::optional<T>& value) {
+    j = value ? json(*value) : json(nullptr);
+  }
+  static void from_json(const json& j, std::optional<T>& value) {
+    value = j.is_null() ? std::nullopt : std::optional<T>(j.get<T>());
+  }
+};
+}  // namespace nlohmann
+
 namespace acc::launcher {
 namespace {
 
@@ -78,6 +91,17 @@ std::optional<double> window_step_seconds(const Samples& samples) {
 
 }  // namespace
 
+// The JSON of /api/job and of the status exchange: each field under its own name, an unknown
+// value (std::nullopt) as null.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankStatus, rank, local_rank, node, host, pid, state, reporting,
+                                   steps, collectives, collective_seconds, seconds_since_progress,
+                                   step_seconds, straggler_ratio, straggler, last_collective,
+                                   in_collective, recent_step_seconds, gpu_busy)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeStatus, node_rank, host, phase, attempt, restarts,
+                                   workers_alive)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobStatus, job_id, host, node_rank, nnodes, world_size, attempt,
+                                   restarts, workers_alive, phase, nodes, ranks, hang_report)
+
 std::string prometheus_text(const JobStatus& job) {
   const std::string job_label = "job_id=\"" + label_value(job.job_id) + "\"";
   const auto node_labels = [&](int node, const std::string& host) {
@@ -142,97 +166,13 @@ std::string prometheus_text(const JobStatus& job) {
 }
 
 std::string job_json(const JobStatus& job) {
-  nlohmann::json ranks = nlohmann::json::array();
-  for (const RankStatus& r : job.ranks) {
-    nlohmann::json rank = {{"rank", r.rank},
-                           {"local_rank", r.local_rank},
-                           {"node", r.node},
-                           {"host", r.host},
-                           {"pid", r.pid},
-                           {"state", r.state},
-                           {"reporting", r.reporting},
-                           {"steps", r.steps},
-                           {"collectives", r.collectives},
-                           {"collective_seconds", r.collective_seconds},
-                           {"seconds_since_progress", r.seconds_since_progress},
-                           {"step_seconds", nullptr},
-                           {"straggler_ratio", nullptr},
-                           {"straggler", r.straggler},
-                           {"last_collective", r.last_collective},
-                           {"in_collective", r.in_collective},
-                           {"recent_step_seconds", r.recent_step_seconds}};
-    if (r.step_seconds) rank["step_seconds"] = *r.step_seconds;
-    if (r.straggler_ratio) rank["straggler_ratio"] = *r.straggler_ratio;
-    rank["gpu_busy"] = r.gpu_busy ? nlohmann::json(*r.gpu_busy) : nlohmann::json(nullptr);
-    ranks.push_back(std::move(rank));
-  }
-  nlohmann::json nodes = nlohmann::json::array();
-  for (const NodeStatus& n : job.nodes)
-    nodes.push_back({{"node_rank", n.node_rank},
-                     {"host", n.host},
-                     {"phase", n.phase},
-                     {"attempt", n.attempt},
-                     {"restarts", n.restarts},
-                     {"workers_alive", n.workers_alive}});
-  const nlohmann::json out = {{"job_id", job.job_id},
-                              {"host", job.host},
-                              {"node_rank", job.node_rank},
-                              {"nnodes", job.nnodes},
-                              {"world_size", job.world_size},
-                              {"phase", job.phase},
-                              {"attempt", job.attempt},
-                              {"restarts", job.restarts},
-                              {"workers_alive", job.workers_alive},
-                              {"nodes", std::move(nodes)},
-                              {"ranks", std::move(ranks)},
-                              {"hang_report", job.hang_report}};
   // Invalid UTF-8 (a hang report's bytes) is replaced, never thrown.
-  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return nlohmann::json(job).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::optional<JobStatus> parse_job_json(const std::string& text) {
   try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    JobStatus job;
-    job.job_id = j.at("job_id").get<std::string>();
-    job.host = j.at("host").get<std::string>();
-    job.node_rank = j.at("node_rank").get<int>();
-    job.nnodes = j.at("nnodes").get<int>();
-    job.world_size = j.at("world_size").get<int>();
-    job.phase = j.at("phase").get<std::string>();
-    job.attempt = j.at("attempt").get<int>();
-    job.restarts = j.at("restarts").get<int>();
-    job.workers_alive = j.at("workers_alive").get<int>();
-    job.hang_report = j.at("hang_report").get<std::string>();
-    for (const auto& n : j.at("nodes"))
-      job.nodes.push_back({n.at("node_rank").get<int>(), n.at("host").get<std::string>(),
-                           n.at("phase").get<std::string>(), n.at("attempt").get<int>(),
-                           n.at("restarts").get<int>(), n.at("workers_alive").get<int>()});
-    for (const auto& r : j.at("ranks")) {
-      RankStatus rank;
-      rank.rank = r.at("rank").get<int>();
-      rank.local_rank = r.at("local_rank").get<int>();
-      rank.node = r.at("node").get<int>();
-      rank.host = r.at("host").get<std::string>();
-      rank.pid = r.at("pid").get<int>();
-      rank.state = r.at("state").get<std::string>();
-      rank.reporting = r.at("reporting").get<bool>();
-      rank.steps = r.at("steps").get<std::uint64_t>();
-      rank.collectives = r.at("collectives").get<std::uint64_t>();
-      rank.collective_seconds = r.at("collective_seconds").get<double>();
-      rank.seconds_since_progress = r.at("seconds_since_progress").get<double>();
-      if (!r.at("step_seconds").is_null()) rank.step_seconds = r["step_seconds"].get<double>();
-      if (!r.at("straggler_ratio").is_null())
-        rank.straggler_ratio = r["straggler_ratio"].get<double>();
-      rank.straggler = r.at("straggler").get<bool>();
-      rank.last_collective = r.at("last_collective").get<std::string>();
-      rank.in_collective = r.at("in_collective").get<bool>();
-      rank.recent_step_seconds = r.at("recent_step_seconds").get<std::vector<double>>();
-      if (r.contains("gpu_busy") && !r["gpu_busy"].is_null())
-        rank.gpu_busy = r["gpu_busy"].get<double>();
-      job.ranks.push_back(std::move(rank));
-    }
-    return job;
+    return nlohmann::json::parse(text).get<JobStatus>();
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }
