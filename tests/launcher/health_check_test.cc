@@ -171,10 +171,24 @@ TEST(HttpServerTest, AHostThatIsNoAddressOfThisHostIsAConfigError) {
   EXPECT_GT(loopback.port(), 0);
 }
 
-TEST(HttpServerTest, TheRequestPathLeavesTheQueryOut) {
-  EXPECT_EQ(request_path("GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n"), "/metrics");
-  EXPECT_EQ(request_path("GET / HTTP/1.1\r\n\r\n"), "/");
-  EXPECT_EQ(request_path("garbage\r\n\r\n"), "");
+TEST(HttpServerTest, ThePathLeavesTheQueryOut) {
+  EXPECT_EQ(path_of_target("/metrics?x=1"), "/metrics");
+  EXPECT_EQ(path_of_target("/#top"), "/");
+  EXPECT_EQ(path_of_target("/api/job"), "/api/job");
+}
+
+TEST(HttpServerTest, WhatIsNotHttpIsClosedWithoutAReply) {
+  HttpServer server(
+      "", 0, [](const std::string& path) { return "HTTP/1.1 200 OK\r\n\r\n" + path; }, "a test");
+  const int fd = connect_to(server.port());
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(round_trip(fd, "garbage\r\n\r\n"), "");
+  ::close(fd);
+  const int again = connect_to(server.port());
+  ASSERT_GE(again, 0);
+  EXPECT_EQ(round_trip(again, "GET /api/job?x=1 HTTP/1.1\r\nHost: a\r\n\r\n"),
+            "HTTP/1.1 200 OK\r\n\r\n/api/job");
+  ::close(again);
 }
 
 }  // namespace

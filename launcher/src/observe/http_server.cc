@@ -9,6 +9,8 @@
 #include <utility>
 // clang-format off
 #include <boost/asio.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
 // clang-format on
 
 #include "acc/common/error.h"
@@ -17,10 +19,13 @@ namespace acc::launcher {
 namespace {
 
 namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-// A request is a request line and headers; anything longer is not one of ours.
+// A request is a request line and headers (read by Boost.Beast's parser); anything longer is not
+// one of ours.
 constexpr std::size_t kMaxRequestBytes = 8192;
 // How long one client may take to send its request and read the reply.
 constexpr std::chrono::seconds kClientTime{5};
@@ -58,17 +63,8 @@ std::string http_reply(int status, const std::string& content_type, const std::s
          "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n" + body;
 }
 
-std::string request_path(const std::string& request) {
-  const size_t line_end = request.find("\r\n");
-  const std::string line = request.substr(0, line_end);
-  const size_t first = line.find(' ');
-  if (first == std::string::npos) return "";
-  const size_t second = line.find(' ', first + 1);
-  std::string target =
-      line.substr(first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
-  const size_t query = target.find_first_of("?#");
-  if (query != std::string::npos) target.resize(query);
-  return target;
+std::string path_of_target(std::string_view target) {
+  return std::string(target.substr(0, target.find_first_of("?#")));
 }
 
 // Members in this order: the io_context goes before `clients` and `handler`, so that the clients
@@ -139,15 +135,17 @@ class Client : public std::enable_shared_from_this<Client> {
     timer_.async_wait([self = shared_from_this()](const error_code& ec) {
       if (!ec) self->close();
     });
-    asio::async_read_until(
-        socket_, asio::dynamic_buffer(request_, kMaxRequestBytes), "\r\n\r\n",
+    parser_.header_limit(kMaxRequestBytes);
+    http::async_read(
+        socket_, buffer_, parser_,
         [self = shared_from_this()](const error_code& ec, std::size_t) { self->on_request(ec); });
   }
 
  private:
   void on_request(const error_code& ec) {
-    if (ec) return close();  // gone, too long, or out of time
-    reply_ = answer_(request_path(request_));
+    if (ec) return close();  // gone, not HTTP, too long, or out of time
+    const auto target = parser_.get().target();
+    reply_ = answer_(path_of_target(std::string_view(target.data(), target.size())));
     asio::async_write(
         socket_, asio::buffer(reply_),
         [self = shared_from_this()](const error_code&, std::size_t) { self->close(); });
@@ -164,7 +162,8 @@ class Client : public std::enable_shared_from_this<Client> {
   asio::steady_timer timer_;
   int& clients_;
   std::function<std::string(const std::string&)> answer_;
-  std::string request_;
+  beast::flat_buffer buffer_{kMaxRequestBytes};
+  http::request_parser<http::empty_body> parser_;
   std::string reply_;
 };
 

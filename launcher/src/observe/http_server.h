@@ -1,14 +1,16 @@
 #pragma once
 
-// The launcher's tiny HTTP server, on its own thread and io_context (Boost.Asio): one reply per
-// connection (Connection: close), whatever the method; a client gets 5 s to send its request and
-// read the reply, 16 are served at once (more are closed at once), so a slow or broken client
-// never holds up anything but itself, and the agent's thread never waits on the server. It serves
-// torchelastic's health check (health_check.h) and the job's status (status_server.h).
+// The launcher's tiny HTTP server, on its own thread and io_context (Boost.Asio, requests read by
+// Boost.Beast's parser): one reply per connection (Connection: close), whatever the method; a
+// client gets 5 s to send its request and read the reply, 16 are served at once (more are closed at
+// once), so a slow or broken client never holds up anything but itself, and the agent's thread
+// never waits on the server. It serves torchelastic's health check (health_check.h) and the job's
+// status (status_server.h).
 
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace acc::launcher {
 
@@ -16,9 +18,8 @@ namespace acc::launcher {
 // 404, 503...), `content_type` and `body`. Pure.
 std::string http_reply(int status, const std::string& content_type, const std::string& body);
 
-// The path of a request's target: "/metrics" for "GET /metrics?x=1 HTTP/1.1"; empty when the
-// request line has no target. Pure.
-std::string request_path(const std::string& request);
+// The path of a request's target: "/metrics" for "/metrics?x=1". Pure.
+std::string path_of_target(std::string_view target);
 
 class HttpServer {
  public:

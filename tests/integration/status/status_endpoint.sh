@@ -10,7 +10,8 @@
 #   4. `acc-launch top` under tmux shows both ranks and quits on q;
 #   5. the job ends 0, and its port is closed and its URL file gone;
 #   6. a job of two nodes (two launchers on this loopback): node 0 serves all four ranks, its
-#      /metrics has node 1's (node="1", rank="3"), node 1 serves its own two;
+#      /metrics has node 1's (node="1", rank="3"), node 1 (its port from ACC_STATUS_PORT) serves
+#      its own two;
 #   7. a bad port or host is one line and exit 2, a port in use one line and exit 3, and no
 #      worker starts.
 # Runs in a network namespace of its own (own_loopback.sh), so its ports are fixed.
@@ -129,9 +130,12 @@ ls /tmp/acc-launch-status.$(id -u).$job.url >/dev/null 2>&1 && fail "the URL fil
 echo "PASS: the job ended 0; its port is closed and its URL file gone"
 
 # 6. Two nodes: node 0 shows the whole job.
+# Node 1 takes its port from ACC_STATUS_PORT.
 for node in 0 1; do
-  PYTHON_EXEC=$python "$launcher" --nnodes 2 --node_rank $node --master_addr 127.0.0.1 \
-    --master_port 29500 --nproc_per_node 2 --status_port $((29610 + node)) --rdzv_id two-nodes \
+  port_flag=(--status_port 29610)
+  [ $node -eq 1 ] && port_flag=()
+  ACC_STATUS_PORT=29611 PYTHON_EXEC=$python "$launcher" --nnodes 2 --node_rank $node \
+    --master_addr 127.0.0.1 --master_port 29500 --nproc_per_node 2 "${port_flag[@]}" --rdzv_id two-nodes \
     "$here/beating_job.py" "$work/stop2" 3 0.05 100000 >"$work/node$node.out" 2>"$work/node$node.err" &
   node_pid[$node]=$!
   pids+=($!)
