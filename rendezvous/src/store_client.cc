@@ -89,18 +89,25 @@ StoreClient::StoreClient(StoreClientOptions options) : options_(std::move(option
   encode_request({Op::kValidate, {}, {}, kValidationMagic}, Dialect::kV2_2, hello);
   auto nonce = static_cast<std::uint32_t>(::getpid());
   encode_request({Op::kPing, {}, {}, nonce}, Dialect::kV2_2, hello);
-  send(hello);
-  char echo[4];
   const milliseconds handshake =
       options_.handshake_timeout.count() > 0 ? options_.handshake_timeout : options_.timeout;
-  if (!receive(echo, sizeof(echo), handshake)) {
+  bool answered = false;
+  try {
+    send(hello);
+    char echo[4];
+    answered = receive(echo, sizeof(echo), handshake);
+    if (answered && load_u32({echo, 4}) != nonce)
+      broken("the server at " + where + " did not echo PING");
+  } catch (const NetworkError& e) {
+    throw StoreHandshakeFailed(e.what());  // broken() has closed the connection
+  }
+  if (!answered) {
     ::close(fd_);
     fd_ = -1;
     throw StoreHandshakeTimeout(acc::detail::concat(
         where, " accepted the connection but did not answer as a store (PyTorch's TCPStore ",
         "protocol) within ", handshake.count(), " ms; is another service on that port?"));
   }
-  if (load_u32({echo, 4}) != nonce) broken("the server at " + where + " did not echo PING");
 }
 
 StoreClient::~StoreClient() {

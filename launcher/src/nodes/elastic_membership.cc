@@ -117,7 +117,12 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
     etcd.timeout = read_timeout_;
     return std::make_unique<rendezvous::EtcdClient>(etcd);
   }
-  if (hosts_rendezvous_store(plan_)) {
+  const bool may_host = hosts_rendezvous_store(plan_);
+  // Serves the store unless the port is taken: then another launcher on this machine serves it
+  // already and we are its client. Tried again between the client's tries, so that a port taken
+  // by a process that then went (another program's, or a launcher that failed) is served here
+  // rather than waited on by every node.
+  const auto try_to_serve = [this] {
     try {
       rendezvous::StoreServerOptions options;
       options.port = plan_.rdzv_port;
@@ -125,13 +130,14 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
       options.log = [](std::string_view line) {
         log::warn("rendezvous store: " + std::string(line));
       };
-      rendezvous_server_ = std::make_unique<rendezvous::StoreServer>(options);
-      rendezvous_server_->start();
+      auto server = std::make_unique<rendezvous::StoreServer>(options);
+      server->start();
+      rendezvous_server_ = std::move(server);
     } catch (const NetworkError&) {
-      // Another launcher on this machine serves it already; we are its client.
       if (rdzv_is_host(plan_).value_or(false)) throw;
     }
-  }
+  };
+  if (may_host) try_to_serve();
   rendezvous::StoreClientOptions client;
   client.host = plan_.rdzv_host;
   client.port = plan_.rdzv_port;
@@ -144,7 +150,11 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   const milliseconds join_timeout = rdzv_seconds(plan_, "join_timeout", 600);
   return connect_until(
       client, std::chrono::steady_clock::now() + join_timeout, milliseconds(100),
-      [this] { throw_if_stopped(); }, "the rendezvous endpoint, --rdzv_endpoint",
+      [&] {
+        throw_if_stopped();
+        if (may_host && !rendezvous_server_) try_to_serve();
+      },
+      "the rendezvous endpoint, --rdzv_endpoint",
       acc::detail::concat("no store server answered at ",
                           format_endpoint(plan_.rdzv_host, plan_.rdzv_port), " within ",
                           join_timeout.count(), " ms; is it running and reachable?"));

@@ -21,6 +21,8 @@ std::unique_ptr<rendezvous::StoreClient> connect_until(
       return std::make_unique<rendezvous::StoreClient>(options);
     } catch (const rendezvous::StoreHandshakeTimeout& e) {
       handshake = e.what();
+    } catch (const rendezvous::StoreHandshakeFailed& e) {
+      handshake = e.what();  // a server going away, or not a store: the next try may find ours
     } catch (const TimeoutError&) {
     }
     if (std::chrono::steady_clock::now() < deadline) continue;

@@ -2,7 +2,9 @@
 # Elastic rendezvous between launchers on loopback, each a "node" with 2 PyTorch Gloo workers:
 #   1. two nodes (--nnodes 1:2) meet in one round and run a 4-rank job;
 #   2. a node with another --rdzv_id never joins that job: it stops alone, with one line;
-#   3. an endpoint where nothing listens is one clear line and a non-zero exit, quickly.
+#   3. an endpoint where nothing listens is one clear line and a non-zero exit, quickly;
+#   4. a port another program holds when the nodes start, and then lets go, is taken over by a
+#      node that may host the store: the job runs.
 # Usage: loopback.sh ACC_LAUNCH. Exits 77 (skipped) without python3-torch or a
 # network namespace of its own (own_loopback.sh).
 set -uo pipefail
@@ -59,3 +61,27 @@ if [ $rc = 0 ] || [ "$lines" != 1 ] || ! grep -q '127.0.0.2' "$work/d.err"; then
   echo "FAIL: unreachable endpoint (exit $rc, $lines lines)"; exit 1
 fi
 echo "PASS: unreachable endpoint: one line, exit $rc, ${took} ms"
+
+# 4. The port is another program's when the nodes start (it listens and never answers), and that
+# program then goes: a node that may host takes the port over, and the two nodes run their job.
+/usr/bin/python3 -c 'import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(64)
+print("held", flush=True)
+time.sleep(3)' $port >"$work/holder.out" &
+holder=$!
+for _ in $(seq 50); do grep -q held "$work/holder.out" 2>/dev/null && break; sleep 0.1; done
+start=$(date +%s%N)
+node e three 2:2 &
+node f three 2:2 &
+wait $holder
+wait
+took=$(( ($(date +%s%N) - start) / 1000000 ))
+results=$(cat "$work/e.out" "$work/f.out" | grep -c 'RESULT world=4 all_reduce=10 ')
+if [ "$(cat $work/e.rc)" != 0 ] || [ "$(cat $work/f.rc)" != 0 ] || [ "$results" != 1 ]; then
+  echo "FAIL: the nodes did not take the port over once its holder went (exit $(cat $work/e.rc) $(cat $work/f.rc))"
+  tail -n 20 "$work"/e.err "$work"/f.err; exit 1
+fi
+echo "PASS: a port held at the start by another program (3 s) was taken over; the job ran in ${took} ms"

@@ -37,6 +37,13 @@ class StoreHandshakeTimeout : public TimeoutError {
   using TimeoutError::TimeoutError;
 };
 
+// A server accepted the connection and then closed or reset it, or answered nonsense, during the
+// handshake: a server going away (or not a store). Worth another try, as a timeout is.
+class StoreHandshakeFailed : public NetworkError {
+ public:
+  using NetworkError::NetworkError;
+};
+
 // Not thread-safe: one request at a time (use one client per thread). Every method blocks for one
 // round trip, or longer where it says so. Any method throws NetworkError when the connection
 // breaks and TimeoutError when a reply does not come in time; after either, the client is unusable
