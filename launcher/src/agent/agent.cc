@@ -221,6 +221,7 @@ class Agent::Impl : public WorkerGroup::Listener {
 
  private:
   int finish(int status) {
+    if (status_board_) status_board_->job_ended();  // its workers are done; the exit barrier
     try {
       membership_->leave(status == 0);  // may be stopped by a signal at its exit barrier
     } catch (...) {
@@ -315,15 +316,16 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (file_timer_) group_->watch(file_timer_->fd());
     next_membership_check_ = os_.now() + membership_->poll_interval();
     group_->start();
+    std::vector<StatusBoard::Worker> workers;  // each with its progress file, for both readers
+    if (worker_progress_ || status_board_)
+      for (const auto& w : group_->workers())
+        workers.push_back({w->rank, w->spec.local_rank, w->pid, progress_file_path(w->dir)});
     if (worker_progress_) {
       std::vector<std::string> files;
-      for (const auto& w : group_->workers()) files.push_back(progress_file_path(w->dir));
+      for (const StatusBoard::Worker& w : workers) files.push_back(w.progress_file);
       worker_progress_->attempt_started(files);
     }
     if (status_board_) {
-      std::vector<StatusBoard::Worker> workers;
-      for (const auto& w : group_->workers())
-        workers.push_back({w->rank, w->spec.local_rank, w->pid, progress_file_path(w->dir)});
       StatusBoard::JobStore store;
       if (round_.nnodes > 1)
         store = {round_.master_addr, round_.master_port, round_.restart_count, round_.nnodes,

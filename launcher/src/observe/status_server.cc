@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "acc/common/endpoint.h"
 #include "acc/common/store_keys.h"
 #include "acc/rendezvous/store_client.h"
 #include "observe/http_server.h"
@@ -70,8 +71,7 @@ std::string status_url(const std::string& host, int port) {
   std::string local = host;
   if (host == "0.0.0.0" || host == "localhost") local = "127.0.0.1";
   if (host == "::") local = "::1";
-  if (local.find(':') != std::string::npos) local = "[" + local + "]";
-  return "http://" + local + ":" + std::to_string(port) + "/";
+  return "http://" + format_endpoint(local, port) + "/";
 }
 
 std::string status_url_path(int launcher_pid) {
