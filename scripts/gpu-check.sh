@@ -2,7 +2,9 @@
 # Every path of acc-launch and libacc that needs a GPU, in one run that ends with one line per
 # check: NAME, PASS/FAIL/SKIP, a figure where it has one. Meant for a lent GPU machine (no package
 # registry there: nothing is installed). Each check is bounded by `timeout`; the bounds are set so
-# the run fits well under 8 minutes on one GPU (not yet timed on one: this machine has none).
+# the run fits well under 8 minutes on one GPU; GPU_CHECK_DEADLINE_S (default 450) caps the whole
+# run: a check gets no more than the time left, and one that would start with under 10 s left is
+# SKIP ("no time left"). Each summary line is also appended to OUT_DIR/summary.txt as it is known.
 #
 #   scripts/gpu-check.sh [OUT_DIR]            (default /tmp/acc-gpu-check; each check's log there)
 #   GPU_CHECK_CPU=1 scripts/gpu-check.sh      what needs no GPU, on this machine's build; SKIP for
@@ -11,6 +13,8 @@
 # PYTHON: a Python with PyTorch 2.x (a CUDA wheel on the GPU machine), torchfrtrace and Accelerate
 #   beside it (python3). Its LibTorch is the one libacc builds against in GPU mode.
 # BUILD_DIR: the build tree (build-gpu; with GPU_CHECK_CPU=1: build, already configured).
+# GPU_CHECK_PREBUILT=1: BUILD_DIR already holds the programs, built elsewhere against the same
+#   PyTorch (its libraries found through LD_LIBRARY_PATH): no configure, no build.
 # DATA_DIR: the Fashion-MNIST idx files (/usr/share/datasets/fashion-mnist); where absent, a small
 #   random set in that format is made for the Trainer's check (its accuracy then means nothing).
 # DEPS_DEBS=DIR: Debian .deb files of the build dependencies (CLI11, yaml-cpp, spdlog, fmt, Boost,
@@ -27,9 +31,15 @@ if [ "$cpu_only" = 1 ]; then build=${BUILD_DIR:-build}; else build=${BUILD_DIR:-
 launcher="$build/launcher/acc-launch"
 pybin=$(dirname "$(command -v "$python" || echo "$python")")
 summary=()
+deadline=$((SECONDS + ${GPU_CHECK_DEADLINE_S:-450}))
+: >"$out/summary.txt"
 
 # record NAME STATUS FIGURE: one line of the summary.
-record() { summary+=("$(printf '%-26s %-4s %s' "$1" "$2" "$3")"); echo "-- $1: $2 $3"; }
+record() {
+  summary+=("$(printf '%-26s %-4s %s' "$1" "$2" "$3")")
+  printf '%s\n' "${summary[-1]}" >>"$out/summary.txt"
+  echo "-- $1: $2 $3"
+}
 skip() { record "$1" SKIP "$2"; }
 # check NAME SECONDS CMD...: runs CMD bounded by `timeout` into $out/NAME.log. Exit 0 is PASS,
 # 77 SKIP, anything else FAIL (124: the bound). The figure is figure_NAME's output on the log
@@ -37,6 +47,11 @@ skip() { record "$1" SKIP "$2"; }
 check() {
   local name=$1 seconds=$2
   shift 2
+  if [ $((deadline - SECONDS)) -lt 10 ]; then
+    skip "$name" "no time left (GPU_CHECK_DEADLINE_S)"
+    return
+  fi
+  [ $((deadline - SECONDS)) -lt "$seconds" ] && seconds=$((deadline - SECONDS))
   echo "== $name: $*"
   local began=$SECONDS
   # Through bash: CMD may be one of the functions below (exported with the variables they use).
@@ -73,34 +88,58 @@ gpu_only() { # gpu_only NAME: SKIP the check in CPU mode; true (0) then.
 
 # ---- the machine and the build ------------------------------------------------------------------
 echo "== machine"
-{ nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"; } | tee "$out/machine.log"
+{
+  nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
+  echo "$(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $(cmake --version | head -1);" \
+    "$(c++ --version | head -1); ninja $(ninja --version 2>/dev/null)"
+} | tee "$out/machine.log"
 "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
   "gpus", torch.cuda.device_count())' 2>&1 | tee -a "$out/machine.log"
-if [ "$cpu_only" != 1 ]; then
-  prefix_path=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
-  if [ -n "${DEPS_DEBS:-}" ]; then
-    for deb in "$DEPS_DEBS"/*.deb; do dpkg -x "$deb" /tmp/acc-deps; done
-    prefix_path="$prefix_path;/tmp/acc-deps/usr"
-    export BOOST_ROOT=/tmp/acc-deps/usr
-  fi
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix_path" \
-    -DCUDAToolkit_ROOT=/usr/local/cuda -DTORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" \
-    -DACC_TORCH_PYTHON="$(command -v "$python")" -DACC_TORCH2_PYTHON="$(command -v "$python")" \
-    >"$out/configure.log" 2>&1
-  if ! grep -q "libacc: CUDA 1, NCCL 1" "$out/configure.log"; then
-    record configure FAIL "libacc was not configured with CUDA and NCCL; $out/configure.log"
-    printf '%s\n' "${summary[@]}"
-    exit 1
-  fi
+# The build dependencies from .debs, for a build here and for the prebuilt programs' spdlog and fmt.
+if [ -n "${DEPS_DEBS:-}" ]; then
+  for deb in "$DEPS_DEBS"/*.deb; do dpkg -x "$deb" /tmp/acc-deps; done
+  # A development link that points at an absolute path (libz.so -> /lib/.../libz.so.1.2.13)
+  # is pointed at the unpacked file, else at the machine's own library of that name.
+  find /tmp/acc-deps -xtype l | while read -r link; do
+    target=$(readlink "$link")
+    case $target in /*) ;; *) continue ;; esac
+    for candidate in "/tmp/acc-deps$target" "/tmp/acc-deps/usr$target" \
+      $(ls -d "/usr/lib/x86_64-linux-gnu/$(basename "$link")".* \
+        "/lib/x86_64-linux-gnu/$(basename "$link")".* 2>/dev/null); do
+      [ -e "$candidate" ] && { ln -sf "$candidate" "$link"; break; }
+    done
+  done
+  export BOOST_ROOT=/tmp/acc-deps/usr
 fi
-began=$SECONDS
-if cmake --build "$build" -j"$(nproc)" --target acc-launch runtime_worker runtime_tests \
-  launch_program trainer_worker fashion_mnist_trainer store_test_server rendezvous_torch_tests \
-  ddp_step store_bench spawn_floor -- -k 0 >"$out/build.log" 2>&1; then
-  record build PASS "$((SECONDS - began)) s"
+if [ "${GPU_CHECK_PREBUILT:-0}" = 1 ]; then
+  # BUILD_DIR holds programs built elsewhere against the same PyTorch (its LibTorch found at run
+  # time through LD_LIBRARY_PATH): no configure, no build.
+  record build PASS "prebuilt: $build"
 else
-  record build FAIL "$out/build.log"
-  grep -E -A5 'error:' "$out/build.log" | head -40
+  if [ "$cpu_only" != 1 ]; then
+    prefix_path=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+    [ -n "${DEPS_DEBS:-}" ] && prefix_path="$prefix_path;/tmp/acc-deps/usr"
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix_path" \
+      -DCUDAToolkit_ROOT=/usr/local/cuda -DTORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" \
+      -DACC_TORCH_PYTHON="$(command -v "$python")" -DACC_TORCH2_PYTHON="$(command -v "$python")" \
+      >"$out/configure.log" 2>&1
+    if ! grep -q "libacc: CUDA 1, NCCL 1" "$out/configure.log"; then
+      record configure FAIL "libacc was not configured with CUDA and NCCL; $out/configure.log"
+      tail -30 "$out/configure.log"
+      printf '%s\n' "${summary[@]}"
+      exit 1
+    fi
+  fi
+  began=$SECONDS
+  if timeout $((deadline - SECONDS)) cmake --build "$build" -j"$(nproc)" --target acc-launch \
+    runtime_worker runtime_tests launch_program trainer_worker fashion_mnist_trainer \
+    store_test_server rendezvous_torch_tests ddp_step store_bench spawn_floor -- -k 0 \
+    >"$out/build.log" 2>&1; then
+    record build PASS "$((SECONDS - began)) s"
+  else
+    record build FAIL "$out/build.log"
+    grep -E -A5 'error:' "$out/build.log" | head -40
+  fi
 fi
 
 # ---- libacc on the GPU --------------------------------------------------------------------------
@@ -137,7 +176,7 @@ if [ "$cpu_only" = 1 ]; then
     "$build/examples/fashion_mnist/fashion_mnist_trainer" --epochs 1 --limit 3000 \
     --data-dir "$data" --output-dir "$out/trainer"
 else
-  check trainer_one_epoch 300 "$launcher" --nproc_per_node 1 \
+  check trainer_one_epoch 150 "$launcher" --nproc_per_node 1 \
     "$build/examples/fashion_mnist/fashion_mnist_trainer" --epochs 1 --data-dir "$data" \
     --output-dir "$out/trainer"
 fi
@@ -201,12 +240,20 @@ status_gpu_check() {
     sleep 0.1
   done
   [ -n "$url" ] || { echo "no status URL printed"; kill $job; return 1; }
-  for n in $(seq 30); do
-    sleep 0.5
-    best=$(curl -sf "${url}api/job" | "$python" -c 'import json, sys
-r = json.load(sys.stdin)["ranks"][0]
-print(max(float(sys.argv[1]), r["gpu_busy"] or 0))' "$best" 2>/dev/null || echo "$best")
-  done
+  # Python's own client: the GPU machine may have no curl.
+  best=$("$python" - "${url}api/job" <<'PY'
+import json, sys, time, urllib.request
+best = 0.0
+for _ in range(30):
+    time.sleep(0.5)
+    try:
+        rank = json.load(urllib.request.urlopen(sys.argv[1], timeout=2))["ranks"][0]
+        best = max(best, rank.get("gpu_busy") or 0)
+    except (OSError, ValueError, KeyError, IndexError):
+        pass
+print(best)
+PY
+)
   wait $job
   echo "gpu_busy max $best"
   "$python" -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "$best"
@@ -242,18 +289,18 @@ figure_bench_launch_overhead() { grep -E 'start-up|teardown' "$1" | tr -s ' ' | 
 check bench_launch_overhead 240 "$python" bench/launch_overhead/bench.py "$launcher" --runs 3 \
   --floor "$build/bench/launch_overhead/spawn_floor" --torch2-python "$python" \
   --torchrun1 "$(realpath -m "$root/../shared/peers/torchrun_debian.py")"
-figure_bench_store() { grep -iE 'ratio|ours/' "$1" | head -3 | tr -s ' ' | paste -sd';'; }
-# In GPU mode $build is itself the 2.x tree: run.sh then makes no second one.
+figure_bench_store() { grep -E 'cpu/op' "$1" | sed 's/ (median.*//' | tr -s ' ' | paste -sd';'; }
 if [ "$cpu_only" = 1 ]; then
   check bench_store 180 bash bench/store/run.sh "$build" --seconds 2 --rounds 1
 else
-  check bench_store 180 env TORCH2_BUILD="$build" bash bench/store/run.sh "$build" --seconds 2 --rounds 1
+  # The GPU tree is itself the 2.x tree, built already (run.sh would configure one where absent).
+  check bench_store 180 "$build/bench/store/store_bench" --seconds 2 --rounds 1
 fi
 figure_bench_ddp_step() { grep -E 'ratio|floor/' "$1"; }
 if [ "$cpu_only" = 1 ]; then
   check bench_ddp_step 300 env ROUNDS=1 STEPS=30 PYTHON="$python" bash bench/ddp_step/run.sh "$build"
 else
-  check bench_ddp_step 300 env DEVICE=cuda NPROC="$(nvidia-smi -L | wc -l)" BATCH=64 ROUNDS=2 \
+  check bench_ddp_step 300 env DEVICE=cuda NPROC="$(nvidia-smi -L | wc -l)" BATCH=64 ROUNDS=2 PYTHON2= \
     PYTHON="$python" bash bench/ddp_step/run.sh "$build"
 fi
 

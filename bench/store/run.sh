@@ -81,6 +81,9 @@ run() {
 }
 echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 run "$torch2_build"
-echo
-run "$build"
+# On a GPU machine the tree of its PyTorch 2.x is the only one (scripts/gpu-check.sh).
+if [ "$(realpath "$build")" != "$(realpath "$torch2_build")" ]; then
+  echo
+  run "$build"
+fi
 echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg)"
