@@ -287,7 +287,7 @@ figure_bench_launch_overhead() { grep -E 'start-up|teardown' "$1" | tr -s ' ' | 
 # Its peers: the torchrun of $python (PyTorch 2.x), and Debian's 1.13 (mended for Python 3.11 by
 # ../shared/peers/torchrun_debian.py) where the machine has it; a missing peer is one line.
 check bench_launch_overhead 240 "$python" bench/launch_overhead/bench.py "$launcher" --runs 3 \
-  --floor "$build/bench/launch_overhead/spawn_floor" --torch2-python "$python" \
+  --floor "$build/bench/launch_overhead/spawn_floor" --torch2-python "$(command -v "$python")" \
   --torchrun1 "$(realpath -m "$root/../shared/peers/torchrun_debian.py")"
 figure_bench_store() { grep -E 'cpu/op' "$1" | sed 's/ (median.*//' | tr -s ' ' | paste -sd';'; }
 if [ "$cpu_only" = 1 ]; then
