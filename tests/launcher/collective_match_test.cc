@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "acc/common/progress_file.h"
+#include "json_fields.h"
 #include "launcher_harness.h"
 
 namespace acc::launcher {
@@ -123,11 +124,11 @@ TEST(CollectiveMatchTest, PointToPointCallsPairASendWithARecv) {
   EXPECT_TRUE(findings.empty()) << describe(findings.front());
 }
 
-TEST(CollectiveMatchTest, ATraceSurvivesItsTextEncoding) {
+TEST(CollectiveMatchTest, ATraceSurvivesItsEncodingWithEveryField) {
   RankTrace t = trace(3, {call(57, "all_reduce", false), call(58, "broadcast", true, 4.25)});
   t.completed = 57;
   t.in_collective = 12.5;
-  t.calls[1].where = "with\ttab.py:3";
+  t.calls[1].where = "with\ttab\nand \"quotes\" ✓.py:3";
   t.calls[1].peer = 2;
   const auto decoded = decode_trace(encode_trace(t));
   ASSERT_TRUE(decoded);
@@ -143,13 +144,36 @@ TEST(CollectiveMatchTest, ATraceSurvivesItsTextEncoding) {
   EXPECT_EQ(c.peer, 2);
   EXPECT_EQ(c.numel, 1024u);
   EXPECT_EQ(c.dtype, "float32");
-  EXPECT_EQ(c.where, "with tab.py:3");
-  EXPECT_DOUBLE_EQ(c.duration, 4.25);
+  EXPECT_EQ(c.where, t.calls[1].where);
+  EXPECT_EQ(c.age, t.calls[1].age);
+  EXPECT_EQ(c.duration, 4.25);
   EXPECT_TRUE(c.in_flight);
   EXPECT_FALSE(decoded->calls[0].in_flight);
-  EXPECT_FALSE(decode_trace("acc-trace 2 3 57 1.0\n"));
-  EXPECT_FALSE(decode_trace("acc-trace 1 3 57 1.0\ndefault\t1\n"));
   EXPECT_FALSE(decode_trace(""));
+}
+
+TEST(CollectiveMatchTest, ATraceOfAnotherVersionOrWithABadFieldIsRefusedNotReadAsZero) {
+  const std::string text = encode_trace(trace(3, {call(57, "all_reduce", true)}));
+  ASSERT_TRUE(decode_trace(text));
+  EXPECT_FALSE(decode_trace(with_field(text, "/version", 1)));
+  EXPECT_FALSE(decode_trace(with_field(text, "/format", "acc-stragglers")));
+  EXPECT_FALSE(decode_trace(with_field(text, "/rank", "3")));
+  EXPECT_FALSE(decode_trace(with_field(text, "/completed", -1)));
+  EXPECT_FALSE(decode_trace(with_field(text, "/calls/0/seq", "x")));
+  EXPECT_FALSE(decode_trace(with_field(text, "/calls/0/group_size", "four")));
+  EXPECT_FALSE(decode_trace(with_field(text, "/calls/0/peer", 0.5)));
+  EXPECT_FALSE(decode_trace(with_field(text, "/calls/0/numel", -1)));
+  EXPECT_FALSE(decode_trace(with_field(text, "/calls/0/age", "1.0")));
+  EXPECT_FALSE(decode_trace(with_field(text, "/calls/0/in_flight", 1)));
+  EXPECT_FALSE(decode_trace(with_field(text, "/calls/0/op", nullptr)));
+  EXPECT_FALSE(decode_trace(without_field(text, "/calls/0/seq")));
+  EXPECT_FALSE(decode_trace(text.substr(0, text.size() - 2)));
+  // Version 1's lines, garbage and all, which its reader took for a call of sequence number 0 in
+  // a group of 0 ranks.
+  const std::string version_1 =
+      "acc-trace 1 3 57 1.0\n"
+      "default\tx\tall_reduce\tfour\t-1\t1024\tfloat32\tt.py:1\t1.0\t1.0\t1\n";
+  EXPECT_FALSE(decode_trace(version_1));
 }
 
 // The launcher's side of a file a worker wrote with the Writer: ages from the reader's clock.

@@ -10,6 +10,7 @@
 
 #include "acc/common/exit_code.h"
 #include "acc/common/store_keys.h"
+#include "json_fields.h"
 #include "memory_store.h"
 
 namespace acc::launcher {
@@ -50,13 +51,14 @@ class JobLinkTest : public ::testing::Test {
   std::vector<std::unique_ptr<JobLink>> nodes_;
 };
 
-TEST(JobEndTest, ALineRoundTripsWithEveryField) {
+TEST(JobEndTest, AJobEndRoundTripsAsOneLineWithEveryField) {
   JobEnd end;
   end.node = 3;
   end.host = "gpu-07";
   end.rank = 25;
   end.local_rank = 1;
   end.pid = 4711;
+  end.exit_code = 2;
   end.signal = 9;
   end.status = 137;
   end.reason = "rank 25 exited with SIGKILL (9)";
@@ -68,16 +70,47 @@ TEST(JobEndTest, ALineRoundTripsWithEveryField) {
   EXPECT_EQ(back.rank, 25);
   EXPECT_EQ(back.local_rank, 1);
   EXPECT_EQ(back.pid, 4711);
+  EXPECT_EQ(back.exit_code, 2);
   EXPECT_EQ(back.signal, 9);
   EXPECT_EQ(back.status, 137);
   EXPECT_EQ(back.reason, end.reason);
   EXPECT_EQ(describe_job_end(back), "node 3 (host gpu-07) ended the job: " + end.reason);
 }
 
-TEST(JobEndTest, ALineThatIsNotOneOfOursBecomesTheReason) {
-  const JobEnd end = parse_job_end("node=1 host=b rank=x");
-  EXPECT_EQ(end.reason, "node=1 host=b rank=x");
-  EXPECT_EQ(end.status, 1);  // never a success
+TEST(JobEndTest, AReasonWithQuotesNewlinesAndUnicodeSurvives) {
+  JobEnd end;
+  end.node = 1;
+  end.host = "ноут-b";
+  end.reason = "rank 3: \"CUDA error: an illegal memory access\"\n\tat train.py:12 \\ ✓ é 日本";
+  const std::string line = format_job_end(end);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const JobEnd back = parse_job_end(line);
+  EXPECT_EQ(back.reason, end.reason);
+  EXPECT_EQ(back.host, end.host);
+  EXPECT_EQ(back.node, 1);
+}
+
+// What another launcher's text would be read as: its own words, with a failure's status.
+TEST(JobEndTest, TextThatIsNotAJobEndBecomesTheReason) {
+  JobEnd end;
+  end.node = 1;
+  end.rank = 3;
+  end.status = 3;
+  end.reason = "rank 3 exited with 3";
+  const std::string text = format_job_end(end);
+  ASSERT_EQ(parse_job_end(text).status, 3);
+  for (const std::string& other :
+       {std::string("node=1 host=b rank=3 local_rank=1 pid=42 exit=3 signal=0 status=3 reason=x"),
+        std::string(""), with_field(text, "/version", 2), with_field(text, "/format", "acc-trace"),
+        with_field(text, "/rank", "3"), with_field(text, "/status", "x"),
+        with_field(text, "/status", true), with_field(text, "/status", 3.5),
+        with_field(text, "/reason", nullptr), without_field(text, "/status"),
+        text.substr(0, text.size() - 1)}) {
+    const JobEnd read = parse_job_end(other);
+    EXPECT_EQ(read.reason, other);
+    EXPECT_EQ(read.status, 1) << other;  // never a success, never a field read as zero
+    EXPECT_EQ(read.rank, -1) << other;
+  }
 }
 
 TEST_F(JobLinkTest, AFailureOnNodeOneIsSeenByNodeZeroAtItsNextTick) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "acc/common/progress_file.h"
+#include "json_fields.h"
 #include "launcher_harness.h"
 #include "observe/straggler_watch.h"
 
@@ -126,13 +127,14 @@ TEST(StragglersTest, NodeTimingsSurviveTheStoreAndGarbageIsRefused) {
   EXPECT_EQ(back->window[0].rank, 6);
   EXPECT_EQ(back->window[0].node, 3);
   EXPECT_EQ(back->window[0].steps, 12u);
-  EXPECT_NEAR(back->window[0].window, 5.001, 1e-9);
-  EXPECT_NEAR(back->window[0].in_collective, 0.25, 1e-9);
+  EXPECT_EQ(back->window[0].window, 5.001);  // exactly: doubles are written to round trip
+  EXPECT_EQ(back->window[0].in_collective, 0.25);
   ASSERT_EQ(back->totals.size(), 2u);
   EXPECT_EQ(back->totals[1].rank, 7);
+  EXPECT_EQ(back->totals[1].node, 3);
+  EXPECT_EQ(back->totals[1].steps, 41u);
   EXPECT_FALSE(decode_node_timings(""));
-  EXPECT_FALSE(decode_node_timings("acc-stragglers 2\nnode 1 host h sequence 1\n"));
-  EXPECT_FALSE(decode_node_timings("acc-stragglers 1\nnode 1 host h sequence 1\nwindow 1 2\n"));
+  EXPECT_FALSE(decode_node_timings("acc-stragglers 1\nnode 1 host h sequence 1\n"));
 }
 
 NodeTimings node_window(int node, std::uint64_t sequence, std::vector<RankTiming> window) {
@@ -143,6 +145,23 @@ NodeTimings node_window(int node, std::uint64_t sequence, std::vector<RankTiming
   timings.totals = window;
   timings.window = std::move(window);
   return timings;
+}
+
+TEST(StragglersTest, NodeTimingsOfAnotherVersionOrWithABadFieldAreRefusedNotReadAsZero) {
+  const std::string text = encode_node_timings(node_window(1, 4, {timing(2, 12, 5.0, 0.25, 1)}));
+  ASSERT_TRUE(decode_node_timings(text));
+  EXPECT_FALSE(decode_node_timings(with_field(text, "/version", 1)));
+  EXPECT_FALSE(decode_node_timings(with_field(text, "/version", 3)));
+  EXPECT_FALSE(decode_node_timings(with_field(text, "/node", "1")));
+  EXPECT_FALSE(decode_node_timings(with_field(text, "/sequence", -1)));
+  EXPECT_FALSE(decode_node_timings(with_field(text, "/window/0/steps", "12")));
+  EXPECT_FALSE(decode_node_timings(with_field(text, "/window/0/steps", 12.5)));
+  EXPECT_FALSE(decode_node_timings(with_field(text, "/window/0/rank", true)));
+  EXPECT_FALSE(decode_node_timings(with_field(text, "/window/0/window", "5.0")));
+  EXPECT_FALSE(decode_node_timings(with_field(text, "/window/0/in_collective", nullptr)));
+  EXPECT_FALSE(decode_node_timings(with_field(text, "/totals", nlohmann::json::object())));
+  EXPECT_FALSE(decode_node_timings(without_field(text, "/window/0/steps")));
+  EXPECT_FALSE(decode_node_timings(text.substr(0, text.size() / 2)));
 }
 
 // Node 0 of three (with no rank of its own here): the others' windows come through the exchange;

@@ -6,9 +6,12 @@
 
 #include "acc/common/exit_code.h"
 #include "acc/common/store_keys.h"
+#include "nodes/store_json.h"
 
 namespace acc::launcher {
 namespace {
+
+constexpr StoreFormat kJobEndFormat{"acc-job-end", 1};
 
 std::optional<int> parse_number(std::string_view text) {
   int value = 0;
@@ -26,46 +29,19 @@ std::string seconds_text(std::chrono::milliseconds duration) {
   return std::to_string(ms) + " ms";
 }
 
+// The fields under their own names; the format's tag is store_json.h's.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobEnd, node, host, rank, local_rank, pid, exit_code, signal,
+                                   status, reason)
+
 std::string format_job_end(const JobEnd& end) {
-  return "node=" + std::to_string(end.node) + " host=" + (end.host.empty() ? "-" : end.host) +
-         " rank=" + std::to_string(end.rank) + " local_rank=" + std::to_string(end.local_rank) +
-         " pid=" + std::to_string(end.pid) + " exit=" + std::to_string(end.exit_code) +
-         " signal=" + std::to_string(end.signal) + " status=" + std::to_string(end.status) +
-         " reason=" + end.reason;
+  return to_store_json(end, kJobEndFormat);
 }
 
-JobEnd parse_job_end(std::string_view line) {
-  JobEnd end;
-  std::string_view rest = line;
-  // Each field as format_job_end writes it, in its order; any mismatch: not one of ours.
-  const auto field = [&rest](std::string_view name) -> std::optional<std::string_view> {
-    if (rest.substr(0, name.size() + 1) != std::string(name) + "=") return std::nullopt;
-    rest.remove_prefix(name.size() + 1);
-    const size_t space = rest.find(' ');
-    if (space == std::string_view::npos) return std::nullopt;
-    const std::string_view value = rest.substr(0, space);
-    rest.remove_prefix(space + 1);
-    return value;
-  };
-  const auto number = [&field](std::string_view name, int& out) {
-    const auto value = field(name);
-    const auto n = value ? parse_number(*value) : std::nullopt;
-    if (n) out = *n;
-    return n.has_value();
-  };
-  std::optional<std::string_view> host;
-  const bool ok = number("node", end.node) && (host = field("host")) && number("rank", end.rank) &&
-                  number("local_rank", end.local_rank) && number("pid", end.pid) &&
-                  number("exit", end.exit_code) && number("signal", end.signal) &&
-                  number("status", end.status) && rest.substr(0, 7) == "reason=";
-  if (!ok) {
-    JobEnd other;
-    other.reason = std::string(line);
-    return other;
-  }
-  end.host = *host == "-" ? "" : std::string(*host);
-  end.reason = std::string(rest.substr(7));
-  return end;
+JobEnd parse_job_end(std::string_view text) {
+  if (std::optional<JobEnd> end = from_store_json<JobEnd>(text, kJobEndFormat)) return *end;
+  JobEnd other;
+  other.reason = std::string(text);
+  return other;
 }
 
 std::string describe_job_end(const JobEnd& end) {

@@ -22,11 +22,14 @@ namespace acc::launcher {
 // A keep-alive window as the lines name it: "10 s", or "2500 ms".
 std::string seconds_text(std::chrono::milliseconds duration);
 
-// One line for the store: "node=1 host=b rank=3 local_rank=1 pid=42 exit=3 signal=0 status=3
-// reason=rank 3 exited with 3" (the reason last: it may hold spaces).
+// One line of JSON for the store (store_json.h): {"exit_code":3,"format":"acc-job-end","host":"b",
+// "local_rank":1,"node":1,"pid":42,"rank":3,"reason":"rank 3 exited with 3","signal":0,
+// "status":3,"version":1}.
 std::string format_job_end(const JobEnd& end);
-// The inverse; a line that is not one gives a JobEnd whose reason is the line itself.
-JobEnd parse_job_end(std::string_view line);
+// The inverse. Text that is not one (not JSON, another format or version, a field missing or of
+// another type) gives a default JobEnd (node 0, no rank) whose status is 1 and whose reason is
+// the text itself: every node still ends the job, as a failure, and prints what it read.
+JobEnd parse_job_end(std::string_view text);
 // What every node prints: "node 1 (host b) ended the job: rank 3 exited with 3".
 std::string describe_job_end(const JobEnd& end);
 

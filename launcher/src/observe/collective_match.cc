@@ -2,34 +2,18 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "acc/common/strings.h"
+#include "nodes/store_json.h"
 #include "observe/hang_report.h"
 
 namespace acc::launcher {
 namespace {
 
-constexpr char kTraceMagic[] = "acc-trace";
-constexpr int kTraceVersion = 1;
-
-std::string clean(std::string field) {
-  for (char& c : field)
-    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
-  return field;
-}
-
-std::vector<std::string> split(const std::string& line, char separator) {
-  std::vector<std::string> fields;
-  std::string field;
-  std::istringstream in(line);
-  while (std::getline(in, field, separator)) fields.push_back(field);
-  if (!line.empty() && line.back() == separator) fields.emplace_back();
-  return fields;
-}
+// Version 1 was tab-separated lines.
+constexpr StoreFormat kTraceFormat{"acc-trace", 2};
 
 bool is_point_to_point(const std::string& op) {
   return op == "send" || op == "recv" || op == "isend" || op == "irecv" ||
@@ -186,49 +170,17 @@ RankTrace trace_from_snapshot(int rank, const progress_file::Snapshot& snapshot,
   return trace;
 }
 
+// Each field under its own name; the format's tag is store_json.h's.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TracedCall, group, seq, op, group_size, peer, numel, dtype,
+                                   where, age, duration, in_flight)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankTrace, rank, completed, in_collective, calls)
+
 std::string encode_trace(const RankTrace& trace) {
-  std::string text = std::string(kTraceMagic) + " " + std::to_string(kTraceVersion) + " " +
-                     std::to_string(trace.rank) + " " + std::to_string(trace.completed) + " " +
-                     fixed(trace.in_collective, 6) + "\n";
-  for (const TracedCall& c : trace.calls) {
-    text += clean(c.group) + "\t" + std::to_string(c.seq) + "\t" + clean(c.op) + "\t" +
-            std::to_string(c.group_size) + "\t" + std::to_string(c.peer) + "\t" +
-            std::to_string(c.numel) + "\t" + clean(c.dtype) + "\t" + clean(c.where) + "\t" +
-            fixed(c.age, 3) + "\t" + fixed(c.duration, 3) + "\t" + (c.in_flight ? "1" : "0") + "\n";
-  }
-  return text;
+  return to_store_json(trace, kTraceFormat);
 }
 
 std::optional<RankTrace> decode_trace(const std::string& text) {
-  std::istringstream in(text);
-  std::string line;
-  if (!std::getline(in, line)) return std::nullopt;
-  std::istringstream header(line);
-  std::string magic;
-  int version = 0;
-  RankTrace trace;
-  if (!(header >> magic >> version >> trace.rank >> trace.completed >> trace.in_collective) ||
-      magic != kTraceMagic || version != kTraceVersion)
-    return std::nullopt;
-  while (std::getline(in, line)) {
-    const std::vector<std::string> f = split(line, '\t');
-    if (f.size() != 11) return std::nullopt;
-    TracedCall c;
-    char* end = nullptr;
-    c.group = f[0];
-    c.seq = std::strtoull(f[1].c_str(), &end, 10);
-    c.op = f[2];
-    c.group_size = std::atoi(f[3].c_str());
-    c.peer = std::atoi(f[4].c_str());
-    c.numel = std::strtoull(f[5].c_str(), &end, 10);
-    c.dtype = f[6];
-    c.where = f[7];
-    c.age = std::strtod(f[8].c_str(), &end);
-    c.duration = std::strtod(f[9].c_str(), &end);
-    c.in_flight = f[10] == "1";
-    trace.calls.push_back(std::move(c));
-  }
-  return trace;
+  return from_store_json<RankTrace>(text, kTraceFormat);
 }
 
 std::vector<CollectiveFinding> match_collectives(const std::vector<RankTrace>& traces) {

@@ -3,7 +3,7 @@
 // The stuck collective, named from the ranks' collective traces (progress_file.h): each rank's
 // last calls, matched across ranks by (process group, sequence number), as PyTorch's Flight
 // Recorder analyzer matches them. Pure: stall_watch.cc gathers the traces (across nodes through
-// node 0's store, in the text encoding below) and hang_report.cc prints what match_collectives()
+// node 0's store, in the JSON encoding below) and hang_report.cc prints what match_collectives()
 // finds.
 
 #include <cstdint>
@@ -44,11 +44,14 @@ struct RankTrace {
 RankTrace trace_from_snapshot(int rank, const progress_file::Snapshot& snapshot,
                               std::int64_t now_ns, std::size_t max_calls = 32);
 
-// The text a launcher puts under store_keys::collective_trace(attempt, rank): a header line
-// "acc-trace 1 <rank> <completed> <in_collective>" and one tab-separated line per call. Tabs and
-// newlines inside fields become spaces.
+// What a launcher puts under store_keys::collective_trace(attempt, rank): one line of JSON
+// (nodes/store_json.h), {"calls":[{"age":3.5,"dtype":"float32","duration":1.25,"group":"default",
+// "group_size":4,"in_flight":true,"numel":1024,"op":"all_reduce","peer":-1,"seq":58,
+// "where":"train.py:12"}],"completed":57,"format":"acc-trace","in_collective":12.5,"rank":3,
+// "version":2}; every field as it is, tabs and newlines included.
 std::string encode_trace(const RankTrace& trace);
-// The trace encode_trace() wrote; nullopt for anything else (another version, a torn value).
+// The trace encode_trace() wrote; nullopt for anything else (another format or version, a torn
+// value, a field missing or of another type).
 std::optional<RankTrace> decode_trace(const std::string& text);
 
 // What the traces say of one process group.

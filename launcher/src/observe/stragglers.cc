@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <sstream>
 
 #include "acc/common/strings.h"
+#include "nodes/store_json.h"
 #include "observe/hang_report.h"
 
 namespace acc::launcher {
 namespace {
+
+// Version 1 was lines of text.
+constexpr StoreFormat kNodeTimingsFormat{"acc-stragglers", 2};
 
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -157,44 +160,19 @@ std::string format_straggler_table(const StragglerFinding& finding) {
   return text;
 }
 
-// "acc-stragglers 1", "node N host H sequence S", then "window|total RANK STEPS SECONDS IN".
+// A rank's timing without its node: NodeTimings names the node once, for all its ranks.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankTiming, rank, steps, window, in_collective)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeTimings, node, host, sequence, window, totals)
+
 std::string encode_node_timings(const NodeTimings& timings) {
-  std::string text = "acc-stragglers 1\nnode " + std::to_string(timings.node) + " host " +
-                     (timings.host.empty() ? "-" : timings.host) + " sequence " +
-                     std::to_string(timings.sequence) + "\n";
-  const auto rows = [&text](const char* kind, const std::vector<RankTiming>& list) {
-    for (const RankTiming& t : list)
-      text += std::string(kind) + " " + std::to_string(t.rank) + " " + std::to_string(t.steps) +
-              " " + fixed(t.window, 6) + " " + fixed(t.in_collective, 6) + "\n";
-  };
-  rows("window", timings.window);
-  rows("total", timings.totals);
-  return text;
+  return to_store_json(timings, kNodeTimingsFormat);
 }
 
 std::optional<NodeTimings> decode_node_timings(const std::string& text) {
-  std::istringstream in(text);
-  std::string magic, node_word, host_word, sequence_word;
-  int version = 0;
-  NodeTimings timings;
-  if (!(in >> magic >> version) || magic != "acc-stragglers" || version != 1) return std::nullopt;
-  if (!(in >> node_word >> timings.node >> host_word >> timings.host >> sequence_word >>
-        timings.sequence) ||
-      node_word != "node" || host_word != "host" || sequence_word != "sequence")
-    return std::nullopt;
-  if (timings.host == "-") timings.host.clear();
-  std::string kind;
-  while (in >> kind) {
-    RankTiming t;
-    t.node = timings.node;
-    if (!(in >> t.rank >> t.steps >> t.window >> t.in_collective)) return std::nullopt;
-    if (kind == "window")
-      timings.window.push_back(t);
-    else if (kind == "total")
-      timings.totals.push_back(t);
-    else
-      return std::nullopt;
-  }
+  std::optional<NodeTimings> timings = from_store_json<NodeTimings>(text, kNodeTimingsFormat);
+  if (!timings) return std::nullopt;
+  for (auto* list : {&timings->window, &timings->totals})
+    for (RankTiming& t : *list) t.node = timings->node;
   return timings;
 }
 

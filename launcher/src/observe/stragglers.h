@@ -71,7 +71,10 @@ struct NodeTimings {
   std::vector<RankTiming> totals;
 };
 
-// A few lines of text; decode returns nothing for text that is not one (another version's).
+// One line of JSON (nodes/store_json.h): {"format":"acc-stragglers","host":"gpu-d","node":3,
+// "sequence":17,"totals":[...],"version":2,"window":[{"in_collective":0.25,"rank":6,"steps":12,
+// "window":5.001}]}, each rank's node being the node's. decode returns nullopt for text that is
+// not one: another format or version, not JSON, cut short, a field missing or of another type.
 std::string encode_node_timings(const NodeTimings& timings);
 std::optional<NodeTimings> decode_node_timings(const std::string& text);
 

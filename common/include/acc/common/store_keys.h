@@ -39,8 +39,8 @@ inline std::string hang_node_summary(int restart_count, int node_rank) {
 //   /acc/job/node_<n>/let_go         node n (n > 0) is done with the store: it read the job's end
 //                                    or passed the exit barrier (node 0 may close the store)
 //   /acc/job/end                     the first launcher to end the job sets it (compare_set from
-//                                    absent) to one line naming the node, host, rank, exit and
-//                                    reason; every other launcher stops on seeing it
+//                                    absent) to one JSON object naming the node, host, rank, exit
+//                                    and reason; every other launcher stops on seeing it
 //   /acc/job/restart                 the restart count every node moves to (compare_set k -> k+1)
 //   /acc/job/attempt_<k>/arrived     the attempt barrier: each node adds 1 before attempt k
 //   /acc/job/exit/arrived            the exit barrier: each node adds 1 when its workers are done
