@@ -13,7 +13,7 @@ PYTHON      ?= /usr/bin/python3
 # (scripts/install-python-peers.sh): the modern peer the tests and benches compare against.
 TORCH2_PYTHON ?= $(shell bash scripts/install-python-peers.sh --python)
 
-.PHONY: all deps test-deps configure build test unit-test asan-test torch2-test check-format format demo install bench clean
+.PHONY: all deps test-deps configure build test unit-test asan-test asan-build asan-ctest torch2-test check-format format demo install bench clean
 
 all: build
 
@@ -34,20 +34,32 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-# Format check, the sanitized build and libacc on PyTorch 2.x's LibTorch come first; the main
-# tree's ctest summary closes the run. Each test runs once: those a sanitized tree can run (the
-# modules' unit tests, the launcher's integration tests: cmake/AccTargets.cmake) run sanitized
-# only; the main tree builds and runs the rest.
+# Format check and the sanitized build come first; then libacc on PyTorch 2.x's LibTorch builds
+# and runs at the lowest priority beside the sanitized tests, the main build and the main tests,
+# in the CPU time they leave (a quarter of two cores), and its output follows the main tree's
+# ctest summary. Each test runs once: those a sanitized tree can run (the modules' unit tests, the
+# launcher's integration tests: cmake/AccTargets.cmake) run sanitized only; the main tree builds
+# and runs the rest.
 test: SANITIZED_TESTS = OFF
-test: check-format asan-test torch2-test unit-test
+test: check-format asan-build test-deps
+	@mkdir -p $(TORCH2_TEST_BUILD); \
+	WERROR=$(WERROR) nice -n 19 bash scripts/torch2-runtime-test.sh $(TORCH2_TEST_BUILD) \
+	  $(TORCH2_PYTHON) >$(TORCH2_TEST_BUILD)/test.log 2>&1 & torch2=$$!; \
+	status=0; $(MAKE) --no-print-directory SANITIZED_TESTS=OFF asan-ctest unit-test || status=$$?; \
+	echo "== libacc on PyTorch 2.x's LibTorch (make torch2-test)"; \
+	wait $$torch2 || status=1; cat $(TORCH2_TEST_BUILD)/test.log; exit $$status
 
 unit-test: build test-deps
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
-asan-test: deps test-deps
+asan-test: asan-build test-deps asan-ctest
+
+asan-build: deps
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACC_SANITIZE=ON -DACC_WERROR=$(WERROR) \
 	  -DACC_TORCH2_PYTHON=$(TORCH2_PYTHON) -DACC_SANITIZED_TESTS=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
+
+asan-ctest:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
 

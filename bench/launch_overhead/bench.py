@@ -6,7 +6,9 @@ by side in one invocation.
   start-up : `LAUNCHER --nproc_per_node 8 --no_python /bin/true`, wall time to exit; the runs of
              every launcher are interleaved (one of each in turn), so a change of load on the
              machine falls on all of them alike. The floor row times `spawn_floor 8 /bin/true`
-             (posix_spawn and wait, no launcher): the start-up no launcher can beat here.
+             (posix_spawn and wait, no launcher): the start-up no launcher can beat here. On a
+             GPU host a second floor row, `spawn_floor --nvml`, makes NVML's calls of
+             acc-launch's GPU health pre-flight first: the floor of a launcher that checks.
   teardown : one of 8 workers exits 1 while the others sleep; time from that exit to the
              launcher's own exit
 
@@ -194,6 +196,12 @@ def bench(args):
     if floor:
         names.append("floor: spawn_floor, no launcher")
         cmds.append([args.floor, "8", "/bin/true"])
+        # On a GPU host acc-launch asks NVML about the GPUs before it starts workers: the floor
+        # of a launcher that does (spawn_floor --nvml makes the same calls first).
+        if subprocess.run([args.floor, "--nvml", "1", "/bin/true"],
+                          stderr=subprocess.DEVNULL).returncode == 0:
+            names.append("floor + NVML pre-flight: spawn_floor --nvml")
+            cmds.append([args.floor, "--nvml", "8", "/bin/true"])
     for other in args.baseline:
         if not os.access(other, os.X_OK):
             raise BenchError(f"no acc-launch at {other}")
@@ -211,6 +219,8 @@ def bench(args):
     for name, seconds in zip(names, medians):
         if name == "acc-launch":
             ratio = ""
+        elif name.startswith("floor +"):
+            ratio = f"acc-launch is {ours_start / seconds:.2f}x this floor"
         elif name.startswith("floor"):
             ratio = f"acc-launch is {ours_start / seconds:.2f}x the floor"
         elif name.startswith("baseline"):

@@ -3,24 +3,83 @@
 // beside acc-launch and torchrun, so the start-up ratio can be read against the best any launcher
 // could do here.
 //
-// Usage: spawn_floor N PROGRAM
+// With --nvml, first the NVML calls that acc-launch's GPU health pre-flight cannot do without
+// (docs/launch.md, "GPU health"): load libnvidia-ml.so.1, nvmlInit, and for each GPU its handle,
+// UUID, uncorrected ECC count, pending page retirements and row remappings. That is the floor of
+// a launcher that checks the GPUs before it starts workers; it exits 3 where NVML cannot load.
+//
+// Usage: spawn_floor [--nvml] N PROGRAM
+#include <dlfcn.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 extern char** environ;  // NOLINT: POSIX
 
+namespace {
+
+// NVML's C interface, the calls used here: each returns 0 on success. Devices are opaque.
+using Init = int (*)();
+using Count = int (*)(unsigned*);
+using Handle = int (*)(unsigned, void**);
+using Uuid = int (*)(void*, char*, unsigned);
+using Ecc = int (*)(void*, int, int, unsigned long long*);
+using Pending = int (*)(void*, int*);
+using Remapped = int (*)(void*, unsigned*, unsigned*, unsigned*, unsigned*);
+
+template <typename F>
+F symbol(void* library, const char* name) {
+  return reinterpret_cast<F>(dlsym(library, name));
+}
+
+bool ask_nvml() {
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (nvml == nullptr) return false;
+  const auto init = symbol<Init>(nvml, "nvmlInit_v2");
+  const auto count = symbol<Count>(nvml, "nvmlDeviceGetCount_v2");
+  const auto handle = symbol<Handle>(nvml, "nvmlDeviceGetHandleByIndex_v2");
+  const auto uuid = symbol<Uuid>(nvml, "nvmlDeviceGetUUID");
+  const auto ecc = symbol<Ecc>(nvml, "nvmlDeviceGetTotalEccErrors");
+  const auto retired = symbol<Pending>(nvml, "nvmlDeviceGetRetiredPagesPendingStatus");
+  const auto remapped = symbol<Remapped>(nvml, "nvmlDeviceGetRemappedRows");
+  unsigned devices = 0;
+  if (!init || !count || !handle || !uuid || !ecc || !retired || !remapped || init() != 0 ||
+      count(&devices) != 0)
+    return false;
+  for (unsigned i = 0; i < devices; ++i) {
+    void* device = nullptr;
+    if (handle(i, &device) != 0) continue;
+    char id[96];
+    unsigned long long errors = 0;
+    int pending = 0;
+    unsigned rows[4];
+    uuid(device, id, sizeof id);
+    ecc(device, /*uncorrected*/ 1, /*volatile*/ 1, &errors);
+    retired(device, &pending);
+    remapped(device, &rows[0], &rows[1], &rows[2], &rows[3]);
+  }
+  return true;  // no nvmlShutdown: acc-launch leaves it to the process's end too
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: spawn_floor N PROGRAM\n");
+  const bool nvml = argc > 1 && std::strcmp(argv[1], "--nvml") == 0;
+  if (argc != 3 + nvml) {
+    fprintf(stderr, "usage: spawn_floor [--nvml] N PROGRAM\n");
     return 2;
   }
-  const int n = atoi(argv[1]);
-  char* child_argv[] = {argv[2], nullptr};
+  if (nvml && !ask_nvml()) {
+    fprintf(stderr, "spawn_floor: NVML cannot be loaded or initialised here\n");
+    return 3;
+  }
+  const int n = atoi(argv[1 + nvml]);
+  char* child_argv[] = {argv[2 + nvml], nullptr};
   for (int i = 0; i < n; ++i) {
     pid_t pid;
-    if (posix_spawn(&pid, argv[2], nullptr, nullptr, child_argv, environ) != 0) {
+    if (posix_spawn(&pid, child_argv[0], nullptr, nullptr, child_argv, environ) != 0) {
       perror("posix_spawn");
       return 1;
     }

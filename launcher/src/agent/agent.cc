@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <sstream>
 
@@ -126,6 +127,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     std::vector<int> taken(std::begin(kAlwaysHandled), std::end(kAlwaysHandled));
     taken.insert(taken.end(), plan_.stop_signals.begin(), plan_.stop_signals.end());
     os_.take_signals(taken);
+    start_gpu_check();  // after take_signals: its thread must not take a stop signal
     start_health_check();
     start_status_server();
     membership_->set_stop_check([this] { return arrived_stop_signal(); });
@@ -249,10 +251,20 @@ class Agent::Impl : public WorkerGroup::Listener {
   // GPU takes no place in an elastic round, so that a spare takes it. A static job of several
   // nodes cannot go on without it: it joins, and ends the job at once for every node
   // (refuse_unfit_gpus), instead of leaving them to wait out their join timeout.
-  void check_gpus() {
+  // NVML's answers take tens of milliseconds (24 ms on an H200: nvmlInit, a device handle, the
+  // ECC count), most of a one-node launch: they are asked on a thread of their own from the start,
+  // while the network pre-flight and the rest of the set-up run, and check_gpus waits for them.
+  void start_gpu_check() {
     if (plan_.worker_gpus.empty()) return;
+    gpu_check_ = std::async(std::launch::async, [gpus = plan_.worker_gpus] {
+      check_gpu_health(gpus, Nvml::machine());
+    });
+  }
+
+  void check_gpus() {
+    if (!gpu_check_.valid()) return;
     try {
-      check_gpu_health(plan_.worker_gpus, Nvml::machine());
+      gpu_check_.get();
     } catch (const GpuError& e) {
       if (plan_.rdzv_backend != "static" || plan_.nnodes == 1) throw;
       unfit_gpus_ = e.what();
@@ -757,7 +769,8 @@ class Agent::Impl : public WorkerGroup::Listener {
   std::unique_ptr<HttpServer> status_server_;
   std::unique_ptr<StatusUrlFile> status_url_file_;
   std::string failure_report_;
-  std::string unfit_gpus_;  // a static multi-node job's GPU refusal, said after joining
+  std::future<void> gpu_check_;  // the pre-flight GPU health check (start_gpu_check)
+  std::string unfit_gpus_;       // a static multi-node job's GPU refusal, said after joining
 };
 
 Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,

@@ -25,7 +25,8 @@ class Nvml {
   // This machine's library (libnvidia-ml.so.1, or the file ACC_NVML_LIBRARY names), loaded and
   // initialised at the first call; null where there is none, no driver or no GPU. The same for
   // the launcher's whole life, so the cost of nvmlInit (up to seconds without the persistence
-  // daemon) is paid once, and only by a job whose silence needs explaining. Never throws.
+  // daemon) is paid once, and only by a job whose silence needs explaining. Kept until the
+  // process ends (no nvmlShutdown). Thread-safe. Never throws.
   static Nvml* machine();
   // A client of its own of this machine's library (the same library as machine()'s), for a
   // thread other than the agent's: sm_utilization() keeps where each client left off. Null where
