@@ -2,9 +2,11 @@
 # Every path of acc-launch and libacc that needs a GPU, in one run that ends with one line per
 # check: NAME, PASS/FAIL/SKIP, a figure where it has one. Meant for a lent GPU machine (no package
 # registry there: nothing is installed). Each check is bounded by `timeout`; the bounds are set so
-# the run fits well under 8 minutes on one GPU; GPU_CHECK_DEADLINE_S (default 450) caps the whole
-# run: a check gets no more than the time left, and one that would start with under 10 s left is
-# SKIP ("no time left"). Each summary line is also appended to OUT_DIR/summary.txt as it is known.
+# the run fits well under 8 minutes on one GPU (on an H200 with 16 CPUs, prebuilt: 241 s, and
+# 321 s with torchrun 2.11 as the launch bench's peer). GPU_CHECK_DEADLINE_S (default 450) caps
+# the whole run: a check gets no more than the time left, and one that would start with under
+# 10 s left is SKIP ("no time left"). Each summary line is also appended to OUT_DIR/summary.txt
+# as it is known.
 #
 #   scripts/gpu-check.sh [OUT_DIR]            (default /tmp/acc-gpu-check; each check's log there)
 #   GPU_CHECK_CPU=1 scripts/gpu-check.sh      what needs no GPU, on this machine's build; SKIP for
@@ -300,8 +302,9 @@ figure_bench_ddp_step() { grep -E 'ratio|floor/' "$1"; }
 if [ "$cpu_only" = 1 ]; then
   check bench_ddp_step 300 env ROUNDS=1 STEPS=30 PYTHON="$python" bash bench/ddp_step/run.sh "$build"
 else
-  check bench_ddp_step 300 env DEVICE=cuda NPROC="$(nvidia-smi -L | wc -l)" BATCH=64 ROUNDS=2 PYTHON2= \
-    PYTHON="$python" bash bench/ddp_step/run.sh "$build"
+  # PYTHON is PyTorch 2.x already: no second 2.x row (PYTHON2).
+  check bench_ddp_step 300 env DEVICE=cuda NPROC="$(nvidia-smi -L | wc -l)" BATCH=64 ROUNDS=2 \
+    PYTHON2= PYTHON="$python" bash bench/ddp_step/run.sh "$build"
 fi
 
 echo
