@@ -124,5 +124,17 @@ TEST(StoreAddressTest, TheFactsOfThisMachineRouteLoopbackOverLoopback) {
   EXPECT_EQ(none.route_source, "");
 }
 
+TEST(StoreAddressTest, TheInterfaceOfAnAddressIsNamed) {
+  EXPECT_EQ(interface_with_address("127.0.0.1"), "lo");
+  for (const std::string& address : read_address_facts("", "").interface_addresses) {
+    const std::string name = interface_with_address(address);
+    EXPECT_FALSE(name.empty()) << address;
+    EXPECT_NE(name, "lo") << address;
+  }
+  EXPECT_EQ(interface_with_address("203.0.113.77"), "");  // TEST-NET-3: no interface holds it
+  EXPECT_EQ(interface_with_address("host-a"), "");
+  EXPECT_EQ(interface_with_address(""), "");
+}
+
 }  // namespace
 }  // namespace acc::launcher

@@ -90,6 +90,8 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec) {
                                     : std::vector<int>{};
   if (!cpus.empty()) env.try_emplace("OMP_NUM_THREADS", std::to_string(cpus.size()));
   for (const auto& [key, value] : plan_.env_defaults) env.try_emplace(key, value);
+  if (!round_.socket_interface.empty())
+    env.try_emplace("GLOO_SOCKET_IFNAME", round_.socket_interface);
   for (const auto& [key, value] : flight_recorder_env(worker->dir, plan_.worker_torch))
     if (!torch_env::is_set(environment_, key)) env.emplace(key, value);
   for (const auto& [key, value] : worker_env(plan_, spec, round_, error_file)) env[key] = value;

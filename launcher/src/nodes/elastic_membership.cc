@@ -75,7 +75,10 @@ void ElasticMembership::connect() {
     const StoreAddress chosen =
         choose_store_address(read_address_facts(address_, rendezvous_host()));
     address_ = chosen.address;
-    if (!chosen.why.empty()) log::info(chosen.why);
+    if (!chosen.why.empty()) {
+      log::info(chosen.why);
+      socket_interface_ = interface_with_address(address_);
+    }
   }
   rendezvous::RendezvousOptions options;
   options.run_id = plan_.run_id;
@@ -178,6 +181,7 @@ Round ElasticMembership::join(int restart_count) {
   // (--max_restarts still counts this node's own failures.)
   round.restart_count = restart_count_;
   round.agent_store = true;
+  round.socket_interface = socket_interface_;
   log::info("rendezvous round {}: node {} of {}", round_, node_rank_, num_nodes_);
   last_reply_ = std::chrono::steady_clock::now();
   return round;

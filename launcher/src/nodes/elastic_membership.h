@@ -57,7 +57,8 @@ class ElasticMembership : public Membership {
   void wait_for(const std::string& name, std::chrono::milliseconds timeout);
 
   const LaunchPlan& plan_;
-  std::string address_;  // this node, as the others reach it
+  std::string address_;           // this node, as the others reach it
+  std::string socket_interface_;  // Round::socket_interface
   std::chrono::milliseconds keep_alive_interval_;
   int keep_alive_max_attempt_;
   std::chrono::milliseconds read_timeout_;  // --rdzv_conf read_timeout: the store's replies

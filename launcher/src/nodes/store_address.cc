@@ -145,6 +145,16 @@ StoreAddress choose_store_address(const AddressFacts& facts) {
   return {facts.hostname, ""};  // no interface but loopback: nothing else could reach this node
 }
 
+std::string interface_with_address(const std::string& address) {
+  ifaddrs* list = nullptr;
+  if (address.empty() || ::getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next)
+    if (i->ifa_addr && i->ifa_name && numeric_address(*i->ifa_addr) == address) name = i->ifa_name;
+  ::freeifaddrs(list);
+  return name;
+}
+
 AddressFacts read_address_facts(const std::string& hostname, const std::string& rendezvous_host) {
   AddressFacts facts;
   facts.hostname = hostname;

@@ -48,6 +48,10 @@ StoreAddress choose_store_address(const AddressFacts& facts);
 // read is left empty.
 AddressFacts read_address_facts(const std::string& hostname, const std::string& rendezvous_host);
 
+// The name of the interface of this node that holds `address` (numeric text), "eth0"; "" when
+// none does or it is not numeric. Never throws.
+std::string interface_with_address(const std::string& address);
+
 // True for a numeric loopback address (127.0.0.0/8, ::1, ::ffff:127.x). Pure.
 bool is_loopback_address(const std::string& address);
 

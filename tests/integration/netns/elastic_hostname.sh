@@ -6,7 +6,9 @@
 #   1. each hostname resolves to 127.0.1.1 on its own host (Debian's line) and to nothing
 #      elsewhere: the round's node 0 publishes the address it reaches the rendezvous from, not its
 #      hostname, and the job runs to the end (before that fix, the workers of the other nodes
-#      waited in TCPStore's connect for PyTorch's 30 minutes: here, the 60 s bound);
+#      waited in TCPStore's connect for PyTorch's 30 minutes: here, the 60 s bound); nobody sets
+#      GLOO_SOCKET_IFNAME: each launcher gives its workers the interface of its address (without
+#      it Gloo took 127.0.1.1 from the hostname: "connect [127.0.1.1]:PORT: Connection refused");
 #   2. each hostname resolves to the host's own address there, and to nothing elsewhere: the
 #      hostname is published, the other nodes cannot reach it, and every node stops with one
 #      line naming the address and --local_addr (exit 3) before any worker starts.
@@ -64,7 +66,7 @@ hosts_files() {  # hosts_files loopback|own: each host's name on its own host on
 node() {  # node NAME ARGS...: one launcher on host NAME, without --local_addr; execs
   local n=$1; shift
   exec timeout -k 5 60 ip netns exec acc-h$n-$id unshare --uts sh -c 'hostname "$0" && exec "$@"' \
-    host-$n env GLOO_SOCKET_IFNAME=v$n$id PYTHON_EXEC=$python HF_HOME=/nonexistent "$launcher" \
+    host-$n env -u GLOO_SOCKET_IFNAME PYTHON_EXEC=$python HF_HOME=/nonexistent "$launcher" \
     --nnodes 3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint 10.231.21.1:29400 \
     --rdzv_id job$id --shutdown_timeout 5 \
     --rdzv_conf last_call_timeout=1,keep_alive_interval=1,join_timeout=30 "$@"

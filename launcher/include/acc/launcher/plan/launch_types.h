@@ -39,6 +39,10 @@ struct Round {
   int master_port = 0;
   int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT: failures so far, not re-rendezvous
   bool agent_store = false;  // the launcher serves the workers' store at master_addr:port
+  // Where this node's hostname would not bring the other nodes here (store_address.h), the
+  // interface of the address it goes by instead: the workers' GLOO_SOCKET_IFNAME unless they
+  // have one, since Gloo otherwise takes its own address from the hostname. Empty: none set.
+  std::string socket_interface;
 };
 
 }  // namespace acc::launcher
