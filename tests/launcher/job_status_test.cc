@@ -205,14 +205,25 @@ TEST(JobJsonTest, ReadsBackWithNullsWhereNothingIsKnown) {
   EXPECT_EQ(job["ranks"][1]["recent_step_seconds"].size(), 2u);
 }
 
-TEST(JobJsonTest, ReadsBackWhatItWroteAndRefusesAnythingElse) {
+TEST(JobJsonTest, ANodesStatusReadsBackAsWrittenAndAnythingElseIsRefused) {
   JobStatus job = two_ranks();
   job.nodes.push_back({0, "host-a", "running", 1, 0, 2});
-  const std::optional<JobStatus> back = parse_job_json(job_json(job));
+  const std::optional<JobStatus> back = decode_node_status(encode_node_status(job));
   ASSERT_TRUE(back);
   EXPECT_EQ(job_json(*back), job_json(job));
-  EXPECT_FALSE(parse_job_json("{}"));
-  EXPECT_FALSE(parse_job_json("not json"));
+  EXPECT_FALSE(decode_node_status("{}"));
+  EXPECT_FALSE(decode_node_status("not json"));
+  EXPECT_FALSE(decode_node_status(job_json(job)));  // the API's object, untagged
+  // A field of the wrong type is refused, not read as 0 or true.
+  const std::string text = encode_node_status(job);
+  const std::string workers = "\"workers_alive\":2";
+  ASSERT_NE(text.find(workers), std::string::npos) << text;
+  std::string bad = text;
+  bad.replace(bad.find(workers), workers.size(), "\"workers_alive\":2.5");
+  EXPECT_FALSE(decode_node_status(bad));
+  bad = text;
+  bad.replace(bad.find(workers), workers.size(), "\"workers_alive\":\"2\"");
+  EXPECT_FALSE(decode_node_status(bad));
 }
 
 TEST_F(StatusBoardTest, NodeZeroShowsTheOtherNodesRanksAfterItsOwnByRank) {

@@ -9,6 +9,7 @@
 #include "acc/common/error.h"
 #include "acc/common/progress_file.h"
 #include "host/nvml.h"
+#include "nodes/store_json.h"
 #include "observe/stragglers.h"
 #include "process/proc.h"
 
@@ -102,6 +103,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeStatus, node_rank, host, phase, attempt, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobStatus, job_id, host, node_rank, nnodes, world_size, attempt,
                                    restarts, workers_alive, phase, nodes, ranks, hang_report)
 
+// A node's status in node 0's store (encode_node_status); version 0 was job_json's plain object.
+constexpr StoreFormat kNodeStatusFormat{"acc-node-status", 1};
+
 std::string prometheus_text(const JobStatus& job) {
   const std::string job_label = "job_id=\"" + label_value(job.job_id) + "\"";
   const auto node_labels = [&](int node, const std::string& host) {
@@ -170,12 +174,12 @@ std::string job_json(const JobStatus& job) {
   return nlohmann::json(job).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-std::optional<JobStatus> parse_job_json(const std::string& text) {
-  try {
-    return nlohmann::json::parse(text).get<JobStatus>();
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
-  }
+std::string encode_node_status(const JobStatus& status) {
+  return to_store_json(status, kNodeStatusFormat);
+}
+
+std::optional<JobStatus> decode_node_status(std::string_view text) {
+  return from_store_json<JobStatus>(text, kNodeStatusFormat);
 }
 
 // --- StatusBoard ---------------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace acc::progress_file {
@@ -86,8 +87,12 @@ struct JobStatus {
 std::string prometheus_text(const JobStatus& status);
 // The same as one JSON object. Pure.
 std::string job_json(const JobStatus& status);
-// job_json's text read back (another node's, through the store); nullopt for anything else.
-std::optional<JobStatus> parse_job_json(const std::string& text);
+// A node's status as it travels to node 0 through the store: job_json's object tagged with its
+// format and version (nodes/store_json.h). Pure.
+std::string encode_node_status(const JobStatus& status);
+// encode_node_status's text read back strictly; nullopt for anything else (another version, a
+// torn value, a field of the wrong type). Pure.
+std::optional<JobStatus> decode_node_status(std::string_view text);
 // The page at "/": self-contained (style and script inline), it reads /api/job each second.
 const std::string& status_page();
 

@@ -51,14 +51,14 @@ void StatusExchange::run() {
     rendezvous::StoreClient& client = *connection_->client;
     if (store.node_rank != 0) {
       client.set(store_keys::job_status(store.restart_count, store.node_rank),
-                 job_json(board_.status()));
+                 encode_node_status(board_.status()));
       return;
     }
     std::vector<JobStatus> others;
     for (int node = 1; node < store.nnodes; ++node) {
       const std::string key = store_keys::job_status(store.restart_count, node);
       if (!client.check({key})) continue;
-      if (std::optional<JobStatus> other = parse_job_json(client.get(key)))
+      if (std::optional<JobStatus> other = decode_node_status(client.get(key)))
         others.push_back(std::move(*other));
     }
     board_.set_other_nodes(std::move(others));
