@@ -46,23 +46,30 @@ std::vector<std::string> resolve(const std::string& host) {
   return addresses;
 }
 
-std::vector<std::string> interface_addresses() {
+// Calls visit(interface, its address as numeric text) for each IPv4 and IPv6 address of this
+// node's interfaces; none where they cannot be listed.
+template <typename F>
+void for_each_interface_address(F&& visit) {
   ifaddrs* list = nullptr;
-  std::vector<std::string> v4, v6;
-  if (::getifaddrs(&list) != 0) return v4;
-  for (ifaddrs* i = list; i; i = i->ifa_next) {
-    if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
-    const int family = i->ifa_addr->sa_family;
-    // A link-local IPv6 address needs its interface named to be reached: not one to publish.
-    if (family == AF_INET6 &&
-        IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr))
-      continue;
-    if (family != AF_INET && family != AF_INET6) continue;
-    std::string text = numeric_address(*i->ifa_addr);
-    if (!text.empty() && !is_loopback_address(text))
-      (family == AF_INET ? v4 : v6).push_back(std::move(text));
-  }
+  if (::getifaddrs(&list) != 0) return;
+  for (ifaddrs* i = list; i; i = i->ifa_next)
+    if (i->ifa_addr && i->ifa_name &&
+        (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
+      visit(*i, numeric_address(*i->ifa_addr));
   ::freeifaddrs(list);
+}
+
+std::vector<std::string> interface_addresses() {
+  std::vector<std::string> v4, v6;
+  for_each_interface_address([&](const ifaddrs& i, std::string text) {
+    if (!(i.ifa_flags & IFF_UP) || (i.ifa_flags & IFF_LOOPBACK)) return;
+    const bool ipv6 = i.ifa_addr->sa_family == AF_INET6;
+    // A link-local IPv6 address needs its interface named to be reached: not one to publish.
+    if (ipv6 &&
+        IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<const sockaddr_in6*>(i.ifa_addr)->sin6_addr))
+      return;
+    if (!text.empty() && !is_loopback_address(text)) (ipv6 ? v6 : v4).push_back(std::move(text));
+  });
   v4.insert(v4.end(), v6.begin(), v6.end());
   return v4;
 }
@@ -146,12 +153,11 @@ StoreAddress choose_store_address(const AddressFacts& facts) {
 }
 
 std::string interface_with_address(const std::string& address) {
-  ifaddrs* list = nullptr;
-  if (address.empty() || ::getifaddrs(&list) != 0) return "";
   std::string name;
-  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next)
-    if (i->ifa_addr && i->ifa_name && numeric_address(*i->ifa_addr) == address) name = i->ifa_name;
-  ::freeifaddrs(list);
+  if (address.empty()) return name;
+  for_each_interface_address([&](const ifaddrs& i, const std::string& text) {
+    if (name.empty() && text == address) name = i.ifa_name;
+  });
   return name;
 }
 
