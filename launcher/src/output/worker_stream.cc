@@ -1,4 +1,4 @@
-#include "agent/worker_stream.h"
+#include "output/worker_stream.h"
 
 #include <unistd.h>
 
