@@ -68,7 +68,7 @@ void WorkerGroup::start() {
     for (SpawnedProcess& process : started) os_.await_exec(process);
   } catch (...) {
     kill();
-    while (running()) wait_once(std::nullopt);
+    while (running()) wait_once(std::nullopt);  // with the --dedup_lines wakes
     finish();
     throw;
   }

@@ -44,9 +44,9 @@ std::unique_ptr<Session> new_session(const RemoteNode& node) {
 class Probe : private Supervisor::Listener {
  public:
   Probe(Os& os, const RemoteJobSettings& settings)
-      : settings_(settings), supervisor_(os, *this, "ssh probes", settings.kill_timeout) {}
+      : os_(os), settings_(settings), supervisor_(os, *this, "ssh probes", settings.kill_timeout) {}
 
-  void run(Os& os, const std::vector<RemoteSession>& probes) {
+  void run(const std::vector<RemoteSession>& probes) {
     const UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     try {
       for (const RemoteSession& probe : probes) {
@@ -59,10 +59,10 @@ class Probe : private Supervisor::Listener {
         request.capture_stdout = false;
         request.stdin_fd = dev_null.get();
         SpawnedProcess spawned = supervisor_.spawn(session, std::move(request), settings_.path);
-        os.await_exec(spawned);
+        os_.await_exec(spawned);
       }
     } catch (...) {
-      end_now();
+      supervisor_.end_now();
       throw;
     }
     while (supervisor_.running()) supervisor_.wait_once(std::nullopt);
@@ -87,12 +87,6 @@ class Probe : private Supervisor::Listener {
            " (check it with: ssh " + host + " true)";
   }
 
-  void end_now() {
-    supervisor_.kill();
-    while (supervisor_.running()) supervisor_.wait_once(std::nullopt);
-    supervisor_.finish();
-  }
-
   void on_signal(int sig) override {
     if (!interrupted_by_) interrupted_by_ = sig;
     supervisor_.kill();
@@ -100,6 +94,7 @@ class Probe : private Supervisor::Listener {
   void on_exit(Child&) override {}
   void notice(const std::string& message) override { log::info(message); }
 
+  Os& os_;
   const RemoteJobSettings& settings_;
   std::vector<std::unique_ptr<Session>> sessions_;
   int interrupted_by_ = 0;
@@ -117,9 +112,7 @@ class RemoteJob : private Supervisor::Listener {
     try {
       for (const RemoteSession& session : sessions) start(session);
     } catch (...) {
-      supervisor_.kill();
-      while (supervisor_.running()) supervisor_.wait_once(std::nullopt);
-      supervisor_.finish();
+      supervisor_.end_now();
       throw;
     }
     while (supervisor_.running()) supervisor_.wait_once(std::nullopt);
@@ -205,7 +198,7 @@ class RemoteJob : private Supervisor::Listener {
 
 void probe_hosts(Os& os, const std::vector<RemoteSession>& probes,
                  const RemoteJobSettings& settings) {
-  Probe(os, settings).run(os, probes);
+  Probe(os, settings).run(probes);
 }
 
 int run_remote_job(Os& os, const std::vector<RemoteSession>& sessions,

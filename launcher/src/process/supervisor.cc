@@ -126,6 +126,12 @@ void Supervisor::signal_all(int sig) {
     if (c->running) os_.signal_group(c->pid, sig);
 }
 
+void Supervisor::end_now() {
+  kill();
+  while (running()) wait_once(std::nullopt);
+  finish();
+}
+
 void Supervisor::finish() {
   for (Child* c : children_) {
     c->out.close_all();

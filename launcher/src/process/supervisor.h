@@ -78,6 +78,9 @@ class Supervisor {
   // Drains and closes the output, then ends what the children left behind (reparented to us),
   // waiting at most the kill bound for it.
   void finish();
+  // kill(), waits until every child is reaped or given up on (the kill bound), then finish():
+  // the way out when starting the children failed.
+  void end_now();
 
   bool stopping() const { return stopping_; }
 
