@@ -39,9 +39,9 @@ TEST(FanoutTest, AHostfileWithoutNodeRankFansOutUnlessTheLauncherIsNone) {
   options.launcher = "none";
   EXPECT_FALSE(wants_fanout(options)) << "the same command on every node, as before";
   options.launcher = "ssh";
-  options.given.insert("node_rank");
+  options.sources["node_rank"] = Source::kCommandLine;
   EXPECT_FALSE(wants_fanout(options)) << "an explicit node rank is one node of the job";
-  options.given.clear();
+  options.sources.clear();
   options.stop_on_stdin_eof = true;
   EXPECT_FALSE(wants_fanout(options)) << "a remote launcher never fans out again";
   EXPECT_FALSE(wants_fanout(LaunchOptions{}));

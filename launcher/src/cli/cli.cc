@@ -95,7 +95,7 @@ class Flag {
 
 // Declares the flags, and registers with CLI11 those the filter wants. Each registered one
 // records its canonical (underscore) name so that LaunchOptions can tell a flag that was given
-// from one left at its default.
+// from one left at its default (LaunchOptions::sources).
 class FlagTable {
  public:
   FlagTable(CLI::App& app, LaunchOptions& options, const FlagFilter& filter)
@@ -126,9 +126,10 @@ class FlagTable {
   // Whether a flag of this name was declared (registered or not).
   bool has(const std::string& name) const { return declared_.count(name) > 0; }
 
-  void record_given() {
-    for (auto& [name, option] : options_by_name_)
-      if (option->count() > 0) options_.given.insert(name);
+  // Records the command line (or a PET_* variable) as the source of each option it set.
+  void record_sources() {
+    for (const auto& [name, option] : options_by_name_)
+      if (option->count() > 0) options_.sources[name] = Source::kCommandLine;
   }
 
  private:
@@ -462,7 +463,7 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   } catch (const CLI::ParseError& e) {
     return usage_error(in_users_spelling(e.what(), args));
   }
-  table.record_given();
+  table.record_sources();
   if (!options.print_completion.empty()) {
     result.exit_now = true;
     result.message = completion_script(app, options.print_completion);

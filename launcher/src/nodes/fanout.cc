@@ -35,7 +35,7 @@ const std::set<std::string>& head_only_flags() {
 }  // namespace
 
 bool wants_fanout(const LaunchOptions& options) {
-  return !options.hostfile.empty() && !options.was_given("node_rank") &&
+  return !options.hostfile.empty() && options.source_of("node_rank") != Source::kCommandLine &&
          options.launcher != "none" && !options.stop_on_stdin_eof;
 }
 
@@ -59,7 +59,7 @@ std::vector<RemoteNode> select_nodes(const std::vector<HostfileEntry>& hosts,
 }
 
 void check_slots_agree(const LaunchOptions& options, const std::vector<RemoteNode>& nodes) {
-  if (options.was_given("nproc_per_node")) {
+  if (options.source_of("nproc_per_node") == Source::kCommandLine) {
     // auto, gpu and cpu count this host's devices: the hostfile's slots count the others'.
     if (const std::optional<int> n = parse_int(options.nproc_per_node)) {
       for (const RemoteNode& node : nodes)
@@ -69,7 +69,7 @@ void check_slots_agree(const LaunchOptions& options, const std::vector<RemoteNod
                   "--nproc_per_node or give every host slots=", *n);
     }
   }
-  if (options.was_given("num_processes") && options.num_processes) {
+  if (options.source_of("num_processes") == Source::kCommandLine && options.num_processes) {
     int total = 0;
     std::vector<std::string> slots;
     for (const RemoteNode& node : nodes) {
