@@ -84,20 +84,15 @@ void check_slots_agree(const LaunchOptions& options, const std::vector<RemoteNod
   }
 }
 
-std::vector<std::string> forwarded_launcher_args(const std::vector<std::string>& args,
-                                                 size_t program_and_args) {
-  std::vector<std::string> flags(args.begin(), args.end() - static_cast<long>(program_and_args));
-  if (!flags.empty() && flags.back() == "--") flags.pop_back();
+std::vector<std::string> forwarded_launcher_args(const LaunchOptions& options) {
   std::vector<std::string> kept;
-  for (size_t i = 0; i < flags.size(); ++i) {
-    const std::string& arg = flags[i];
-    std::string name = arg.rfind("--", 0) == 0 ? arg.substr(2, arg.find('=') - 2) : "";
-    std::replace(name.begin(), name.end(), '-', '_');
-    if (!head_only_flags().count(name)) {
-      kept.push_back(arg);
-      continue;
-    }
-    if (arg.find('=') == std::string::npos) ++i;  // its value is the next word
+  for (const TypedOption& option : options.typed) {
+    if (head_only_flags().count(option.name)) continue;
+    const std::string flag = "--" + option.name;
+    if (!option.is_switch)
+      kept.insert(kept.end(), {flag, option.value});
+    else
+      kept.push_back(option.value == "true" ? flag : flag + "=" + option.value);
   }
   return kept;
 }

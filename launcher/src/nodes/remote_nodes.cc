@@ -71,8 +71,8 @@ std::vector<std::string> program_of(const LaunchOptions& options) {
   return program;
 }
 
-FanoutJob make_job(const LaunchOptions& options, const std::vector<std::string>& args,
-                   const std::vector<RemoteNode>& nodes, const HostInfo& host) {
+FanoutJob make_job(const LaunchOptions& options, const std::vector<RemoteNode>& nodes,
+                   const HostInfo& host) {
   const std::map<std::string, std::string>& environment = host.environment;
   FanoutJob job;
   job.launcher_path = fs::read_symlink("/proc/self/exe").string();
@@ -89,7 +89,7 @@ FanoutJob make_job(const LaunchOptions& options, const std::vector<std::string>&
   job.own_prefix = given("log_line_prefix_template");
   job.env = env_to_pass(environment, options.env_passthrough, env_file_entries(environment));
   job.program = program_of(options);
-  job.forwarded_args = forwarded_launcher_args(args, job.program.size());
+  job.forwarded_args = forwarded_launcher_args(options);
   return job;
 }
 
@@ -418,8 +418,7 @@ std::vector<std::string> env_strings(const std::map<std::string, std::string>& e
 
 }  // namespace
 
-std::optional<int> fan_out_if_asked(const LaunchOptions& options,
-                                    const std::vector<std::string>& args, const HostInfo& host) {
+std::optional<int> fan_out_if_asked(const LaunchOptions& options, const HostInfo& host) {
   if (options.stop_on_stdin_eof) {
     start_stdin_watch();
     return std::nullopt;
@@ -428,7 +427,7 @@ std::optional<int> fan_out_if_asked(const LaunchOptions& options,
   const std::map<std::string, std::string>& environment = host.environment;
   const std::vector<RemoteNode> nodes = nodes_of(options);
   check_slots_agree(options, nodes);
-  const FanoutJob job = make_job(options, args, nodes, host);
+  const FanoutJob job = make_job(options, nodes, host);
   auto path = environment.find("PATH");
   const std::string search = path == environment.end() ? "/usr/bin:/bin" : path->second;
 

@@ -15,6 +15,14 @@ namespace acc::launcher {
 // value from an earlier one (apply_proposals, acc/launcher/plan/option_sources.h).
 enum class Source { kDefault, kConfigFile, kScheduler, kCommandLine };
 
+// One option as the user typed it: its underscore name, and its value as typed (for a switch, what
+// followed '=', else "true").
+struct TypedOption {
+  std::string name;
+  std::string value;
+  bool is_switch = false;
+};
+
 struct LaunchOptions {
   // torchrun's flags, with torchrun's defaults.
   std::string nproc_per_node = "1";  // N, auto, cpu or gpu
@@ -118,6 +126,10 @@ struct LaunchOptions {
     const auto it = sources.find(name);
     return it == sources.end() ? Source::kDefault : it->second;
   }
+
+  // The options typed on the command line (not PET_*), one per occurrence, in the user's order:
+  // what the fan-out head forwards to every node (fanout.h, forwarded_launcher_args).
+  std::vector<TypedOption> typed;
 
   // Fan-out from one command (fanout.h): with --hostfile and no --node_rank, the head starts one
   // launcher per host over `launcher`; each remote one gets --stop_on_stdin_eof.
