@@ -16,6 +16,7 @@
 #include "acc/common/error.h"
 #include "acc/launcher/nodes/cluster.h"
 #include "acc/launcher/nodes/fanout.h"
+#include "acc/launcher/plan/option_sources.h"
 #include "nodes/remote_job.h"
 #include "output/console.h"
 #include "output/log.h"
@@ -64,27 +65,25 @@ std::vector<std::string> program_of(const LaunchOptions& options) {
   return program;
 }
 
-FanoutJob make_job(const LaunchOptions& options, const std::vector<std::string>& args,
-                   const std::vector<RemoteNode>& nodes, const HostInfo& host) {
+FanoutJob make_job(const LaunchOptions& options, const std::vector<RemoteNode>& nodes,
+                   const HostInfo& host) {
   const std::map<std::string, std::string>& environment = host.environment;
   FanoutJob job;
   job.launcher_path = fs::read_symlink("/proc/self/exe").string();
   job.working_dir = host.cwd;
   job.nnodes = static_cast<int>(nodes.size());
-  job.master_addr = options.was_given("master_addr") ? options.master_addr : nodes.front().host;
-  job.rdzv_id = options.was_given("rdzv_id") ? options.rdzv_id : new_rdzv_id();
-  // The port every node agrees on without a word: given, else derived from the job id.
-  if (options.master_port)
-    job.master_port = *options.master_port;
-  else if (options.main_process_port && *options.main_process_port != 0)
-    job.master_port = *options.main_process_port;
-  else
-    job.master_port = port_for_job(job.rdzv_id);
+  auto given = [&](const char* name) { return options.source_of(name) == Source::kCommandLine; };
+  job.master_addr = given("master_addr") ? options.master_addr : nodes.front().host;
+  job.rdzv_id = given("rdzv_id") ? options.rdzv_id : new_rdzv_id();
+  // The port every node agrees on without a word: the one named (option_sources.h), else derived
+  // from the job id, as a free port (0) cannot be agreed on.
+  const std::optional<int> named = named_store_port(options);
+  job.master_port = named && *named != 0 ? *named : port_for_job(job.rdzv_id);
   job.node_slots = node_slots_of(nodes);
-  job.own_prefix = options.was_given("log_line_prefix_template");
+  job.own_prefix = given("log_line_prefix_template");
   job.env = env_to_pass(environment, options.env_passthrough, env_file_entries(environment));
   job.program = program_of(options);
-  job.forwarded_args = forwarded_launcher_args(args, job.program.size());
+  job.forwarded_args = forwarded_launcher_args(options);
   return job;
 }
 
@@ -151,8 +150,7 @@ std::vector<RemoteSession> sessions_of(const std::vector<RemoteNode>& nodes, con
 
 }  // namespace
 
-std::optional<int> fan_out_if_asked(const LaunchOptions& options,
-                                    const std::vector<std::string>& args, const HostInfo& host) {
+std::optional<int> fan_out_if_asked(const LaunchOptions& options, const HostInfo& host) {
   if (options.stop_on_stdin_eof) {
     start_stdin_watch();
     return std::nullopt;
@@ -161,7 +159,7 @@ std::optional<int> fan_out_if_asked(const LaunchOptions& options,
   const std::map<std::string, std::string>& environment = host.environment;
   const std::vector<RemoteNode> nodes = nodes_of(options);
   check_slots_agree(options, nodes);
-  const FanoutJob job = make_job(options, args, nodes, host);
+  const FanoutJob job = make_job(options, nodes, host);
   auto path = environment.find("PATH");
   const std::string search = path == environment.end() ? "/usr/bin:/bin" : path->second;
 

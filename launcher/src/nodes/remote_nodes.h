@@ -27,7 +27,6 @@ namespace acc::launcher {
 // nullopt, as for every other launch. Throws NetworkError when a host cannot be reached (before
 // any worker starts anywhere), ConfigError for bad flags.
 // `host` gives the environment sent to the nodes (detect_host()).
-std::optional<int> fan_out_if_asked(const LaunchOptions& options,
-                                    const std::vector<std::string>& args, const HostInfo& host);
+std::optional<int> fan_out_if_asked(const LaunchOptions& options, const HostInfo& host);
 
 }  // namespace acc::launcher
