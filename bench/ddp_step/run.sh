@@ -50,6 +50,10 @@ for round in $(seq "$rounds"); do
     "$build/bench/ddp_step/ddp_step" "${args[@]}" --floor
   bounded cpp "$build/launcher/acc-launch" --nproc_per_node "$nproc" "${cpu_flag[@]}" \
     "$build/bench/ddp_step/ddp_step" "${args[@]}"
+  # libacc's all-reduce through Gloo, as across machines (on one machine's CPU it goes through
+  # shared memory: runtime/src/shm_allreduce.h).
+  [ "$device" = cpu ] && bounded cppgloo env ACC_SHM_ALLREDUCE=0 "$build/launcher/acc-launch" \
+    --nproc_per_node "$nproc" "${cpu_flag[@]}" "$build/bench/ddp_step/ddp_step" "${args[@]}"
   bounded python "$python" "${peer[@]}" --nproc_per_node "$nproc" \
     bench/ddp_step/ddp_step.py "${args[@]}" --device "$device"
   if [ -n "$python2" ]; then
@@ -78,13 +82,18 @@ read -r cpp cpp_fwd cpp_bwd cpp_wait cpp_opt <<<"$(summary cpp)"
 read -r py py_fwd py_bwd py_wait py_opt <<<"$(summary python)"
 report "floor" "$floor" "$floor_fwd" "$floor_bwd" "$floor_wait" "$floor_opt"
 report "C++ libacc" "$cpp" "$cpp_fwd" "$cpp_bwd" "$cpp_wait" "$cpp_opt"
+if [ "$device" = cpu ]; then
+  read -r gloo gloo_fwd gloo_bwd gloo_wait gloo_opt <<<"$(summary cppgloo)"
+  report "C++ on Gloo" "$gloo" "$gloo_fwd" "$gloo_bwd" "$gloo_wait" "$gloo_opt"
+fi
 report "Python DDP" "$py" "$py_fwd" "$py_bwd" "$py_wait" "$py_opt"
 if [ -n "$python2" ]; then
   read -r py2 py2_fwd py2_bwd py2_wait py2_opt <<<"$(summary python2)"
   report "Python DDP 2" "$py2" "$py2_fwd" "$py2_bwd" "$py2_wait" "$py2_opt"
 fi
-awk -v c="$cpp" -v p="$py" -v p2="${py2:-}" -v f="$floor" -v r="$rounds" 'BEGIN {
+awk -v c="$cpp" -v p="$py" -v p2="${py2:-}" -v g="${gloo:-}" -v f="$floor" -v r="$rounds" 'BEGIN {
   printf "ddp_step: ratio C++/Python %.3f (same LibTorch; target <= 0.95; median of %d alternating rounds)\n", c / p, r
   printf "ddp_step: floor/Python %.3f, C++/floor %.3f (the floor: the same step without the all-reduce)\n", f / p, c / f
   if (p2 + 0 > 0) printf "ddp_step: ratio C++/Python 2.x %.3f (Python DDP on PyTorch 2.x)\n", c / p2
+  if (g + 0 > 0) printf "ddp_step: ratio C++ on Gloo/Python %.3f (libacc with ACC_SHM_ALLREDUCE=0)\n", g / p
 }'

@@ -18,6 +18,7 @@
 #include "error_file.h"
 #include "heap_retention.h"
 #include "log.h"
+#include "shm_allreduce.h"
 #include "torch_names.h"
 
 namespace acc {
@@ -214,7 +215,12 @@ void Accelerator::prepare_module(std::shared_ptr<torch::nn::Module> module) {
   ACC_CHECK(impl_->group.group, BackendError, "prepare after end_training()");
   runtime::detail::DataParallelOptions dp{
       options_.first_bucket_cap_bytes, options_.bucket_cap_bytes, options_.find_unused_parameters,
-      options_.broadcast_buffers};
+      options_.broadcast_buffers, nullptr};
+  if (runtime::detail::ShmAllreduce::applies(num_processes(), env_.local_world_size,
+                                             device_.is_cpu()))
+    dp.shm = runtime::detail::ShmAllreduce::open(
+        *impl_->group.store, "acc_shm_allreduce/" + std::to_string(impl_->models.size()),
+        process_index(), num_processes(), options_.timeout);
   run_collective(
       *impl_, "broadcasting the model from rank 0", "broadcast", nullptr, num_processes(), [&] {
         impl_->data_parallel.push_back(

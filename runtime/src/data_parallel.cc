@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "shm_allreduce.h"
+
 namespace acc::runtime::detail {
 namespace {
 
@@ -50,6 +52,27 @@ std::shared_ptr<Reducer> make_reducer(std::vector<torch::Tensor> params,
   }
 }
 
+// The Reducer's comm hook over shared memory: each bucket averaged in place, on the thread that
+// runs the backward pass, before the hook returns (a future already complete). Not through
+// CppCommHookInterface, whose result parser LibTorch 1.13 does not export.
+class ShmCommHook : public c10d::CommHookInterface {
+ public:
+  explicit ShmCommHook(std::shared_ptr<ShmAllreduce> shm) : shm_(std::move(shm)) {}
+
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
+    at::Tensor& buffer = bucket.getBufferRef();
+    shm_->average(buffer);
+    auto future = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get());
+    future->markCompleted(c10::IValue(buffer));
+    return future;
+  }
+
+  at::Tensor parseHookResult(const c10::IValue& result) override { return result.toTensor(); }
+
+ private:
+  std::shared_ptr<ShmAllreduce> shm_;
+};
+
 }  // namespace
 
 DataParallel::DataParallel(std::shared_ptr<torch::nn::Module> module,
@@ -87,6 +110,7 @@ DataParallel::DataParallel(std::shared_ptr<torch::nn::Module> module,
 
   reducer_ = make_reducer(params, std::move(buckets), std::move(limits), group_, expect_sparse,
                           std::move(names), options_);
+  if (options_.shm) reducer_->register_comm_hook(std::make_unique<ShmCommHook>(options_.shm));
   logger_ = std::make_shared<c10d::Logger>(reducer_);
   reducer_->set_logger(logger_);
   logger_->set_construction_data_and_log(module_->name(), {}, -1, options_.broadcast_buffers,

@@ -15,11 +15,16 @@ class Logger;
 
 namespace acc::runtime::detail {
 
+class ShmAllreduce;
+
 struct DataParallelOptions {
   size_t first_bucket_cap_bytes;
   size_t bucket_cap_bytes;
   bool find_unused_parameters;
   bool broadcast_buffers;
+  // The buckets' all-reduce where every rank runs on this machine (shm_allreduce.h); null:
+  // the process group's (Gloo, NCCL).
+  std::shared_ptr<ShmAllreduce> shm;
 };
 
 class DataParallel {

@@ -92,6 +92,12 @@ TEST(DataParallelTest, ThreeRanksStayIdenticalAndMatchOneProcessOnTheConcatenate
   expect_ddp_matches_one_process(3, 6, 1);
 }
 
+// Every rank on this machine: the buckets go through shared memory (shm_allreduce.h), the tests
+// above; turned off, through Gloo, as across machines.
+TEST(DataParallelTest, ThroughGlooTooTheRanksStayIdenticalAndMatchOneProcess) {
+  expect_ddp_matches_one_process(3, 6, 1, "ACC_SHM_ALLREDUCE=0 ");
+}
+
 TEST(DataParallelTest, AccumulatingTwoMicroBatchesMatchesOneProcessOnTheirConcatenation) {
   expect_ddp_matches_one_process(2, 3, 2);
 }
