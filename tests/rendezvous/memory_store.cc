@@ -127,6 +127,18 @@ Clock::time_point MemoryStore::now() const {
   return now_;
 }
 
+void MemoryStore::sleep_until(time_point deadline) const {
+  Lock lock(mutex_);
+  const std::uint64_t id = next_waiter_++;
+  while (!closed_ && now_ < deadline) {
+    blocked_[id] = version_;
+    cv_.notify_all();  // await_blocked() and advance() count the sleepers too
+    cv_.wait(lock);
+  }
+  blocked_.erase(id);
+  cv_.notify_all();
+}
+
 void MemoryStore::advance(std::chrono::milliseconds step) {
   Lock lock(mutex_);
   now_ += step;
