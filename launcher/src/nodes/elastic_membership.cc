@@ -152,7 +152,8 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   client.handshake_timeout = std::min(client.timeout, milliseconds(1000));
   const milliseconds join_timeout = rdzv_seconds(plan_, "join_timeout", 600);
   return connect_until(
-      client, std::chrono::steady_clock::now() + join_timeout, milliseconds(100),
+      client, rendezvous::Clock::steady(), rendezvous::Clock::steady().now() + join_timeout,
+      milliseconds(100),
       [&] {
         throw_if_stopped();
         if (may_host && !rendezvous_server_) try_to_serve();
