@@ -135,6 +135,7 @@ void WorkerGroup::setup_stream(Worker& worker, Stream& stream, int which, const 
   stream.prefix = prefix;
   stream.console_fd = redirected || !shown ? -1 : console;
   stream.local_rank = local_rank;
+  stream.now = [this] { return os_.now(); };
   stream.dedup = stream.console_fd < 0 || !dedup_ ? nullptr : dedup_->for_console(console);
   if (stream.dedup) stream.dedup->add_source(local_rank);
   if (redirected || teed || !plan_.log_dir.empty()) {
@@ -196,7 +197,7 @@ void WorkerGroup::wait_once(std::optional<Clock::time_point> wake) {
     if (fds[i].revents & POLLIN) listener_.on_readable(fds[i].fd);
   fds.resize(first_watched);
   read_streams(fds, streams);
-  if (dedup_) dedup_->write(false);
+  if (dedup_) dedup_->write(false, os_.now());
   for (int sig : signals) {
     if (sig == SIGCHLD) {
       reap_children();
@@ -290,7 +291,7 @@ void WorkerGroup::finish() {
     w->out.close_all();
     w->err.close_all();
   }
-  if (dedup_) dedup_->write(true);
+  if (dedup_) dedup_->write(true, os_.now());
   // Whatever the workers started outside their groups and left behind was reparented to us
   // (a subreaper): end it, so that nothing outlives the attempt and no zombie is left; but
   // wait no longer than the kill bound, as for the workers themselves.
