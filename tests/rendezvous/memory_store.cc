@@ -130,13 +130,20 @@ Clock::time_point MemoryStore::now() const {
 void MemoryStore::sleep_until(time_point deadline) const {
   Lock lock(mutex_);
   const std::uint64_t id = next_waiter_++;
-  while (!closed_ && now_ < deadline) {
+  struct Leave {
+    const MemoryStore& store;
+    std::uint64_t id;
+    ~Leave() {
+      store.blocked_.erase(id);
+      store.cv_.notify_all();
+    }
+  } leave{*this, id};
+  while (now_ < deadline) {
+    if (closed_) throw StoreError("memory store closed");
     blocked_[id] = version_;
     cv_.notify_all();  // await_blocked() and advance() count the sleepers too
     cv_.wait(lock);
   }
-  blocked_.erase(id);
-  cv_.notify_all();
 }
 
 void MemoryStore::advance(std::chrono::milliseconds step) {

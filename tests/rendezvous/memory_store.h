@@ -39,7 +39,7 @@ class MemoryStore final : public KeyValueStore, public Clock {
   // The store's time: starts at an arbitrary point and moves only by advance().
   time_point now() const override;
   // Blocks until advance() brings the store's time to `deadline`, counted by await_blocked() as
-  // a call blocked on keys is; close() ends it too.
+  // a call blocked on keys is; after close(), throws StoreError as they do.
   void sleep_until(time_point deadline) const override;
 
   // Moves the store's time forward by `step`, then returns once every call blocked on keys has
