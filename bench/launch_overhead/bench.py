@@ -24,7 +24,6 @@ import argparse
 import os
 import shlex
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,10 +43,9 @@ class BenchError(Exception):
     """A run that failed or passed its time limit: one line, then exit 1."""
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
+# torchrun's store takes a port of the kernel's choosing (its workers, /bin/true, never use it),
+# so that no port is picked here and released for torchrun to take later.
+TORCHRUN_PORT = ["--master_port", "0"]
 
 
 def run(cmd, timeout):
@@ -210,8 +208,7 @@ def bench(args):
     for name, prefix in found:
         for interval in intervals:
             names.append(f"{name} --monitor_interval {interval:g}")
-            cmds.append(prefix + ["--master_port", str(free_port()), "--monitor_interval",
-                                  f"{interval:g}"] + WORKERS)
+            cmds.append(prefix + TORCHRUN_PORT + ["--monitor_interval", f"{interval:g}"] + WORKERS)
     before = load_average()
     medians = startup(cmds, args.runs, args.timeout, args.settle)
     ours_start = medians[0]
@@ -237,8 +234,8 @@ def bench(args):
         ours_down = teardown(ours, args.runs, args.timeout)
         rows.append(("teardown after 1 of 8 fails", "acc-launch", ours_down, ""))
         for name, prefix in found:
-            seconds = teardown(prefix + ["--master_port", str(free_port()), "--monitor_interval",
-                                         "0.1"], args.runs, args.timeout)
+            seconds = teardown(prefix + TORCHRUN_PORT + ["--monitor_interval", "0.1"], args.runs,
+                               args.timeout)
             rows.append(("teardown after 1 of 8 fails", f"{name} --monitor_interval 0.1",
                          seconds, f"{seconds / ours_down:.1f}x acc-launch"))
 

@@ -15,6 +15,7 @@
 #include "acc/launcher/cli/cli.h"
 #include "acc/launcher/host/host.h"
 #include "acc/launcher/nodes/cluster.h"
+#include "acc/launcher/plan/option_sources.h"
 #include "acc/launcher/plan/plan.h"
 #include "commands/commands.h"
 #include "commands/rendezvous_command.h"
@@ -39,9 +40,10 @@ ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
   if (!options.hostfile.empty()) {
     auto hosts = acc::select_hosts(acc::read_hostfile(options.hostfile), options.include_hosts,
                                    options.exclude_hosts);
-    facts = hostfile_facts(
-        hosts, host.hostname,
-        options.was_given("node_rank") ? std::optional(options.node_rank) : std::nullopt);
+    facts = hostfile_facts(hosts, host.hostname,
+                           options.source_of("node_rank") == Source::kCommandLine
+                               ? std::optional(options.node_rank)
+                               : std::nullopt);
   } else {
     facts = detect_cluster(host.environment, resolve_slurm_node_address);
   }
@@ -70,9 +72,10 @@ int launch(const std::vector<std::string>& args) {
   log::configure(parsed.options.log_level, parsed.options.quiet);
   HostInfo host = detect_host();
   log::debug("host {}: {} CPU(s), {} GPU(s)", host.hostname, host.cpu_count, host.gpu_count);
-  if (auto status = fan_out_if_asked(parsed.options, args, host)) return *status;
-  apply_cluster_facts(cluster_facts(parsed.options, host), parsed.options);
-  // After the scheduler's facts: a config file fills only what neither the user nor they set.
+  if (auto status = fan_out_if_asked(parsed.options, host)) return *status;
+  // The scheduler's and the config file's words, kept where they outrank what is set
+  // (option_sources.h: command line > scheduler > config file > default).
+  apply_proposals(scheduler_proposals(cluster_facts(parsed.options, host)), parsed.options);
   apply_config_file(parsed.options, MergeEnvironment::from_host(host));
   LaunchPlan plan = build_plan(parsed.options, host);
   if (!plan.dry_run) check_script(plan);

@@ -104,21 +104,23 @@ TEST(ClusterTest, PickedSlotsOfAHostfileBecomeThisNodesGpus) {
   EXPECT_EQ(facts.nproc_per_node, "2");
   EXPECT_EQ(facts.gpu_ids, "1,3");
   LaunchOptions options;
-  apply_cluster_facts(facts, options);
+  apply_proposals(scheduler_proposals(facts), options);
   EXPECT_EQ(options.gpu_ids, "1,3");
-  EXPECT_TRUE(options.from_scheduler.count("gpu_ids"));
+  EXPECT_EQ(options.source_of("gpu_ids"), Source::kScheduler);
 }
 
 TEST(ClusterTest, AnExplicitFlagWinsOverTheScheduler) {
   LaunchOptions options;
   options.nnodes = "1";
-  options.given.insert("nnodes");
+  options.sources["nnodes"] = Source::kCommandLine;
   ClusterFacts facts;
   facts.nnodes = "4";
   facts.node_rank = 3;
-  apply_cluster_facts(facts, options);
+  apply_proposals(scheduler_proposals(facts), options);
   EXPECT_EQ(options.nnodes, "1");
+  EXPECT_EQ(options.source_of("nnodes"), Source::kCommandLine);
   EXPECT_EQ(options.node_rank, 3);
+  EXPECT_EQ(options.source_of("node_rank"), Source::kScheduler);
 }
 
 }  // namespace

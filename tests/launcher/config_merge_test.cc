@@ -25,7 +25,7 @@ MergeEnvironment fixed_environment() {
 
 LaunchOptions merged(const std::string& yaml, std::set<std::string> given = {},
                      LaunchOptions options = {}, MergeEnvironment env = fixed_environment()) {
-  options.given = std::move(given);
+  for (const std::string& name : given) options.sources[name] = Source::kCommandLine;
   merge_config(parse_config(yaml, "c.yaml"), env, options);
   return options;
 }

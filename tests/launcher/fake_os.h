@@ -38,6 +38,9 @@ struct Script {
   bool ignores_sigterm = false;   // SIGTERM (and SIGINT) leave it running
   bool survives_sigkill = false;  // stuck in the kernel: nothing ends it
   std::string cannot_exec;        // await_exec throws LaunchError with this reason
+  // Exits with this code when its stdin reaches its end (a remote launcher's ssh,
+  // --stop_on_stdin_eof); none: the end of its stdin leaves it running.
+  std::optional<int> exits_at_stdin_eof;
 };
 
 class FakeOs : public Os {
@@ -53,6 +56,8 @@ class FakeOs : public Os {
     std::vector<std::pair<int, Clock::time_point>> received;  // signals, with when
     UniqueFd out;  // write ends of the pipes the agent reads
     UniqueFd err;
+    UniqueFd in;                                    // the stdin it was given, as a child keeps it
+    std::optional<Clock::time_point> stdin_closed;  // when its stdin reached its end
 
     std::string env(const std::string& key) const {
       for (const std::string& entry : request.env)
@@ -102,6 +107,7 @@ class FakeOs : public Os {
     spawned.name = request.argv.front();
     if (request.capture_stdout) spawned.stdout_fd = open_pipe(p->out);
     if (request.capture_stderr) spawned.stderr_fd = open_pipe(p->err);
+    if (request.stdin_fd >= 0) p->in.reset(::fcntl(request.stdin_fd, F_DUPFD_CLOEXEC, 0));
     p->request = std::move(request);
     processes_.push_back(std::move(p));
     return spawned;
@@ -187,6 +193,7 @@ class FakeOs : public Os {
     p.status = status;
     p.out.reset();
     p.err.reset();
+    p.in.reset();
     pending_.push_back(SIGCHLD);
   }
 
@@ -197,6 +204,11 @@ class FakeOs : public Os {
       if (!p->alive) continue;
       write_due(*p, p->script.stdout_lines, p->out);
       write_due(*p, p->script.stderr_lines, p->err);
+      if (!p->stdin_closed && at_end(p->in)) {
+        p->stdin_closed = now_;
+        if (p->script.exits_at_stdin_eof) die(*p, *p->script.exits_at_stdin_eof << 8);
+        if (!p->alive) continue;
+      }
       if (p->script.exit_after && now_ >= p->started + *p->script.exit_after)
         die(*p, p->script.killed_by ? p->script.killed_by : p->script.exit_code << 8);
     }
@@ -208,6 +220,13 @@ class FakeOs : public Os {
       pending_.push_back(it->second);
       it = launcher_signals_.erase(it);
     }
+  }
+
+  // Whether the other end of a pipe the fake reads is closed (nothing is ever written to it).
+  static bool at_end(const UniqueFd& fd) {
+    if (!fd) return false;
+    pollfd ready{fd.get(), POLLIN, 0};
+    return ::poll(&ready, 1, 0) > 0 && (ready.revents & (POLLIN | POLLHUP));
   }
 
   void write_due(Process& p, std::vector<std::pair<milliseconds, std::string>>& lines,

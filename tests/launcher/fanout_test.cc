@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "acc/common/error.h"
+#include "acc/launcher/cli/cli.h"
 
 namespace acc::launcher {
 namespace {
@@ -39,9 +40,9 @@ TEST(FanoutTest, AHostfileWithoutNodeRankFansOutUnlessTheLauncherIsNone) {
   options.launcher = "none";
   EXPECT_FALSE(wants_fanout(options)) << "the same command on every node, as before";
   options.launcher = "ssh";
-  options.given.insert("node_rank");
+  options.sources["node_rank"] = Source::kCommandLine;
   EXPECT_FALSE(wants_fanout(options)) << "an explicit node rank is one node of the job";
-  options.given.clear();
+  options.sources.clear();
   options.stop_on_stdin_eof = true;
   EXPECT_FALSE(wants_fanout(options)) << "a remote launcher never fans out again";
   EXPECT_FALSE(wants_fanout(LaunchOptions{}));
@@ -103,8 +104,35 @@ TEST(FanoutTest, TheHeadKeepsItsOwnFlagsAndForwardsTheRest) {
                         "train",
                         "--hostfile",
                         "x"};
-  EXPECT_EQ(forwarded_launcher_args(args, 3), (Strings{"--max_restarts", "1", "-m"}))
+  const ParseResult parsed = parse_launch_args(args);
+  ASSERT_FALSE(parsed.exit_now) << parsed.message;
+  // As the command line parsed them: -m in its long spelling.
+  EXPECT_EQ(forwarded_launcher_args(parsed.options), (Strings{"--max_restarts", "1", "--module"}))
       << "and never the program's own arguments";
+}
+
+// What the head forwards is what CLI11 read, value for value: a value that looks like a flag,
+// `--flag=value`, an empty value and a switch given a value all reach the nodes as typed.
+TEST(FanoutTest, ForwardedFlagsKeepTheirValuesAsTypedAndTheirOrder) {
+  const ParseResult parsed = parse_launch_args(
+      {"--hostfile=hosts", "--rdzv_conf", "--nnodes=2", "--role=a b", "--use_fsdp=false",
+       "--fsdp_offload_params=", "--redirects", "3", "--node_slots", "1,3", "--no_python", "prog"});
+  ASSERT_FALSE(parsed.exit_now) << parsed.message;
+  EXPECT_EQ(forwarded_launcher_args(parsed.options),
+            (Strings{"--rdzv_conf", "--nnodes=2", "--role", "a b", "--use_fsdp=false",
+                     "--fsdp_offload_params", "", "--redirects", "3", "--no_python"}))
+      << "--nnodes=2 is --rdzv_conf's value, not --nnodes; --node_slots is the head's";
+}
+
+TEST(FanoutTest, FlagsSetThroughTheirVariablesAreNotForwardedAsTyped) {
+  ::setenv("PET_MAX_RESTARTS", "3", 1);
+  const ParseResult parsed = parse_launch_args({"--hostfile", "hosts", "--tee", "1", "prog"});
+  ::unsetenv("PET_MAX_RESTARTS");
+  ASSERT_FALSE(parsed.exit_now) << parsed.message;
+  EXPECT_EQ(parsed.options.max_restarts, 3);
+  EXPECT_EQ(parsed.options.source_of("max_restarts"), Source::kCommandLine)
+      << "PET_* count as the command line";
+  EXPECT_EQ(forwarded_launcher_args(parsed.options), (Strings{"--tee", "1"}));
 }
 
 TEST(FanoutTest, EnvFilesReadNameValueLines) {

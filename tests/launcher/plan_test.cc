@@ -110,7 +110,7 @@ TEST(PlanTest, AccelerateTotalsBecomePerNodeCounts) {
 TEST(PlanTest, ContradictingSpellingsAreRefused) {
   LaunchOptions o = program();
   o.nnodes = "3";
-  o.given.insert("nnodes");
+  o.sources["nnodes"] = Source::kCommandLine;
   o.num_machines = 2;
   EXPECT_THROW(build_plan(o, host()), ConfigError);
 }
@@ -364,17 +364,17 @@ TEST(PlanTest, WorkerCountPrecedenceIsCommandLineSchedulerConfigDefault) {
     o.nnodes = "2";
     if (row.nproc_per_node) {
       o.nproc_per_node = row.nproc_per_node;
-      o.given.insert("nproc_per_node");
+      o.sources["nproc_per_node"] = Source::kCommandLine;
     }
     if (row.num_processes) {
       o.num_processes = row.num_processes;
-      o.given.insert("num_processes");
+      o.sources["num_processes"] = Source::kCommandLine;
     }
     if (row.scheduler) {
       ClusterFacts facts;
       facts.nproc_per_node = row.scheduler;
-      apply_cluster_facts(facts, o);
-      EXPECT_FALSE(o.was_given("nproc_per_node") && !row.nproc_per_node)
+      apply_proposals(scheduler_proposals(facts), o);
+      EXPECT_FALSE(o.source_of("nproc_per_node") == Source::kCommandLine && !row.nproc_per_node)
           << "a scheduler's word is not the user's";
     }
     if (row.config_total) {
@@ -395,7 +395,8 @@ TEST(PlanTest, WorkerCountPrecedenceIsCommandLineSchedulerConfigDefault) {
   LaunchOptions contradicting = program();
   contradicting.nproc_per_node = "2";
   contradicting.num_processes = 6;
-  contradicting.given = {"nproc_per_node", "num_processes"};
+  contradicting.sources = {{"nproc_per_node", Source::kCommandLine},
+                           {"num_processes", Source::kCommandLine}};
   EXPECT_THROW(build_plan(contradicting, host()), ConfigError);
 }
 

@@ -136,5 +136,27 @@ TEST(StoreAddressTest, TheInterfaceOfAnAddressIsNamed) {
   EXPECT_EQ(interface_with_address(""), "");
 }
 
+TEST(StoreAddressTest, WorkersGetASocketAddressOnlyWhereTheHostnameWouldNotBringTheOthers) {
+  // Gloo's own choice, the hostname's address, serves: nothing is set.
+  EXPECT_EQ(worker_socket_address(node({"10.0.0.2"}), ""), "");
+  EXPECT_EQ(worker_socket_address(node({"10.0.0.2"}), "10.0.0.2"), "");
+  // Debian's 127.0.1.1: the route to the host every node reaches, or --local_addr.
+  EXPECT_EQ(worker_socket_address(node({"127.0.1.1"}), ""), "10.0.0.2");
+  EXPECT_EQ(worker_socket_address(node({"127.0.1.1"}), "fd00::2"), "fd00::2");
+  EXPECT_EQ(worker_socket_address(node({}), ""), "10.0.0.2");
+  // Every node on this machine (node 0 at 127.0.0.1): loopback serves them all.
+  AddressFacts local = node({"127.0.1.1"});
+  local.rendezvous_host = "127.0.0.1";
+  local.route_source = "127.0.0.1";
+  EXPECT_EQ(worker_socket_address(local, ""), "");
+}
+
+TEST(StoreAddressTest, TheWorkersInterfaceIsTheOneThatHoldsTheirAddress) {
+  // A hostname that resolves to nothing, and --local_addr at loopback: the interface named.
+  EXPECT_EQ(worker_socket_interface("no-such-host.invalid", "127.0.0.1", "127.0.0.1"), "lo");
+  // --local_addr that no interface holds: nothing to name.
+  EXPECT_EQ(worker_socket_interface("no-such-host.invalid", "127.0.0.1", "203.0.113.77"), "");
+}
+
 }  // namespace
 }  // namespace acc::launcher

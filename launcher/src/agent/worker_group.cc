@@ -54,7 +54,8 @@ WorkerGroup::WorkerGroup(Os& os, const LaunchPlan& plan, const Round& round,
       environment_(environment),
       attempt_dir_(std::move(attempt_dir)),
       python_hook_dir_(std::move(python_hook_dir)),
-      listener_(listener) {
+      listener_(listener),
+      supervisor_(os, *this, "workers", plan.kill_timeout) {
   start_dedup();
 }
 
@@ -67,7 +68,7 @@ void WorkerGroup::start() {
     for (SpawnedProcess& process : started) os_.await_exec(process);
   } catch (...) {
     kill();
-    while (running()) wait_once(std::nullopt);
+    while (running()) wait_once(std::nullopt);  // with the --dedup_lines wakes
     finish();
     throw;
   }
@@ -115,11 +116,7 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec) {
       worker->err.on_progress = [this, index] { listener_.on_progress(index); };
   worker->err.tail = &worker->stderr_tail;
 
-  SpawnedProcess process = os_.spawn(std::move(request), search_path);
-  worker->pid = process.pid;
-  worker->running = true;
-  worker->out.fd.reset(process.stdout_fd);
-  worker->err.fd.reset(process.stderr_fd);
+  SpawnedProcess process = supervisor_.spawn(*worker, std::move(request), search_path);
   if (!worker->out.fd) worker->out.console_fd = -1;
   workers_.push_back(std::move(worker));
   return process;
@@ -159,7 +156,7 @@ void WorkerGroup::start_dedup() {
 }
 
 bool WorkerGroup::running() const {
-  return std::any_of(workers_.begin(), workers_.end(), [](const auto& w) { return w->running; });
+  return supervisor_.running();
 }
 
 std::vector<bool> WorkerGroup::running_workers() const {
@@ -176,144 +173,43 @@ std::vector<const Worker*> WorkerGroup::unkillable() const {
 }
 
 void WorkerGroup::wait_once(std::optional<Clock::time_point> wake) {
-  std::vector<pollfd> fds;
-  std::vector<Stream*> streams;
-  for (auto& w : workers_) {
-    for (Stream* s : {&w->out, &w->err}) {
-      if (!s->fd) continue;
-      fds.push_back({s->fd.get(), POLLIN, 0});
-      streams.push_back(s);
-    }
-  }
-  auto earliest = [&wake](Clock::time_point t) { wake = wake ? std::min(*wake, t) : t; };
-  if (stopping_ && !killed_) earliest(kill_deadline_);
-  if (killed_ && running()) earliest(given_up_after_);
-  if (auto due = dedup_ ? dedup_->next_due() : std::nullopt) earliest(*due);
-
-  const size_t first_watched = fds.size();
-  for (int fd : watched_fds_) fds.push_back({fd, POLLIN, 0});
-  const std::vector<int> signals = os_.wait(fds, wake);
-  for (size_t i = first_watched; i < fds.size(); ++i)
-    if (fds[i].revents & POLLIN) listener_.on_readable(fds[i].fd);
-  fds.resize(first_watched);
-  read_streams(fds, streams);
-  if (dedup_) dedup_->write(false, os_.now());
-  for (int sig : signals) {
-    if (sig == SIGCHLD) {
-      reap_children();
-    } else {
-      listener_.on_signal(sig);
-    }
-  }
-  if (stopping_ && !killed_ && os_.now() >= kill_deadline_) {
-    listener_.notice("workers still running " + decimal_seconds(plan_.shutdown_timeout) +
-                     " s after the stop signal; sending SIGKILL");
-    kill();
-  }
-  if (killed_ && running() && os_.now() >= given_up_after_) give_up_on_unkillable();
+  if (auto due = dedup_ ? dedup_->next_due() : std::nullopt)
+    wake = wake ? std::min(*wake, *due) : *due;
+  supervisor_.wait_once(wake);
 }
 
-void WorkerGroup::read_streams(const std::vector<pollfd>& fds,
-                               const std::vector<Stream*>& streams) {
-  for (size_t i = 0; i < fds.size(); ++i) {
-    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    Stream* stream = streams[i];
-    if (stream->read_some() == Stream::Read::kEnd) {
-      stream->splitter.finish();
-      if (stream->dedup) stream->dedup->finish_source(stream->local_rank);
-      stream->flush_console();
-      stream->fd.reset();
-    }
-  }
+void WorkerGroup::on_output(bool last) {
+  if (dedup_) dedup_->write(last, os_.now());
 }
 
-void WorkerGroup::reap_children() {
-  while (std::optional<pid_t> pid = os_.exited_child()) {
-    Worker* worker = find_worker(*pid);
-    // While the exited leader is unreaped its group id cannot be reused: clear out whatever
-    // the worker left running in its group.
-    if (worker) os_.signal_group(worker->pid, SIGKILL);
-    const int status = os_.reap(*pid);
-    if (worker) {
-      os_.forget(worker->pid);
-      on_worker_exit(*worker, status);
-    }
-  }
-}
-
-Worker* WorkerGroup::find_worker(pid_t pid) {
-  for (auto& w : workers_)
-    if (w->pid == pid && w->running) return w.get();
-  return nullptr;
-}
-
-void WorkerGroup::on_worker_exit(Worker& worker, int status) {
-  worker.running = false;
-  worker.status = status;
+void WorkerGroup::on_exit(Child& child) {
+  Worker& worker = static_cast<Worker&>(child);
   worker.exit_time = wall_time_now();
-  if (worker.failed() && !stopping_) {
+  if (worker.failed() && !stopping()) {
     root_cause_ = &worker;
     stop(SIGTERM);
   }
 }
 
-// A process that SIGKILL does not end sleeps in the kernel (a GPU driver, RDMA, NFS): waiting
-// for it would hold the launcher, and the allocation, forever. The agent names it and ends.
-void WorkerGroup::give_up_on_unkillable() {
-  for (auto& w : workers_) {
-    if (!w->running) continue;
-    w->running = false;
-    w->unkillable = true;
-  }
-}
-
 void WorkerGroup::stop(int sig) {
-  stopping_ = true;
-  kill_deadline_ = os_.now() + plan_.shutdown_timeout;
+  supervisor_.kill_at(os_.now() + plan_.shutdown_timeout,
+                      "workers still running " + decimal_seconds(plan_.shutdown_timeout) +
+                          " s after the stop signal; sending SIGKILL");
   signal_all(sig);
   for (auto& w : workers_)
     if (w->running) w->signalled_by_launcher = true;
 }
 
 void WorkerGroup::kill() {
-  if (!killed_) given_up_after_ = os_.now() + plan_.kill_timeout;
-  killed_ = true;
-  signal_all(SIGKILL);
+  supervisor_.kill();
 }
 
 void WorkerGroup::signal_all(int sig) {
-  for (auto& w : workers_)
-    if (w->running) os_.signal_group(w->pid, sig);
+  supervisor_.signal_all(sig);
 }
 
 void WorkerGroup::finish() {
-  for (auto& w : workers_) {
-    w->out.close_all();
-    w->err.close_all();
-  }
-  if (dedup_) dedup_->write(true, os_.now());
-  // Whatever the workers started outside their groups and left behind was reparented to us
-  // (a subreaper): end it, so that nothing outlives the attempt and no zombie is left; but
-  // wait no longer than the kill bound, as for the workers themselves.
-  const Clock::time_point bound = os_.now() + plan_.kill_timeout;
-  for (;;) {
-    std::vector<pid_t> left = os_.orphans();
-    std::erase_if(left, [this](pid_t pid) {
-      return std::any_of(workers_.begin(), workers_.end(),
-                         [pid](const auto& w) { return w->unkillable && w->pid == pid; });
-    });
-    if (left.empty()) return;
-    for (pid_t pid : left) os_.signal_process(pid, SIGKILL);
-    while (std::optional<pid_t> pid = os_.exited_child()) os_.reap(*pid);
-    if (os_.now() >= bound) {
-      listener_.notice(std::to_string(left.size()) +
-                       " process(es) the workers left behind did not end after SIGKILL; "
-                       "not waiting for them");
-      return;
-    }
-    std::vector<pollfd> none;
-    os_.wait(none, std::min(bound, os_.now() + std::chrono::milliseconds(100)));
-  }
+  supervisor_.finish();
 }
 
 }  // namespace acc::launcher

@@ -1,11 +1,11 @@
 #pragma once
 
-// One attempt's workers on this node, over the Os seam: starts them (environment, CPUs, output
-// streams), routes their output, reaps each exit the moment it happens, stops the group on the
-// first failure (SIGTERM, then SIGKILL after --shutdown_timeout), and gives up on a worker that
-// SIGKILL does not end within --kill_timeout. Knows nothing of restarts, membership or hang
-// reports: the agent decides those and hears from the group through a Listener.
-// Not thread-safe: the agent's one thread owns it.
+// One attempt's workers on this node: starts them (environment, CPUs, output streams) and
+// stops the group on the first failure (SIGTERM, then SIGKILL after --shutdown_timeout). The
+// Supervisor (process/supervisor.h) under it waits, routes their output, reaps each exit the
+// moment it happens and gives up on a worker that SIGKILL does not end within --kill_timeout.
+// Knows nothing of restarts, membership or hang reports: the agent decides those and hears from
+// the group through a Listener. Not thread-safe: the agent's one thread owns it.
 
 #include <sys/types.h>
 
@@ -19,30 +19,26 @@
 
 #include "acc/launcher/agent/failure_report.h"
 #include "acc/launcher/plan/plan.h"
-#include "agent/worker_stream.h"
 #include "output/deduped_console.h"
 #include "process/os.h"
+#include "process/supervisor.h"
 
 namespace acc::launcher {
 
-struct Worker {
+// A worker: a Child of the supervisor (pid, running, unkillable, status, out, err) and what
+// the agent keeps of it.
+struct Worker : Child {
   WorkerSpec spec;
   int rank = 0;
-  pid_t pid = -1;
-  bool running = false;
-  bool unkillable = false;  // still alive --kill_timeout after SIGKILL: given up on
-  int status = 0;           // as waitpid reports it
   std::string exit_time;
   bool signalled_by_launcher = false;
   std::string dir;
   std::deque<std::string> stderr_tail;
-  Stream out;
-  Stream err;
 
   bool failed() const;
 };
 
-class WorkerGroup {
+class WorkerGroup : private Supervisor::Listener {
  public:
   using Clock = Os::Clock;
 
@@ -78,7 +74,7 @@ class WorkerGroup {
   void wait_once(std::optional<Clock::time_point> wake);
   // Adds a descriptor of the listener's (the file timer's pipe) to the wait: on_readable(fd)
   // when it can be read. The caller keeps it open while the group lives.
-  void watch(int fd) { watched_fds_.push_back(fd); }
+  void watch(int fd) { supervisor_.watch(fd); }
   // Stops the group: `sig` to every running worker's group now, SIGKILL at the deadline.
   void stop(int sig);
   // SIGKILL to every running worker's group now.
@@ -89,7 +85,7 @@ class WorkerGroup {
   // waiting at most --kill_timeout for it.
   void finish();
 
-  bool stopping() const { return stopping_; }
+  bool stopping() const { return supervisor_.stopping(); }
   const Worker* root_cause() const { return root_cause_; }
   std::vector<const Worker*> unkillable() const;
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
@@ -102,11 +98,13 @@ class WorkerGroup {
   void setup_stream(Worker& worker, Stream& stream, int which, const std::string& prefix,
                     int console, const char* file_name);
   void start_dedup();
-  void read_streams(const std::vector<pollfd>& fds, const std::vector<Stream*>& streams);
-  void reap_children();
-  void on_worker_exit(Worker& worker, int status);
-  void give_up_on_unkillable();
-  Worker* find_worker(pid_t pid);
+
+  // --- Supervisor::Listener
+  void on_signal(int sig) override { listener_.on_signal(sig); }
+  void on_exit(Child& child) override;
+  void notice(const std::string& message) override { listener_.notice(message); }
+  void on_output(bool last) override;
+  void on_readable(int fd) override { listener_.on_readable(fd); }
 
   Os& os_;
   const LaunchPlan& plan_;
@@ -118,12 +116,8 @@ class WorkerGroup {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<DedupedConsole> dedup_;
   Worker* root_cause_ = nullptr;
-  bool stopping_ = false;
-  bool killed_ = false;
   bool keeps_logs_ = false;
-  Clock::time_point kill_deadline_;   // SIGKILL after SIGTERM
-  Clock::time_point given_up_after_;  // the kill bound after SIGKILL
-  std::vector<int> watched_fds_;
+  Supervisor supervisor_;
 };
 
 }  // namespace acc::launcher

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <unordered_set>
 
 #include "acc/common/strings.h"
@@ -95,7 +96,7 @@ class Flag {
 
 // Declares the flags, and registers with CLI11 those the filter wants. Each registered one
 // records its canonical (underscore) name so that LaunchOptions can tell a flag that was given
-// from one left at its default.
+// from one left at its default (LaunchOptions::sources).
 class FlagTable {
  public:
   FlagTable(CLI::App& app, LaunchOptions& options, const FlagFilter& filter)
@@ -126,9 +127,23 @@ class FlagTable {
   // Whether a flag of this name was declared (registered or not).
   bool has(const std::string& name) const { return declared_.count(name) > 0; }
 
-  void record_given() {
-    for (auto& [name, option] : options_by_name_)
-      if (option->count() > 0) options_.given.insert(name);
+  // Records the command line (or a PET_* variable) as the source of each option it set, and
+  // each option typed, in the user's order, for the fan-out head to forward (fanout.h).
+  void record_command_line(const CLI::App& app) {
+    std::map<const CLI::Option*, std::string> names;
+    for (const auto& [name, option] : options_by_name_) {
+      if (option->count() > 0) options_.sources[name] = Source::kCommandLine;
+      names.emplace(option, name);
+    }
+    // CLI11 lists an option once per value it took from the command line (none it took from the
+    // environment), in order, and keeps the values as typed in the same order.
+    std::map<const CLI::Option*, size_t> taken;
+    for (const CLI::Option* option : app.parse_order()) {
+      const auto name = names.find(option);
+      if (name == names.end()) continue;
+      const std::string& value = option->results().at(taken[option]++);
+      options_.typed.push_back({name->second, value, option->get_items_expected_max() == 0});
+    }
   }
 
  private:
@@ -462,7 +477,7 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   } catch (const CLI::ParseError& e) {
     return usage_error(in_users_spelling(e.what(), args));
   }
-  table.record_given();
+  table.record_command_line(app);
   if (!options.print_completion.empty()) {
     result.exit_now = true;
     result.message = completion_script(app, options.print_completion);

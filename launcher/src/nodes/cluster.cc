@@ -205,23 +205,18 @@ ClusterFacts hostfile_facts(const std::vector<SelectedHost>& hosts, const std::s
   return facts;
 }
 
-void apply_cluster_facts(const ClusterFacts& facts, LaunchOptions& o) {
-  // Below the user's flags and above a config file: recorded apart from what the user gave.
-  auto fill = [&](const char* name, auto& target, const auto& value) {
-    if (!value || o.was_given(name)) return;
-    target = *value;
-    o.from_scheduler.insert(name);
-  };
-  fill("nnodes", o.nnodes, facts.nnodes);
-  fill("node_rank", o.node_rank, facts.node_rank);
-  fill("nproc_per_node", o.nproc_per_node, facts.nproc_per_node);
-  fill("master_addr", o.master_addr, facts.master_addr);
-  if (facts.master_port && !o.was_given("master_port") && !o.main_process_port) {
-    o.master_port = *facts.master_port;
-    o.from_scheduler.insert("master_port");
-  }
-  fill("rdzv_id", o.rdzv_id, facts.rdzv_id);
-  fill("gpu_ids", o.gpu_ids, facts.gpu_ids);
+OptionProposals scheduler_proposals(const ClusterFacts& facts) {
+  // Below the user's flags and above a config file: apply_proposals decides (option_sources.h).
+  OptionProposals proposals;
+  proposals.source = Source::kScheduler;
+  proposals.nnodes = facts.nnodes;
+  proposals.node_rank = facts.node_rank;
+  proposals.nproc_per_node = facts.nproc_per_node;
+  proposals.master_addr = facts.master_addr;
+  proposals.master_port = facts.master_port;
+  proposals.rdzv_id = facts.rdzv_id;
+  proposals.gpu_ids = facts.gpu_ids;
+  return proposals;
 }
 
 }  // namespace acc::launcher

@@ -81,6 +81,9 @@ void ElasticMembership::connect() {
       log::info(chosen.why);
       socket_interface_ = interface_with_address(address_);
     }
+  } else {
+    socket_interface_ =
+        worker_socket_interface(plan_.hostname, rendezvous_host(), plan_.local_addr);
   }
   rendezvous::RendezvousOptions options;
   options.run_id = plan_.run_id;

@@ -35,7 +35,7 @@ const std::set<std::string>& head_only_flags() {
 }  // namespace
 
 bool wants_fanout(const LaunchOptions& options) {
-  return !options.hostfile.empty() && !options.was_given("node_rank") &&
+  return !options.hostfile.empty() && options.source_of("node_rank") != Source::kCommandLine &&
          options.launcher != "none" && !options.stop_on_stdin_eof;
 }
 
@@ -59,7 +59,7 @@ std::vector<RemoteNode> select_nodes(const std::vector<HostfileEntry>& hosts,
 }
 
 void check_slots_agree(const LaunchOptions& options, const std::vector<RemoteNode>& nodes) {
-  if (options.was_given("nproc_per_node")) {
+  if (options.source_of("nproc_per_node") == Source::kCommandLine) {
     // auto, gpu and cpu count this host's devices: the hostfile's slots count the others'.
     if (const std::optional<int> n = parse_int(options.nproc_per_node)) {
       for (const RemoteNode& node : nodes)
@@ -69,7 +69,7 @@ void check_slots_agree(const LaunchOptions& options, const std::vector<RemoteNod
                   "--nproc_per_node or give every host slots=", *n);
     }
   }
-  if (options.was_given("num_processes") && options.num_processes) {
+  if (options.source_of("num_processes") == Source::kCommandLine && options.num_processes) {
     int total = 0;
     std::vector<std::string> slots;
     for (const RemoteNode& node : nodes) {
@@ -84,20 +84,15 @@ void check_slots_agree(const LaunchOptions& options, const std::vector<RemoteNod
   }
 }
 
-std::vector<std::string> forwarded_launcher_args(const std::vector<std::string>& args,
-                                                 size_t program_and_args) {
-  std::vector<std::string> flags(args.begin(), args.end() - static_cast<long>(program_and_args));
-  if (!flags.empty() && flags.back() == "--") flags.pop_back();
+std::vector<std::string> forwarded_launcher_args(const LaunchOptions& options) {
   std::vector<std::string> kept;
-  for (size_t i = 0; i < flags.size(); ++i) {
-    const std::string& arg = flags[i];
-    std::string name = arg.rfind("--", 0) == 0 ? arg.substr(2, arg.find('=') - 2) : "";
-    std::replace(name.begin(), name.end(), '-', '_');
-    if (!head_only_flags().count(name)) {
-      kept.push_back(arg);
-      continue;
-    }
-    if (arg.find('=') == std::string::npos) ++i;  // its value is the next word
+  for (const TypedOption& option : options.typed) {
+    if (head_only_flags().count(option.name)) continue;
+    const std::string flag = "--" + option.name;
+    if (!option.is_switch)
+      kept.insert(kept.end(), {flag, option.value});
+    else
+      kept.push_back(option.value == "true" ? flag : flag + "=" + option.value);
   }
   return kept;
 }

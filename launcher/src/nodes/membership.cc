@@ -8,6 +8,7 @@
 #include "acc/rendezvous/store_client.h"
 #include "acc/rendezvous/store_server.h"
 #include "nodes/job_link.h"
+#include "nodes/store_address.h"
 #include "nodes/store_connect.h"
 #include "output/log.h"
 
@@ -286,6 +287,10 @@ Round StaticMembership::join(int restart_count) {
       link_->connect(
           store_ ? (is_ipv6_literal(plan_.master_addr) ? "::1" : "127.0.0.1") : plan_.master_addr,
           port);
+      // Gloo takes a worker's address from the hostname: where that would not bring the other
+      // nodes here (Debian's "127.0.1.1 <hostname>"), the interface this node reaches node 0 on.
+      socket_interface_ =
+          worker_socket_interface(plan_.hostname, plan_.master_addr, plan_.local_addr);
     }
     // Every node starts attempt `restart_count` together, after the others stopped theirs.
     link_->arrive(store_keys::attempt_barrier(restart_count), 1);
@@ -303,6 +308,7 @@ Round StaticMembership::join(int restart_count) {
   }
   Round round = static_round(plan_, port, restart_count);
   round.agent_store = true;
+  round.socket_interface = socket_interface_;
   return round;
 }
 

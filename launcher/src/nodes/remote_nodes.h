@@ -1,15 +1,16 @@
 #pragma once
 
-// Running a fanned-out job from the head node (fanout.h builds the commands): a parallel
-// `ssh host true` probe of every host, then one ssh per host running that node's acc-launch,
-// its output relayed with the host's name, and every node stopped when one fails or the head is
-// interrupted.
+// Running a fanned-out job from the head node (fanout.h builds the commands, remote_job.h runs
+// them on the launcher's process supervisor): a parallel `ssh host true` probe of every host,
+// then one ssh per host running that node's acc-launch, its output relayed with the host's name,
+// and every node stopped when one fails or the head is interrupted.
 //
 // Stopping: the head closes each ssh's stdin; ssh passes the end of file on, and the remote
 // launcher (--stop_on_stdin_eof) stops its workers as on SIGTERM and exits, which ends the ssh.
 // The same end of file reaches it when the connection drops or the head dies (its ssh children
-// get SIGKILL with it, PR_SET_PDEATHSIG): no remote launcher outlives its session. Unlike
-// `ssh -tt`, stdout and stderr stay apart and lines are not rewritten with '\r'.
+// get SIGKILL with it: PR_SET_PDEATHSIG, and the watchdog for their process groups): no remote
+// launcher outlives its session. Unlike `ssh -tt`, stdout and stderr stay apart and lines are
+// not rewritten with '\r'.
 
 #include <optional>
 #include <string>
@@ -26,7 +27,6 @@ namespace acc::launcher {
 // nullopt, as for every other launch. Throws NetworkError when a host cannot be reached (before
 // any worker starts anywhere), ConfigError for bad flags.
 // `host` gives the environment sent to the nodes (detect_host()).
-std::optional<int> fan_out_if_asked(const LaunchOptions& options,
-                                    const std::vector<std::string>& args, const HostInfo& host);
+std::optional<int> fan_out_if_asked(const LaunchOptions& options, const HostInfo& host);
 
 }  // namespace acc::launcher

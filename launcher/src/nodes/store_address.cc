@@ -120,13 +120,19 @@ bool is_loopback_address(const std::string& address) {
   return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
 }
 
-StoreAddress choose_store_address(const AddressFacts& facts) {
+bool hostname_reaches_here(const AddressFacts& facts) {
   const auto& resolved = facts.hostname_addresses;
   const bool any_loopback = std::any_of(resolved.begin(), resolved.end(), is_loopback_address);
   const bool any_ours = std::any_of(resolved.begin(), resolved.end(), [&](const std::string& a) {
     return contains(facts.interface_addresses, a);
   });
-  if (any_ours && !any_loopback) return {facts.hostname, ""};
+  return any_ours && !any_loopback;
+}
+
+StoreAddress choose_store_address(const AddressFacts& facts) {
+  if (hostname_reaches_here(facts)) return {facts.hostname, ""};
+  const auto& resolved = facts.hostname_addresses;
+  const bool any_loopback = std::any_of(resolved.begin(), resolved.end(), is_loopback_address);
 
   const std::string problem = hostname_problem(facts);
   const std::string rendezvous = "the rendezvous endpoint " + facts.rendezvous_host;
@@ -150,6 +156,19 @@ StoreAddress choose_store_address(const AddressFacts& facts) {
                        " is reached over loopback here (--local_addr sets it)"};
   }
   return {facts.hostname, ""};  // no interface but loopback: nothing else could reach this node
+}
+
+std::string worker_socket_address(const AddressFacts& facts, const std::string& local_addr) {
+  if (hostname_reaches_here(facts)) return "";
+  if (!local_addr.empty()) return local_addr;
+  const StoreAddress chosen = choose_store_address(facts);
+  return chosen.why.empty() ? "" : chosen.address;
+}
+
+std::string worker_socket_interface(const std::string& hostname, const std::string& peer_host,
+                                    const std::string& local_addr) {
+  return interface_with_address(
+      worker_socket_address(read_address_facts(hostname, peer_host), local_addr));
 }
 
 std::string interface_with_address(const std::string& address) {

@@ -48,6 +48,23 @@ StoreAddress choose_store_address(const AddressFacts& facts);
 // read is left empty.
 AddressFacts read_address_facts(const std::string& hostname, const std::string& rendezvous_host);
 
+// Whether the hostname brings the other nodes here: it resolves to one of this node's interface
+// addresses and to no loopback address. Pure.
+bool hostname_reaches_here(const AddressFacts& facts);
+
+// The address this node's workers should take for their own sockets where Gloo's choice, the
+// address the hostname resolves to, would not bring the other nodes here: `local_addr`
+// (--local_addr) when given, else the address choose_store_address publishes from the same
+// facts. Empty where the hostname does, or where every node runs on this machine. Pure.
+std::string worker_socket_address(const AddressFacts& facts, const std::string& local_addr);
+
+// The workers' GLOO_SOCKET_IFNAME on a node of a multi-node job: the interface that holds
+// worker_socket_address(read_address_facts(hostname, peer_host), local_addr), where `peer_host`
+// is the host every node reaches (node 0's --master_addr, the rendezvous endpoint). "" when none
+// is needed or no interface holds it. May wait for DNS as read_address_facts. Never throws.
+std::string worker_socket_interface(const std::string& hostname, const std::string& peer_host,
+                                    const std::string& local_addr);
+
 // The name of the interface of this node that holds `address` (numeric text), "eth0"; "" when
 // none does or it is not numeric. Never throws.
 std::string interface_with_address(const std::string& address);

@@ -9,6 +9,7 @@
 #include "acc/config/launch_env.h"
 #include "acc/config/paths.h"
 #include "acc/config/schema.h"
+#include "acc/launcher/plan/option_sources.h"
 #include "output/log.h"
 
 namespace acc::launcher {
@@ -38,6 +39,26 @@ std::string path_add(const std::string& list, const std::string& entry) {
   return out + (out.empty() ? "" : ":") + entry;
 }
 
+// The file's word on the options the command line or a scheduler may have set too; for
+// apply_proposals (option_sources.h), which keeps those they did not set.
+OptionProposals file_proposals(const cfg::ClusterConfig& config, bool workers,
+                               const std::string& devices) {
+  OptionProposals file{.source = Source::kConfigFile};
+  // Accelerate's simple launcher starts one process whatever num_processes says.
+  if (const int n = config.num_processes(); n != -1) file.num_processes = workers ? n : 1;
+  file.num_machines = config.num_machines();
+  file.machine_rank = config.machine_rank();
+  file.main_process_port = config.main_process_port();
+  // Accelerate ignores these two from the file (their flags default to non-None values);
+  // acc-launch honours them (docs/config.md, "Divergences").
+  if (config.has("rdzv_backend")) file.rdzv_backend = config.rdzv_backend();
+  file.mixed_precision = config.mixed_precision();
+  if (config.debug()) file.debug = true;
+  file.cpu = config.use_cpu() || config.distributed_type() == "MULTI_CPU";
+  if (devices == "CUDA_VISIBLE_DEVICES") file.gpu_ids = config.gpu_ids();
+  return file;
+}
+
 }  // namespace
 
 MergeEnvironment MergeEnvironment::from_host(const HostInfo& host) {
@@ -62,7 +83,8 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
   const std::string file = config.path().empty() ? "config" : config.path();
   ACC_CHECK(!(o.cpu && o.multi_gpu), ConfigError,
             "--cpu and --multi_gpu: give one of them (--cpu runs one process on the CPU)");
-  ACC_CHECK(!o.multi_gpu || !o.was_given("num_processes") || o.num_processes.value_or(2) >= 2,
+  ACC_CHECK(!o.multi_gpu || o.source_of("num_processes") != Source::kCommandLine ||
+                o.num_processes.value_or(2) >= 2,
             ConfigError,
             "--multi_gpu needs at least 2 processes: pass --num_processes 2 or more "
             "(or leave out --multi_gpu for one process)");
@@ -75,51 +97,34 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
   flags.use_parallelism_config = o.use_parallelism_config;
   const cfg::LaunchMode mode = cfg::launch_mode(config, flags);
   const bool workers = cfg::launches_workers(config, mode);
-  // The command line, or a scheduler (which the file does not override either).
-  auto given = [&](const char* name, const char* twin = nullptr) {
-    auto set = [&](const char* n) { return o.was_given(n) || o.set_by_scheduler(n); };
-    return set(name) || (twin && set(twin));
-  };
+  const std::string devices = cfg::visible_devices_variable(config.distributed_type());
 
-  if (!given("num_processes", "nproc_per_node")) {
-    const int n = config.num_processes();
-    ACC_CHECK(n != -1, ConfigError, file,
-              ": num_processes: not set; pass --num_processes N, or add num_processes: N to the "
-              "file (the total over all machines)");
-    // Accelerate's simple launcher starts one process whatever num_processes says.
-    o.num_processes = workers ? n : 1;
-  }
-  if (!given("num_machines", "nnodes")) o.num_machines = config.num_machines();
-  if (!given("machine_rank", "node_rank")) o.machine_rank = config.machine_rank();
+  apply_proposals(file_proposals(config, workers, devices), o);
+  ACC_CHECK(config.num_processes() != -1 || setting_source(o, "num_processes") != Source::kDefault,
+            ConfigError, file,
+            ": num_processes: not set; pass --num_processes N, or add num_processes: N to the "
+            "file (the total over all machines)");
   const int machines = o.num_machines.value_or(1);
-  if (!given("main_process_ip", "master_addr") && machines > 1 && config.main_process_ip())
-    o.main_process_ip = config.main_process_ip();
-  if (!given("main_process_port", "master_port") && config.main_process_port())
-    o.main_process_port = config.main_process_port();
-  // Accelerate ignores these two from the file (their flags default to non-None values);
-  // acc-launch honours them (docs/config.md, "Divergences").
-  if (!given("rdzv_backend") && config.has("rdzv_backend")) o.rdzv_backend = config.rdzv_backend();
-  o.same_network = config.same_network();
-
-  bool mixed_precision_from_config = false;
-  if (!given("mixed_precision")) {
-    mixed_precision_from_config = config.mixed_precision().has_value();
-    o.mixed_precision = config.mixed_precision().value_or("no");
+  if (machines > 1 && config.main_process_ip()) {
+    // Accelerate reads the address for several machines only.
+    OptionProposals address{.source = Source::kConfigFile};
+    address.main_process_ip = config.main_process_ip();
+    apply_proposals(address, o);
   }
-  if (!given("debug")) o.debug = o.debug || config.debug();
-  if (!given("cpu")) o.cpu = config.use_cpu() || config.distributed_type() == "MULTI_CPU";
+  o.same_network = config.same_network();
+  const bool mixed_precision_from_config = o.source_of("mixed_precision") == Source::kConfigFile;
+  // An Accelerate launch always names one (its flag's default).
+  if (!o.mixed_precision) o.mixed_precision = "no";
   o.multi_gpu = mode.path != cfg::LaunchPath::kSimple;
   o.simple_launcher = !workers && o.num_processes.value_or(1) == 1 && machines == 1;
 
-  const std::string devices = cfg::visible_devices_variable(config.distributed_type());
-  if (!given("gpu_ids")) {
-    if (devices == "CUDA_VISIBLE_DEVICES")
-      o.gpu_ids = config.gpu_ids();
-    else if (config.gpu_ids() && *config.gpu_ids() != "all")
-      o.extra_env.emplace_back(devices, *config.gpu_ids());
-  }
+  // Another vendor's devices: the file's list goes to their variable, unless the command line or
+  // a scheduler chose the GPUs.
+  if (devices != "CUDA_VISIBLE_DEVICES" && config.gpu_ids() && *config.gpu_ids() != "all" &&
+      setting_source(o, "gpu_ids") == Source::kDefault)
+    o.extra_env.emplace_back(devices, *config.gpu_ids());
 
-  if (!given("num_cpu_threads_per_process") && mode.path != cfg::LaunchPath::kDeepSpeed) {
+  if (mode.path != cfg::LaunchPath::kDeepSpeed) {
     // _validate_launch_command(): $OMP_NUM_THREADS, else 1; on CPU, the physical cores shared
     // by the local processes when that gives more than one thread each.
     int threads = environment.omp_num_threads.value_or(1);
@@ -129,9 +134,12 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
       const int share = environment.physical_cores / local;
       if (share > 1) threads = share;
     }
-    o.num_cpu_threads_per_process = threads;
+    OptionProposals chosen{.source = Source::kConfigFile};
+    chosen.num_cpu_threads_per_process = threads;
+    apply_proposals(chosen, o);
     // The plan says so when it limits several workers (plan.cc, resolve_environment).
-    o.omp_threads_chosen = threads == 1 && !environment.omp_num_threads;
+    if (o.source_of("num_cpu_threads_per_process") == Source::kConfigFile)
+      o.omp_threads_chosen = threads == 1 && !environment.omp_num_threads;
   }
 
   if (mode.path == cfg::LaunchPath::kDeepSpeed) {
@@ -190,7 +198,7 @@ bool any_accelerate_flag(const LaunchOptions& o) {
   for (const char* name :
        {"num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
         "mixed_precision", "gpu_ids", "num_cpu_threads_per_process"})
-    if (o.was_given(name)) return true;
+    if (o.source_of(name) == Source::kCommandLine) return true;
   return false;
 }
 
@@ -214,8 +222,7 @@ void apply_config_file(LaunchOptions& options, const MergeEnvironment& environme
   if (!path.empty()) {
     config = cfg::load_config(path);
     for (const std::string& warning : config.warnings()) log::warn(warning);
-  } else if (!options.num_processes && !options.was_given("nproc_per_node") &&
-             !options.set_by_scheduler("nproc_per_node")) {
+  } else if (!options.num_processes && options.source_of("nproc_per_node") == Source::kDefault) {
     // No file: the flags alone, as `accelerate launch` without a config (one process unless
     // told otherwise).
     config.set("num_processes", cfg::Value::of_int(1));

@@ -1,8 +1,9 @@
 #pragma once
 
-// The merge of an Accelerate config file into a launch (reference/accelerate.md §3.2), with
-// acc-launch's precedence for every key: the command line (and PET_*), then the file, then the
-// defaults. LaunchOptions::given says what the command line set.
+// The merge of an Accelerate config file into a launch (reference/accelerate.md §3.2). The file
+// proposes its keys' values and apply_proposals (option_sources.h) keeps those no higher layer
+// (the command line and PET_*, a scheduler) set; the merge then derives what follows from the
+// result (the launch mode, threads, the workers' variables).
 
 #include <optional>
 #include <string>
@@ -25,9 +26,10 @@ struct MergeEnvironment {
   static MergeEnvironment from_host(const HostInfo& host);
 };
 
-// Fills the options the user did not give from `config` and appends the config's worker
-// variables to options.extra_env. Pure. Throws ConfigError (one line naming the file, the key
-// and the fix) for a config that cannot be launched as asked (no num_processes, --cpu with
+// Fills the options no higher layer set from `config` (Source::kConfigFile) and appends the
+// config's worker variables to options.extra_env. Pure. Throws ConfigError (one line naming the
+// file, the key and the fix) for a config that cannot be launched as asked (no num_processes, --cpu
+// with
 // --multi_gpu).
 void merge_config(const acc::config::ClusterConfig& config, const MergeEnvironment& environment,
                   LaunchOptions& options);

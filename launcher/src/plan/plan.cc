@@ -17,6 +17,7 @@
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 #include "acc/launcher/host/cpu_binding.h"
+#include "acc/launcher/plan/option_sources.h"
 #include "plan/accelerate_env.h"
 
 namespace acc::launcher {
@@ -53,25 +54,24 @@ int per_node_of_total(int total, int nnodes) {
   return per_node;
 }
 
-// The workers on this node, resolved once, from the first source that has a word:
-//   1. the command line: --nproc_per_node (or PET_NPROC_PER_NODE), else Accelerate's total
-//      --num_processes shared over the nodes (both given: they must agree);
-//   2. the scheduler or hostfile (cluster.cc: SLURM, Open MPI, Kubernetes, hostfile slots);
-//   3. the config file's num_processes, a total (config_merge.cc fills it only then);
-//   4. the default, --nproc_per_node's 1 (auto, cpu and gpu count the host's devices).
+// The workers on this node, from the spelling whose source is higher (option_sources.h: the
+// command line, a scheduler or hostfile, the config file, the default): torchrun's
+// --nproc_per_node (auto, cpu and gpu count the host's devices), or Accelerate's total
+// --num_processes shared over the nodes. Given both on the command line, they must agree.
 int resolve_workers_per_node(const LaunchOptions& o, const HostInfo& host, int nnodes) {
-  const bool total_given = o.was_given("num_processes") && o.num_processes;
-  if (o.was_given("nproc_per_node")) {
+  if (!o.num_processes) return resolve_nproc_per_node(o, host);
+  const Source per_node = o.source_of("nproc_per_node");
+  const Source total = o.source_of("num_processes");
+  if (per_node == Source::kCommandLine && total == Source::kCommandLine) {
     const int n = resolve_nproc_per_node(o, host);
-    ACC_CHECK(!total_given || per_node_of_total(*o.num_processes, nnodes) == n, ConfigError,
-              "--num_processes ", o.num_processes.value_or(0), " contradicts --nproc_per_node ",
-              o.nproc_per_node, "; give one of them");
+    ACC_CHECK(per_node_of_total(*o.num_processes, nnodes) == n, ConfigError, "--num_processes ",
+              *o.num_processes, " contradicts --nproc_per_node ", o.nproc_per_node,
+              "; give one of them");
     return n;
   }
-  if (total_given) return per_node_of_total(*o.num_processes, nnodes);
-  if (o.set_by_scheduler("nproc_per_node")) return resolve_nproc_per_node(o, host);
-  if (o.num_processes) return per_node_of_total(*o.num_processes, nnodes);
-  return resolve_nproc_per_node(o, host);
+  // A total set at the same level wins: --nproc_per_node always has a value, its default.
+  return total >= per_node ? per_node_of_total(*o.num_processes, nnodes)
+                           : resolve_nproc_per_node(o, host);
 }
 
 // nnodes is "N" or "MIN:MAX".
@@ -151,7 +151,7 @@ std::vector<std::string> resolve_etcd_endpoints(const std::string& text) {
 
 void resolve_elastic(const LaunchOptions& o, LaunchPlan& plan) {
   plan.rdzv_conf = parse_rdzv_conf(o.rdzv_conf);
-  ACC_CHECK(o.rdzv_id != "none" || !o.was_given("rdzv_id"), ConfigError,
+  ACC_CHECK(o.rdzv_id != "none" || o.source_of("rdzv_id") != Source::kCommandLine, ConfigError,
             "--rdzv_id none: give the job an id every node shares");
   if (plan.rdzv_backend == "etcd-v2") {
     plan.etcd_endpoints = resolve_etcd_endpoints(o.rdzv_endpoint);
@@ -165,13 +165,16 @@ void resolve_elastic(const LaunchOptions& o, LaunchPlan& plan) {
   plan.rdzv_port = endpoint.port;
 }
 
-// Folds Accelerate's spellings into torchrun's; the same setting given both ways must agree.
+// Folds Accelerate's spellings into torchrun's; the same setting given both ways on the command
+// line must agree. Otherwise only one of them is set past its default (apply_proposals keeps one
+// spelling of a setting), so Accelerate's, where set, is the setting.
 template <typename T>
 void fold(const LaunchOptions& o, const std::optional<T>& accelerate_value,
           const char* accelerate_flag, const char* torchrun_flag, T& torchrun_value,
           const T& torchrun_as_given) {
   if (!accelerate_value) return;
-  if (o.was_given(torchrun_flag) && torchrun_as_given != *accelerate_value) {
+  if (o.source_of(torchrun_flag) == Source::kCommandLine &&
+      torchrun_as_given != *accelerate_value) {
     std::ostringstream message;
     message << "--" << accelerate_flag << " " << *accelerate_value << " contradicts --"
             << torchrun_flag << " " << torchrun_as_given << "; give one of them";
@@ -229,13 +232,7 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
          o.nnodes);
   fold(o, o.machine_rank, "machine_rank", "node_rank", merged.node_rank, o.node_rank);
   fold(o, o.main_process_ip, "main_process_ip", "master_addr", merged.master_addr, o.master_addr);
-  std::optional<int> port_given = o.master_port;
-  if (o.main_process_port) {
-    ACC_CHECK(!o.master_port || *o.master_port == *o.main_process_port, ConfigError,
-              "--main_process_port ", *o.main_process_port, " contradicts --master_port ",
-              *o.master_port, "; give one of them");
-    port_given = o.main_process_port;
-  }
+  std::optional<int> port_given = named_store_port(o);
 
   const bool etcd = o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2";  // torchrun's names
   ACC_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d" || etcd, ConfigError,
@@ -306,7 +303,7 @@ std::vector<int> resolve_node_slots(const LaunchOptions& o, const LaunchPlan& pl
 
 // --retryable_exit_code: an exit status a scheduler can see (1-255); 0 when not given.
 int resolve_retryable_exit_code(const LaunchOptions& o) {
-  if (!o.was_given("retryable_exit_code")) return 0;
+  if (o.source_of("retryable_exit_code") != Source::kCommandLine) return 0;
   const int code = o.retryable_exit_code;
   ACC_CHECK(code >= 1 && code <= 255, ConfigError, "--retryable_exit_code ", code,
             ": expected an exit status from 1 to 255, such as 138 (Kubeflow's ExitCode restart "

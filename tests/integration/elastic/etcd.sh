@@ -10,8 +10,10 @@
 #      first run's state, which etcd keeps, does not stop the second);
 #   5. SIGINT and SIGTERM to a node waiting in the rendezvous stop it within 1 s (130, 143).
 # Nothing may be left running (etcd members, launchers, workers), no data dir left behind.
-# Usage: etcd.sh ACC_LAUNCH. Exits 77 (skipped) without etcd, etcdctl or python3-torch.
+# Usage: etcd.sh ACC_LAUNCH. Exits 77 (skipped) without etcd, etcdctl or python3-torch, or a
+# network namespace of its own (own_loopback.sh).
 set -uo pipefail
+source "$(dirname "$0")/../own_loopback.sh"
 launcher=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
@@ -31,12 +33,8 @@ trap cleanup EXIT
 # The worker script lives in $work, so any worker left over is found by its path.
 cp "$here/../pytorch/allreduce_loop.py" "$work/job.py"
 
-# Six free loopback ports: a client and a peer port per member.
-read -r -a ports <<<"$($python -c '
-import socket
-socks = [socket.socket() for _ in range(6)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))')"
+# A client and a peer port per member, in this script's own network namespace (own_loopback.sh).
+ports=(2379 2389 2399 2380 2390 2400)
 client() { echo "127.0.0.1:${ports[$1]}"; }
 peer() { echo "http://127.0.0.1:${ports[$(($1 + 3))]}"; }
 cluster="m0=$(peer 0),m1=$(peer 1),m2=$(peer 2)"
@@ -78,13 +76,16 @@ echo "etcd cluster up at $endpoints; leader m$first_leader"
 node_endpoints=$(client $first_leader)
 for i in 0 1 2; do [ $i = "$first_leader" ] || node_endpoints="$node_endpoints,$(client $i)"; done
 
-steps=300
+# Round 0's job outlasts the test's checks (3000 steps, a minute), so that only node c's death
+# ends it; the survivors' round 1 runs $steps. With 300 in round 0 a slow run could see the job
+# finish before its "20 more steps" check after the leader's death, and fail as "stalled".
+steps=100
 node() {  # node NAME: one launcher, output in $work/NAME.{out,err}
   exec env PYTHON_EXEC=$python HF_HOME=/nonexistent/acc-launch-tests "$launcher" \
     --nnodes 2:3 --nproc_per_node 1 --rdzv_backend etcd-v2 --rdzv_endpoint "$node_endpoints" \
     --rdzv_id "job$$" --max_restarts 3 --shutdown_timeout 5 \
     --rdzv_conf last_call_timeout=1,keep_alive_interval=1,join_timeout=30 \
-    "$work/job.py" $steps >"$work/$1.out" 2>"$work/$1.err"
+    "$work/job.py" 3000 $steps >"$work/$1.out" 2>"$work/$1.err"
 }
 wait_for_step() {  # wait_for_step N FILES...: until a rank 0 has printed step N
   local step=$1; shift

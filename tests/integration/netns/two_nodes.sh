@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two nodes, each its own network namespace and address (a veth pair, 10.231.7.1 and .2), each
 # running acc-launch with 2 PyTorch Gloo workers:
-#   1. a static 2-node job passes its all_reduce check across the nodes;
+#   1. a static 2-node job passes its all_reduce check across the nodes, the workers' Gloo
+#      interface chosen by the launchers;
 #   2. node 1's launcher is killed with SIGKILL mid-job: node 0 stops cleanly with a failure
 #      report and a non-zero status, and nothing is left running in either namespace.
 # Usage: two_nodes.sh ACC_LAUNCH. Exits 77 (skipped) without netns rights or python3-torch.
@@ -32,16 +33,21 @@ for ns in $a $b; do ip -n $ns link set lo up; done
 ip -n $a link set $va up && ip -n $b link set $vb up
 
 node() {  # node NS RANK IFACE SCRIPT ARGS... : one launcher in its namespace (run it in a
-          # subshell or background job: it execs, so $! is the launcher itself)
+          # subshell or background job: it execs, so $! is the launcher itself); IFACE "-":
+          # no GLOO_SOCKET_IFNAME, the launcher's choice
   local ns=$1 rank=$2 iface=$3; shift 3
-  exec ip netns exec $ns env GLOO_SOCKET_IFNAME=$iface PYTHON_EXEC=$python \
+  local gloo=(GLOO_SOCKET_IFNAME=$iface)
+  [ "$iface" = - ] && gloo=(-u GLOO_SOCKET_IFNAME)
+  exec ip netns exec $ns env "${gloo[@]}" PYTHON_EXEC=$python \
     "$launcher" --nnodes 2 --node_rank $rank --nproc_per_node 2 \
     --master_addr 10.231.7.1 --master_port 29517 --shutdown_timeout 5 "$@"
 }
 
-# 1. The job across two nodes.
-node $b 1 $vb "$here/../pytorch/ddp_check.py" >"$work/b.out" 2>"$work/b.err" &
-(node $a 0 $va "$here/../pytorch/ddp_check.py" >"$work/a.out" 2>"$work/a.err")
+# 1. The job across two nodes, without GLOO_SOCKET_IFNAME: the hostname resolves to loopback in
+#    both namespaces (this machine's /etc/hosts), so each launcher names its workers the interface
+#    it reaches node 0 on (otherwise Gloo's connect to 127.0.x.1 is refused).
+node $b 1 - "$here/../pytorch/ddp_check.py" >"$work/b.out" 2>"$work/b.err" &
+(node $a 0 - "$here/../pytorch/ddp_check.py" >"$work/a.out" 2>"$work/a.err")
 rc_a=$?
 wait $!
 rc_b=$?

@@ -1,5 +1,9 @@
 """A PyTorch job that keeps its ranks talking: STEPS Gloo all_reduces, one every 20 ms, with
-rank 0 printing 'step N'. Prints RESULT on rank 0 when every step agreed."""
+rank 0 printing 'step N'. Prints RESULT on rank 0 when every step agreed.
+  allreduce_loop.py [STEPS [STEPS_AFTER_RESTART]]
+STEPS_AFTER_RESTART (default STEPS) is the count once the launcher restarted the workers
+(TORCHELASTIC_RESTART_COUNT > 0): a test can keep the first attempt going until it ends it."""
+import os
 import sys
 import time
 
@@ -9,6 +13,8 @@ import torch.distributed as dist
 
 def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 50
+    if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0 and len(sys.argv) > 2:
+        steps = int(sys.argv[2])
     dist.init_process_group("gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     for step in range(steps):

@@ -10,9 +10,18 @@
 # (no --machine_rank: the nodes meet in a c10d rendezvous there), GPUS_PER_NODE=2 CPU workers.
 # Without it, then a rank of node 1 exits 3 while the others sleep: both nodes end within seconds
 # (fail-fast), and node 0 names node 1.
+# Runs in a network namespace of its own (own_loopback.sh), so its SLURM ports are fixed and no
+# other test can take them.
 # Usage: srun_two_nodes.sh ACC_LAUNCH [accelerate_recipe]. Exits 77 (skipped) without slurm-wlm,
-# munge or torch.
+# munge or torch, or a network namespace.
 set -uo pipefail
+source "$(dirname "$0")/../own_loopback.sh"
+# SLURM's daemons look up the address to listen on with AI_ADDRCONFIG, which finds no IPv4 where
+# loopback is the only interface ("Unable to resolve (null)"): the namespace gets one more, a
+# veth pair on TEST-NET-1 that leads nowhere.
+ip link add acc-v0 type veth peer name acc-v1 && ip addr add 192.0.2.1/24 dev acc-v0 &&
+  ip link set acc-v0 up && ip link set acc-v1 up ||
+  { echo "SKIP: cannot add a veth pair to the test's network namespace"; exit 77; }
 launcher=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
@@ -25,8 +34,8 @@ $python -c 'import torch.distributed' 2>/dev/null || { echo "SKIP: no python3-to
 dir=$(mktemp -d /tmp/acc-slurm-XXXXXX)
 chmod 755 "$dir"
 mkdir -p "$dir/state" "$dir/spool/n1" "$dir/spool/n2" "$dir/log"
-# Ports of our own, so that a SLURM on this machine's defaults is left alone.
-base=$((17000 + RANDOM % 2000))
+# SLURM's ports, in this namespace alone.
+base=17000
 cat > "$dir/slurm.conf" <<CONF
 ClusterName=acc
 SlurmctldHost=localhost
@@ -86,7 +95,7 @@ cd "$dir"
 if [ "${2:-}" = accelerate_recipe ]; then
   command -v salloc >/dev/null || { echo "SKIP: salloc not installed"; exit 77; }
   # The recipe as Accelerate writes it, two changes: the node names here (n1, n2) do not resolve,
-  # so the head node's NodeAddr stands in for its name, and the port is the test's own, not
+  # so the head node's NodeAddr stands in for its name, and the port is not
   # 29500, so that tests running beside this one do not meet it.
   cat > "$dir/recipe.sh" <<RECIPE
 #!/bin/bash

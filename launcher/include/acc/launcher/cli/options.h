@@ -5,12 +5,23 @@
 
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace acc::launcher {
+
+// Where an option's value came from, in rising precedence: a value from a later one wins over a
+// value from an earlier one (apply_proposals, acc/launcher/plan/option_sources.h).
+enum class Source { kDefault, kConfigFile, kScheduler, kCommandLine };
+
+// One option as the user typed it: its underscore name, and its value as typed (for a switch, what
+// followed '=', else "true").
+struct TypedOption {
+  std::string name;
+  std::string value;
+  bool is_switch = false;
+};
 
 struct LaunchOptions {
   // torchrun's flags, with torchrun's defaults.
@@ -48,7 +59,7 @@ struct LaunchOptions {
   std::string duplicate_stderr_filters;
   std::string print_completion;  // bash, zsh or tcsh: print a completion script and exit
 
-  // Accelerate's launch flags. Unset optionals were not given.
+  // Accelerate's launch flags (also a config file's keys). Unset optionals: no layer set them.
   std::optional<int> num_processes;  // total over all machines
   std::optional<int> num_machines;
   std::optional<int> machine_rank;
@@ -106,17 +117,19 @@ struct LaunchOptions {
   std::string program;
   std::vector<std::string> program_args;
 
-  // Names (underscore spelling, no dashes: "nproc_per_node") of the options the user set on the
-  // command line or through PET_*; a config file fills only the others.
-  std::set<std::string> given;
+  // Where each option's value came from, by its underscore name ("nproc_per_node"); an option
+  // not listed has its default. cli.cc records the command line (PET_* count as the command
+  // line), apply_proposals (acc/launcher/plan/option_sources.h) a scheduler's and a config file's.
+  std::map<std::string, Source> sources;
 
-  bool was_given(const std::string& name) const { return given.count(name) > 0; }
+  Source source_of(const std::string& name) const {
+    const auto it = sources.find(name);
+    return it == sources.end() ? Source::kDefault : it->second;
+  }
 
-  // Names of the options a scheduler or hostfile filled (apply_cluster_facts, cluster.h): not
-  // given by the user, but above a config file in precedence.
-  std::set<std::string> from_scheduler;
-
-  bool set_by_scheduler(const std::string& name) const { return from_scheduler.count(name) > 0; }
+  // The options typed on the command line (not PET_*), one per occurrence, in the user's order:
+  // what the fan-out head forwards to every node (fanout.h, forwarded_launcher_args).
+  std::vector<TypedOption> typed;
 
   // Fan-out from one command (fanout.h): with --hostfile and no --node_rank, the head starts one
   // launcher per host over `launcher`; each remote one gets --stop_on_stdin_eof.

@@ -11,20 +11,21 @@
 
 #include "acc/common/hostfile.h"
 #include "acc/launcher/cli/options.h"
+#include "acc/launcher/plan/option_sources.h"
 
 namespace acc::launcher {
 
 // What a scheduler says about this node's place in the job. Unset: it says nothing.
 struct ClusterFacts {
-  std::string scheduler;  // "slurm", "mpi", "kubernetes", "hostfile", or empty
-  std::optional<std::string> nnodes;
-  std::optional<int> node_rank;
-  std::optional<std::string> nproc_per_node;
-  std::optional<std::string> master_addr;
-  std::optional<int> master_port;
-  std::optional<std::string> rdzv_id;
-  std::optional<std::string> gpu_ids;  // a hostfile's picked slots: "0,2"
-  std::vector<std::string> sources;    // "nnodes=2 (SLURM_STEP_NUM_NODES)", for --dry_run and env
+  std::string scheduler{};  // "slurm", "mpi", "kubernetes", "hostfile", or empty
+  std::optional<std::string> nnodes{};
+  std::optional<int> node_rank{};
+  std::optional<std::string> nproc_per_node{};
+  std::optional<std::string> master_addr{};
+  std::optional<int> master_port{};
+  std::optional<std::string> rdzv_id{};
+  std::optional<std::string> gpu_ids{};  // a hostfile's picked slots: "0,2"
+  std::vector<std::string> sources{};    // "nnodes=2 (SLURM_STEP_NUM_NODES)", for --dry_run and env
 };
 
 // Reads the environment of a SLURM step, an mpirun rank or a Kubernetes pod. `resolve` maps a
@@ -48,8 +49,8 @@ std::string resolve_slurm_node_address(const std::string& node);
 ClusterFacts hostfile_facts(const std::vector<SelectedHost>& hosts, const std::string& this_host,
                             std::optional<int> node_rank);
 
-// Fills every option the user did not give from `facts`, and records it in
-// options.from_scheduler (not options.given: the user did not give it).
-void apply_cluster_facts(const ClusterFacts& facts, LaunchOptions& options);
+// The facts as the scheduler's word on the options (Source::kScheduler), for apply_proposals
+// (option_sources.h), which keeps those the command line did not set.
+OptionProposals scheduler_proposals(const ClusterFacts& facts);
 
 }  // namespace acc::launcher

@@ -59,12 +59,12 @@ std::vector<RemoteNode> select_nodes(const std::vector<HostfileEntry>& hosts,
 // Throws ConfigError, one line naming the first host that disagrees (or the slots of all).
 void check_slots_agree(const LaunchOptions& options, const std::vector<RemoteNode>& nodes);
 
-// The user's launcher flags (the arguments before PROGRAM), less those the head decides per node
-// or that only the head reads: --hostfile --include --exclude --launcher --ssh_* --env_passthrough
-// --nnodes --node_rank --nproc_per_node --master_addr --master_port --rdzv_id --gpu_ids and
-// Accelerate's machine flags. Both spellings and the --flag=value form are recognised.
-std::vector<std::string> forwarded_launcher_args(const std::vector<std::string>& args,
-                                                 size_t program_and_args);
+// The launcher flags the user typed (options.typed, as the command line parsed them), less those
+// the head decides per node or that only the head reads: --hostfile --include --exclude
+// --launcher --ssh_* --env_passthrough --nnodes --node_rank --nproc_per_node --master_addr
+// --master_port --rdzv_id --gpu_ids and Accelerate's machine flags. Each in its underscore
+// spelling: `--name VALUE`, a switch `--name` (or `--name=VALUE` where one was typed).
+std::vector<std::string> forwarded_launcher_args(const LaunchOptions& options);
 
 // KEY=VALUE lines of an ~/.acc-launch_env-style file ('#' comments and blank lines skipped).
 // Throws ConfigError naming path:line for a line without '=' or an invalid name.

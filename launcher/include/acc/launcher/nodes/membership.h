@@ -186,7 +186,8 @@ class StaticMembership : public Membership {
   const LaunchPlan& plan_;
   const rendezvous::Clock& clock_;
   std::unique_ptr<rendezvous::StoreServer> store_;
-  std::unique_ptr<Link> link_;  // several nodes only
+  std::unique_ptr<Link> link_;    // several nodes only
+  std::string socket_interface_;  // Round::socket_interface; several nodes only
 };
 
 // The membership the plan asks for: elastic for --rdzv_backend c10d or etcd-v2, else static.

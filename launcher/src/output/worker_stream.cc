@@ -1,4 +1,4 @@
-#include "agent/worker_stream.h"
+#include "output/worker_stream.h"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@ void Stream::on_line(std::string_view line) {
   if (console_fd >= 0 && dedup) {
     dedup->add(local_rank, line, now());
   } else if (console_fd >= 0) {
-    console_batch += prefix;
+    if (prefixed_already.empty() || !line.starts_with(prefixed_already)) console_batch += prefix;
     console_batch += line;
     if (line.back() != '\n' && line.back() != '\r') console_batch += '\n';
   }

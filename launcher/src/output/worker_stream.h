@@ -3,7 +3,8 @@
 // One output stream (stdout or stderr) of one worker, as the agent reads it: its pipe, cut into
 // whole lines; each line to the worker's log file, to the console (prefixed, in batches of whole
 // lines, or through the --dedup_lines collapser), to the stderr tail the failure report shows,
-// and counted as progress for the stall watch. Not thread-safe: the agent's one thread owns it.
+// and counted as progress for the stall watch. The fan-out head reads each node's ssh through
+// one too (process/supervisor.h). Not thread-safe: the agent's one thread owns it.
 
 #include <chrono>
 #include <deque>
@@ -24,6 +25,8 @@ struct Stream {
   UniqueFd file_fd;     // the worker's log file, or none
   int console_fd = -1;  // -1: not shown on the console
   std::string prefix;
+  // Lines that start with this get no prefix: a node's worker lines already name their host.
+  std::string prefixed_already;
   std::string console_batch;
   std::deque<std::string>* tail = nullptr;  // stderr keeps its last lines for the report
   LineDedup* dedup = nullptr;               // --dedup_lines: the console goes through it
