@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "acc/common/error.h"
@@ -339,9 +338,9 @@ void ElasticRendezvous::close_run(milliseconds linger) {
   store_.set(key("run_closed"), "1");
   // Wake nodes waiting for a next round, so they see the run closed.
   store_.set(round_key(current_round(), "next"), "closed");
-  const auto deadline = std::chrono::steady_clock::now() + linger;
-  while (std::chrono::steady_clock::now() < deadline && store_.add(key("spares"), 0) > 0)
-    std::this_thread::sleep_for(milliseconds(20));
+  const auto deadline = clock_.now() + linger;
+  while (clock_.now() < deadline && store_.add(key("spares"), 0) > 0)
+    clock_.sleep_until(std::min(deadline, clock_.now() + milliseconds(20)));
 }
 
 }  // namespace acc::rendezvous

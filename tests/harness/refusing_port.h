@@ -36,6 +36,11 @@ class RefusingPort {
   RefusingPort& operator=(const RefusingPort&) = delete;
 
   int port() const { return port_; }
+  // Starts listening on the port, as a master that came up late: the next connect is accepted
+  // (by the kernel's backlog; nothing answers beyond that).
+  void listen() {
+    if (::listen(fd_, 16) != 0) throw std::runtime_error("cannot listen on a loopback socket");
+  }
   // "127.0.0.1:PORT".
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 

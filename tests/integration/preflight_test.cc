@@ -92,9 +92,8 @@ TEST(PreflightTest, ARefusingMasterIsOneLineAndExitThreeWithinTheBound) {
             "--master_port) at 127.0.0.1:" +
                 std::to_string(port) + ": connection refused (tried for 2 s, --preflight_timeout)");
   EXPECT_EQ(run.out.find("WORKER_STARTED"), std::string::npos) << "no worker may start";
-  // The bound is 2 s; a try started just before it may take one more second.
-  EXPECT_GE(run.elapsed, milliseconds(1900));
-  EXPECT_LT(run.elapsed, seconds(10)) << "bound 2 s (+1 s for the last try), generous for load";
+  // That the bound fires at 2 s, after a try a second, is tests/launcher/preflight_test's, on a
+  // fake clock.
 }
 
 TEST(PreflightTest, ANodeStartedBeforeTheMasterWaitsForItAndTheJobRuns) {

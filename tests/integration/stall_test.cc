@@ -41,7 +41,8 @@ TEST(StallTest, SilentWorkersAreReportedAndStoppedWithExitStatusFour) {
                                     "--stall_init_timeout", "1", "--log_dir", dir + "/logs"},
                                    dir));
   EXPECT_EQ(run.exit_code, 4) << run.err;
-  EXPECT_LT(run.elapsed, seconds(1 + 5 + 5)) << "stall timeout, stacks, startup on a busy machine";
+  // When the stall fires (one timeout after the last progress) is stall_watch_test's, on a fake
+  // clock.
   EXPECT_NE(run.err.find("acc-launch: hang: no worker on"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("made progress for 1."), std::string::npos) << run.err;
   EXPECT_EQ(count(run.err, "\n  0     0      "), 1u) << run.err;
@@ -104,8 +105,7 @@ TEST(StallTest, ReportActionReportsOnceAndTheJobGoesOn) {
   while (read_text(dir + "/launcher.err").find("the job goes on") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  // No progress, so no second report however long we wait: three more timeouts here.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // That a silence is reported once however long it lasts is stall_watch_test's, on a fake clock.
   EXPECT_TRUE(processes_mentioning(dir).size() >= 1) << "the job must still run";
   ::kill(launcher, SIGTERM);
   EXPECT_EQ(wait_launcher(launcher), 128 + SIGTERM);
@@ -265,7 +265,8 @@ TEST(StallTest, ARankAsleepBeforeItsFirstAllReduceIsAStallAfterStartUpNotDuringI
   const double after_hang = std::chrono::duration<double>(ended - hang).count();
   std::printf("start-up %.1f s, launcher exited %.1f s after the hang began\n",
               std::chrono::duration<double>(hang - started).count(), after_hang);
-  EXPECT_LT(after_hang, 20.0) << "the stall timeout (3 s), stacks and the stop, on a busy machine";
+  // That the stall comes one timeout after the last rank started is stall_watch_test's, on a
+  // fake clock; here, that it comes after the start-up and names the collective.
   EXPECT_NE(err.find("acc-launch: hang: no worker on "), std::string::npos) << err;
   EXPECT_NE(err.find("in all_reduce"), std::string::npos) << err;
   expect_nothing_left(dir);

@@ -169,6 +169,27 @@ TEST_F(AgentTest, WorkersThatAllExitZeroEndTheJobWithZero) {
   EXPECT_EQ(os.elapsed(), seconds(2));
 }
 
+// --dedup_lines holds a line back for its window on the agent's clock (the fake OS's here): the
+// same line from two ranks 100 ms apart comes out once, 1 s apart twice.
+TEST_F(AgentTest, DedupLinesMergesLinesWithinTheWindowOnTheAgentsClock) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int index) {
+    Script script = exits(0, seconds(5));
+    script.stdout_lines = {{milliseconds(1000 + 100 * index), "loss 0.5\n"},
+                           {milliseconds(2000 + 1000 * index), "step done\n"}};
+    return script;
+  };
+  LaunchPlan p = plan(2);
+  p.dedup_lines = true;
+  p.dedup_window = milliseconds(150);
+  ::testing::internal::CaptureStdout();
+  const int status = run(std::move(p), os);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(status, 0) << err_;
+  EXPECT_EQ(out, "[rank0-1]: loss 0.5\n[rank0]: step done\n[rank1]: step done\n");
+  EXPECT_EQ(os.elapsed(), seconds(5));
+}
+
 TEST_F(AgentTest, AFailureStopsTheOthersWithSigtermAndReturnsItsExitCode) {
   FakeOs os;
   os.program = [](const SpawnRequest&, int index) {

@@ -399,6 +399,31 @@ TEST_F(ElasticRendezvousTest, AParticipantMeetingAgainSupersedesTheRound) {
   EXPECT_EQ(result(jb2).round, 1);
 }
 
+// A spare that has not seen the close (its launcher frozen) holds close_run() for the linger, on
+// the rendezvous's clock: not a moment less, and no longer.
+TEST_F(ElasticRendezvousTest, CloseRunLingersForASpareUpToTheLingerOnTheRendezvousClock) {
+  auto a = node(rendezvous(1, 1), "a");
+  auto ja = join(*a);
+  ASSERT_EQ(result(ja).num_nodes, 1);
+  store_.add(a->run_scope() + "spares", 1);
+  auto task = std::make_shared<std::packaged_task<void()>>([a] { a->close_run(5s); });
+  auto closed = task->get_future();
+  threads_.emplace_back([task] { (*task)(); });
+  ASSERT_TRUE(store_.await_blocked(1));
+  store_.advance(4990ms);
+  ASSERT_TRUE(store_.await_blocked(1));
+  EXPECT_FALSE(ready(closed)) << "the spare has not seen the close and the linger is not over";
+  store_.advance(10ms);
+  result(closed);
+}
+
+TEST_F(ElasticRendezvousTest, CloseRunWithoutSparesDoesNotLinger) {
+  auto a = node(rendezvous(1, 1), "a");
+  auto ja = join(*a);
+  ASSERT_EQ(result(ja).num_nodes, 1);
+  a->close_run(5s);  // the store's time never moves: a linger would hang here
+}
+
 TEST_F(ElasticRendezvousTest, AClosedRunWakesItsNodesAndANewNodeStartsTheNextRun) {
   auto options = rendezvous(1, 2, 300ms);
   auto a = node(options, "a"), late = node(options, "late");

@@ -127,6 +127,25 @@ Clock::time_point MemoryStore::now() const {
   return now_;
 }
 
+void MemoryStore::sleep_until(time_point deadline) const {
+  Lock lock(mutex_);
+  const std::uint64_t id = next_waiter_++;
+  struct Leave {
+    const MemoryStore& store;
+    std::uint64_t id;
+    ~Leave() {
+      store.blocked_.erase(id);
+      store.cv_.notify_all();
+    }
+  } leave{*this, id};
+  while (now_ < deadline) {
+    if (closed_) throw StoreError("memory store closed");
+    blocked_[id] = version_;
+    cv_.notify_all();  // await_blocked() and advance() count the sleepers too
+    cv_.wait(lock);
+  }
+}
+
 void MemoryStore::advance(std::chrono::milliseconds step) {
   Lock lock(mutex_);
   now_ += step;

@@ -38,6 +38,9 @@ class MemoryStore final : public KeyValueStore, public Clock {
 
   // The store's time: starts at an arbitrary point and moves only by advance().
   time_point now() const override;
+  // Blocks until advance() brings the store's time to `deadline`, counted by await_blocked() as
+  // a call blocked on keys is; after close(), throws StoreError as they do.
+  void sleep_until(time_point deadline) const override;
 
   // Moves the store's time forward by `step`, then returns once every call blocked on keys has
   // seen the new time and either left (timed out) or blocks again.
@@ -66,13 +69,15 @@ class MemoryStore final : public KeyValueStore, public Clock {
 
   const std::chrono::milliseconds get_timeout_;
   mutable std::mutex mutex_;
-  std::condition_variable cv_;
+  // Mutable for sleep_until(), which is const as the Clock's and blocks as a waiting call does.
+  mutable std::condition_variable cv_;
   std::map<std::string, std::string, std::less<>> data_;
   time_point now_;
   bool closed_ = false;
   std::uint64_t version_ = 0;  // counts the changes (writes and advances)
-  std::uint64_t next_waiter_ = 0;
-  std::map<std::uint64_t, std::uint64_t> blocked_;  // blocked call -> the version it saw last
+  mutable std::uint64_t next_waiter_ = 0;
+  mutable std::map<std::uint64_t, std::uint64_t>
+      blocked_;  // blocked call -> the version it saw last
 };
 
 }  // namespace acc::rendezvous

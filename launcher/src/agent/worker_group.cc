@@ -132,6 +132,7 @@ void WorkerGroup::setup_stream(Worker& worker, Stream& stream, int which, const 
   stream.prefix = prefix;
   stream.console_fd = redirected || !shown ? -1 : console;
   stream.local_rank = local_rank;
+  stream.now = [this] { return os_.now(); };
   stream.dedup = stream.console_fd < 0 || !dedup_ ? nullptr : dedup_->for_console(console);
   if (stream.dedup) stream.dedup->add_source(local_rank);
   if (redirected || teed || !plan_.log_dir.empty()) {
@@ -178,7 +179,7 @@ void WorkerGroup::wait_once(std::optional<Clock::time_point> wake) {
 }
 
 void WorkerGroup::on_output(bool last) {
-  if (dedup_) dedup_->write(last);
+  if (dedup_) dedup_->write(last, os_.now());
 }
 
 void WorkerGroup::on_exit(Child& child) {

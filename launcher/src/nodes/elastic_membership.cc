@@ -42,8 +42,10 @@ void listen_for(rendezvous::StoreServerOptions& options, const std::string& host
 
 }  // namespace
 
-ElasticMembership::ElasticMembership(const LaunchPlan& plan, std::string hostname)
+ElasticMembership::ElasticMembership(const LaunchPlan& plan, std::string hostname,
+                                     const rendezvous::Clock& clock)
     : plan_(plan),
+      clock_(clock),
       address_(plan.local_addr.empty() ? std::move(hostname) : plan.local_addr),
       keep_alive_interval_(rdzv_seconds(plan, "keep_alive_interval", 5)),
       keep_alive_max_attempt_(rdzv_count(plan, "keep_alive_max_attempt", 3)),
@@ -96,21 +98,21 @@ void ElasticMembership::connect() {
   options.keep_alive_timeout = keep_alive_interval_ * keep_alive_max_attempt_;
   options.log = [](std::string_view line) { log::info(line); };
   rendezvous_ = std::make_unique<rendezvous::ElasticRendezvous>(
-      *client_, options, address_ + ":" + std::to_string(::getpid()));
+      *client_, options, address_ + ":" + std::to_string(::getpid()), clock_);
   rendezvous_->set_stop_check([this] { throw_if_stopped(); });
 }
 
 void ElasticMembership::wait_for(const std::string& name, milliseconds timeout) {
   // In slices, so that SIGINT/SIGTERM stop the launcher within a second here too.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = clock_.now() + timeout;
   for (;;) {
     throw_if_stopped();
-    const auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::ceil<milliseconds>(deadline - clock_.now());
     try {
       client_->wait({key(name)}, std::clamp(left, milliseconds(1), milliseconds(100)));
       return;
     } catch (const TimeoutError&) {
-      if (std::chrono::steady_clock::now() >= deadline) throw;
+      if (clock_.now() >= deadline) throw;
     }
   }
 }
@@ -155,7 +157,7 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   client.handshake_timeout = std::min(client.timeout, milliseconds(1000));
   const milliseconds join_timeout = rdzv_seconds(plan_, "join_timeout", 600);
   return connect_until(
-      client, std::chrono::steady_clock::now() + join_timeout, milliseconds(100),
+      client, clock_, clock_.now() + join_timeout, milliseconds(100),
       [&] {
         throw_if_stopped();
         if (may_host && !rendezvous_server_) try_to_serve();
@@ -186,7 +188,7 @@ Round ElasticMembership::join(int restart_count) {
   round.agent_store = true;
   round.socket_interface = socket_interface_;
   log::info("rendezvous round {}: node {} of {}", round_, node_rank_, num_nodes_);
-  last_reply_ = std::chrono::steady_clock::now();
+  last_reply_ = clock_.now();
   return round;
 }
 
@@ -224,10 +226,13 @@ Endpoint ElasticMembership::join_round(int restart_count) {
 bool ElasticMembership::every_node_reaches(const Endpoint& store) {
   // Workers that cannot reach their store wait in TCPStore's connect until PyTorch's timeout
   // (30 minutes), saying nothing: so every node tries it first, and says so in the round's keys.
-  const ReachResult reached = try_reach(store, false, kStoreCheckBound, [this] {
-    throw_if_stopped();
-    return 0;
-  });
+  const ReachResult reached = try_reach(
+      store, false, kStoreCheckBound,
+      [this] {
+        throw_if_stopped();
+        return 0;
+      },
+      clock_);
   if (reached.reach != Reach::kReached)
     client_->compare_set(
         key("unreachable"), "",
@@ -270,9 +275,9 @@ bool ElasticMembership::changed() {
   const milliseconds window = keep_alive_interval_ * keep_alive_max_attempt_;
   auto* store = dynamic_cast<rendezvous::StoreClient*>(client_.get());
   if (store)
-    store->set_timeout(std::max(std::chrono::duration_cast<milliseconds>(
-                                    last_reply_ + window - std::chrono::steady_clock::now()),
-                                keep_alive_interval_));
+    store->set_timeout(
+        std::max(std::chrono::duration_cast<milliseconds>(last_reply_ + window - clock_.now()),
+                 keep_alive_interval_));
   std::string why;
   try {
     rendezvous_->heartbeat();
@@ -291,7 +296,7 @@ bool ElasticMembership::changed() {
         " has not answered for the keep-alive window (" + seconds_text(window) + ")");
   }
   if (store) store->set_timeout(read_timeout_);
-  last_reply_ = std::chrono::steady_clock::now();
+  last_reply_ = clock_.now();
   if (!why.empty()) log::info(why);
   return !why.empty();
 }

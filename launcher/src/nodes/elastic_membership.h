@@ -11,6 +11,7 @@
 
 #include "acc/common/endpoint.h"
 #include "acc/launcher/nodes/membership.h"
+#include "acc/rendezvous/clock.h"
 
 namespace acc::rendezvous {
 class ElasticRendezvous;
@@ -22,7 +23,11 @@ namespace acc::launcher {
 
 class ElasticMembership : public Membership {
  public:
-  ElasticMembership(const LaunchPlan& plan, std::string hostname);
+  // Deadlines (the join timeout, the keep-alive window, the rendezvous's own) are read from
+  // `clock`, which must outlive this object. The store's waits on keys run in real time: a fake
+  // clock suits the tests where no such wait runs out (a silent node, a heartbeat window).
+  ElasticMembership(const LaunchPlan& plan, std::string hostname,
+                    const rendezvous::Clock& clock = rendezvous::Clock::steady());
   ~ElasticMembership() override;
 
   // Connects (c10d: hosting the rendezvous store when the endpoint is this machine and its port
@@ -57,6 +62,7 @@ class ElasticMembership : public Membership {
   void wait_for(const std::string& name, std::chrono::milliseconds timeout);
 
   const LaunchPlan& plan_;
+  const rendezvous::Clock& clock_;
   std::string address_;           // this node, as the others reach it
   std::string socket_interface_;  // Round::socket_interface
   std::chrono::milliseconds keep_alive_interval_;
@@ -74,7 +80,7 @@ class ElasticMembership : public Membership {
   int restarts_seen_ = 0;      // the agent's restart count at the last join
   bool failure_seen_ = false;  // changed() found a silent node since the last join
   // The last reply of the rendezvous store to a heartbeat (changed()), or the join.
-  std::chrono::steady_clock::time_point last_reply_;
+  rendezvous::Clock::time_point last_reply_;
 };
 
 }  // namespace acc::launcher

@@ -2,8 +2,6 @@
 
 #include <string.h>
 
-#include <thread>
-
 #include "acc/common/endpoint.h"
 #include "acc/common/exit_code.h"
 #include "acc/common/store_keys.h"
@@ -18,7 +16,6 @@ namespace acc::launcher {
 namespace {
 
 using std::chrono::milliseconds;
-using SteadyClock = std::chrono::steady_clock;
 
 // How often a wait here (a barrier, the connection to node 0) looks at the store and at the
 // stop check: well under the second in which a stopped launcher must end.
@@ -30,8 +27,10 @@ constexpr milliseconds kWaitStep{100};
 // (connecting, the barriers) with their stop checks, and what a store error means: node 0 is gone.
 class StaticMembership::Link {
  public:
-  Link(const LaunchPlan& plan, std::function<void()> throw_if_stopped)
+  Link(const LaunchPlan& plan, const rendezvous::Clock& clock,
+       std::function<void()> throw_if_stopped)
       : plan_(plan),
+        clock_(clock),
         throw_if_stopped_(std::move(throw_if_stopped)),
         interval_(rdzv_seconds(plan, "keep_alive_interval", 1)),
         // Ten beats: a launcher busy for a few seconds (a hang report collects stacks for up to
@@ -50,20 +49,20 @@ class StaticMembership::Link {
     // The others' replies are bounded by the keep-alive window in guarded().
     store.timeout = milliseconds(60'000);
     store.handshake_timeout = milliseconds(1000);
-    client_ = connect_until(store, SteadyClock::now() + join_timeout_, kWaitStep * 5,
+    client_ = connect_until(store, clock_, clock_.now() + join_timeout_, kWaitStep * 5,
                             throw_if_stopped_, "node 0's store, --master_addr and --master_port",
                             "node 0's store at " + format_endpoint(host, port) +
                                 " did not answer within the join timeout (" +
                                 std::to_string(join_timeout_.count() / 1000) +
                                 " s, --rdzv_conf join_timeout)");
-    last_reply_ = SteadyClock::now();
+    last_reply_ = clock_.now();
     JobLink::Options options;
     options.node_rank = plan_.node_rank;
     options.nnodes = plan_.nnodes;
     options.keep_alive_window = window_;
-    job_ = std::make_unique<JobLink>(*client_, rendezvous::Clock::steady(), options);
+    job_ = std::make_unique<JobLink>(*client_, clock_, options);
     job_->join();
-    next_beat_ = SteadyClock::now() + interval_;
+    next_beat_ = clock_.now() + interval_;
   }
 
   bool connected() const { return client_ != nullptr; }
@@ -79,11 +78,11 @@ class StaticMembership::Link {
     if (!job_) return {};
     try {
       if (plan_.node_rank != 0)
-        client_->set_timeout(std::max(
-            std::chrono::duration_cast<milliseconds>(last_reply_ + window_ - SteadyClock::now()),
-            interval_));
+        client_->set_timeout(
+            std::max(std::chrono::duration_cast<milliseconds>(last_reply_ + window_ - clock_.now()),
+                     interval_));
       JobEvent event = step(*job_);
-      last_reply_ = SteadyClock::now();
+      last_reply_ = clock_.now();
       if (event.kind == JobEvent::Kind::kEnded) ended(event);
       return event;
     } catch (const Error& e) {
@@ -107,7 +106,7 @@ class StaticMembership::Link {
   // Waits, beating, until `done()` or the job restarts or ends; kNone when done.
   template <typename Done>
   JobEvent wait(int restart_count, Done done, const std::string& what, bool bounded) {
-    const auto deadline = SteadyClock::now() + join_timeout_;
+    const auto deadline = clock_.now() + join_timeout_;
     for (;;) {
       try {
         throw_if_stopped_();
@@ -127,8 +126,8 @@ class StaticMembership::Link {
           finished = true;
           return JobEvent{};
         }
-        if (SteadyClock::now() >= next_beat_) {
-          next_beat_ = SteadyClock::now() + interval_;
+        if (clock_.now() >= next_beat_) {
+          next_beat_ = clock_.now() + interval_;
           return job.tick(restart_count);
         }
         JobEvent ended;
@@ -140,7 +139,7 @@ class StaticMembership::Link {
         return ended;
       });
       if (finished || event.kind != JobEvent::Kind::kNone) return event;
-      if (bounded && SteadyClock::now() >= deadline) {
+      if (bounded && clock_.now() >= deadline) {
         // The nodes that did arrive end too, instead of each waiting out its own timeout.
         JobEnd end;
         end.node = plan_.node_rank;
@@ -151,12 +150,12 @@ class StaticMembership::Link {
         publish_end(end);
         throw TimeoutError("node " + std::to_string(plan_.node_rank) + ": " + end.reason);
       }
-      std::this_thread::sleep_for(kWaitStep);
+      clock_.sleep_for(kWaitStep);
     }
   }
 
   JobEvent tick(int restart_count) {
-    next_beat_ = SteadyClock::now() + interval_;
+    next_beat_ = clock_.now() + interval_;
     return guarded([&](JobLink& job) { return job.tick(restart_count); });
   }
 
@@ -211,15 +210,15 @@ class StaticMembership::Link {
   // as node 0's loss. Nodes silent for the window are not waited for: they are lost.
   void let_others_go() {
     if (!job_ || plan_.node_rank != 0) return;
-    const auto deadline = SteadyClock::now() + window_;
-    while (SteadyClock::now() < deadline) {
+    const auto deadline = clock_.now() + window_;
+    while (clock_.now() < deadline) {
       try {
         throw_if_stopped_();
         if (job_->others_let_go()) return;
       } catch (const std::exception&) {
         return;  // a stop signal, or (a bug) our own store failing: nothing to wait for
       }
-      std::this_thread::sleep_for(kLetGoStep);
+      clock_.sleep_for(kLetGoStep);
     }
   }
 
@@ -253,6 +252,7 @@ class StaticMembership::Link {
   }
 
   const LaunchPlan& plan_;
+  const rendezvous::Clock& clock_;
   std::function<void()> throw_if_stopped_;
   const milliseconds interval_;
   const milliseconds window_;
@@ -260,11 +260,14 @@ class StaticMembership::Link {
   std::unique_ptr<rendezvous::StoreClient> client_;
   std::unique_ptr<JobLink> job_;
   std::optional<JobEvent> ended_;
-  SteadyClock::time_point next_beat_;
-  SteadyClock::time_point last_reply_;
+  rendezvous::Clock::time_point next_beat_;
+  rendezvous::Clock::time_point last_reply_;
 };
 
-StaticMembership::StaticMembership(const LaunchPlan& plan) : plan_(plan) {}
+StaticMembership::StaticMembership(const LaunchPlan& plan)
+    : StaticMembership(plan, rendezvous::Clock::steady()) {}
+StaticMembership::StaticMembership(const LaunchPlan& plan, const rendezvous::Clock& clock)
+    : plan_(plan), clock_(clock) {}
 StaticMembership::~StaticMembership() = default;
 
 Round StaticMembership::join(int restart_count) {
@@ -280,7 +283,7 @@ Round StaticMembership::join(int restart_count) {
   const int port = store_ ? store_->port() : plan_.master_port;
   if (plan_.nnodes > 1) {
     if (!link_) {
-      link_ = std::make_unique<Link>(plan_, [this] { throw_if_stopped(); });
+      link_ = std::make_unique<Link>(plan_, clock_, [this] { throw_if_stopped(); });
       link_->connect(
           store_ ? (is_ipv6_literal(plan_.master_addr) ? "::1" : "127.0.0.1") : plan_.master_addr,
           port);

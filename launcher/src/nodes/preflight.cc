@@ -12,19 +12,18 @@
 #include <cstring>
 #include <future>
 #include <memory>
-#include <thread>
 
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
 #include "acc/launcher/host/host.h"
+#include "acc/rendezvous/clock.h"
 #include "nodes/store_address.h"
 #include "output/log.h"
 
 namespace acc::launcher {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kSlice{100};        // how often a wait looks at the stop check
@@ -43,10 +42,11 @@ void throw_if_stopped(const StopCheck& stop) {
 }
 
 // Sleeps until `until`, looking at the stop check every 100 ms.
-void pause_until(Clock::time_point until, const StopCheck& stop) {
-  for (auto now = Clock::now(); now < until; now = Clock::now()) {
+void pause_until(const rendezvous::Clock& clock, rendezvous::Clock::time_point until,
+                 const StopCheck& stop) {
+  for (auto now = clock.now(); now < until; now = clock.now()) {
     throw_if_stopped(stop);
-    std::this_thread::sleep_for(std::min<Clock::duration>(kSlice, until - now));
+    clock.sleep_for(std::min<rendezvous::Clock::duration>(kSlice, until - now));
   }
   throw_if_stopped(stop);
 }
@@ -58,8 +58,8 @@ struct Resolved {
 
 // getaddrinfo cannot be interrupted and may wait seconds for DNS: it runs in a thread of its own
 // (signals stay blocked there, as in the launcher's thread), and a stop or the bound leaves it.
-std::optional<Resolved> resolve(const Endpoint& endpoint, Clock::time_point deadline,
-                                const StopCheck& stop) {
+std::optional<Resolved> resolve(const Endpoint& endpoint, const rendezvous::Clock& clock,
+                                rendezvous::Clock::time_point deadline, const StopCheck& stop) {
   auto promise = std::make_shared<std::promise<Resolved>>();
   std::future<Resolved> future = promise->get_future();
   std::thread([promise, host = endpoint.host, port = std::to_string(endpoint.port)] {
@@ -78,7 +78,7 @@ std::optional<Resolved> resolve(const Endpoint& endpoint, Clock::time_point dead
   }).detach();
   while (future.wait_for(kSlice) != std::future_status::ready) {
     throw_if_stopped(stop);
-    if (Clock::now() >= deadline) return std::nullopt;
+    if (clock.now() >= deadline) return std::nullopt;
   }
   return future.get();
 }
@@ -101,14 +101,15 @@ ReachResult connect_error(int error) {
 
 // One non-blocking connect, polled in slices so that a stop is seen.
 ReachResult connect_once(const sockaddr_storage& address, socklen_t length,
-                         Clock::time_point deadline, const StopCheck& stop) {
+                         const rendezvous::Clock& clock, rendezvous::Clock::time_point deadline,
+                         const StopCheck& stop) {
   UniqueFd fd(::socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return failure(Reach::kOther, std::string("socket: ") + std::strerror(errno));
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), length) == 0) return {};
   if (errno != EINPROGRESS) return connect_error(errno);
   for (;;) {
     throw_if_stopped(stop);
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - clock.now());
     if (left.count() <= 0)
       return failure(Reach::kTimedOut,
                      "timed out: nothing answered (a firewall may drop the connection)");
@@ -167,9 +168,9 @@ std::vector<PreflightTarget> preflight_targets(const LaunchPlan& plan) {
 }
 
 ReachResult try_reach(const Endpoint& endpoint, bool multi_node, milliseconds timeout,
-                      const StopCheck& stop) {
-  const auto deadline = Clock::now() + timeout;
-  const std::optional<Resolved> resolved = resolve(endpoint, deadline, stop);
+                      const StopCheck& stop, const rendezvous::Clock& clock) {
+  const auto deadline = clock.now() + timeout;
+  const std::optional<Resolved> resolved = resolve(endpoint, clock, deadline, stop);
   if (!resolved)
     return failure(Reach::kUnresolved, "the name " + endpoint.host + " did not resolve within " +
                                            decimal_seconds(timeout) + " s (DNS does not answer)");
@@ -188,28 +189,37 @@ ReachResult try_reach(const Endpoint& endpoint, bool multi_node, milliseconds ti
                        "machine's own name to 127.0.1.1); give an address the other nodes reach");
   ReachResult last;
   for (const auto& [address, length] : resolved->addresses) {
-    last = connect_once(address, length, deadline, stop);
+    last = connect_once(address, length, clock, deadline, stop);
     if (last.reach == Reach::kReached) return last;
   }
   return last;
 }
 
+ReachResult try_reach(const Endpoint& endpoint, bool multi_node, milliseconds timeout,
+                      const StopCheck& stop) {
+  return try_reach(endpoint, multi_node, timeout, stop, rendezvous::Clock::steady());
+}
+
 void run_preflight(const LaunchPlan& plan, const StopCheck& stop) {
+  run_preflight(plan, stop, rendezvous::Clock::steady());
+}
+
+void run_preflight(const LaunchPlan& plan, const StopCheck& stop, const rendezvous::Clock& clock) {
   const std::vector<PreflightTarget> targets = preflight_targets(plan);
   if (targets.empty()) return;
-  const auto started = Clock::now();
+  const auto started = clock.now();
   const milliseconds bound_ms = bound_of(plan);
   const auto deadline = started + bound_ms;
   bool told = false;
   for (;;) {
-    const auto try_started = Clock::now();
+    const auto try_started = clock.now();
     // At least a second, so that the last try near the bound still tells refused from silence.
     const auto bound = std::chrono::duration_cast<milliseconds>(
-        std::clamp<Clock::duration>(deadline - try_started, kMinTryBound, kTryBound));
+        std::clamp<rendezvous::Clock::duration>(deadline - try_started, kMinTryBound, kTryBound));
     ReachResult last;
     const PreflightTarget* failed = nullptr;
     for (const PreflightTarget& target : targets) {
-      last = try_reach(target.endpoint, multi_node(plan), bound, stop);
+      last = try_reach(target.endpoint, multi_node(plan), bound, stop, clock);
       if (last.reach == Reach::kReached) {
         log::debug("pre-flight: reached {}", describe(target));
         return;
@@ -218,7 +228,7 @@ void run_preflight(const LaunchPlan& plan, const StopCheck& stop) {
         throw ConfigError("pre-flight: cannot use " + describe(target) + ": " + last.why);
       failed = &target;
     }
-    const auto now = Clock::now();
+    const auto now = clock.now();
     if (now >= deadline)
       throw NetworkError("pre-flight: cannot reach " + describe(*failed) + ": " + last.why +
                          " (tried for " + decimal_seconds(bound_ms) + " s, " + bound_name(plan) +
@@ -228,7 +238,8 @@ void run_preflight(const LaunchPlan& plan, const StopCheck& stop) {
                 describe(*failed), last.why, decimal_seconds(bound_ms), bound_name(plan));
       told = true;
     }
-    pause_until(std::min<Clock::time_point>(deadline, try_started + kRetryPause), stop);
+    pause_until(clock, std::min<rendezvous::Clock::time_point>(deadline, try_started + kRetryPause),
+                stop);
   }
 }
 

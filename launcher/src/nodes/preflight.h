@@ -20,6 +20,11 @@
 #include "acc/common/endpoint.h"
 #include "acc/launcher/plan/plan.h"
 
+// Declared only: main.cc includes this header without the rendezvous module's include path.
+namespace acc::rendezvous {
+class Clock;
+}
+
 namespace acc::launcher {
 
 // Returns the stop signal that has arrived (SIGINT, SIGTERM, ...), 0 while none; may be empty.
@@ -45,15 +50,21 @@ struct ReachResult {
 };
 
 // One try at one endpoint: resolve, check for loopback when `multi_node` and the host is a name
-// other than localhost, connect. Blocks at most about `timeout`, calling `stop` every 100 ms.
-// Throws InterruptedError when `stop` reports a signal.
+// other than localhost, connect. Blocks at most about `timeout` of `clock`'s time, calling `stop`
+// every 100 ms. Throws InterruptedError when `stop` reports a signal.
+// Without `clock`: on the steady clock.
+ReachResult try_reach(const Endpoint& endpoint, bool multi_node, std::chrono::milliseconds timeout,
+                      const StopCheck& stop, const rendezvous::Clock& clock);
 ReachResult try_reach(const Endpoint& endpoint, bool multi_node, std::chrono::milliseconds timeout,
                       const StopCheck& stop);
 
 // The pre-flight of a launch: returns once every target is reached (for etcd, one member).
-// Blocks at most about plan.preflight_timeout (or join_timeout, when shorter) plus 1 s. Throws
-// ConfigError for a loopback name (exit 2), NetworkError naming the target and the last reason when
-// the bound passes (exit 3), InterruptedError when `stop` reports a signal (exit 128 + signal).
+// Blocks at most about plan.preflight_timeout (or join_timeout, when shorter) plus 1 s, of
+// `clock`'s time (it waits between tries on `clock`; tests pass a fake one). Throws ConfigError
+// for a loopback name (exit 2), NetworkError naming the target and the last reason when the bound
+// passes (exit 3), InterruptedError when `stop` reports a signal (exit 128 + signal).
+// Without `clock`: on the steady clock.
+void run_preflight(const LaunchPlan& plan, const StopCheck& stop, const rendezvous::Clock& clock);
 void run_preflight(const LaunchPlan& plan, const StopCheck& stop);
 
 // --dry_run: one try at each target, each bounded by 2 s; one line each on the launcher's log.

@@ -8,13 +8,14 @@
 namespace acc::launcher {
 
 std::unique_ptr<rendezvous::StoreClient> connect_until(
-    rendezvous::StoreClientOptions options, std::chrono::steady_clock::time_point deadline,
-    std::chrono::milliseconds try_bound, const std::function<void()>& throw_if_stopped,
-    const std::string& flags, const std::string& not_answered) {
+    rendezvous::StoreClientOptions options, const rendezvous::Clock& clock,
+    rendezvous::Clock::time_point deadline, std::chrono::milliseconds try_bound,
+    const std::function<void()>& throw_if_stopped, const std::string& flags,
+    const std::string& not_answered) {
   using std::chrono::milliseconds;
   for (;;) {
     throw_if_stopped();
-    const auto left = std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::ceil<milliseconds>(deadline - clock.now());
     options.connect_timeout = std::clamp(left, milliseconds(1), try_bound);
     std::optional<std::string> handshake;
     try {
@@ -25,7 +26,7 @@ std::unique_ptr<rendezvous::StoreClient> connect_until(
       handshake = e.what();  // a server going away, or not a store: the next try may find ours
     } catch (const TimeoutError&) {
     }
-    if (std::chrono::steady_clock::now() < deadline) continue;
+    if (clock.now() < deadline) continue;
     if (handshake) throw TimeoutError(*handshake + " (" + flags + ")");
     throw TimeoutError(not_answered);
   }

@@ -103,8 +103,9 @@ void publish_on_demand_report(const std::string& report) {
 
 StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
                        milliseconds timeout, std::function<void(const std::string&)> notice,
-                       std::function<Clock::time_point()> clock)
+                       std::function<Clock::time_point()> clock, proc::Reader& proc)
     : clock_(std::move(clock)),
+      proc_(proc),
       plan_(plan),
       round_(round),
       workers_(std::move(workers)),
@@ -133,7 +134,7 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
                   })
                                    : nullptr) {
   for (size_t i = 0; i < workers_.size(); ++i) {
-    cpu_at_progress_[i] = cpu_at_poll_[i] = proc::stat(workers_[i].pid).cpu_seconds;
+    cpu_at_progress_[i] = cpu_at_poll_[i] = proc_.stat(workers_[i].pid).cpu_seconds;
     try {
       files_[i] = std::make_unique<progress_file::Reader>(progress_file_path(workers_[i].dir));
     } catch (const Error&) {
@@ -207,7 +208,7 @@ void StallWatch::sample_busy(Clock::time_point now) {
   std::vector<size_t> idle;  // running, outside collectives, not on CPU
   bool waiting = false;      // some rank is inside a collective
   for (size_t i = 0; i < workers_.size(); ++i) {
-    const proc::Stat stat = proc::stat(workers_[i].pid);
+    const proc::Stat stat = proc_.stat(workers_[i].pid);
     if (!stat.ok || stat.state == "Z") continue;
     const double share = elapsed > 0 ? (stat.cpu_seconds - cpu_at_poll_[i]) / elapsed : 0;
     cpu_at_poll_[i] = stat.cpu_seconds;
@@ -251,7 +252,7 @@ size_t StallWatch::busy_on_gpu(const std::vector<size_t>& indices) {
   std::set<int> on_gpu;
   for (const auto& [pid, percent] : nvml->sm_utilization()) {
     if (percent < kBusyGpuPercent) continue;
-    for (int p = pid; p > 1; p = proc::stat(p).parent) {
+    for (int p = pid; p > 1; p = proc_.stat(p).parent) {
       if (idle_pids.count(p)) {
         on_gpu.insert(p);
         break;
@@ -267,7 +268,7 @@ void StallWatch::sample_cpu() {
     const long count = monitor_.progress_count(static_cast<int>(i));
     if (count == counted_at_sample_[i]) continue;
     counted_at_sample_[i] = count;
-    cpu_at_progress_[i] = proc::stat(workers_[i].pid).cpu_seconds;
+    cpu_at_progress_[i] = proc_.stat(workers_[i].pid).cpu_seconds;
   }
 }
 
@@ -380,7 +381,7 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   // CPU and state first: dumping a stack costs the worker some CPU.
   for (size_t i : indices) {
     const Worker& w = workers_[i];
-    const proc::Stat stat = proc::stat(w.pid);
+    const proc::Stat stat = proc_.stat(w.pid);
     WorkerSnapshot snapshot;
     snapshot.rank = w.rank;
     snapshot.local_rank = w.local_rank;

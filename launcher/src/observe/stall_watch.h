@@ -22,6 +22,7 @@
 #include "observe/collective_match.h"
 #include "observe/stall_monitor.h"
 #include "observe/straggler_watch.h"
+#include "process/proc.h"
 
 namespace acc::rendezvous {
 class StoreClient;
@@ -64,11 +65,13 @@ class StallWatch {
   // start-up limit is the plan's stall_init_timeout. `notice` prints a one-line message for
   // the user (the busy group's).
   // `clock` is the agent's (its Os's), so that its deadlines and this watch's ticks are on one
-  // clock (a fake one in the agent's tests).
+  // clock (a fake one in the agent's tests). The workers' state and CPU time come from `proc`
+  // (scripted in this watch's tests), which must outlive the watch.
   StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
              std::chrono::milliseconds timeout,
              std::function<void(const std::string&)> notice = nullptr,
-             std::function<Clock::time_point()> clock = Clock::now);
+             std::function<Clock::time_point()> clock = Clock::now,
+             proc::Reader& proc = proc::Reader::machine());
   ~StallWatch();
 
   // Worker `index` (its place in the agent's list) wrote a line.
@@ -116,6 +119,7 @@ class StallWatch {
   Clock::time_point clock_now() const { return clock_(); }
 
   std::function<Clock::time_point()> clock_;
+  proc::Reader& proc_;
   const LaunchPlan& plan_;
   Round round_;
   std::vector<Worker> workers_;

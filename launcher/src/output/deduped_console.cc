@@ -22,8 +22,7 @@ std::optional<LineDedup::Clock::time_point> DedupedConsole::next_due() const {
   return out ? out : err;
 }
 
-void DedupedConsole::write(bool everything) {
-  const auto now = LineDedup::Clock::now();
+void DedupedConsole::write(bool everything, LineDedup::Clock::time_point now) {
   for (int console : {STDOUT_FILENO, STDERR_FILENO}) {
     LineDedup& dedup = *for_console(console);
     const std::string text = everything ? dedup.take_all() : dedup.take_due(now);

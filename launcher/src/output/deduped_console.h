@@ -21,8 +21,9 @@ class DedupedConsole {
   // The earliest time a pending line of either stream falls due; nullopt when none is pending.
   std::optional<LineDedup::Clock::time_point> next_due() const;
 
-  // Writes the lines due now; with `everything`, all pending lines (the workers have ended).
-  void write(bool everything);
+  // Writes the lines due at `now` (the agent's clock, which stamped them); with `everything`, all
+  // pending lines (the workers have ended).
+  void write(bool everything, LineDedup::Clock::time_point now);
 
  private:
   LineDedup out_;

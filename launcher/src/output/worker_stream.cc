@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 
 #include "output/console.h"
 
@@ -13,7 +12,7 @@ void Stream::on_line(std::string_view line) {
   if (on_progress) on_progress();
   if (file_fd) write_all(file_fd.get(), line);
   if (console_fd >= 0 && dedup) {
-    dedup->add(local_rank, line, std::chrono::steady_clock::now());
+    dedup->add(local_rank, line, now());
   } else if (console_fd >= 0) {
     if (prefixed_already.empty() || !line.starts_with(prefixed_already)) console_batch += prefix;
     console_batch += line;

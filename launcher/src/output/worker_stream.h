@@ -6,6 +6,7 @@
 // and counted as progress for the stall watch. The fan-out head reads each node's ssh through
 // one too (process/supervisor.h). Not thread-safe: the agent's one thread owns it.
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <string>
@@ -31,6 +32,9 @@ struct Stream {
   LineDedup* dedup = nullptr;               // --dedup_lines: the console goes through it
   int local_rank = 0;
   std::function<void()> on_progress;  // a line is progress for the stall watch
+  // The agent's clock (its Os's), which stamps the lines --dedup_lines holds back, so that their
+  // window is on the clock the agent wakes by (a fake one in the agent's tests).
+  std::function<std::chrono::steady_clock::time_point()> now = std::chrono::steady_clock::now;
   LineSplitter splitter{[this](std::string_view line) { on_line(line); }};
 
   void on_line(std::string_view line);

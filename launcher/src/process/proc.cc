@@ -57,6 +57,14 @@ Stat stat(int pid, int tid) {
   return result;
 }
 
+Reader& Reader::machine() {
+  struct Machine final : Reader {
+    Stat stat(int pid) override { return proc::stat(pid); }
+  };
+  static Machine* const kMachine = new Machine;
+  return *kMachine;
+}
+
 std::string name(int pid) {
   std::string text = read(pid, "comm");
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();

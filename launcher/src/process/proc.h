@@ -47,4 +47,16 @@ std::vector<std::pair<int, int>> descendants(int pid);
 // Whether PID has `path` open (one of /proc/PID/fd links to it); false when PID is gone.
 bool has_open(int pid, const std::string& path);
 
+// What the stall watch samples of its workers at each poll (state and CPU time, and the parents
+// of a process NVML finds busy), behind an interface so that its tests script a worker's CPU time
+// and state with a fake (tests/launcher/fake_proc.h) instead of burning CPU for a window.
+class Reader {
+ public:
+  virtual ~Reader() = default;
+  // As proc::stat(pid). Never throws.
+  virtual Stat stat(int pid) = 0;
+  // This machine's /proc; one object for the process, never destroyed. Thread-safe.
+  static Reader& machine();
+};
+
 }  // namespace acc::launcher::proc

@@ -15,8 +15,9 @@
 #include "acc/launcher/plan/plan.h"
 
 namespace acc::rendezvous {
+class Clock;
 class StoreServer;
-}
+}  // namespace acc::rendezvous
 
 namespace acc::launcher {
 
@@ -160,6 +161,9 @@ class Membership {
 class StaticMembership : public Membership {
  public:
   explicit StaticMembership(const LaunchPlan& plan);
+  // Reads its deadlines (the join timeout, the keep-alive window) from `clock` and waits on it
+  // between looks at a barrier; tests pass a fake one. `clock` must outlive this object.
+  StaticMembership(const LaunchPlan& plan, const rendezvous::Clock& clock);
   ~StaticMembership() override;
   // The first call on node 0 starts the store (NetworkError naming address and port when it
   // is taken). Call after the launcher has blocked the signals it handles, so that the store's
@@ -180,6 +184,7 @@ class StaticMembership : public Membership {
  private:
   class Link;
   const LaunchPlan& plan_;
+  const rendezvous::Clock& clock_;
   std::unique_ptr<rendezvous::StoreServer> store_;
   std::unique_ptr<Link> link_;    // several nodes only
   std::string socket_interface_;  // Round::socket_interface; several nodes only

@@ -1,0 +1,108 @@
+// Elastic membership (--rdzv_backend c10d) of two nodes in one process, over a rendezvous store
+// the test serves on a loopback port 0, each node on a fake clock of its own: they agree on a
+// round, and a node that stops beating is seen exactly one keep-alive window after its last beat.
+// The store's waits on keys run in real time, so only what no such wait decides is timed here;
+// joins, spares and lost stores are tested end to end in tests/integration/elastic.
+
+#include "nodes/elastic_membership.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "acc/rendezvous/store_server.h"
+#include "fake_clock.h"
+
+namespace acc::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeClock;
+
+// A hang guard for a join the test expects to finish: never a window a passing test waits out.
+constexpr auto kHangGuard = 60s;
+
+LaunchPlan elastic_node(int rdzv_port, const std::string& local_addr) {
+  LaunchPlan plan;
+  plan.rdzv_backend = "c10d";
+  plan.run_id = "job";
+  plan.min_nodes = 2;
+  plan.max_nodes = 2;
+  plan.rdzv_host = "127.0.0.1";
+  plan.rdzv_port = rdzv_port;
+  plan.local_addr = local_addr;  // two addresses of loopback: two node ids in one process
+  plan.rdzv_conf = {{"is_host", "0"},
+                    {"join_timeout", "60"},
+                    {"keep_alive_interval", "1"},
+                    {"keep_alive_max_attempt", "10"}};
+  return plan;
+}
+
+class ElasticMembershipTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rendezvous::StoreServerOptions options;
+    options.host = "127.0.0.1";
+    server_ = std::make_unique<rendezvous::StoreServer>(options);
+    server_->start();
+    plan_a_ = elastic_node(server_->port(), "127.0.0.1");
+    plan_b_ = elastic_node(server_->port(), "127.0.0.2");
+    a_ = std::make_unique<ElasticMembership>(plan_a_, "node-a", clock_a_);
+    b_ = std::make_unique<ElasticMembership>(plan_b_, "node-b", clock_b_);
+  }
+
+  // Both nodes join, each on a thread of its own, and agree on a round of two.
+  void join_both() {
+    auto joined_a = std::async(std::launch::async, [this] { return a_->join(0); });
+    auto joined_b = std::async(std::launch::async, [this] { return b_->join(0); });
+    ASSERT_EQ(joined_a.wait_for(kHangGuard), std::future_status::ready);
+    ASSERT_EQ(joined_b.wait_for(kHangGuard), std::future_status::ready);
+    const Round a = joined_a.get();
+    const Round b = joined_b.get();
+    EXPECT_EQ(a.nnodes, 2);
+    EXPECT_EQ(b.nnodes, 2);
+    EXPECT_EQ((std::set<int>{a.node_rank, b.node_rank}), (std::set<int>{0, 1}));
+    EXPECT_EQ(a.master_port, b.master_port) << "one workers' store for the round";
+  }
+
+  std::unique_ptr<rendezvous::StoreServer> server_;
+  LaunchPlan plan_a_;
+  LaunchPlan plan_b_;
+  FakeClock clock_a_;
+  FakeClock clock_b_;
+  std::unique_ptr<ElasticMembership> a_;
+  std::unique_ptr<ElasticMembership> b_;
+};
+
+TEST_F(ElasticMembershipTest, TwoNodesAgreeOnARoundAndNothingChangesWhileBothBeat) {
+  join_both();
+  ASSERT_EQ(a_->poll_interval(), 1000ms);
+  for (int second = 1; second <= 30; ++second) {
+    clock_a_.advance(1s);
+    clock_b_.advance(1s);
+    EXPECT_FALSE(b_->changed()) << "at " << second << " s";
+    EXPECT_FALSE(a_->changed()) << "at " << second << " s";
+  }
+}
+
+TEST_F(ElasticMembershipTest, ANodeThatStopsBeatingIsSeenExactlyOneKeepAliveWindowLater) {
+  join_both();
+  // Both beat once a second; node b's launcher freezes after its beat at 3 s.
+  int changed_at = 0;
+  for (int second = 1; second <= 60 && changed_at == 0; ++second) {
+    clock_a_.advance(1s);
+    clock_b_.advance(1s);
+    if (second <= 3) {
+      EXPECT_FALSE(b_->changed());
+    }
+    if (a_->changed()) changed_at = second;
+  }
+  EXPECT_EQ(changed_at, 3 + 10)
+      << "the window: keep_alive_interval 1 s x keep_alive_max_attempt 10";
+}
+
+}  // namespace
+}  // namespace acc::launcher
