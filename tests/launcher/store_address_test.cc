@@ -124,16 +124,16 @@ TEST(StoreAddressTest, TheFactsOfThisMachineRouteLoopbackOverLoopback) {
   EXPECT_EQ(none.route_source, "");
 }
 
-TEST(StoreAddressTest, TheInterfaceOfAnAddressIsNamed) {
-  EXPECT_EQ(interface_with_address("127.0.0.1"), "lo");
+TEST(StoreAddressTest, TheInterfaceOfAnAddressIsNamedUnlessItIsLoopback) {
   for (const std::string& address : read_address_facts("", "").interface_addresses) {
-    const std::string name = interface_with_address(address);
+    const std::string name = worker_interface(address);
     EXPECT_FALSE(name.empty()) << address;
     EXPECT_NE(name, "lo") << address;
   }
-  EXPECT_EQ(interface_with_address("203.0.113.77"), "");  // TEST-NET-3: no interface holds it
-  EXPECT_EQ(interface_with_address("host-a"), "");
-  EXPECT_EQ(interface_with_address(""), "");
+  EXPECT_EQ(worker_interface("127.0.0.1"), "");     // lo: every node runs here
+  EXPECT_EQ(worker_interface("203.0.113.77"), "");  // TEST-NET-3: no interface holds it
+  EXPECT_EQ(worker_interface("host-a"), "");
+  EXPECT_EQ(worker_interface(""), "");
 }
 
 TEST(StoreAddressTest, WorkersGetASocketAddressOnlyWhereTheHostnameWouldNotBringTheOthers) {
@@ -151,9 +151,15 @@ TEST(StoreAddressTest, WorkersGetASocketAddressOnlyWhereTheHostnameWouldNotBring
   EXPECT_EQ(worker_socket_address(local, ""), "");
 }
 
-TEST(StoreAddressTest, TheWorkersInterfaceIsTheOneThatHoldsTheirAddress) {
-  // A hostname that resolves to nothing, and --local_addr at loopback: the interface named.
-  EXPECT_EQ(worker_socket_interface("no-such-host.invalid", "127.0.0.1", "127.0.0.1"), "lo");
+TEST(StoreAddressTest, TheWorkersInterfaceIsTheOneThatHoldsTheirAddressUnlessItIsLoopback) {
+  // A hostname that resolves to nothing, and --local_addr at one of this node's interfaces.
+  for (const std::string& address : read_address_facts("", "").interface_addresses) {
+    const std::string name = worker_socket_interface("no-such-host.invalid", "127.0.0.1", address);
+    EXPECT_EQ(name, worker_interface(address)) << address;
+    EXPECT_FALSE(name.empty()) << address;
+  }
+  // An address on a loopback interface: every node runs here, nothing to name.
+  EXPECT_EQ(worker_socket_interface("no-such-host.invalid", "127.0.0.1", "127.0.0.1"), "");
   // --local_addr that no interface holds: nothing to name.
   EXPECT_EQ(worker_socket_interface("no-such-host.invalid", "127.0.0.1", "203.0.113.77"), "");
 }

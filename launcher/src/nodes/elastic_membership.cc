@@ -79,7 +79,7 @@ void ElasticMembership::connect() {
     address_ = chosen.address;
     if (!chosen.why.empty()) {
       log::info(chosen.why);
-      socket_interface_ = interface_with_address(address_);
+      socket_interface_ = worker_interface(address_);
     }
   } else {
     socket_interface_ =

@@ -167,15 +167,15 @@ std::string worker_socket_address(const AddressFacts& facts, const std::string& 
 
 std::string worker_socket_interface(const std::string& hostname, const std::string& peer_host,
                                     const std::string& local_addr) {
-  return interface_with_address(
+  return worker_interface(
       worker_socket_address(read_address_facts(hostname, peer_host), local_addr));
 }
 
-std::string interface_with_address(const std::string& address) {
+std::string worker_interface(const std::string& address) {
   std::string name;
   if (address.empty()) return name;
   for_each_interface_address([&](const ifaddrs& i, const std::string& text) {
-    if (name.empty() && text == address) name = i.ifa_name;
+    if (name.empty() && text == address && !(i.ifa_flags & IFF_LOOPBACK)) name = i.ifa_name;
   });
   return name;
 }

@@ -58,16 +58,18 @@ bool hostname_reaches_here(const AddressFacts& facts);
 // facts. Empty where the hostname does, or where every node runs on this machine. Pure.
 std::string worker_socket_address(const AddressFacts& facts, const std::string& local_addr);
 
-// The workers' GLOO_SOCKET_IFNAME on a node of a multi-node job: the interface that holds
+// The workers' GLOO_SOCKET_IFNAME on a node of a multi-node job: worker_interface of
 // worker_socket_address(read_address_facts(hostname, peer_host), local_addr), where `peer_host`
 // is the host every node reaches (node 0's --master_addr, the rendezvous endpoint). "" when none
-// is needed or no interface holds it. May wait for DNS as read_address_facts. Never throws.
+// is needed. May wait for DNS as read_address_facts. Never throws.
 std::string worker_socket_interface(const std::string& hostname, const std::string& peer_host,
                                     const std::string& local_addr);
 
-// The name of the interface of this node that holds `address` (numeric text), "eth0"; "" when
-// none does or it is not numeric. Never throws.
-std::string interface_with_address(const std::string& address);
+// The interface of this node that holds `address` (numeric text), as a GLOO_SOCKET_IFNAME: ""
+// where none does, and where a loopback interface does (an address of lo, or of an alias such as
+// lo:1, is one only this machine reaches: every node of the job runs here, where Gloo's own
+// choice serves). Never throws.
+std::string worker_interface(const std::string& address);
 
 // True for a numeric loopback address (127.0.0.0/8, ::1, ::ffff:127.x). Pure.
 bool is_loopback_address(const std::string& address);

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
-#include <thread>
 
 #include "observe/hang_report.h"
 #include "process/proc.h"
@@ -150,8 +149,9 @@ FlightRecorderPoke poke_flight_recorder(const std::vector<FlightRecorderTarget>&
 
 std::vector<int> wait_for_flight_recorder_dumps(const std::vector<FlightRecorderTarget>& targets,
                                                 const FlightRecorderPoke& poke,
-                                                std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+                                                std::chrono::milliseconds limit,
+                                                const rendezvous::Clock& clock) {
+  const auto deadline = clock.now() + limit;
   std::vector<bool> done(poke.ranks.size(), false);
   std::vector<bool> given_up(poke.ranks.size(), false);  // gone: no dump will come
   for (;;) {
@@ -163,8 +163,8 @@ std::vector<int> wait_for_flight_recorder_dumps(const std::vector<FlightRecorder
       given_up[i] = !done[i] && (t == nullptr || gone(t->pid));
       all = all && (done[i] || given_up[i]);
     }
-    if (all || std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (all || clock.now() >= deadline) break;
+    clock.sleep_for(std::chrono::milliseconds(50));
   }
   std::vector<int> complete_ranks;
   for (size_t i = 0; i < poke.ranks.size(); ++i)

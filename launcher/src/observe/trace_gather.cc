@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <thread>
 
 #include "acc/common/progress_file.h"
 #include "acc/common/store_keys.h"
@@ -40,13 +39,14 @@ void publish_traces(rendezvous::StoreClient& store, int restart_count,
 }
 
 std::vector<RankTrace> gather_traces(rendezvous::StoreClient& store, int restart_count,
-                                     int world_size, std::chrono::milliseconds wait) {
-  const auto deadline = std::chrono::steady_clock::now() + wait;
+                                     int world_size, std::chrono::milliseconds wait,
+                                     const rendezvous::Clock& clock) {
+  const auto deadline = clock.now() + wait;
   std::vector<RankTrace> traces;
   for (int rank = 0; rank < world_size; ++rank) {
     const std::string key = store_keys::collective_trace(restart_count, rank);
-    while (!store.check({key}) && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (!store.check({key}) && clock.now() < deadline)
+      clock.sleep_for(std::chrono::milliseconds(50));
     if (!store.check({key})) continue;
     if (auto trace = decode_trace(store.get(key))) traces.push_back(std::move(*trace));
   }

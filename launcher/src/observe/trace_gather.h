@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "acc/rendezvous/clock.h"
 #include "observe/collective_match.h"
 
 namespace acc::rendezvous {
@@ -35,9 +36,11 @@ std::vector<RankTrace> local_traces(const std::vector<LocalRank>& ranks);
 void publish_traces(rendezvous::StoreClient& store, int restart_count,
                     const std::vector<RankTrace>& traces);
 
-// The traces of ranks 0 .. world_size-1 in the store: waits up to `wait` for the ones not there
-// yet, then returns those that came (in rank order). Throws what the store client throws.
+// The traces of ranks 0 .. world_size-1 in the store: waits up to `wait` on `clock` for the ones
+// not there yet (looking every 50 ms), then returns those that came (in rank order). Throws what
+// the store client throws.
 std::vector<RankTrace> gather_traces(rendezvous::StoreClient& store, int restart_count,
-                                     int world_size, std::chrono::milliseconds wait);
+                                     int world_size, std::chrono::milliseconds wait,
+                                     const rendezvous::Clock& clock = rendezvous::Clock::steady());
 
 }  // namespace acc::launcher
