@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -17,6 +16,7 @@
 #include "acc/rendezvous/store_client.h"
 #include "acc/rendezvous/store_server.h"
 #include "fake_clock.h"
+#include "launcher_harness.h"
 #include "observe/flight_recorder.h"
 #include "observe/trace_gather.h"
 
@@ -27,21 +27,12 @@ using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 using testing::FakeClock;
 
-struct TempDir {
-  TempDir() {
-    char name[] = "/tmp/acc-observe-XXXXXX";
-    path = ::mkdtemp(name);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
-};
-
 // Rank 0, this process standing for its worker, poked before any dump existed.
 struct PokedRank {
-  TempDir dir;
-  std::vector<FlightRecorderTarget> targets{{0, dir.path, ::getpid()}};
+  acc::testing::TempDir dir;
+  std::vector<FlightRecorderTarget> targets{{0, dir.path(), ::getpid()}};
   FlightRecorderPoke poke{{0}, {FlightRecorderPoke::Before{}}};
-  std::string dump = flight_recorder_dump(dir.path, 0);
+  std::string dump = flight_recorder_dump(dir.path(), 0);
   FakeClock clock;
 };
 

@@ -46,7 +46,8 @@ ElasticMembership::ElasticMembership(const LaunchPlan& plan, std::string hostnam
                                      const rendezvous::Clock& clock)
     : plan_(plan),
       clock_(clock),
-      address_(plan.local_addr.empty() ? std::move(hostname) : plan.local_addr),
+      hostname_(std::move(hostname)),
+      address_(plan.local_addr.empty() ? hostname_ : plan.local_addr),
       keep_alive_interval_(rdzv_seconds(plan, "keep_alive_interval", 5)),
       keep_alive_max_attempt_(rdzv_count(plan, "keep_alive_max_attempt", 3)),
       read_timeout_(rdzv_seconds(plan, "read_timeout", 60)) {}
@@ -68,23 +69,19 @@ std::string ElasticMembership::rendezvous_host() const {
 
 void ElasticMembership::connect() {
   client_ = connect_store();
+  const AddressFacts facts = read_address_facts(hostname_, rendezvous_host());
   if (plan_.local_addr.empty()) {
     // The hostname, as torchrun publishes it, unless it would not bring the other nodes here
     // (store_address.h). Rather than let the workers share the rendezvous store, as torchrun 2.x
     // does: that works for c10d only (etcd has no TCPStore), and each round keeps a store of its
     // own, so that the /worker/attempt_<n>/ keys of a round that only let nodes in (the same n)
     // never meet the last round's.
-    const StoreAddress chosen =
-        choose_store_address(read_address_facts(address_, rendezvous_host()));
+    const StoreAddress chosen = choose_store_address(facts);
     address_ = chosen.address;
-    if (!chosen.why.empty()) {
-      log::info(chosen.why);
-      socket_interface_ = worker_interface(address_);
-    }
-  } else {
-    socket_interface_ =
-        worker_socket_interface(plan_.hostname, rendezvous_host(), plan_.local_addr);
+    if (!chosen.why.empty()) log::info(chosen.why);
   }
+  // Gloo takes the workers' own address from the hostname too.
+  socket_interface_ = worker_interface(worker_socket_address(facts, plan_.local_addr));
   rendezvous::RendezvousOptions options;
   options.run_id = plan_.run_id;
   options.min_nodes = plan_.min_nodes;

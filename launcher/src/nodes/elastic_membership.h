@@ -63,6 +63,7 @@ class ElasticMembership : public Membership {
 
   const LaunchPlan& plan_;
   const rendezvous::Clock& clock_;
+  std::string hostname_;          // this machine's, as the host reported it
   std::string address_;           // this node, as the others reach it
   std::string socket_interface_;  // Round::socket_interface
   std::chrono::milliseconds keep_alive_interval_;
