@@ -22,6 +22,7 @@ Usage: bench.py ACC_LAUNCH [--runs N] [--torch2-python PY] [--torch1-python PY]
 """
 import argparse
 import os
+import select
 import shlex
 import signal
 import statistics
@@ -50,15 +51,24 @@ TORCHRUN_PORT = ["--master_port", "0"]
 
 def run(cmd, timeout):
     """Runs `cmd` (in a session of its own, so that a timeout kills what it started too); returns
-    its exit code. Raises BenchError when it passes `timeout` seconds."""
+    its exit code. Raises BenchError when it passes `timeout` seconds.
+
+    The exit is awaited on a pidfd, which becomes readable the moment the process ends. Not
+    `Popen.wait(timeout)`: it polls, sleeping 1, 2, 4, 8, 16 ms between looks, so a run that
+    ends at 4.5 ms is seen at 7 ms and one that ends at 8 ms at 15 ms, and a ratio of two such
+    times says which polling step each fell in (this bench measured 2.0x for 1.7x that way)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
+    pidfd = os.pidfd_open(proc.pid)
     try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
+        ended, _, _ = select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+    if not ended:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise BenchError(f"timed out after {timeout:g} s: {shlex.join(cmd)}")
+    return proc.wait()
 
 
 def timed(cmd, timeout):
