@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -411,11 +412,11 @@ struct StoreServer::Impl : detail::ReplySink {
   void flush_dirty() {
     flushing.swap(dirty);  // both keep their capacity: no allocation per round
     const bool adapt = options.batch_sends && options.adapt_batching;
-    if (flushing.size() > 1 && options.batch_sends && send_ring.ok() &&
+    if (flushing.size() > 1 && options.batch_sends && send_ring().ok() &&
         (!adapt || batching.batch())) {
       send_together(flushing);
     }
-    if (adapt && send_ring.ok()) batching.sent(flushing.size());
+    if (adapt && send_ring().ok()) batching.sent(flushing.size());
     for (auto& conn : flushing) {
       conn->dirty = false;
       if (conn->closed) continue;
@@ -438,14 +439,14 @@ struct StoreServer::Impl : detail::ReplySink {
         conn.send_failed = true;
       }
     };
-    for (std::size_t i = 0; i < batch.size() && send_ring.ok(); ++i) {
+    for (std::size_t i = 0; i < batch.size() && send_ring().ok(); ++i) {
       Connection& conn = *batch[i];
       if (conn.closed || conn.over_limit || conn.pending() == 0) continue;
-      if (send_ring.full()) send_ring.flush(on_done);
-      if (!send_ring.ok()) break;
-      send_ring.send(conn.fd, conn.out.data() + conn.out_pos, conn.pending(), i);
+      if (send_ring().full()) send_ring().flush(on_done);
+      if (!send_ring().ok()) break;
+      send_ring().send(conn.fd, conn.out.data() + conn.out_pos, conn.pending(), i);
     }
-    send_ring.flush(on_done);
+    send_ring().flush(on_done);
   }
 
   void try_write(const std::shared_ptr<Connection>& conn) {
@@ -548,7 +549,13 @@ struct StoreServer::Impl : detail::ReplySink {
   std::unordered_map<ConnectionId, std::shared_ptr<Connection>> connections;
   std::vector<std::shared_ptr<Connection>> dirty;
   std::vector<std::shared_ptr<Connection>> flushing;  // the dirty ones being written
-  detail::SendRing send_ring{kEventsPerPoll};
+  // Made at the first reply, in the loop's thread: a job whose workers never connect (a launch of
+  // /bin/true, a script without torch.distributed) sets up no io_uring.
+  std::optional<detail::SendRing> ring;
+  detail::SendRing& send_ring() {
+    if (!ring) ring.emplace(kEventsPerPoll);
+    return *ring;
+  }
   detail::BatchingChoice batching{thread_preemptions};
   std::vector<std::shared_ptr<Connection>> held;  // requests_held, and room again for replies
   ConnectionId next_id = kFirstConnectionId;

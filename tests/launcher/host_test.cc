@@ -110,6 +110,35 @@ TEST(DetectHostTest, CountsNvidiaDeviceNodesButNotTheControlNodesWithoutTheDrive
   EXPECT_EQ(host.gpu_count, 3);
 }
 
+TEST(DetectHostTest, NvidiaDeviceNodesWithoutTheControlNodeAreNoGpus) {
+  FakeRoot root;
+  root.file("proc/cpuinfo", "processor\t: 0\n");
+  root.file("proc/meminfo", "MemTotal:       1024 kB\n");
+  for (const char* node : {"nvidia0", "nvidia1"}) root.file(std::string("dev/") + node, "");
+  ScopedVariable cuda("CUDA_VISIBLE_DEVICES", nullptr);
+  const HostInfo host = detect_host(root.path());
+  EXPECT_EQ(host.gpu_vendor, "");
+  EXPECT_EQ(host.gpu_count, 0);
+}
+
+TEST(DetectHostTest, ReadsTheCpuTopologyOnlyWhenAskedAndThenFromItsRoot) {
+  FakeRoot root;
+  root.file("proc/cpuinfo", "processor\t: 0\n");
+  root.file("proc/meminfo", "MemTotal:       1024 kB\n");
+  const HostInfo host = detect_host(root.path());
+  EXPECT_TRUE(host.topology.cpus.empty());  // nothing read yet
+  // Written after detect_host: the files are read at the asking.
+  root.file("sys/devices/system/cpu/online", "0-1\n");
+  root.file("sys/devices/system/cpu/cpu0/topology/physical_package_id", "0\n");
+  root.file("sys/devices/system/cpu/cpu0/topology/core_id", "0\n");
+  root.file("sys/devices/system/cpu/cpu1/topology/physical_package_id", "0\n");
+  root.file("sys/devices/system/cpu/cpu1/topology/core_id", "1\n");
+  root.file("sys/devices/system/node/node0/cpulist", "0-1\n");
+  const CpuTopology topology = host.cpu_topology();
+  ASSERT_EQ(topology.cpus.size(), 2u);
+  EXPECT_EQ(topology.numa_nodes.at(0), (std::vector<int>{0, 1}));
+}
+
 TEST(DetectHostTest, CountsAmdGpusFromTheKfdTopologyWithTheRocmVariables) {
   FakeRoot root;
   root.file("dev/kfd", "");

@@ -245,9 +245,10 @@ std::vector<std::vector<int>> resolve_cpu_binding(const LaunchOptions& options,
                                                   int local_ranks) {
   const CpuBindingChoice choice = choose_cpu_binding(options);
   if (choice.mode == CpuBindingMode::kNone) return {};
+  const CpuTopology topology = host.cpu_topology();
   return plan_cpu_binding(
-      visible_devices.empty() ? host.topology : with_visible_gpus(host.topology, visible_devices),
-      choice, local_ranks);
+      visible_devices.empty() ? topology : with_visible_gpus(topology, visible_devices), choice,
+      local_ranks);
 }
 
 }  // namespace acc::launcher

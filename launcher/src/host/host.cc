@@ -12,12 +12,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "acc/common/error.h"
 #include "acc/common/int_ranges.h"
+#include "acc/common/read_file.h"
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
 #include "acc/launcher/host/topology.h"
@@ -30,10 +31,19 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string read_line(const fs::path& path) {
-  std::ifstream file(path);
-  std::string line;
-  std::getline(file, line);
-  return line;
+  std::string text = read_file(path);
+  text.resize(std::min(text.find('\n'), text.size()));
+  return text;
+}
+
+// Each line of `text`, without its newline, to `visit` (the file readers below: no stream).
+template <typename Visit>
+void for_each_line(std::string_view text, Visit&& visit) {
+  while (!text.empty()) {
+    const size_t end = std::min(text.find('\n'), text.size());
+    visit(text.substr(0, end));
+    text.remove_prefix(std::min(end + 1, text.size()));
+  }
 }
 
 std::vector<fs::path> sorted_entries(const fs::path& dir) {
@@ -56,18 +66,17 @@ struct CpuFacts {
 
 CpuFacts read_cpus(const fs::path& root) {
   CpuFacts cpus;
-  std::ifstream cpuinfo(root / "proc/cpuinfo");
   std::set<std::pair<std::string, std::string>> cores;
-  std::string line, physical_id = "0";
-  while (std::getline(cpuinfo, line)) {
+  std::string physical_id = "0";
+  for_each_line(read_file(root / "proc/cpuinfo"), [&](std::string_view line) {
     const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
-    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (colon == std::string_view::npos) return;
+    const std::string_view key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    const std::string_view value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
     if (key == "processor") ++cpus.logical;
     if (key == "physical id") physical_id = value;
     if (key == "core id") cores.emplace(physical_id, value);
-  }
+  });
   const int online = count_cpu_list(read_line(root / "sys/devices/system/cpu/online"));
   if (online > 0) cpus.logical = online;
   if (cpus.logical == 0) {
@@ -79,14 +88,13 @@ CpuFacts read_cpus(const fs::path& root) {
 }
 
 double read_memory_gb(const fs::path& root) {
-  std::ifstream meminfo(root / "proc/meminfo");
-  std::string key;
-  long long kb = 0;
-  while (meminfo >> key >> kb) {
-    if (key == "MemTotal:") return static_cast<double>(kb) / 1024.0 / 1024.0;
-    meminfo.ignore(256, '\n');
-  }
-  return 0;
+  double gb = 0;
+  for_each_line(read_file(root / "proc/meminfo"), [&](std::string_view line) {
+    if (gb > 0 || !line.starts_with("MemTotal:")) return;
+    const std::string kb(line.substr(9));
+    gb = static_cast<double>(std::strtoll(kb.c_str(), nullptr, 10)) / 1024.0 / 1024.0;
+  });
+  return gb;
 }
 
 // One GPU as the kernel shows it: its ids for the visibility variables (index, UUID) and name.
@@ -96,14 +104,15 @@ struct Gpu {
 };
 
 std::string field(const fs::path& file, const std::string& key) {
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) != 0) continue;
+  std::string found;
+  bool seen = false;
+  for_each_line(read_file(file), [&](std::string_view line) {
+    if (seen || !line.starts_with(key)) return;
+    seen = true;
     const size_t start = line.find_first_not_of(" \t", key.size());
-    return start == std::string::npos ? "" : line.substr(start);
-  }
-  return "";
+    if (start != std::string_view::npos) found = line.substr(start);
+  });
+  return found;
 }
 
 // NVIDIA: the driver's /proc entries (one per GPU, in bus order), else the /dev/nvidiaN nodes.
@@ -117,7 +126,10 @@ std::vector<Gpu> nvidia_gpus(const fs::path& root) {
     gpu.name = field(dir / "information", "Model:");
     gpus.push_back(std::move(gpu));
   }
-  if (!gpus.empty()) return gpus;
+  // Without the driver's control node no process here can use an NVIDIA GPU: /dev (hundreds of
+  // entries on a big host) is not listed on every launch for nothing.
+  std::error_code ec;
+  if (!gpus.empty() || !fs::exists(root / "dev/nvidiactl", ec)) return gpus;
   // nvidia[0-9]+ (not nvidiactl, nvidia-uvm), checked by hand: a std::regex is compiled at run
   // time, on every launch.
   auto is_device = [](const std::string& name) {
@@ -297,8 +309,11 @@ HostInfo detect_host(const std::string& root_dir) {
   host.physical_cores = cpus.physical;
   host.memory_gb = read_memory_gb(root);
   read_gpus(root, host);
-  host.topology = read_cpu_topology(root_dir);
-  host.topology.allowed_cpus = allowed_cpus_of_this_process();
+  host.read_topology = [root_dir] {
+    CpuTopology topology = read_cpu_topology(root_dir);
+    topology.allowed_cpus = allowed_cpus_of_this_process();
+    return topology;
+  };
   char cwd[4096];
   if (::getcwd(cwd, sizeof cwd)) host.cwd = cwd;
   host.torch_version_of = find_python_torch;

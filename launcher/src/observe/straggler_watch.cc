@@ -15,10 +15,11 @@ StragglerWatch::StragglerWatch(std::vector<Rank> ranks, std::chrono::millisecond
       readers_(ranks_.size()),
       last_(ranks_.size()),
       totals_(ranks_.size()) {
+  // No sample yet: a rank's clock starts at its first completed collective (tick()), which a
+  // progress file made for this attempt has not had. The files are mapped at the first tick.
   for (size_t i = 0; i < ranks_.size(); ++i) {
     totals_[i].rank = ranks_[i].rank;
     totals_[i].node = node_;
-    last_[i] = sample(i);
   }
 }
 

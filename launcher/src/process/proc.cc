@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
+
+#include "acc/common/read_file.h"
 
 namespace acc::launcher::proc {
 namespace {
@@ -32,21 +34,27 @@ std::vector<int> numeric_entries(const std::string& directory) {
 }  // namespace
 
 std::string read(int pid, const std::string& file, int tid) {
-  std::ifstream in(path(pid, file, tid), std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
+  return read_file(path(pid, file, tid));
 }
 
 Stat stat(int pid, int tid) {
   Stat result;
   const std::string text = read(pid, "stat", tid);
   // "pid (comm) S ppid ...": comm may hold spaces and parentheses; the fields follow the last ')'.
+  // The stall watch reads this for every worker at every poll: split in place, no stream.
   const size_t close = text.rfind(')');
   if (close == std::string::npos || close + 2 >= text.size()) return result;
-  std::istringstream fields(text.substr(close + 2));
+  std::string_view rest(text);
+  rest.remove_prefix(close + 2);
   std::vector<std::string> f;
-  for (std::string field; fields >> field && f.size() < 13;) f.push_back(field);
+  while (f.size() < 13) {
+    const size_t start = rest.find_first_not_of(" \n");
+    if (start == std::string_view::npos) break;
+    rest.remove_prefix(start);
+    const size_t end = std::min(rest.find_first_of(" \n"), rest.size());
+    f.emplace_back(rest.substr(0, end));
+    rest.remove_prefix(end);
+  }
   if (f.size() < 13) return result;
   result.ok = true;
   result.state = f[0];

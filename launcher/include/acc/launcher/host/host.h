@@ -3,6 +3,7 @@
 // Facts about this machine and its sockets: the OS boundary the plan is made against. Every
 // command reads the machine through detect_host(), so tests can give it a fake /proc and /sys.
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -28,7 +29,12 @@ struct HostInfo {
   double memory_gb = 0;
   std::string cwd;
   std::map<std::string, std::string> environment;  // the launcher's own environment
-  CpuTopology topology;                            // CPUs, NUMA nodes, GPUs' nodes (for binding)
+  // CPUs, NUMA nodes and the GPUs' nodes, for CPU binding alone: detect_host() leaves them to
+  // read_topology (a few sysfs files per CPU), which cpu_topology() calls when a binding is asked;
+  // a test's host sets topology itself.
+  CpuTopology topology;
+  std::function<CpuTopology()> read_topology;
+  CpuTopology cpu_topology() const { return read_topology ? read_topology() : topology; }
   // Which PyTorch a Python worker started by `python` would import (host/python_torch.h):
   // detect_host() sets find_python_torch. Null (a test's host): nobody can tell, and the workers
   // get every name of PyTorch's variables (acc/common/torch_env.h).
