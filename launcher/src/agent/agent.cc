@@ -20,6 +20,7 @@
 
 #include "acc/common/error.h"
 #include "acc/common/exit_code.h"
+#include "acc/common/files.h"
 #include "acc/common/int_ranges.h"
 #include "acc/common/progress_file.h"
 #include "acc/launcher/agent/failure_report.h"
@@ -731,11 +732,10 @@ class Agent::Impl : public WorkerGroup::Listener {
   }
 
   void finish_run_dir() {
-    std::error_code ec;
     if (keep_run_dir_ || !plan_.log_dir.empty()) {
       notice("logs in " + run_dir_);
     } else {
-      fs::remove_all(run_dir_, ec);
+      remove_tree(run_dir_);
     }
   }
 

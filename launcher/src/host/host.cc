@@ -18,7 +18,7 @@
 
 #include "acc/common/error.h"
 #include "acc/common/int_ranges.h"
-#include "acc/common/read_file.h"
+#include "acc/common/files.h"
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
 #include "acc/launcher/host/topology.h"

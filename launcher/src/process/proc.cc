@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "acc/common/read_file.h"
+#include "acc/common/files.h"
 
 namespace acc::launcher::proc {
 namespace {

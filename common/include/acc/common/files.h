@@ -1,0 +1,19 @@
+#pragma once
+
+// Small file-system helpers made of plain system calls, for the launch's path to its workers and
+// back: no stream, locale or buffer set up for one read, no stat of what is about to be removed.
+
+#include <string>
+
+namespace acc {
+
+// The whole text of a small file (a /proc or /sys entry); empty where it cannot be opened or
+// read (as an absent /proc entry is).
+std::string read_file(const std::string& path);
+
+// Removes `path` and, for a directory, everything under it, without following symbolic links
+// (a link is removed, not what it points to). True when nothing is left at `path`; a tree that
+// is not there is no error. Never throws.
+bool remove_tree(const std::string& path);
+
+}  // namespace acc
