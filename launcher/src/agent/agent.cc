@@ -713,7 +713,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       o.local_rank = w->spec.local_rank;
       o.host = plan_.hostname;
       o.pid = w->pid;
-      o.time = w->exit_time;
+      o.time = w->exit_time_text();
       o.root_cause = w.get() == group_->root_cause();
       o.stopped_by_launcher = !o.root_cause && w->signalled_by_launcher && w->failed();
       if (keep_run_dir_ || !plan_.log_dir.empty()) o.log_file = w->dir + "/stderr.log";

@@ -23,13 +23,11 @@
 namespace acc::launcher {
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string wall_time_now() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+std::string Worker::exit_time_text() const {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(exit_time);
   const auto millis =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+      std::chrono::duration_cast<std::chrono::milliseconds>(exit_time.time_since_epoch()).count() %
+      1000;
   std::tm local{};
   ::localtime_r(&seconds, &local);
   char text[64];
@@ -38,8 +36,6 @@ std::string wall_time_now() {
   std::snprintf(with_millis, sizeof(with_millis), "%s.%03d", text, static_cast<int>(millis));
   return with_millis;
 }
-
-}  // namespace
 
 bool Worker::failed() const {
   return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
@@ -184,7 +180,7 @@ void WorkerGroup::on_output(bool last) {
 
 void WorkerGroup::on_exit(Child& child) {
   Worker& worker = static_cast<Worker&>(child);
-  worker.exit_time = wall_time_now();
+  worker.exit_time = std::chrono::system_clock::now();
   if (worker.failed() && !stopping()) {
     root_cause_ = &worker;
     stop(SIGTERM);

@@ -30,12 +30,14 @@ namespace acc::launcher {
 struct Worker : Child {
   WorkerSpec spec;
   int rank = 0;
-  std::string exit_time;
+  std::chrono::system_clock::time_point exit_time;  // formatted only for a failure report
   bool signalled_by_launcher = false;
   std::string dir;
   std::deque<std::string> stderr_tail;
 
   bool failed() const;
+  // exit_time as local time to the millisecond: 2026-11-27 16:05:01.123.
+  std::string exit_time_text() const;
 };
 
 class WorkerGroup : private Supervisor::Listener {
