@@ -17,8 +17,8 @@
 #include <utility>
 
 #include "acc/common/error.h"
-#include "acc/common/int_ranges.h"
 #include "acc/common/files.h"
+#include "acc/common/int_ranges.h"
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
 #include "acc/launcher/host/topology.h"
