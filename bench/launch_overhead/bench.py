@@ -84,12 +84,15 @@ def startup(cmds, runs, timeout, settle):
     """Median wall time of each command in `cmds`, their runs interleaved. Each run starts
     `settle` seconds after the one before: what a torchrun leaves the kernel to do after its exit
     (its interpreter's hundreds of MiB to free, its workers' ends) otherwise lands on the next
-    command's time (seen here: acc-launch 75 ms right after a torchrun, 14 ms alone)."""
+    command's time (seen here: acc-launch 75 ms right after a torchrun, 14 ms alone). Round r
+    starts at command r (mod their number), so that no command always follows the same one:
+    in a fixed order acc-launch always came right after the slowest torchrun."""
     times = [[] for _ in cmds]
-    for _ in range(runs):
-        for cmd, samples in zip(cmds, times):
+    for round_index in range(runs):
+        first = round_index % len(cmds)
+        for index in list(range(first, len(cmds))) + list(range(first)):
             time.sleep(settle)
-            samples.append(timed(cmd, timeout))
+            times[index].append(timed(cmds[index], timeout))
     return [statistics.median(samples) for samples in times]
 
 

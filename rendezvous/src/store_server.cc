@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -134,7 +135,7 @@ struct StoreServer::Impl : detail::ReplySink {
       : options(std::move(opts)),
         acceptor(io),
         state(options.max_keys, options.max_reply_bytes),
-        read_buffer(kReadBufferBytes) {
+        read_buffer(std::make_unique_for_overwrite<char[]>(kReadBufferBytes)) {
     if (!options.log) {
       options.log = [](std::string_view line) {
         std::fprintf(stderr, "acc-launch store: %.*s\n", static_cast<int>(line.size()),
@@ -347,7 +348,7 @@ struct StoreServer::Impl : detail::ReplySink {
         more = true;
         break;
       }
-      const ssize_t n = ::recv(conn.fd, read_buffer.data(), read_buffer.size(), 0);
+      const ssize_t n = ::recv(conn.fd, read_buffer.get(), kReadBufferBytes, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (n <= 0) {
@@ -355,8 +356,8 @@ struct StoreServer::Impl : detail::ReplySink {
         break;
       }
       if (conn.in.empty()) conn.partial_since = SteadyClock::now();
-      conn.in.append(read_buffer.data(), static_cast<std::size_t>(n));
-      if (static_cast<std::size_t>(n) < read_buffer.size()) break;
+      conn.in.append(read_buffer.get(), static_cast<std::size_t>(n));
+      if (static_cast<std::size_t>(n) < kReadBufferBytes) break;
     }
     process(conn);
     if (eof) close(conn, {});
@@ -544,7 +545,9 @@ struct StoreServer::Impl : detail::ReplySink {
   int sweep_fd = -1;         // a periodic timerfd: the stall sweep
   int accept_retry_fd = -1;  // a one-shot timerfd: the listener back after running out of fds
   detail::StoreState state;
-  std::vector<char> read_buffer;
+  // Not zeroed: its pages are touched by the first recv, not when a launch that no worker
+  // connects to makes the server.
+  std::unique_ptr<char[]> read_buffer;
   Request request;  // the request being applied (parse_request overwrites it)
   std::unordered_map<ConnectionId, std::shared_ptr<Connection>> connections;
   std::vector<std::shared_ptr<Connection>> dirty;
