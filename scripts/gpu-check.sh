@@ -94,6 +94,10 @@ echo "== machine"
   nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
   echo "$(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); $(cmake --version | head -1);" \
     "$(c++ --version | head -1); ninja $(ninja --version 2>/dev/null)"
+  # Where a launch's run directory goes (docs/launch.md: /dev/shm when it is a tmpfs with room
+  # and no TMPDIR is set, else the temporary directory): a disk there costs start-up time.
+  echo "TMPDIR=${TMPDIR:-unset}; /dev/shm: $(df -h --output=fstype,avail /dev/shm 2>/dev/null |
+    tail -1 || echo none); /tmp: $(df -h --output=fstype,avail /tmp 2>/dev/null | tail -1)"
 } | tee "$out/machine.log"
 "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
   "gpus", torch.cuda.device_count())' 2>&1 | tee -a "$out/machine.log"
