@@ -7,11 +7,10 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "acc/common/error.h"
+#include "acc/common/files.h"
 #include "commands/command_line.h"
 #include "commands/commands.h"
 #include "commands/launchers.h"
@@ -20,13 +19,6 @@
 
 namespace acc::launcher {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream out;
-  out << file.rdbuf();
-  return out.str();
-}
 
 std::string ask_for_report(int pid) {
   const std::string path = on_demand_report_path(pid);

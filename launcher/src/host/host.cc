@@ -103,10 +103,11 @@ struct Gpu {
   std::string name;
 };
 
-std::string field(const fs::path& file, const std::string& key) {
+// The value of the first "key value" line of `text` (a driver's information or properties file).
+std::string field(std::string_view text, std::string_view key) {
   std::string found;
   bool seen = false;
-  for_each_line(read_file(file), [&](std::string_view line) {
+  for_each_line(text, [&](std::string_view line) {
     if (seen || !line.starts_with(key)) return;
     seen = true;
     const size_t start = line.find_first_not_of(" \t", key.size());
@@ -121,9 +122,9 @@ std::vector<Gpu> nvidia_gpus(const fs::path& root) {
   for (const fs::path& dir : sorted_entries(root / "proc/driver/nvidia/gpus")) {
     Gpu gpu;
     gpu.ids = {std::to_string(gpus.size())};
-    if (std::string uuid = field(dir / "information", "GPU UUID:"); !uuid.empty())
-      gpu.ids.push_back(uuid);
-    gpu.name = field(dir / "information", "Model:");
+    const std::string information = read_file(dir / "information");
+    if (std::string uuid = field(information, "GPU UUID:"); !uuid.empty()) gpu.ids.push_back(uuid);
+    gpu.name = field(information, "Model:");
     gpus.push_back(std::move(gpu));
   }
   // Without the driver's control node no process here can use an NVIDIA GPU: /dev (hundreds of
@@ -147,11 +148,12 @@ std::vector<Gpu> amd_gpus(const fs::path& root) {
   std::error_code ec;
   if (!fs::exists(root / "dev/kfd", ec)) return gpus;
   for (const fs::path& node : sorted_entries(root / "sys/class/kfd/kfd/topology/nodes")) {
-    const std::string simd = field(node / "properties", "simd_count");
+    const std::string properties = read_file(node / "properties");
+    const std::string simd = field(properties, "simd_count");
     if (simd.empty() || simd == "0") continue;
     Gpu gpu;
     gpu.ids = {std::to_string(gpus.size())};
-    if (std::string id = field(node / "properties", "unique_id"); !id.empty() && id != "0")
+    if (std::string id = field(properties, "unique_id"); !id.empty() && id != "0")
       gpu.ids.push_back("GPU-" + id);
     gpu.name = read_line(node / "name");
     gpus.push_back(std::move(gpu));

@@ -4,9 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "acc/common/files.h"
 #include "acc/common/int_ranges.h"
 #include "acc/common/strings.h"
 
@@ -14,16 +13,9 @@ namespace acc::launcher {
 namespace fs = std::filesystem;
 namespace {
 
-std::string read_text(const fs::path& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 // sysfs numbers are decimal or, for PCI ids and classes, 0x-prefixed hexadecimal.
 long read_number(const fs::path& path, long fallback) {
-  const std::string text = read_text(path);
+  const std::string text = read_file(path);
   try {
     return std::stol(text, nullptr, 0);
   } catch (const std::exception&) {
@@ -32,7 +24,7 @@ long read_number(const fs::path& path, long fallback) {
 }
 
 std::vector<int> read_list(const fs::path& path) {
-  return parse_int_ranges(read_text(path)).value_or(std::vector<int>{});
+  return parse_int_ranges(read_file(path)).value_or(std::vector<int>{});
 }
 
 // Directories named <prefix><number>, by number.

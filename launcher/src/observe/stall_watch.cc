@@ -121,7 +121,6 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
       counted_at_sample_(workers_.size(), 0),
       cpu_at_progress_(workers_.size(), 0),
       notice_(std::move(notice)),
-      files_(workers_.size()),
       file_progress_seen_(workers_.size(), 0),
       in_collective_(workers_.size(), false),
       overrun_reported_(workers_.size(), 0),
@@ -133,22 +132,21 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
                     return exchange_timings(mine);
                   })
                                    : nullptr) {
-  // The progress files are mapped at the first poll (file()): a job that ends within its first
-  // second never maps them.
+  // The progress files are mapped at the first poll (map_files()): a job that ends within its
+  // first second never maps them.
   for (size_t i = 0; i < workers_.size(); ++i)
     cpu_at_progress_[i] = cpu_at_poll_[i] = proc_.stat(workers_[i].pid).cpu_seconds;
 }
 
-progress_file::Reader* StallWatch::file(size_t index) {
-  if (!files_[index]) {
+void StallWatch::map_files() {
+  files_.resize(workers_.size());
+  for (size_t i = 0; i < workers_.size(); ++i) {
     try {
-      files_[index] =
-          std::make_unique<progress_file::Reader>(progress_file_path(workers_[index].dir));
+      files_[i] = std::make_unique<progress_file::Reader>(progress_file_path(workers_[i].dir));
     } catch (const Error&) {
       // No file (a worker directory from elsewhere): lines and store beats only.
     }
   }
-  return files_[index].get();
 }
 
 StallWatch::~StallWatch() = default;
@@ -183,10 +181,10 @@ bool StallWatch::tick() {
 bool StallWatch::poll_files() {
   const auto now = clock_now();
   const std::int64_t now_ns = progress_file::now_ns();
+  if (files_.empty()) map_files();
   for (size_t i = 0; i < workers_.size(); ++i) {
-    progress_file::Reader* reader = file(i);
-    if (!reader) continue;
-    const progress_file::Snapshot s = reader->snapshot(0);
+    if (!files_[i]) continue;
+    const progress_file::Snapshot s = files_[i]->snapshot(0);
     in_collective_[i] = s.started > s.completed;
     if (s.last_progress_ns != file_progress_seen_[i]) {
       file_progress_seen_[i] = s.last_progress_ns;

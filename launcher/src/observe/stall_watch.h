@@ -99,8 +99,8 @@ class StallWatch {
   void poll_beats();
   // Progress and sections from the workers' files; true when a section passed its deadline.
   bool poll_files();
-  // Worker `index`'s progress file, mapped at its first use; null where it has none.
-  progress_file::Reader* file(size_t index);
+  // The workers' progress files, at the first poll (a null one: that worker has none).
+  void map_files();
   void sample_cpu();
   void sample_busy(Clock::time_point now);
   size_t busy_on_gpu(const std::vector<size_t>& indices);
@@ -135,7 +135,7 @@ class StallWatch {
   std::vector<long> counted_at_sample_;
   std::vector<double> cpu_at_progress_;
   std::function<void(const std::string&)> notice_;
-  std::vector<std::unique_ptr<progress_file::Reader>> files_;  // null: not mapped (yet)
+  std::vector<std::unique_ptr<progress_file::Reader>> files_;  // empty until the first poll
   std::vector<std::int64_t> file_progress_seen_;
   std::vector<bool> in_collective_;
   std::vector<std::int64_t> overrun_reported_;  // section_started_ns of the last one reported
