@@ -74,6 +74,18 @@ std::string read_file(const std::string& path) {
   return text;
 }
 
+int write_file(const std::string& path, std::string_view text) {
+  const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) return errno;
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd.get(), text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return 0;
+}
+
 bool remove_tree(const std::string& path) {
   if (::unlink(path.c_str()) == 0 || errno == ENOENT) return true;
   if (errno != EISDIR && errno != EPERM) return false;  // Linux: EISDIR for a directory

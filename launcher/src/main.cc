@@ -71,7 +71,7 @@ int launch(const std::vector<std::string>& args) {
   }
   log::configure(parsed.options.log_level, parsed.options.quiet);
   HostInfo host = detect_host();
-  log::debug("host {}: {} CPU(s), {} GPU(s)", host.hostname, host.cpu_count, host.gpu_count);
+  log::debug("host {}: {} GPU(s)", host.hostname, host.gpu_count);
   if (auto status = fan_out_if_asked(parsed.options, host)) return *status;
   // The scheduler's and the config file's words, kept where they outrank what is set
   // (option_sources.h: command line > scheduler > config file > default).

@@ -615,6 +615,15 @@ void StoreServer::run() {
   impl_->loop();
 }
 
+void StoreServer::request_stop() {
+  std::lock_guard lock(impl_->control_mutex);
+  if (impl_->stopped || !impl_->running || impl_->stop_requested) return;
+  // The loop closes everything itself when it sees the request.
+  impl_->stop_requested = true;
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(impl_->wake_fd, &one, sizeof(one));
+}
+
 void StoreServer::stop() {
   std::thread to_join;
   {
@@ -622,10 +631,10 @@ void StoreServer::stop() {
     if (impl_->stopped) return;
     impl_->stopped = true;
     if (impl_->running) {
-      // The loop closes everything itself when it sees the request.
-      impl_->stop_requested = true;
-      std::uint64_t one = 1;
-      [[maybe_unused]] auto n = ::write(impl_->wake_fd, &one, sizeof(one));
+      if (!impl_->stop_requested.exchange(true)) {
+        std::uint64_t one = 1;
+        [[maybe_unused]] auto n = ::write(impl_->wake_fd, &one, sizeof(one));
+      }
       if (impl_->thread.joinable() && impl_->thread.get_id() != std::this_thread::get_id()) {
         to_join = std::move(impl_->thread);
       }

@@ -84,9 +84,9 @@ TEST(DetectHostTest, ReadsCpusMemoryAndNvidiaGpusUnderTheRoot) {
             "Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t GPU-2222-bb\n");
   ScopedVariable cuda("CUDA_VISIBLE_DEVICES", nullptr);
   const HostInfo host = detect_host(root.path());
-  EXPECT_EQ(host.cpu_count, 4);
-  EXPECT_EQ(host.physical_cores, 2);
-  EXPECT_DOUBLE_EQ(host.memory_gb, 16.0);
+  EXPECT_EQ(host.cpu_count.get(), 4);
+  EXPECT_EQ(host.physical_cores.get(), 2);
+  EXPECT_DOUBLE_EQ(host.memory_gb.get(), 16.0);
   EXPECT_EQ(host.gpu_vendor, "nvidia");
   EXPECT_EQ(host.gpu_count, 2);
   EXPECT_EQ(host.gpu_names.at(1), "NVIDIA H100 80GB HBM3");
@@ -183,7 +183,7 @@ TEST(DetectHostTest, AnEmptyRootMeansNoGpusAndStillSomeCpus) {
   const HostInfo host = detect_host(root.path());
   EXPECT_EQ(host.gpu_count, 0);
   EXPECT_EQ(host.gpu_vendor, "");
-  EXPECT_GE(host.cpu_count, 1);
+  EXPECT_GE(host.cpu_count.get(), 1);
 }
 
 }  // namespace

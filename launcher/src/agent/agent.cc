@@ -231,6 +231,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       finish_run_dir();
       throw;
     }
+    os_.dismiss_watchdog();  // every worker is reaped: it ends while the run directory goes
     finish_run_dir();
     return status;
   }

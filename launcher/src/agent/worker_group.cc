@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,7 +76,8 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec) {
   worker->spec = spec;
   worker->rank = global_rank(plan_, round_, spec.local_rank);
   worker->dir = attempt_dir_ + "/" + std::to_string(spec.local_rank);
-  fs::create_directories(worker->dir);
+  // One mkdir once the attempt's directory is there (the first worker makes it).
+  if (::mkdir(worker->dir.c_str(), 0777) != 0) fs::create_directories(worker->dir);
   const std::string error_file = worker->dir + "/error.json";
   // The worker's progress file exists before it starts, so that its first write needs no
   // setup and the stall watch can map it at once (a sparse 64 KiB file: one create, one write).

@@ -119,10 +119,10 @@ int run_env_command(const std::vector<std::string>& args) {
   for (size_t i = 0; i < gpus.size(); ++i)
     out << (i ? ", " : " (") << gpus[i] << (i + 1 == gpus.size() ? ")" : "");
   out << "\n";
-  out << "- CPU cores: " << machine.cpu_count << " logical, " << machine.physical_cores
+  out << "- CPU cores: " << machine.cpu_count.get() << " logical, " << machine.physical_cores.get()
       << " physical\n";
   char ram[32];
-  std::snprintf(ram, sizeof ram, "%.2f", machine.memory_gb);
+  std::snprintf(ram, sizeof ram, "%.2f", machine.memory_gb.get());
   out << "- System RAM: " << ram << " GB\n";
 
   const bool passed = !config_file.empty();

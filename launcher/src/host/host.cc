@@ -306,10 +306,9 @@ HostInfo detect_host(const std::string& root_dir) {
       host.environment.emplace(std::string(*entry, static_cast<size_t>(equals - *entry)),
                                std::string(equals + 1));
   }
-  const CpuFacts cpus = read_cpus(root);
-  host.cpu_count = cpus.logical;
-  host.physical_cores = cpus.physical;
-  host.memory_gb = read_memory_gb(root);
+  host.cpu_count = Lazy<int>([root] { return read_cpus(root).logical; });
+  host.physical_cores = Lazy<int>([root] { return read_cpus(root).physical; });
+  host.memory_gb = Lazy<double>([root] { return read_memory_gb(root); });
   read_gpus(root, host);
   host.read_topology = [root_dir] {
     CpuTopology topology = read_cpu_topology(root_dir);

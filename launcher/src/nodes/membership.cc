@@ -345,11 +345,14 @@ JobEvent StaticMembership::await_exit(int restart_count) {
 
 void StaticMembership::leave(bool succeeded) {
   (void)succeeded;
-  if (!link_) return;
-  // The others read the job's end (or the exit barrier) from node 0's store: it stays until
-  // their launchers have let go of it.
-  link_->let_others_go();
-  link_->close();
+  if (link_) {
+    // The others read the job's end (or the exit barrier) from node 0's store: it stays until
+    // their launchers have let go of it.
+    link_->let_others_go();
+    link_->close();
+  }
+  // Nobody needs the store now: its thread winds down while the launcher cleans up.
+  if (store_) store_->request_stop();
 }
 
 }  // namespace acc::launcher

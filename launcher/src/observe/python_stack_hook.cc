@@ -1,13 +1,13 @@
 #include "observe/python_stack_hook.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
 #include "acc/common/error.h"
+#include "acc/common/files.h"
 #include "acc/common/progress_file.h"
 #include "observe/python_files.h"
 
@@ -87,14 +87,11 @@ std::string progress_file_path(const std::string& worker_dir) {
 
 std::string install_python_stack_hook(const std::string& run_dir) {
   const std::string dir = run_dir + "/python";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  ::mkdir(dir.c_str(), 0777);  // a failure shows as the first file's
   for (const auto& [name, text] : {std::pair{"sitecustomize.py", kSitecustomize},
                                    std::pair{"acc_launch.py", kAccLaunchModule}}) {
-    std::ofstream file(dir + "/" + name);
-    file << text;
-    ACC_CHECK(file.good(), LaunchError, "cannot write ", dir, "/", name, ": ",
-              std::strerror(errno));
+    const int error = write_file(dir + "/" + name, text);
+    ACC_CHECK(error == 0, LaunchError, "cannot write ", dir, "/", name, ": ", std::strerror(error));
   }
   return dir;
 }

@@ -133,9 +133,10 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
                   })
                                    : nullptr) {
   // The progress files are mapped at the first poll (map_files()): a job that ends within its
-  // first second never maps them.
-  for (size_t i = 0; i < workers_.size(); ++i)
-    cpu_at_progress_[i] = cpu_at_poll_[i] = proc_.stat(workers_[i].pid).cpu_seconds;
+  // first second never maps them. The CPU counts only with --stall_timeout (sample_busy).
+  if (enabled_)
+    for (size_t i = 0; i < workers_.size(); ++i)
+      cpu_at_progress_[i] = cpu_at_poll_[i] = proc_.stat(workers_[i].pid).cpu_seconds;
 }
 
 void StallWatch::map_files() {

@@ -131,7 +131,7 @@ void merge_config(const cfg::ClusterConfig& config, const MergeEnvironment& envi
     if (o.cpu && !environment.omp_num_threads) {
       const int local = environment.mpi_local_size.value_or(
           std::max(o.num_processes.value_or(1) / std::max(machines, 1), 1));
-      const int share = environment.physical_cores / local;
+      const int share = environment.physical_cores.get() / local;
       if (share > 1) threads = share;
     }
     OptionProposals chosen{.source = Source::kConfigFile};

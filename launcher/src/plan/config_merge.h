@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "acc/common/lazy.h"
 #include "acc/config/cluster_config.h"
 #include "acc/launcher/cli/options.h"
 #include "acc/launcher/plan/plan.h"
@@ -18,7 +19,7 @@ namespace acc::launcher {
 struct MergeEnvironment {
   std::optional<int> omp_num_threads;  // $OMP_NUM_THREADS when a positive integer
   std::optional<int> mpi_local_size;   // $MPI_LOCALNRANKS / $OMPI_COMM_WORLD_LOCAL_SIZE / ...
-  int physical_cores = 1;              // cores, not hyper-threads
+  Lazy<int> physical_cores = 1;        // cores, not hyper-threads (read when needed)
   std::string pythonpath;              // $PYTHONPATH
   std::string cwd;                     // the current directory
 

@@ -34,13 +34,13 @@ int resolve_nproc_per_node(const LaunchOptions& o, const HostInfo& host) {
               ": expected 1 to ", kMaxWorkersPerNode, " workers per node");
     return *n;
   }
-  if (value == "cpu") return host.cpu_count;
+  if (value == "cpu") return host.cpu_count.get();
   if (value == "gpu") {
     ACC_CHECK(host.gpu_count > 0, ConfigError,
               "--nproc_per_node gpu: no GPU found on this machine; use a number or cpu");
     return host.gpu_count;
   }
-  if (value == "auto") return host.gpu_count > 0 && !o.cpu ? host.gpu_count : host.cpu_count;
+  if (value == "auto") return host.gpu_count > 0 && !o.cpu ? host.gpu_count : host.cpu_count.get();
   throw ConfigError("--nproc_per_node " + value + ": expected a number, auto, cpu or gpu");
 }
 

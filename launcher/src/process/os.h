@@ -39,6 +39,9 @@ class Os {
   virtual void await_exec(SpawnedProcess& process) = 0;
   // The group is gone: the watchdog need not kill it should the launcher die.
   virtual void forget(pid_t process_group) = 0;
+  // No worker runs and none will start: the watchdog may end now (RealOs reaps it at its
+  // destruction), while the launcher cleans up.
+  virtual void dismiss_watchdog() {}
 
   // Sends `sig` to every process of the group `process_group`; one already gone is no error.
   virtual void signal_group(pid_t process_group, int sig) = 0;

@@ -52,6 +52,10 @@ void RealOs::forget(pid_t process_group) {
   if (watchdog_) watchdog_->forget(process_group);
 }
 
+void RealOs::dismiss_watchdog() {
+  if (watchdog_) watchdog_->dismiss();
+}
+
 void RealOs::signal_group(pid_t process_group, int sig) {
   ::kill(-process_group, sig);
 }

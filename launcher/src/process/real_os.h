@@ -21,6 +21,7 @@ class RealOs : public Os {
   SpawnedProcess spawn(SpawnRequest request, const std::string& path) override;
   void await_exec(SpawnedProcess& process) override;
   void forget(pid_t process_group) override;
+  void dismiss_watchdog() override;
   void signal_group(pid_t process_group, int sig) override;
   void signal_process(pid_t pid, int sig) override;
   std::optional<pid_t> exited_child() override;

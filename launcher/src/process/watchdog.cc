@@ -136,9 +136,14 @@ Watchdog::Watchdog() {
   }
 }
 
+void Watchdog::dismiss() {
+  if (pid_ > 0 && !dismissed_) ::kill(pid_, SIGKILL);
+  dismissed_ = true;
+}
+
 Watchdog::~Watchdog() {
   if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
+    dismiss();
     while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
     }
   }
@@ -146,7 +151,7 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::watch(pid_t process_group) {
-  if (!list_) return;
+  if (!list_ || dismissed_) return;
   for (size_t i = 0; i < list_->count; ++i)
     if (list_->groups[i] == 0) {
       list_->groups[i] = process_group;

@@ -30,6 +30,9 @@ class Watchdog {
   // in memory the watchdog reads only once the launcher is dead: no system call, no lock.
   void watch(pid_t process_group);
   void forget(pid_t process_group);
+  // Ends the watchdog (SIGKILL) without waiting: once no worker runs or will start, the launcher
+  // cleans up while it goes; the destructor reaps it. Watching stops here.
+  void dismiss();
   pid_t pid() const { return pid_; }
 
   // Groups listed at once, at most (a launcher with more workers than this leaves the rest to
@@ -38,6 +41,7 @@ class Watchdog {
 
  private:
   pid_t pid_ = -1;
+  bool dismissed_ = false;
   void* region_ = nullptr;  // the watchdog's stack, then its list
   detail::WatchList* list_ = nullptr;
 };

@@ -4,12 +4,17 @@
 // back: no stream, locale or buffer set up for one read, no stat of what is about to be removed.
 
 #include <string>
+#include <string_view>
 
 namespace acc {
 
 // The whole text of a small file (a /proc or /sys entry); empty where it cannot be opened or
 // read (as an absent /proc entry is).
 std::string read_file(const std::string& path);
+
+// Writes `text` to `path`, created or truncated (mode 0644 less the umask). Returns 0, or the
+// errno of the step that failed.
+int write_file(const std::string& path, std::string_view text);
 
 // Removes `path` and, for a directory, everything under it, without following symbolic links
 // (a link is removed, not what it points to). True when nothing is left at `path`; a tree that

@@ -85,6 +85,10 @@ class StoreServer {
   // one. Thread-safe, idempotent, does not throw. Not async-signal-safe: from a signal, wake a
   // thread that calls it.
   void stop();
+  // Asks the loop to close everything and end, and returns at once: a later stop() (or the
+  // destructor) only joins, so the caller can do other work while the loop winds down.
+  // Thread-safe, idempotent, does not throw.
+  void request_stop();
 
   // Connections open right now. Thread-safe (reads a counter the loop updates).
   std::size_t num_connections() const;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "acc/common/lazy.h"
 #include "acc/common/torch_env.h"
 #include "acc/launcher/host/topology.h"
 
@@ -18,15 +19,16 @@ namespace acc::launcher {
 // the real ones).
 struct HostInfo {
   std::string hostname = "localhost";
-  int cpu_count = 1;       // online CPUs (logical)
-  int physical_cores = 1;  // cores, not hyper-threads
+  // Read from /proc and /sys when first asked (detect_host()): most launches never ask.
+  Lazy<int> cpu_count = 1;       // online CPUs (logical)
+  Lazy<int> physical_cores = 1;  // cores, not hyper-threads
   // Accelerators this process may use, as PyTorch counts them: those of the first vendor found
   // (NVIDIA, else AMD, else Intel), restricted by that vendor's visibility variables
   // (CUDA_VISIBLE_DEVICES; HIP_/ROCR_VISIBLE_DEVICES; ZE_AFFINITY_MASK).
   int gpu_count = 0;
   std::string gpu_vendor;              // "nvidia", "amd", "intel", or "" without GPUs
   std::vector<std::string> gpu_names;  // model names of the visible GPUs, where the kernel says
-  double memory_gb = 0;
+  Lazy<double> memory_gb = 0.0;
   std::string cwd;
   std::map<std::string, std::string> environment;  // the launcher's own environment
   // CPUs, NUMA nodes and the GPUs' nodes, for CPU binding alone: detect_host() leaves them to
