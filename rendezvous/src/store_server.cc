@@ -63,7 +63,7 @@ constexpr std::size_t kKeptBufferBytes = 256 * 1024;
 // The loop is the server's own: one level-triggered epoll set holds the listener, the
 // connections (registered once), a timerfd for the stall sweep and an eventfd for stop(), and a
 // round is one epoll_wait, a recv per ready connection and the round's replies. Asio only
-// resolves and binds the listener. Through Asio's reactor a connection's readiness cost an
+// parses and resolves the listener's address. Through Asio's reactor a connection's readiness cost an
 // epoll_ctl to re-arm, an operation allocated and a handler dispatched; with the connections in a
 // set of their own behind Asio, a round still cost two epoll_waits and an epoll_ctl (Asio re-arms
 // a descriptor it waits on), which at 8 clients was 0.8 system calls per request
@@ -112,7 +112,7 @@ void raise_fd_limit() {
   }
 }
 
-tcp::endpoint resolve_endpoint(asio::io_context& io, const std::string& host, int port) {
+tcp::endpoint resolve_endpoint(const std::string& host, int port) {
   ACC_CHECK(port >= 0 && port <= 65535, ConfigError, "store port ", port,
             " is out of range; use 0 to 65535");
   auto port_number = static_cast<unsigned short>(port);
@@ -121,6 +121,7 @@ tcp::endpoint resolve_endpoint(asio::io_context& io, const std::string& host, in
   boost::system::error_code ec;
   auto address = asio::ip::make_address(host, ec);
   if (!ec) return {address, port_number};
+  asio::io_context io;
   tcp::resolver resolver(io);
   auto results = resolver.resolve(host, std::to_string(port), ec);
   ACC_CHECK(!ec && !results.empty(), ConfigError, "cannot resolve store host '", host,
@@ -133,7 +134,6 @@ tcp::endpoint resolve_endpoint(asio::io_context& io, const std::string& host, in
 struct StoreServer::Impl : detail::ReplySink {
   explicit Impl(StoreServerOptions opts)
       : options(std::move(opts)),
-        acceptor(io),
         state(options.max_keys, options.max_reply_bytes),
         read_buffer(std::make_unique_for_overwrite<char[]>(kReadBufferBytes)) {
     if (!options.log) {
@@ -154,31 +154,38 @@ struct StoreServer::Impl : detail::ReplySink {
   }
 
   ~Impl() {
-    for (int fd : {epoll_fd, wake_fd, sweep_fd, accept_retry_fd}) {
+    for (int fd : {listen_fd, epoll_fd, wake_fd, sweep_fd, accept_retry_fd}) {
       if (fd >= 0) ::close(fd);
     }
   }
 
+  // A plain socket: Asio's acceptor would start Asio's reactor (an epoll set, an eventfd and a
+  // timerfd of its own) that the loop below never uses.
   void listen() {
-    tcp::endpoint endpoint = resolve_endpoint(io, options.host, options.port);
-    std::string where = format_endpoint(options.host, options.port);
-    boost::system::error_code ec;
-    acceptor.open(endpoint.protocol(), ec);
-    ACC_CHECK(!ec, NetworkError, "cannot open a socket for ", where, ": ", ec.message());
-    // Workers forked by the launcher must not inherit the listener (it would keep the port).
-    ::fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
-    acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    const tcp::endpoint endpoint = resolve_endpoint(options.host, options.port);
+    const std::string where = format_endpoint(options.host, options.port);
+    listen_fd = ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                         IPPROTO_TCP);
+    ACC_CHECK(listen_fd >= 0, NetworkError, "cannot open a socket for ", where, ": ",
+              std::strerror(errno));
+    int on = 1;
+    ::setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
     if (endpoint.address().is_v6() && endpoint.address().is_unspecified()) {
-      acceptor.set_option(asio::ip::v6_only(false), ec);
+      int off = 0;
+      ::setsockopt(listen_fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
     }
-    acceptor.bind(endpoint, ec);
-    ACC_CHECK(ec != asio::error::address_in_use, NetworkError, "address ", where,
+    const int bound = ::bind(listen_fd, endpoint.data(), static_cast<socklen_t>(endpoint.size()));
+    ACC_CHECK(bound == 0 || errno != EADDRINUSE, NetworkError, "address ", where,
               " is already in use; stop the process that holds it or choose another port");
-    ACC_CHECK(!ec, NetworkError, "cannot listen on ", where, ": ", ec.message());
-    acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    ACC_CHECK(!ec, NetworkError, "cannot listen on ", where, ": ", ec.message());
-    acceptor.non_blocking(true, ec);
-    bound_port = acceptor.local_endpoint(ec).port();
+    ACC_CHECK(bound == 0, NetworkError, "cannot listen on ", where, ": ", std::strerror(errno));
+    ACC_CHECK(::listen(listen_fd, SOMAXCONN) == 0, NetworkError, "cannot listen on ", where, ": ",
+              std::strerror(errno));
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&local), &length);
+    bound_port = ntohs(local.ss_family == AF_INET6
+                           ? reinterpret_cast<const sockaddr_in6&>(local).sin6_port
+                           : reinterpret_cast<const sockaddr_in&>(local).sin_port);
     bound_address = format_endpoint(options.host.empty() ? "0.0.0.0" : options.host, bound_port);
   }
 
@@ -214,7 +221,7 @@ struct StoreServer::Impl : detail::ReplySink {
 
   // Registers the loop's descriptors and starts the sweep's clock. Loop thread, or before it.
   void arm() {
-    ACC_CHECK(watch(acceptor.native_handle(), kListenerTag, EPOLLIN) &&
+    ACC_CHECK(watch(listen_fd, kListenerTag, EPOLLIN) &&
                   watch(wake_fd, kWakeTag, EPOLLIN) && watch(sweep_fd, kSweepTag, EPOLLIN) &&
                   watch(accept_retry_fd, kAcceptRetryTag, EPOLLIN),
               NetworkError, "cannot watch the store server's descriptors: ", std::strerror(errno));
@@ -284,7 +291,7 @@ struct StoreServer::Impl : detail::ReplySink {
         break;
       case kAcceptRetryTag:
         if (::read(accept_retry_fd, &count, sizeof(count)) == sizeof(count)) {
-          watch(acceptor.native_handle(), kListenerTag, EPOLLIN);
+          watch(listen_fd, kListenerTag, EPOLLIN);
         }
         break;
     }
@@ -294,14 +301,14 @@ struct StoreServer::Impl : detail::ReplySink {
     for (int i = 0; i < kAcceptsPerEvent; ++i) {
       // accept4 makes the socket close-on-exec atomically, so a concurrent fork+exec in the
       // launcher's thread cannot leak it; Asio's own accept does not.
-      int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
           // Out of descriptors: the listener leaves the set for 100 ms instead of spinning on
           // a readiness that stays.
           options.log("cannot accept a connection: " + std::string(std::strerror(errno)));
-          ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, acceptor.native_handle(), nullptr);
+          ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
           itimerspec once{};
           once.it_value.tv_nsec = 100'000'000;
           ::timerfd_settime(accept_retry_fd, 0, &once, nullptr);
@@ -530,16 +537,15 @@ struct StoreServer::Impl : detail::ReplySink {
 
   void close_all() {
     stopping = true;
-    boost::system::error_code ec;
-    acceptor.close(ec);
+    if (listen_fd >= 0) ::close(listen_fd);
+    listen_fd = -1;
     std::vector<std::shared_ptr<Connection>> all;
     for (auto& [id, conn] : connections) all.push_back(conn);
     for (auto& conn : all) close(*conn, {});
   }
 
   StoreServerOptions options;
-  asio::io_context io;       // resolves and binds the listener; the loop below is not Asio's
-  tcp::acceptor acceptor;    // the listener, non-blocking, in the epoll set
+  int listen_fd = -1;        // the listener, non-blocking, in the epoll set
   int epoll_fd = -1;         // the listener, the connections, wake_fd and the timers
   int wake_fd = -1;          // an eventfd: stop() from another thread
   int sweep_fd = -1;         // a periodic timerfd: the stall sweep
