@@ -63,9 +63,9 @@ constexpr std::size_t kKeptBufferBytes = 256 * 1024;
 // The loop is the server's own: one level-triggered epoll set holds the listener, the
 // connections (registered once), a timerfd for the stall sweep and an eventfd for stop(), and a
 // round is one epoll_wait, a recv per ready connection and the round's replies. Asio only
-// parses and resolves the listener's address. Through Asio's reactor a connection's readiness cost an
-// epoll_ctl to re-arm, an operation allocated and a handler dispatched; with the connections in a
-// set of their own behind Asio, a round still cost two epoll_waits and an epoll_ctl (Asio re-arms
+// parses and resolves the listener's address. Through Asio's reactor a connection's readiness cost
+// an epoll_ctl to re-arm, an operation allocated and a handler dispatched; with the connections in
+// a set of their own behind Asio, a round still cost two epoll_waits and an epoll_ctl (Asio re-arms
 // a descriptor it waits on), which at 8 clients was 0.8 system calls per request
 // (bench/README.md, "Store server CPU per operation").
 struct Connection {
@@ -183,9 +183,9 @@ struct StoreServer::Impl : detail::ReplySink {
     sockaddr_storage local{};
     socklen_t length = sizeof(local);
     ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&local), &length);
-    bound_port = ntohs(local.ss_family == AF_INET6
-                           ? reinterpret_cast<const sockaddr_in6&>(local).sin6_port
-                           : reinterpret_cast<const sockaddr_in&>(local).sin_port);
+    bound_port =
+        ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(local).sin6_port
+                                          : reinterpret_cast<const sockaddr_in&>(local).sin_port);
     bound_address = format_endpoint(options.host.empty() ? "0.0.0.0" : options.host, bound_port);
   }
 
@@ -221,8 +221,8 @@ struct StoreServer::Impl : detail::ReplySink {
 
   // Registers the loop's descriptors and starts the sweep's clock. Loop thread, or before it.
   void arm() {
-    ACC_CHECK(watch(listen_fd, kListenerTag, EPOLLIN) &&
-                  watch(wake_fd, kWakeTag, EPOLLIN) && watch(sweep_fd, kSweepTag, EPOLLIN) &&
+    ACC_CHECK(watch(listen_fd, kListenerTag, EPOLLIN) && watch(wake_fd, kWakeTag, EPOLLIN) &&
+                  watch(sweep_fd, kSweepTag, EPOLLIN) &&
                   watch(accept_retry_fd, kAcceptRetryTag, EPOLLIN),
               NetworkError, "cannot watch the store server's descriptors: ", std::strerror(errno));
     const auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(sweep_interval());
