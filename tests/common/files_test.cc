@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
@@ -57,6 +58,14 @@ TEST_F(FilesTest, RemovingWhatIsNotThereIsNoErrorAndAFileIsRemovedAlone) {
   EXPECT_TRUE(remove_tree(dir_ / "file"));
   EXPECT_FALSE(fs::exists(dir_ / "file"));
   EXPECT_TRUE(fs::exists(dir_));
+}
+
+TEST_F(FilesTest, WriteFileCreatesOrTruncatesAndSaysWhyItCannot) {
+  const std::string path = (dir_ / "hook.py").string();
+  ASSERT_EQ(write_file(path, "a longer first text\n"), 0);
+  ASSERT_EQ(write_file(path, "second\n"), 0);
+  EXPECT_EQ(read_file(path), "second\n");
+  EXPECT_EQ(write_file((dir_ / "missing" / "hook.py").string(), "x"), ENOENT);
 }
 
 }  // namespace

@@ -139,6 +139,23 @@ TEST(DetectHostTest, ReadsTheCpuTopologyOnlyWhenAskedAndThenFromItsRoot) {
   EXPECT_EQ(topology.numa_nodes.at(0), (std::vector<int>{0, 1}));
 }
 
+TEST(DetectHostTest, ReadsTheCpusAndTheMemoryOnlyWhenAsked) {
+  FakeRoot root;
+  const HostInfo host = detect_host(root.path());
+  // Written after detect_host: a launch that never asks never reads /proc/cpuinfo or meminfo.
+  root.file("proc/cpuinfo",
+            "processor\t: 0\nphysical id\t: 0\ncore id\t: 0\n\nprocessor\t: 1\nphysical id\t: "
+            "0\ncore id\t: 1\n");
+  root.file("sys/devices/system/cpu/online", "0-1\n");
+  root.file("proc/meminfo", "MemTotal:       2097152 kB\n");
+  EXPECT_EQ(host.cpu_count.get(), 2);
+  EXPECT_EQ(host.physical_cores.get(), 2);
+  EXPECT_DOUBLE_EQ(host.memory_gb.get(), 2.0);
+  // Read once: a later change is not seen.
+  root.file("sys/devices/system/cpu/online", "0-3\n");
+  EXPECT_EQ(host.cpu_count.get(), 2);
+}
+
 TEST(DetectHostTest, CountsAmdGpusFromTheKfdTopologyWithTheRocmVariables) {
   FakeRoot root;
   root.file("dev/kfd", "");

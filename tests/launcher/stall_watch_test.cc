@@ -26,6 +26,7 @@ using std::chrono::milliseconds;
 class FakeProc final : public proc::Reader {
  public:
   proc::Stat stat(int pid) override {
+    ++looks;
     const auto found = stats.find(pid);
     return found == stats.end() ? proc::Stat{} : found->second;
   }
@@ -37,6 +38,7 @@ class FakeProc final : public proc::Reader {
     s.cpu_seconds = cpu_seconds;
   }
   std::map<int, proc::Stat> stats;
+  int looks = 0;  // stat() calls: each is a /proc read on the machine
 };
 
 constexpr int kPid0 = 4242;
@@ -120,6 +122,12 @@ TEST(StallWatchTest, RanksWhoseCpuKeepsMovingAreComputingNotStalledAndTheUserIsT
                               "hang (--stall_timeout goes on watching)"),
             std::string::npos)
       << f.notices[0];
+}
+
+TEST(StallWatchTest, WithoutAStallTimeoutNoWorkersProcIsRead) {
+  Fixture f(0ms);  // no --stall_timeout: sections' deadlines and stragglers only
+  EXPECT_EQ(f.run_until_stall(10s), std::nullopt);
+  EXPECT_EQ(f.proc.looks, 0);
 }
 
 TEST(StallWatchTest, ARunningRankCountsAsBusyWithoutCpuTimeInTheSample) {

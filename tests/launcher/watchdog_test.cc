@@ -69,6 +69,21 @@ TEST(WatchdogTest, EndingItLeavesTheGroupsAlone) {
   ::waitpid(worker, nullptr, 0);
 }
 
+TEST(WatchdogTest, DismissedItEndsAtOnceAndWatchesNoMore) {
+  const pid_t worker = sleeper();
+  Watchdog watchdog;
+  ASSERT_GT(watchdog.pid(), 0);
+  watchdog.watch(worker);
+  watchdog.dismiss();
+  // Gone without the destructor's wait: its exit is ours to reap.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(watchdog.pid()), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_EQ(info.si_code, CLD_KILLED);
+  EXPECT_TRUE(alive(worker));
+  ::kill(worker, SIGKILL);
+  ::waitpid(worker, nullptr, 0);
+}
+
 // A launcher (a child of this test) with a watchdog and two workers' groups, one forgotten, is
 // killed: the watched group dies, the forgotten one lives.
 TEST(WatchdogTest, ALaunchersDeathKillsTheGroupsStillWatched) {

@@ -337,6 +337,18 @@ TEST(StoreServerTest, StopClosesEveryConnectionAndReturns) {
   server.stop();  // idempotent
 }
 
+TEST(StoreServerTest, RequestStopClosesEverythingWithoutWaitingAndStopJoins) {
+  StoreServer server(loopback());
+  server.start();
+  RawSocket one(server.port());
+  StoreClient client = connect(server);  // a round trip: the raw socket is accepted by now
+  server.request_stop();                 // returns at once; the loop winds down on its own
+  EXPECT_TRUE(one.closed_by_peer(5s));
+  server.request_stop();  // idempotent
+  server.stop();          // joins
+  EXPECT_EQ(server.num_connections(), 0u);
+}
+
 TEST(StoreServerTest, RunServesOnTheCallingThreadUntilStop) {
   StoreServer server(loopback());
   std::thread loop([&] { server.run(); });
