@@ -295,6 +295,12 @@ figure_bench_launch_overhead() { grep -E 'start-up|teardown' "$1" | tr -s ' ' | 
 check bench_launch_overhead 240 "$python" bench/launch_overhead/bench.py "$launcher" --runs 3 \
   --floor "$build/bench/launch_overhead/spawn_floor" --torch2-python "$(command -v "$python")" \
   --torchrun1 "$(realpath -m "$root/../shared/peers/torchrun_debian.py")"
+# Where acc-launch's own start-up goes on this host (issue 23: 2.2x the bare spawn on the 16-CPU
+# H200 host against 1.3-1.5x on the 2-core VM), each step's median time since main(); the GPU
+# health pre-flight off, as in the bare-spawn comparison.
+figure_launch_timeline() { sed -n 2,3p "$1" | tr -s ' ' | paste -sd';'; }
+check launch_timeline 60 env ACC_NVML_LIBRARY=/none "$python" bench/launch_overhead/timeline.py \
+  "$launcher" --runs 20
 figure_bench_store() { grep -E 'cpu/op' "$1" | sed 's/ (median.*//' | tr -s ' ' | paste -sd';'; }
 if [ "$cpu_only" = 1 ]; then
   check bench_store 180 bash bench/store/run.sh "$build" --seconds 2 --rounds 1

@@ -23,6 +23,7 @@
 #include "nodes/remote_nodes.h"
 #include "output/console.h"
 #include "output/log.h"
+#include "output/timeline.h"
 #include "plan/config_merge.h"
 
 namespace {
@@ -64,13 +65,16 @@ void check_script(const LaunchPlan& plan) {
 }
 
 int launch(const std::vector<std::string>& args) {
+  timeline::mark("main");
   ParseResult parsed = parse_launch_args(args);
+  timeline::mark("parsed");
   if (parsed.exit_now) {
     write_all(parsed.exit_code == 0 ? STDOUT_FILENO : STDERR_FILENO, parsed.message + "\n");
     return parsed.exit_code;
   }
   log::configure(parsed.options.log_level, parsed.options.quiet);
   HostInfo host = detect_host();
+  timeline::mark("host");
   log::debug("host {}: {} GPU(s)", host.hostname, host.gpu_count);
   if (auto status = fan_out_if_asked(parsed.options, host)) return *status;
   // The scheduler's and the config file's words, kept where they outrank what is set
@@ -78,6 +82,7 @@ int launch(const std::vector<std::string>& args) {
   apply_proposals(scheduler_proposals(cluster_facts(parsed.options, host)), parsed.options);
   apply_config_file(parsed.options, MergeEnvironment::from_host(host));
   LaunchPlan plan = build_plan(parsed.options, host);
+  timeline::mark("planned");
   if (!plan.dry_run) check_script(plan);
   log::debug(
       "plan: {} worker(s) on node {} of {}, rendezvous {}, max {} restart(s), none after {} in a "
@@ -96,8 +101,10 @@ int launch(const std::vector<std::string>& args) {
   const int retryable = plan.retryable_exit_code;
   try {
     // The membership keeps a reference to the plan: both live in the agent.
-    Agent agent(std::move(plan), std::move(host.environment), host.hostname);
-    return agent.run();
+    const int status = Agent(std::move(plan), std::move(host.environment), host.hostname).run();
+    timeline::mark("ended");  // the agent's store thread joined, its watchdog reaped
+    timeline::report();
+    return status;
   } catch (const std::exception& e) {
     return fail(acc::launcher_exit(acc::exit_code_for(e), retryable), acc::exit_message_for(e));
   }

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -340,6 +341,30 @@ TEST(LaunchTest, DryRunPrintsEachWorkerAndStartsNothing) {
   EXPECT_NE(run.out.find("# rank 1 (local rank 1)\nLOCAL_RANK=1\nRANK=1\n"), std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("command: /bin/false"), std::string::npos);
+}
+
+TEST(LaunchTest, AccTimelineEndsTheLaunchWithItsStepsInOrder) {
+  const std::vector<std::string> args = {"--quiet", "--nproc_per_node", "2", "--no_python",
+                                         "/bin/true"};
+  LaunchRun run = run_launcher(args, {{"ACC_TIMELINE", "1"}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> lines = lines_of(run.err);
+  ASSERT_EQ(lines.size(), 1u) << run.err;
+  const std::string& line = lines[0];
+  ASSERT_EQ(line.rfind("acc-launch: timeline (ms since main): parsed ", 0), 0u) << line;
+  size_t at = 0;
+  double before = 0;
+  for (const char* step : {"parsed ", "host ", "planned ", "run dir ", "joined ", "started ",
+                           "exited ", "cleaned ", "ended "}) {
+    at = line.find(step, at);
+    ASSERT_NE(at, std::string::npos) << step << " missing or out of order: " << line;
+    at += std::strlen(step);
+    const double ms = std::stod(line.substr(at));
+    EXPECT_GE(ms, before) << step << line;
+    before = ms;
+  }
+  EXPECT_EQ(run_launcher(args, {{"ACC_TIMELINE", "0"}}).err, "");
+  EXPECT_EQ(run_launcher(args).err, "");
 }
 
 TEST(LaunchTest, AStorePortInUseIsOneClearError) {

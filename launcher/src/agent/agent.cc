@@ -41,6 +41,7 @@
 #include "observe/status_server.h"
 #include "output/console.h"
 #include "output/log.h"
+#include "output/timeline.h"
 #include "process/real_os.h"
 
 namespace acc::launcher {
@@ -136,6 +137,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     check_gpus();
     run_dir_ = make_run_dir(plan_);
     python_hook_dir_ = install_python_stack_hook(run_dir_);
+    timeline::mark("run dir");
     start_file_timer();
     for (int attempt = 0;; ++attempt) {
       JobEvent next;
@@ -145,6 +147,7 @@ class Agent::Impl : public WorkerGroup::Listener {
         job_event_ = {};
         try {
           const Round round = membership_->join(restart_count_);
+          timeline::mark("joined");
           if (!unfit_gpus_.empty()) return refuse_unfit_gpus(round);
           run_attempt(attempt, round);
         } catch (const JobEndedError& e) {
@@ -233,6 +236,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     }
     os_.dismiss_watchdog();  // every worker is reaped: it ends while the run directory goes
     finish_run_dir();
+    timeline::mark("cleaned");
     return status;
   }
 
@@ -330,6 +334,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (file_timer_) group_->watch(file_timer_->fd());
     next_membership_check_ = os_.now() + membership_->poll_interval();
     group_->start();
+    timeline::mark("started");
     std::vector<StatusBoard::Worker> workers;  // each with its progress file, for both readers
     if (worker_progress_ || status_board_)
       for (const auto& w : group_->workers())
@@ -356,6 +361,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       publish_failure();
       look_around();
     }
+    timeline::mark("exited");
     if (stall_watch_) write_all(STDERR_FILENO, stall_watch_->straggler_summary());
     stall_watch_.reset();
     group_->finish();
