@@ -213,6 +213,12 @@ def bench(args):
                           stderr=subprocess.DEVNULL).returncode == 0:
             names.append("floor + NVML pre-flight: spawn_floor --nvml")
             cmds.append([args.floor, "--nvml", "8", "/bin/true"])
+        # The floor of a launcher that spawns from several threads at once (acc-launch spawns
+        # from one): what a host with more CPUs than workers would allow.
+        threads = min(8, len(os.sched_getaffinity(0)))
+        if threads > 1:
+            names.append(f"floor + parallel spawn: spawn_floor --threads {threads}")
+            cmds.append([args.floor, "--threads", str(threads), "8", "/bin/true"])
     for other in args.baseline:
         if not os.access(other, os.X_OK):
             raise BenchError(f"no acc-launch at {other}")

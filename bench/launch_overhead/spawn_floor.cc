@@ -8,8 +8,13 @@
 // UUID, uncorrected ECC count, pending page retirements and row remappings. That is the floor of
 // a launcher that checks the GPUs before it starts workers; it exits 3 where NVML cannot load.
 //
-// Usage: spawn_floor [--nvml] N PROGRAM
+// With --threads T, the N copies are spawned from T threads at once (this one and T-1 more; each
+// posix_spawn waits only for its own child's exec): the floor of a launcher that spawns in
+// parallel, which a host with more CPUs than workers could reach.
+//
+// Usage: spawn_floor [--nvml] [--threads T] N PROGRAM
 #include <dlfcn.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <cstdio>
@@ -63,28 +68,58 @@ bool ask_nvml() {
   return true;  // no nvmlShutdown: acc-launch leaves it to the process's end too
 }
 
+// Spawns copies first, first + step, ... below count of `program`; a thread's body.
+struct Share {
+  char* program;
+  int first, step, count;
+  int failed = 0;
+};
+
+void* spawn_share(void* arg) {
+  Share& share = *static_cast<Share*>(arg);
+  char* child_argv[] = {share.program, nullptr};
+  for (int i = share.first; i < share.count; i += share.step) {
+    pid_t pid;
+    if (posix_spawn(&pid, child_argv[0], nullptr, nullptr, child_argv, environ) != 0) {
+      perror("posix_spawn");
+      share.failed = 1;
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool nvml = argc > 1 && std::strcmp(argv[1], "--nvml") == 0;
-  if (argc != 3 + nvml) {
-    fprintf(stderr, "usage: spawn_floor [--nvml] N PROGRAM\n");
+  int at = 1;
+  const bool nvml = at < argc && std::strcmp(argv[at], "--nvml") == 0;
+  at += nvml;
+  int threads = 1;
+  if (at + 1 < argc && std::strcmp(argv[at], "--threads") == 0) {
+    threads = atoi(argv[at + 1]);
+    at += 2;
+  }
+  if (argc != at + 2 || threads < 1 || threads > 64) {
+    fprintf(stderr, "usage: spawn_floor [--nvml] [--threads T] N PROGRAM\n");
     return 2;
   }
   if (nvml && !ask_nvml()) {
     fprintf(stderr, "spawn_floor: NVML cannot be loaded or initialised here\n");
     return 3;
   }
-  const int n = atoi(argv[1 + nvml]);
-  char* child_argv[] = {argv[2 + nvml], nullptr};
-  for (int i = 0; i < n; ++i) {
-    pid_t pid;
-    if (posix_spawn(&pid, child_argv[0], nullptr, nullptr, child_argv, environ) != 0) {
-      perror("posix_spawn");
+  const int n = atoi(argv[at]);
+  Share shares[64];
+  pthread_t helpers[64];
+  for (int t = 0; t < threads; ++t) shares[t] = {argv[at + 1], t, threads, n};
+  for (int t = 1; t < threads; ++t)
+    if (pthread_create(&helpers[t], nullptr, spawn_share, &shares[t]) != 0) {
+      fprintf(stderr, "spawn_floor: cannot start a thread\n");
       return 1;
     }
-  }
+  spawn_share(&shares[0]);
   int failed = 0;
+  for (int t = 1; t < threads; ++t) pthread_join(helpers[t], nullptr);
+  for (int t = 0; t < threads; ++t) failed |= shares[t].failed;
   for (int status; wait(&status) > 0;) failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
   return failed;
 }
