@@ -216,7 +216,8 @@ def bench(args):
         # The floor of a launcher that spawns from several threads at once (acc-launch spawns
         # from one): what a host with more CPUs than workers would allow.
         threads = min(8, len(os.sched_getaffinity(0)))
-        if threads > 1:
+        if threads > 1 and subprocess.run([args.floor, "--threads", "2", "1", "/bin/true"],
+                                          stderr=subprocess.DEVNULL).returncode == 0:
             names.append(f"floor + parallel spawn: spawn_floor --threads {threads}")
             cmds.append([args.floor, "--threads", str(threads), "8", "/bin/true"])
     for other in args.baseline:
