@@ -11,52 +11,40 @@ Usage: timeline.py ACC_LAUNCH [--runs N] [--nproc N] [--timeout S]
 import argparse
 import os
 import re
-import select
-import signal
 import statistics
 import sys
 import tempfile
 import time
 
+from bench import BenchError, run  # the same timing as the start-up bench
+
 LINE = re.compile(r"acc-launch: timeline \(ms since main\): (.*)")
 
 
-def one_run(acc_launch, nproc, timeout, cmd=None):
-    """The steps' times (ms since main) and the whole run's wall time (ms) of one launch, timed
-    from posix_spawn to the pidfd's wake (stderr to a file: no pipe for the launcher to wait on).
-    With `cmd`, that command's wall time alone (no steps)."""
-    env = dict(os.environ, ACC_TIMELINE="1")
-    timed_only = cmd is not None
-    cmd = cmd or [acc_launch, "--nproc_per_node", str(nproc), "--no_python", "/bin/true"]
-    with tempfile.TemporaryFile() as err, open(os.devnull, "wb") as null:
+def one_run(cmd, timeout):
+    """`cmd`'s wall time (ms, timed as bench.py times a launch) and its stderr, with
+    ACC_TIMELINE=1."""
+    with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        pid = os.posix_spawn(cmd[0], cmd, env, file_actions=[
-            (os.POSIX_SPAWN_DUP2, null.fileno(), 1), (os.POSIX_SPAWN_DUP2, err.fileno(), 2)])
-        pidfd = os.pidfd_open(pid)
-        try:
-            ended, _, _ = select.select([pidfd], [], [], timeout)
-        finally:
-            os.close(pidfd)
+        code = run(cmd, timeout, stderr=err, env=dict(os.environ, ACC_TIMELINE="1"))
         wall = (time.perf_counter() - start) * 1e3
-        if not ended:
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
         err.seek(0)
         text = err.read().decode(errors="replace")
-    if not ended:
-        sys.exit(f"timeline: timed out after {timeout:g} s: {' '.join(cmd)}")
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"timeline: exit code {os.waitstatus_to_exitcode(status)}: {' '.join(cmd)}\n{text}")
-    if timed_only:
-        return [], wall
+    if code != 0:
+        raise BenchError(f"exit code {code}: {' '.join(cmd)}\n{text}")
+    return wall, text
+
+
+def steps_of(text, acc_launch):
+    """The timeline line's steps: (name, ms since main) in order."""
     found = LINE.search(text)
     if not found:
-        sys.exit(f"timeline: no timeline line from {acc_launch} (older than the timeline?)\n{text}")
+        raise BenchError(f"no timeline line from {acc_launch} (older than the timeline?)\n{text}")
     steps = []
     for item in found.group(1).split(","):
         name, value = item.strip().rsplit(" ", 1)
         steps.append((name, float(value)))
-    return steps, wall
+    return steps
 
 
 def main():
@@ -69,14 +57,20 @@ def main():
     steps = {}
     walls = []
     alone = []  # one exec of /bin/true the same way: what the timing itself and an exec cost
-    for _ in range(args.runs):
-        run, wall = one_run(args.acc_launch, args.nproc, args.timeout)
-        for name, value in run:
-            steps.setdefault(name, []).append(value)
-        walls.append(wall)
-        time.sleep(0.05)
-        alone.append(one_run(None, 0, args.timeout, ["/bin/true"])[1])
-        time.sleep(0.05)
+    if not os.access(args.acc_launch, os.X_OK):
+        sys.exit(f"timeline: no acc-launch at {args.acc_launch}")
+    launch = [args.acc_launch, "--nproc_per_node", str(args.nproc), "--no_python", "/bin/true"]
+    try:
+        for _ in range(args.runs):
+            wall, text = one_run(launch, args.timeout)
+            for name, value in steps_of(text, args.acc_launch):
+                steps.setdefault(name, []).append(value)
+            walls.append(wall)
+            time.sleep(0.05)
+            alone.append(one_run(["/bin/true"], args.timeout)[0])
+            time.sleep(0.05)
+    except BenchError as e:
+        sys.exit(f"timeline: {e}")
     medians = {name: statistics.median(values) for name, values in steps.items()}
     wall = statistics.median(walls)
     last = max(medians.values())

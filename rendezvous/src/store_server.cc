@@ -535,6 +535,13 @@ struct StoreServer::Impl : detail::ReplySink {
     }
   }
 
+  // Wakes the loop to close everything and end; once. Under control_mutex.
+  void ask_loop_to_stop() {
+    if (stop_requested.exchange(true)) return;
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof(one));
+  }
+
   void close_all() {
     stopping = true;
     if (listen_fd >= 0) ::close(listen_fd);
@@ -623,11 +630,7 @@ void StoreServer::run() {
 
 void StoreServer::request_stop() {
   std::lock_guard lock(impl_->control_mutex);
-  if (impl_->stopped || !impl_->running || impl_->stop_requested) return;
-  // The loop closes everything itself when it sees the request.
-  impl_->stop_requested = true;
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(impl_->wake_fd, &one, sizeof(one));
+  if (!impl_->stopped && impl_->running) impl_->ask_loop_to_stop();
 }
 
 void StoreServer::stop() {
@@ -637,10 +640,7 @@ void StoreServer::stop() {
     if (impl_->stopped) return;
     impl_->stopped = true;
     if (impl_->running) {
-      if (!impl_->stop_requested.exchange(true)) {
-        std::uint64_t one = 1;
-        [[maybe_unused]] auto n = ::write(impl_->wake_fd, &one, sizeof(one));
-      }
+      impl_->ask_loop_to_stop();
       if (impl_->thread.joinable() && impl_->thread.get_id() != std::this_thread::get_id()) {
         to_join = std::move(impl_->thread);
       }

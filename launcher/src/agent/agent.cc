@@ -741,14 +741,9 @@ class Agent::Impl : public WorkerGroup::Listener {
   void finish_run_dir() {
     if (keep_run_dir_ || !plan_.log_dir.empty()) {
       notice("logs in " + run_dir_);
-      return;
+    } else {
+      remove_tree(run_dir_);
     }
-    // The last attempt's workers' directories by name, where they hold only the progress file
-    // the launcher made (no listing); remove_tree then sweeps the rest.
-    if (group_)
-      for (const auto& w : group_->workers())
-        if (::unlink(progress_file_path(w->dir).c_str()) == 0) ::rmdir(w->dir.c_str());
-    remove_tree(run_dir_);
   }
 
   LaunchPlan plan_;

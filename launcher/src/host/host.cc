@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -306,8 +307,10 @@ HostInfo detect_host(const std::string& root_dir) {
       host.environment.emplace(std::string(*entry, static_cast<size_t>(equals - *entry)),
                                std::string(equals + 1));
   }
-  host.cpu_count = Lazy<int>([root] { return read_cpus(root).logical; });
-  host.physical_cores = Lazy<int>([root] { return read_cpus(root).physical; });
+  // One read of /proc/cpuinfo for both counts, and for the copies of them (MergeEnvironment).
+  auto cpus = std::make_shared<Lazy<CpuFacts>>([root] { return read_cpus(root); });
+  host.cpu_count = Lazy<int>([cpus] { return cpus->get().logical; });
+  host.physical_cores = Lazy<int>([cpus] { return cpus->get().physical; });
   host.memory_gb = Lazy<double>([root] { return read_memory_gb(root); });
   read_gpus(root, host);
   host.read_topology = [root_dir] {

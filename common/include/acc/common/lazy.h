@@ -13,7 +13,7 @@ template <typename T>
 class Lazy {
  public:
   Lazy(T value = T()) : value_(std::move(value)) {}  // NOLINT: a plain value converts
-  explicit Lazy(std::function<T()> read) : value_(), read_(std::move(read)) {}
+  explicit Lazy(std::function<T()> read) : read_(std::move(read)) {}
   Lazy& operator=(T value) {
     value_ = std::move(value);
     read_ = nullptr;
