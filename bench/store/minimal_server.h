@@ -1,14 +1,15 @@
 #pragma once
 
-// The yardstick of store_bench: one epoll thread that parses the same frames with our codec and
-// answers at once, with no store behind it (GET returns a fixed value, ADD a counter, WAIT is
-// ready at once), reading up to 64 KiB and writing its replies once per read, one send each or
-// the round's together through the store server's send ring. Not a store: what a server costs
-// under these clients when it does nothing but parse and answer.
+// The yardsticks of store_bench: servers that parse the same frames with our codec and answer at
+// once, with no store behind them (GET returns a fixed value, ADD a counter, WAIT is ready at
+// once). Not stores: what a server costs under these clients when it does nothing but parse and
+// answer. MinimalServer is one epoll thread reading up to 64 KiB and writing its replies once per
+// read, one send each or the round's together through the store server's send ring;
+// MinimalUringServer (minimal_uring_server.h) does all of its socket work through one io_uring.
 //
-// It tells each connection's dialect from its first bytes as the store server does, so PyTorch
-// 2.2+ clients (VALIDATE, then a PING they wait for) are answered too; answering only 1.13's
-// frames left a 2.x client blocked in its PING for ever, which hung store_bench.
+// MinimalAnswers tells each connection's dialect from its first bytes as the store server does,
+// so PyTorch 2.2+ clients (VALIDATE, then a PING they wait for) are answered too; answering only
+// 1.13's frames left a 2.x client blocked in its PING for ever, which hung store_bench.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -30,51 +31,18 @@
 
 namespace acc::bench {
 
-class MinimalServer {
+// A yardstick connection's unanswered bytes and dialect.
+struct MinimalConnection {
+  std::string input;
+  bool dialect_known = false;
+  rendezvous::Dialect dialect = rendezvous::Dialect::kV1_13;
+};
+
+// The answers of a store that holds nothing.
+class MinimalAnswers {
  public:
-  explicit MinimalServer(bool batched = false) : batched_(batched) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    ::listen(listener_, 4096);
-    socklen_t length = sizeof(address);
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
-    wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    add(listener_);
-    add(wake_);
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~MinimalServer() {
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_, &one, sizeof(one));
-    thread_.join();
-    for (auto& [fd, connection] : connections_) ::close(fd);
-    ::close(listener_);
-    ::close(wake_);
-    ::close(epoll_);
-  }
-  int port() const { return port_; }
-
- private:
-  struct Connection {
-    std::string input;
-    bool dialect_known = false;
-    rendezvous::Dialect dialect = rendezvous::Dialect::kV1_13;
-  };
-
-  void add(int fd) {
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.fd = fd;
-    ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event);
-  }
-
   // Appends the replies to every whole request at the front of `conn.input` and drops them.
-  void answer(Connection& conn, std::string& replies) {
+  void answer(MinimalConnection& conn, std::string& replies) {
     namespace rdzv = acc::rendezvous;
     std::size_t offset = 0;
     if (!conn.dialect_known) {
@@ -110,6 +78,49 @@ class MinimalServer {
     conn.input.erase(0, offset);
   }
 
+ private:
+  rendezvous::Request request_;
+  const std::string value_ = std::string(64, 'v');
+  std::int64_t counter_ = 0;
+};
+
+class MinimalServer {
+ public:
+  explicit MinimalServer(bool batched = false) : batched_(batched) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    ::listen(listener_, 4096);
+    socklen_t length = sizeof(address);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    add(listener_);
+    add(wake_);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~MinimalServer() {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_, &one, sizeof(one));
+    thread_.join();
+    for (auto& [fd, connection] : connections_) ::close(fd);
+    ::close(listener_);
+    ::close(wake_);
+    ::close(epoll_);
+  }
+  int port() const { return port_; }
+
+ private:
+  void add(int fd) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = fd;
+    ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event);
+  }
+
   void loop() {
     std::vector<char> chunk(64 * 1024);
     std::string replies;
@@ -137,10 +148,10 @@ class MinimalServer {
           connections_.erase(fd);
           continue;
         }
-        Connection& conn = connections_[fd];
+        MinimalConnection& conn = connections_[fd];
         conn.input.append(chunk.data(), static_cast<std::size_t>(n));
         replies.clear();
-        answer(conn, replies);
+        answers_.answer(conn, replies);
         if (replies.empty()) continue;
         if (batched_ && ring.ok()) {
           std::string& kept = round_replies[static_cast<std::size_t>(e)];
@@ -158,12 +169,10 @@ class MinimalServer {
   int epoll_ = -1;
   int wake_ = -1;
   int port_ = 0;
-  std::map<int, Connection> connections_;
+  std::map<int, MinimalConnection> connections_;
+  MinimalAnswers answers_;
   std::thread thread_;
   bool batched_ = false;
-  rendezvous::Request request_;
-  const std::string value_ = std::string(64, 'v');
-  std::int64_t counter_ = 0;
 };
 
 }  // namespace acc::bench

@@ -34,7 +34,7 @@ for ((i = 0; i + 1 < ${#args[@]}; i += 2)); do
     --classic) classic=${args[i + 1]} ;;
   esac
 done
-servers=$((2 + (yardsticks != 0) * 4 + (classic != 0)))
+servers=$((2 + (yardsticks != 0) * 5 + (classic != 0)))
 counts=$(tr ',' '\n' <<<"$clients" | grep -c .)
 bound=$(awk -v s="$seconds" -v n="$((servers * rounds * counts))" 'BEGIN { printf "%d", n * (s + 10) + 120 }')
 bound=${STORE_BENCH_BOUND_S:-$bound}  # an override, to check the bound itself
