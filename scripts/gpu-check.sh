@@ -301,7 +301,7 @@ check bench_launch_overhead 240 "$python" bench/launch_overhead/bench.py "$launc
 figure_launch_timeline() { sed -n 2,3p "$1" | tr -s ' ' | paste -sd';'; }
 check launch_timeline 60 env ACC_NVML_LIBRARY=/none "$python" bench/launch_overhead/timeline.py \
   "$launcher" --runs 20
-figure_bench_store() { grep -E 'cpu/op' "$1" | sed 's/ (median.*//' | tr -s ' ' | paste -sd';'; }
+figure_bench_store() { grep -E 'cpu/op' "$1" | sed 's/ (.*//' | tr -s ' ' | paste -sd';'; }
 if [ "$cpu_only" = 1 ]; then
   check bench_store 180 bash bench/store/run.sh "$build" --seconds 2 --rounds 1
 else
