@@ -31,6 +31,21 @@
 
 namespace acc::bench {
 
+// A listening TCP socket on 127.0.0.1 at a port the kernel picks (stored in `port`);
+// `type_flags` are added to SOCK_STREAM | SOCK_CLOEXEC.
+inline int loopback_listener(int type_flags, int& port) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | type_flags, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  ::listen(listener, 4096);
+  socklen_t length = sizeof(address);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  port = ntohs(address.sin_port);
+  return listener;
+}
+
 // A yardstick connection's unanswered bytes and dialect.
 struct MinimalConnection {
   std::string input;
@@ -87,15 +102,7 @@ class MinimalAnswers {
 class MinimalServer {
  public:
   explicit MinimalServer(bool batched = false) : batched_(batched) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    ::listen(listener_, 4096);
-    socklen_t length = sizeof(address);
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
+    listener_ = loopback_listener(SOCK_NONBLOCK, port_);
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
     wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     add(listener_);

@@ -8,8 +8,7 @@
 // system calls per operation, where the epoll yardstick makes two.
 //
 // Needs Linux 6.1 (deferred task work); ok() is false where io_uring or one of these features is
-// missing or forbidden, and store_bench leaves the row out. Raw system calls, as the store
-// server's SendRing (liburing is not a dependency).
+// missing or forbidden, and store_bench leaves the row out. The ring is the store server's Uring.
 
 #include <linux/io_uring.h>
 #include <netinet/in.h>
@@ -30,23 +29,15 @@
 #include <vector>
 
 #include "minimal_server.h"
+#include "uring.h"  // the store server's own
 
 namespace acc::bench {
 
 class MinimalUringServer {
  public:
-  MinimalUringServer() {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-    ::listen(listener_, 4096);
-    socklen_t length = sizeof(address);
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
+  MinimalUringServer() : listener_(loopback_listener(0, port_)), ring_(256, ring_params()) {
     wake_ = ::eventfd(0, EFD_CLOEXEC);
-    if (!set_up_ring()) return;
+    if (!ring_.ok() || !provide_buffers()) return;
     ok_ = true;
     thread_ = std::thread([this] { loop(); });
   }
@@ -57,9 +48,8 @@ class MinimalUringServer {
       thread_.join();
     }
     for (auto& [id, conn] : connections_) ::close(conn.fd);
+    ring_.close();
     if (buffer_ring_) ::munmap(buffer_ring_, kBuffers * sizeof(io_uring_buf));
-    for (auto& [memory, bytes] : maps_) ::munmap(memory, bytes);
-    if (ring_ >= 0) ::close(ring_);
     ::close(listener_);
     ::close(wake_);
   }
@@ -87,31 +77,17 @@ class MinimalUringServer {
   static constexpr unsigned kBuffers = 256;  // a power of two
   static constexpr unsigned kBufferBytes = 4096;
 
-  bool set_up_ring() {
+  static io_uring_params ring_params() {
     io_uring_params params{};
     // Disabled until the loop thread enables it, which makes that thread its single issuer.
     params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
                    IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE;
     params.cq_entries = 4096;
-    const long fd = ::syscall(__NR_io_uring_setup, 256, &params);
-    if (fd < 0) return false;
-    ring_ = static_cast<int>(fd);
-    char* sq = map(params.sq_off.array + params.sq_entries * sizeof(unsigned), IORING_OFF_SQ_RING);
-    char* cq =
-        map(params.cq_off.cqes + params.cq_entries * sizeof(io_uring_cqe), IORING_OFF_CQ_RING);
-    sqes_ = reinterpret_cast<io_uring_sqe*>(
-        map(params.sq_entries * sizeof(io_uring_sqe), IORING_OFF_SQES));
-    if (!sq || !cq || !sqes_) return false;
-    sq_entries_ = params.sq_entries;
-    sq_tail_ = reinterpret_cast<unsigned*>(sq + params.sq_off.tail);
-    sq_mask_ = *reinterpret_cast<unsigned*>(sq + params.sq_off.ring_mask);
-    sq_array_ = reinterpret_cast<unsigned*>(sq + params.sq_off.array);
-    cq_head_ = reinterpret_cast<unsigned*>(cq + params.cq_off.head);
-    cq_tail_ = reinterpret_cast<unsigned*>(cq + params.cq_off.tail);
-    cq_mask_ = *reinterpret_cast<unsigned*>(cq + params.cq_off.ring_mask);
-    cqes_ = reinterpret_cast<io_uring_cqe*>(cq + params.cq_off.cqes);
+    return params;
+  }
 
-    // The provided buffers the receives fill: group 0.
+  // The provided buffers the receives fill: group 0.
+  bool provide_buffers() {
     buffers_.resize(kBuffers * kBufferBytes);
     void* ring = ::mmap(nullptr, kBuffers * sizeof(io_uring_buf), PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -121,19 +97,12 @@ class MinimalUringServer {
     registration.ring_addr = reinterpret_cast<std::uint64_t>(ring);
     registration.ring_entries = kBuffers;
     registration.bgid = 0;
-    if (::syscall(__NR_io_uring_register, ring_, IORING_REGISTER_PBUF_RING, &registration, 1) < 0)
+    if (::syscall(__NR_io_uring_register, ring_.fd(), IORING_REGISTER_PBUF_RING, &registration, 1) <
+        0)
       return false;
     for (unsigned id = 0; id < kBuffers; ++id) give_back_buffer(id);
     publish_buffers();
     return true;
-  }
-
-  char* map(std::size_t bytes, off_t offset) {
-    void* memory =
-        ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring_, offset);
-    if (memory == MAP_FAILED) return nullptr;
-    maps_.emplace_back(memory, bytes);
-    return static_cast<char*>(memory);
   }
 
   // The buffer ring's entries start at its first byte, the kernel's tail overlaying the first
@@ -153,24 +122,8 @@ class MinimalUringServer {
   }
 
   io_uring_sqe& next_submission() {
-    if (queued_ == sq_entries_) enter(0);
-    const unsigned tail = *sq_tail_;  // only this thread writes it
-    const unsigned index = tail & sq_mask_;
-    io_uring_sqe& sqe = sqes_[index];
-    std::memset(&sqe, 0, sizeof(sqe));
-    sq_array_[index] = index;
-    __atomic_store_n(sq_tail_, tail + 1, __ATOMIC_RELEASE);
-    ++queued_;
-    return sqe;
-  }
-  // Submits what is queued and, with `wait`, waits for at least one completion.
-  void enter(bool wait) {
-    long taken;
-    do {
-      taken = ::syscall(__NR_io_uring_enter, ring_, queued_, wait ? 1 : 0,
-                        wait ? IORING_ENTER_GETEVENTS : 0, nullptr, 0);
-    } while (taken < 0 && errno == EINTR);
-    if (taken > 0) queued_ -= static_cast<unsigned>(taken);
+    if (ring_.queued() == ring_.entries()) ring_.enter(0);
+    return ring_.queue();
   }
 
   void accept_all() {
@@ -245,17 +198,15 @@ class MinimalUringServer {
   }
 
   void loop() {
-    if (::syscall(__NR_io_uring_register, ring_, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) < 0)
+    if (::syscall(__NR_io_uring_register, ring_.fd(), IORING_REGISTER_ENABLE_RINGS, nullptr, 0) < 0)
       return;
     accept_all();
     watch_wake();
     for (;;) {
-      enter(/*wait=*/true);
-      for (;;) {
-        const unsigned head = *cq_head_;
-        if (head == __atomic_load_n(cq_tail_, __ATOMIC_ACQUIRE)) break;
-        const io_uring_cqe cqe = cqes_[head & cq_mask_];
-        __atomic_store_n(cq_head_, head + 1, __ATOMIC_RELEASE);
+      ring_.enter(1);  // what the last turn queued, then waits for a completion
+      while (const io_uring_cqe* next = ring_.next_completion()) {
+        const io_uring_cqe cqe = *next;
+        ring_.pop_completion();
         const auto id = static_cast<std::uint32_t>(cqe.user_data);
         switch (static_cast<Kind>(cqe.user_data >> 32)) {
           case kWake:
@@ -283,23 +234,12 @@ class MinimalUringServer {
     }
   }
 
+  int port_ = 0;
   int listener_ = -1;
   int wake_ = -1;
-  int port_ = 0;
   bool ok_ = false;
   std::uint64_t wake_value_ = 0;
-  int ring_ = -1;
-  std::vector<std::pair<void*, std::size_t>> maps_;
-  io_uring_sqe* sqes_ = nullptr;
-  unsigned sq_entries_ = 0;
-  unsigned queued_ = 0;
-  unsigned* sq_tail_ = nullptr;
-  unsigned sq_mask_ = 0;
-  unsigned* sq_array_ = nullptr;
-  unsigned* cq_head_ = nullptr;
-  unsigned* cq_tail_ = nullptr;
-  unsigned cq_mask_ = 0;
-  io_uring_cqe* cqes_ = nullptr;
+  rendezvous::detail::Uring ring_;
   std::vector<char> buffers_;
   io_uring_buf* buffer_ring_ = nullptr;
   std::uint16_t buffer_tail_ = 0;

@@ -6,29 +6,26 @@
 // often preempts its waker on the way out of the system call; one submission for the whole round
 // is preempted at most once (bench/README.md, "Store server CPU per operation").
 //
-// Raw system calls (liburing is not a dependency). Where io_uring is missing or forbidden (old
-// kernels, kernel.io_uring_disabled, container seccomp profiles) ok() is false and the caller
-// sends one by one. Not thread-safe; the ring's descriptor is close-on-exec.
-
-#include <linux/io_uring.h>
+// Built on Uring (uring.h). Where io_uring is missing or forbidden (old kernels,
+// kernel.io_uring_disabled, container seccomp profiles) ok() is false and the caller sends one by
+// one. Not thread-safe.
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+
+#include "uring.h"
 
 namespace acc::rendezvous::detail {
 
 class SendRing {
  public:
   // Up to `entries` sends per flush (rounded up to a power of two by the kernel).
-  explicit SendRing(unsigned entries);
-  ~SendRing();
-  SendRing(const SendRing&) = delete;
-  SendRing& operator=(const SendRing&) = delete;
+  explicit SendRing(unsigned entries) : ring_(entries) {}
 
-  bool ok() const { return fd_ >= 0; }
+  bool ok() const { return ring_.ok(); }
   // Sends that fit before a flush() is needed.
-  bool full() const { return queued_ == entries_; }
+  bool full() const { return ring_.queued() == ring_.entries(); }
 
   // Queues a send of [data, data + size) to `fd`, tagged `tag`. The bytes must stay in place
   // until flush() returns. Call only when ok() and not full().
@@ -41,37 +38,19 @@ class SendRing {
   // turns false; a send without on_done sent nothing, and the caller sends it itself.
   template <typename OnDone>
   void flush(OnDone&& on_done) {
-    if (queued_ == 0) return;
+    if (ring_.queued() == 0) return;
     const bool submitted = submit_and_wait();
-    while (const io_uring_cqe* cqe = next_completion()) {
+    while (const io_uring_cqe* cqe = ring_.next_completion()) {
       on_done(cqe->user_data, cqe->res);
-      pop_completion();
+      ring_.pop_completion();
     }
-    if (!submitted) close();
+    if (!submitted) ring_.close();
   }
 
  private:
   bool submit_and_wait();
-  void close();
-  const io_uring_cqe* next_completion() const;
-  void pop_completion();
 
-  int fd_ = -1;
-  unsigned entries_ = 0;
-  unsigned queued_ = 0;
-  void* sq_ring_ = nullptr;
-  std::size_t sq_ring_bytes_ = 0;
-  void* cq_ring_ = nullptr;
-  std::size_t cq_ring_bytes_ = 0;
-  io_uring_sqe* sqes_ = nullptr;
-  std::size_t sqes_bytes_ = 0;
-  unsigned* sq_tail_ = nullptr;
-  unsigned sq_mask_ = 0;
-  unsigned* sq_array_ = nullptr;
-  unsigned* cq_head_ = nullptr;
-  unsigned* cq_tail_ = nullptr;
-  unsigned cq_mask_ = 0;
-  io_uring_cqe* cqes_ = nullptr;
+  Uring ring_;
 };
 
 // Chooses, by measurement, whether a round's replies go out together through the SendRing or with

@@ -1,10 +1,19 @@
 // BatchingChoice, the store server's choice between sending a round's replies together and one
 // send each, driven by a fake preemption counter: it measures an epoch of one send each, batches
-// when that epoch was preempted often, and measures again.
+// when that epoch was preempted often, and measures again. And the Uring under the SendRing.
 
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "send_ring.h"
+#include "uring.h"
 
 namespace acc::rendezvous::detail {
 namespace {
@@ -53,6 +62,37 @@ TEST(BatchingChoiceTest, FollowsAChangeAtTheNextMeasurement) {
   int batched_epochs = 0;
   for (int i = 0; i < 2 * kCycle; ++i) batched_epochs += server.run_epoch();
   EXPECT_EQ(batched_epochs, 0);
+}
+
+TEST(UringTest, QueuedSendsAreSubmittedTogetherAndEachCompletesWithItsTag) {
+  Uring ring(4);
+  if (!ring.ok()) GTEST_SKIP() << "io_uring is not available here";
+  ASSERT_GE(ring.entries(), 4u);
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  const std::string first = "abc", second = "defg";
+  for (const auto& [text, tag] : {std::pair{&first, 7}, std::pair{&second, 9}}) {
+    io_uring_sqe& sqe = ring.queue();
+    sqe.opcode = IORING_OP_SEND;
+    sqe.fd = pair[0];
+    sqe.addr = reinterpret_cast<std::uint64_t>(text->data());
+    sqe.len = static_cast<std::uint32_t>(text->size());
+    sqe.user_data = static_cast<std::uint64_t>(tag);
+  }
+  EXPECT_EQ(ring.queued(), 2u);
+  EXPECT_EQ(ring.enter(2), 2);
+  EXPECT_EQ(ring.queued(), 0u);
+  std::vector<std::pair<std::uint64_t, int>> done;
+  while (const io_uring_cqe* cqe = ring.next_completion()) {
+    done.emplace_back(cqe->user_data, cqe->res);
+    ring.pop_completion();
+  }
+  EXPECT_EQ(done, (std::vector<std::pair<std::uint64_t, int>>{{7, 3}, {9, 4}}));
+  char received[16] = {};
+  EXPECT_EQ(::recv(pair[1], received, sizeof(received), 0), 7);
+  EXPECT_EQ(std::string(received), "abcdefg");
+  ::close(pair[0]);
+  ::close(pair[1]);
 }
 
 }  // namespace
