@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -38,8 +39,12 @@ class MinimalUringServer {
   MinimalUringServer() : listener_(loopback_listener(0, port_)), ring_(256, ring_params()) {
     wake_ = ::eventfd(0, EFD_CLOEXEC);
     if (!ring_.ok() || !provide_buffers()) return;
-    ok_ = true;
-    thread_ = std::thread([this] { loop(); });
+    std::promise<bool> enabled;
+    std::future<bool> answer = enabled.get_future();
+    // The thread owns the promise: it may still be inside set_value when get() returns.
+    thread_ = std::thread([this, enabled = std::move(enabled)]() mutable { loop(enabled); });
+    ok_ = answer.get();
+    if (!ok_) thread_.join();
   }
   ~MinimalUringServer() {
     if (thread_.joinable()) {
@@ -197,9 +202,12 @@ class MinimalUringServer {
     if (!conn.sending.empty()) send(id, conn);
   }
 
-  void loop() {
-    if (::syscall(__NR_io_uring_register, ring_.fd(), IORING_REGISTER_ENABLE_RINGS, nullptr, 0) < 0)
-      return;
+  // Enables the ring on this thread (its single issuer), says whether that worked, and serves.
+  void loop(std::promise<bool>& enabled) {
+    const bool ok = ::syscall(__NR_io_uring_register, ring_.fd(), IORING_REGISTER_ENABLE_RINGS,
+                              nullptr, 0) == 0;
+    enabled.set_value(ok);
+    if (!ok) return;
     accept_all();
     watch_wake();
     for (;;) {
