@@ -49,8 +49,10 @@ test: check-format asan-build test-deps
 	echo "== libacc on PyTorch 2.x's LibTorch (make torch2-test)"; \
 	wait $$torch2 || status=1; cat $(TORCH2_TEST_BUILD)/test.log; exit $$status
 
+# Each ctest run has a temporary directory of its own, removed at its end (scripts/in-test-tmpdir.sh):
+# the tests leave nothing in /dev/shm or /tmp.
 unit-test: build test-deps
-	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 600
+	bash scripts/in-test-tmpdir.sh ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
 asan-test: asan-build test-deps asan-ctest
 
@@ -61,7 +63,7 @@ asan-build: deps
 
 asan-ctest:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
+	  bash scripts/in-test-tmpdir.sh ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
 # libacc against the LibTorch inside PyTorch 2.x's wheel: it compiles, and its one-process tests run.
 torch2-test: deps test-deps
