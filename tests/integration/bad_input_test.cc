@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -46,6 +47,10 @@ struct Files {
       for (int i = 0; i < 10; ++i) out << (i ? ", " : "") << "*" << static_cast<char>(c - 1);
       out << "]\n";
     }
+  }
+  ~Files() {  // at exit: the test binary is also run to list its tests, at build time
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
   }
 };
 

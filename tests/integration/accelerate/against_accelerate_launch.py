@@ -150,9 +150,11 @@ def expand(text, case_dir):
 
 def case_environment(case, case_dir, import_env):
     """What both launchers start with: a clean environment, Accelerate's import-time additions,
-    an empty HF_HOME (no default config file), and the case's $NAME=VALUE."""
+    an empty HF_HOME (no default config file), the test's own temporary directory (where the run
+    directories that --tee keeps go, and go with it), and the case's $NAME=VALUE."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/"),
-           "LANG": "C.UTF-8", "HF_HOME": os.path.join(case_dir, "hf_home")}
+           "LANG": "C.UTF-8", "HF_HOME": os.path.join(case_dir, "hf_home"),
+           "TMPDIR": tempfile.gettempdir()}
     env.update(import_env)
     for e in case["expect"]:
         if e.startswith("$"):
