@@ -162,7 +162,11 @@ def worker(rank, port, world_size, queue):
 
 def test_gloo_process_group_rendezvous_through_the_agent_store(port):
     import multiprocessing
-    context = multiprocessing.get_context("fork")
+    # Spawned, not forked: this process has threads by now (the clients above, PyTorch's own), and
+    # a fork can copy a lock one of them holds; a child forked while another thread was in glibc's
+    # resolver hung for ever on its lock (and kept the server's stdin open, so the server never
+    # ended either).
+    context = multiprocessing.get_context("spawn")
     queue = context.Queue()
     world_size = 2
     processes = [context.Process(target=worker, args=(r, port, world_size, queue))
