@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -23,9 +22,11 @@ struct BadInput {
 };
 
 // A directory, a config file whose aliases nest ten deep ("billion laughs"), config files nested
-// 5,000 deep, JSON with text after its value, and no script.
+// 5,000 deep, JSON with text after its value, and no script. Removed at exit (the test binary is
+// also run to list its tests, at build time).
 struct Files {
-  std::string dir = make_temp_dir();
+  TempDir temp;
+  std::string dir = temp.path();
   std::string laughs = dir + "/laughs.yaml";
   std::string deep_json = dir + "/deep.json";
   std::string deep_yaml = dir + "/deep.yaml";
@@ -47,10 +48,6 @@ struct Files {
       for (int i = 0; i < 10; ++i) out << (i ? ", " : "") << "*" << static_cast<char>(c - 1);
       out << "]\n";
     }
-  }
-  ~Files() {  // at exit: the test binary is also run to list its tests, at build time
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
   }
 };
 
@@ -193,7 +190,8 @@ INSTANTIATE_TEST_SUITE_P(Table, BadInputTest, ::testing::ValuesIn(bad_inputs()),
 
 // `yes garbage | acc-launch config`: gives up after a few invalid answers, in one line.
 TEST(BadInputTest, ConfigQuestionnaireGivesUpOnAnInputThatNeverAnswers) {
-  const std::string home = make_temp_dir();
+  const TempDir home_dir;
+  const std::string& home = home_dir.path();
   const std::string command = "cd " + home + " && HOME=" + home +
                               " timeout 30 sh -c 'yes garbage 2>/dev/null | " + launcher_binary() +
                               " config' 2>&1 >/dev/null; echo \"exit=$?\"";
