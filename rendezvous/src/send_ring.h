@@ -10,6 +10,7 @@
 // kernel.io_uring_disabled, container seccomp profiles) ok() is false and the caller sends one by
 // one. Not thread-safe.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -58,16 +59,20 @@ class SendRing {
 // sharing the server's cores: on 2 cores, 0.15-0.75 involuntary context switches per reply with
 // one send each, at 8 and 32 clients); where clients wake on cores of their own, one send each
 // was measured cheaper (16 cores: 7.2 against 8.3 us of server CPU per operation). So the
-// server measures that cause directly: it sends each for one epoch of kEpochReplies replies,
-// counts how often it was preempted (the loop thread's involuntary context switches, passed in),
-// and batches for the next kExploitEpochs epochs if that was at least kPreemptionsPerReply per
-// reply, else sends each; then measures again. (Comparing the thread's CPU time per reply in the
-// two modes was tried first: under this machine's load it chose one send each for 1.13 clients at
-// 32 clients, where that costs 1.6x.) Pure logic: the counter is passed in. Not thread-safe.
+// server measures that cause directly: it counts how often it was preempted (the loop thread's
+// involuntary context switches, passed in) over each epoch of kEpochReplies replies sent each,
+// and batches when that was at least kPreemptionsPerReply per reply. While it sends each, every
+// epoch is such a measurement. While it batches, it sends each for one epoch now and then to
+// measure again: after kExploitEpochs batched epochs, then twice as many after each measurement
+// that agrees, up to kMaxExploitEpochs, since a measured epoch costs (one send each is 1.6x the
+// CPU per reply on 2 cores). (Comparing the thread's CPU time per reply in the two modes was
+// tried first: under this machine's load it chose one send each for 1.13 clients at 32 clients,
+// where that costs 1.6x.) Pure logic: the counter is passed in. Not thread-safe.
 class BatchingChoice {
  public:
   static constexpr std::size_t kEpochReplies = 1024;
   static constexpr int kExploitEpochs = 30;
+  static constexpr int kMaxExploitEpochs = 480;
   static constexpr double kPreemptionsPerReply = 0.1;
 
   // `preemptions`: the involuntary context switches so far of the thread that sends (e.g.
@@ -86,15 +91,18 @@ class BatchingChoice {
     const double per_reply = (now - epoch_start_) / static_cast<double>(replies_);
     epoch_start_ = now;
     replies_ = 0;
-    if (measuring_) {
-      measured_ = per_reply;
-      measuring_ = false;
-      exploit_left_ = kExploitEpochs;
-      batch_ = per_reply >= kPreemptionsPerReply;
-    } else if (--exploit_left_ <= 0) {
-      measuring_ = true;  // the next epoch sends each, and is measured
-      batch_ = false;
+    if (batch_) {
+      batch_ = --exploit_left_ > 0;  // at 0, the next epoch sends each and is measured
+      return;
     }
+    measured_ = per_reply;
+    if (per_reply < kPreemptionsPerReply) {
+      exploit_epochs_ = kExploitEpochs;  // batching, when it comes back, is checked soon
+      return;
+    }
+    batch_ = true;
+    exploit_left_ = exploit_epochs_;
+    exploit_epochs_ = std::min(2 * exploit_epochs_, kMaxExploitEpochs);
   }
 
   // Preemptions per reply in the last measured epoch of one send each (-1 before the first).
@@ -102,12 +110,12 @@ class BatchingChoice {
 
  private:
   std::function<double()> preemptions_;
-  bool batch_ = false;
-  bool measuring_ = true;  // the first epoch sends each, and is measured
+  bool batch_ = false;  // the first epoch sends each, and is measured
   std::size_t replies_ = 0;
   double epoch_start_ = 0;
   double measured_ = -1;
   int exploit_left_ = 0;
+  int exploit_epochs_ = kExploitEpochs;  // batched epochs after the next measurement that batches
 };
 
 }  // namespace acc::rendezvous::detail

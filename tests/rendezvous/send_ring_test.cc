@@ -1,6 +1,7 @@
 // BatchingChoice, the store server's choice between sending a round's replies together and one
-// send each, driven by a fake preemption counter: it measures an epoch of one send each, batches
-// when that epoch was preempted often, and measures again. And the Uring under the SendRing.
+// send each, driven by a fake preemption counter: it measures epochs of one send each, batches
+// when one was preempted often, and measures again, less often while the measurements agree. And
+// the Uring under the SendRing.
 
 #include <gtest/gtest.h>
 
@@ -62,6 +63,37 @@ TEST(BatchingChoiceTest, FollowsAChangeAtTheNextMeasurement) {
   int batched_epochs = 0;
   for (int i = 0; i < 2 * kCycle; ++i) batched_epochs += server.run_epoch();
   EXPECT_EQ(batched_epochs, 0);
+}
+
+TEST(BatchingChoiceTest, MeasuresLessOftenWhileTheMeasurementsAgree) {
+  FakeServer server{/*each=*/0.45, /*batched=*/0.04};
+  std::vector<int> measured_epochs;
+  for (int i = 0; i < 1200; ++i) {
+    if (!server.run_epoch()) measured_epochs.push_back(i);
+  }
+  // Batched runs of 30, 60, 120, 240, then 480 each: one measured epoch in 481 at most.
+  const std::vector<int> expected = {0, 31, 92, 213, 454, 935};
+  EXPECT_EQ(measured_epochs, expected);
+}
+
+TEST(BatchingChoiceTest, WhileSendingEachEveryEpochIsMeasured) {
+  FakeServer server{/*each=*/0.01, /*batched=*/0.0};
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(server.run_epoch());
+  server.each = 0.45;                // clients now share the server's cores
+  EXPECT_FALSE(server.run_epoch());  // this epoch measures it
+  EXPECT_NEAR(server.choice.measured(), 0.45, 1e-9);
+  EXPECT_TRUE(server.run_epoch());
+}
+
+TEST(BatchingChoiceTest, AMeasurementThatDisagreesMakesTheNextChecksFrequentAgain) {
+  FakeServer server{/*each=*/0.45, /*batched=*/0.04};
+  for (int i = 0; i < 92; ++i) server.run_epoch();  // measured at 0, 31; batched up to 91
+  server.each = 0.0;
+  EXPECT_FALSE(server.run_epoch());  // epoch 92 measures one send each as cheap
+  server.each = 0.45;
+  EXPECT_FALSE(server.run_epoch());  // 93 measures the preemptions back
+  for (int i = 0; i < BatchingChoice::kExploitEpochs; ++i) EXPECT_TRUE(server.run_epoch());
+  EXPECT_FALSE(server.run_epoch());  // after 30 batched epochs again, not 240
 }
 
 TEST(UringTest, QueuedSendsAreSubmittedTogetherAndEachCompletesWithItsTag) {
