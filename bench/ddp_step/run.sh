@@ -30,7 +30,11 @@ cpu_flag=()
 [ "$device" = cpu ] && cpu_flag=(--cpu)
 peer=(bench/ddp_step/torchrun.py)
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+# The launchers' temporary files go to a directory removed at the end: torchrun makes a
+# torchelastic_* directory at each run and never removes it.
+TMPDIR=$(mktemp -d -t ddp-step-XXXXXX)
+export TMPDIR
+trap 'rm -f "$out"; rm -rf "$TMPDIR"' EXIT
 # bounded LABEL CMD...: runs CMD (at most run_timeout seconds), its result lines relabelled
 # impl=LABEL into $out; a run that times out or fails is one line, and the bench goes on.
 bounded() {

@@ -188,7 +188,11 @@ def main():
                         help="another acc-launch build in the same start-up runs (repeatable)")
     args = parser.parse_args()
     try:
-        return bench(args)
+        # Every launcher's temporary files go to a directory removed at the end: torchrun makes a
+        # /tmp/torchelastic_* directory at each run and never removes it.
+        with tempfile.TemporaryDirectory(prefix="launch-overhead-") as tmp:
+            os.environ["TMPDIR"] = tmp
+            return bench(args)
     except BenchError as e:
         print(f"bench.py: {e}", file=sys.stderr)
         return 1
