@@ -30,11 +30,10 @@ cpu_flag=()
 [ "$device" = cpu ] && cpu_flag=(--cpu)
 peer=(bench/ddp_step/torchrun.py)
 out=$(mktemp)
-# The launchers' temporary files go to a directory removed at the end: torchrun makes a
-# torchelastic_* directory at each run and never removes it.
-TMPDIR=$(mktemp -d -t ddp-step-XXXXXX)
-export TMPDIR
-trap 'rm -f "$out"; rm -rf "$TMPDIR"' EXIT
+# torchrun makes a torchelastic_* directory in $TMPDIR at each run and never removes it: its runs
+# get a TMPDIR of their own, removed at the end.
+peer_tmp=$(mktemp -d -t ddp-step-XXXXXX)
+trap 'rm -f "$out"; rm -rf "$peer_tmp"' EXIT
 # bounded LABEL CMD...: runs CMD (at most run_timeout seconds), its result lines relabelled
 # impl=LABEL into $out; a run that times out or fails is one line, and the bench goes on.
 bounded() {
@@ -58,10 +57,10 @@ for round in $(seq "$rounds"); do
   # shared memory: runtime/src/shm_allreduce.h).
   [ "$device" = cpu ] && bounded cppgloo env ACC_SHM_ALLREDUCE=0 "$build/launcher/acc-launch" \
     --nproc_per_node "$nproc" "${cpu_flag[@]}" "$build/bench/ddp_step/ddp_step" "${args[@]}"
-  bounded python "$python" "${peer[@]}" --nproc_per_node "$nproc" \
+  bounded python env TMPDIR="$peer_tmp" "$python" "${peer[@]}" --nproc_per_node "$nproc" \
     bench/ddp_step/ddp_step.py "${args[@]}" --device "$device"
   if [ -n "$python2" ]; then
-    bounded python2 "$python2" "${peer[@]}" --nproc_per_node "$nproc" \
+    bounded python2 env TMPDIR="$peer_tmp" "$python2" "${peer[@]}" --nproc_per_node "$nproc" \
       bench/ddp_step/ddp_step.py "${args[@]}" --device "$device"
   fi
 done

@@ -72,9 +72,9 @@ def run(cmd, timeout, **popen):
     return proc.wait()
 
 
-def timed(cmd, timeout):
+def timed(cmd, timeout, env=None):
     start = time.perf_counter()
-    code = run(cmd, timeout)
+    code = run(cmd, timeout, env=env)
     elapsed = time.perf_counter() - start
     if code != 0:
         raise BenchError(f"exit code {code}: {shlex.join(cmd)}")
@@ -82,7 +82,8 @@ def timed(cmd, timeout):
 
 
 def startup(cmds, runs, timeout, settle):
-    """Median wall time of each command in `cmds`, their runs interleaved. Each run starts
+    """Median wall time of each (command, environment or None) in `cmds`, their runs
+    interleaved. Each run starts
     `settle` seconds after the one before: what a torchrun leaves the kernel to do after its exit
     (its interpreter's hundreds of MiB to free, its workers' ends) otherwise lands on the next
     command's time (seen here: acc-launch 75 ms right after a torchrun, 14 ms alone). Round r
@@ -93,7 +94,8 @@ def startup(cmds, runs, timeout, settle):
         first = round_index % len(cmds)
         for index in list(range(first, len(cmds))) + list(range(first)):
             time.sleep(settle)
-            times[index].append(timed(cmds[index], timeout))
+            cmd, env = cmds[index]
+            times[index].append(timed(cmd, timeout, env))
     return [statistics.median(samples) for samples in times]
 
 
@@ -108,7 +110,7 @@ time.sleep(120)
 """
 
 
-def teardown(cmd, runs, timeout):
+def teardown(cmd, runs, timeout, env=None):
     times = []
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "worker.py")
@@ -117,7 +119,7 @@ def teardown(cmd, runs, timeout):
         for i in range(runs):
             stamp = os.path.join(tmp, f"failed-{i}")
             full = cmd + ["--nproc_per_node", "8", "--no_python", DEFAULT_TORCH1_PYTHON, script, stamp]
-            run(full, timeout)
+            run(full, timeout, env=env)
             exited = time.time()
             if not os.path.exists(stamp):
                 raise BenchError(f"rank 3 never failed: {shlex.join(full)}")
@@ -188,10 +190,11 @@ def main():
                         help="another acc-launch build in the same start-up runs (repeatable)")
     args = parser.parse_args()
     try:
-        # Every launcher's temporary files go to a directory removed at the end: torchrun makes a
-        # /tmp/torchelastic_* directory at each run and never removes it.
+        # torchrun makes a torchelastic_* directory in $TMPDIR at each run and never removes it:
+        # its runs get a TMPDIR of their own, removed at the end. acc-launch keeps the machine's
+        # (a TMPDIR the user names is where its run directory goes, on whatever file system).
         with tempfile.TemporaryDirectory(prefix="launch-overhead-") as tmp:
-            os.environ["TMPDIR"] = tmp
+            args.peer_env = dict(os.environ, TMPDIR=tmp)
             return bench(args)
     except BenchError as e:
         print(f"bench.py: {e}", file=sys.stderr)
@@ -208,32 +211,33 @@ def bench(args):
         print(f"floor left out: no spawn_floor at {args.floor}")
 
     ours = [args.acc_launch, "--quiet"]
-    names, cmds = ["acc-launch"], [ours + WORKERS]
+    names, cmds = ["acc-launch"], [(ours + WORKERS, None)]
     if floor:
         names.append("floor: spawn_floor, no launcher")
-        cmds.append([args.floor, "8", "/bin/true"])
+        cmds.append(([args.floor, "8", "/bin/true"], None))
         # On a GPU host acc-launch asks NVML about the GPUs before it starts workers: the floor
         # of a launcher that does (spawn_floor --nvml makes the same calls first).
         if subprocess.run([args.floor, "--nvml", "1", "/bin/true"],
                           stderr=subprocess.DEVNULL).returncode == 0:
             names.append("floor + NVML pre-flight: spawn_floor --nvml")
-            cmds.append([args.floor, "--nvml", "8", "/bin/true"])
+            cmds.append(([args.floor, "--nvml", "8", "/bin/true"], None))
         # The floor of a launcher that spawns from several threads at once (acc-launch spawns
         # from one): what a host with more CPUs than workers would allow.
         threads = min(8, len(os.sched_getaffinity(0)))
         if threads > 1 and subprocess.run([args.floor, "--threads", "2", "1", "/bin/true"],
                                           stderr=subprocess.DEVNULL).returncode == 0:
             names.append(f"floor + parallel spawn: spawn_floor --threads {threads}")
-            cmds.append([args.floor, "--threads", str(threads), "8", "/bin/true"])
+            cmds.append(([args.floor, "--threads", str(threads), "8", "/bin/true"], None))
     for other in args.baseline:
         if not os.access(other, os.X_OK):
             raise BenchError(f"no acc-launch at {other}")
         names.append(f"baseline: {other}")
-        cmds.append([other, "--quiet"] + WORKERS)
+        cmds.append(([other, "--quiet"] + WORKERS, None))
     for name, prefix in found:
         for interval in intervals:
             names.append(f"{name} --monitor_interval {interval:g}")
-            cmds.append(prefix + TORCHRUN_PORT + ["--monitor_interval", f"{interval:g}"] + WORKERS)
+            cmds.append((prefix + TORCHRUN_PORT + ["--monitor_interval", f"{interval:g}"] + WORKERS,
+                         args.peer_env))
     before = load_average()
     medians = startup(cmds, args.runs, args.timeout, args.settle)
     ours_start = medians[0]
@@ -260,7 +264,7 @@ def bench(args):
         rows.append(("teardown after 1 of 8 fails", "acc-launch", ours_down, ""))
         for name, prefix in found:
             seconds = teardown(prefix + TORCHRUN_PORT + ["--monitor_interval", "0.1"], args.runs,
-                               args.timeout)
+                               args.timeout, env=args.peer_env)
             rows.append(("teardown after 1 of 8 fails", f"{name} --monitor_interval 0.1",
                          seconds, f"{seconds / ours_down:.1f}x acc-launch"))
 
