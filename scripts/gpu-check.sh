@@ -308,9 +308,11 @@ else
   # The GPU tree is itself the 2.x tree, built already (run.sh would configure one where absent).
   check bench_store 180 "$build/bench/store/store_bench" --seconds 2 --rounds 1
 fi
-figure_bench_ddp_step() { grep -E 'ratio|floor/' "$1"; }
+figure_bench_ddp_step() { grep -E 'ratio|floor/' "$1" | sed 's/^ddp_step: //' | paste -sd';'; }
 if [ "$cpu_only" = 1 ]; then
-  check bench_ddp_step 300 env ROUNDS=1 STEPS=30 PYTHON="$python" bash bench/ddp_step/run.sh "$build"
+  # The build's LibTorch is Debian's 1.13: its Python DDP is run.sh's own PYTHON (/usr/bin/python3),
+  # and $python's 2.x the second row (PYTHON2).
+  check bench_ddp_step 300 env ROUNDS=1 STEPS=30 PYTHON2="$python" bash bench/ddp_step/run.sh "$build"
 else
   # PYTHON is PyTorch 2.x already: no second 2.x row (PYTHON2).
   check bench_ddp_step 300 env DEVICE=cuda NPROC="$(nvidia-smi -L | wc -l)" BATCH=64 ROUNDS=2 \
