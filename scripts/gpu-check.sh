@@ -222,8 +222,7 @@ fr_check() {
 }
 export -f fr_check
 figure_flight_recorder_dump() {
-  grep -m1 -o 'dump: [0-9]* bytes' "$1"
-  grep -ci 'deprecated' "$1" | sed 's/$/ "deprecated" lines/'
+  echo "$(grep -m1 -o 'dump: [0-9]* bytes' "$1"), $(grep -ci 'deprecated' "$1") \"deprecated\" lines"
 }
 gpu_only flight_recorder_dump || { rm -rf "$out/fr_logs"; check flight_recorder_dump 180 fr_check; }
 
