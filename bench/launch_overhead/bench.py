@@ -83,12 +83,12 @@ def timed(cmd, timeout, env=None):
 
 def startup(cmds, runs, timeout, settle):
     """Median wall time of each (command, environment or None) in `cmds`, their runs
-    interleaved. Each run starts
-    `settle` seconds after the one before: what a torchrun leaves the kernel to do after its exit
-    (its interpreter's hundreds of MiB to free, its workers' ends) otherwise lands on the next
-    command's time (seen here: acc-launch 75 ms right after a torchrun, 14 ms alone). Round r
-    starts at command r (mod their number), so that no command always follows the same one:
-    in a fixed order acc-launch always came right after the slowest torchrun."""
+    interleaved. Each run starts `settle` seconds after the one before: what a torchrun leaves
+    the kernel to do after its exit (its interpreter's hundreds of MiB to free, its workers' ends)
+    otherwise lands on the next command's time (seen here: acc-launch 75 ms right after a
+    torchrun, 14 ms alone). Round r starts at command r (mod their number), so that no command
+    always follows the same one: in a fixed order acc-launch always came right after the slowest
+    torchrun."""
     times = [[] for _ in cmds]
     for round_index in range(runs):
         first = round_index % len(cmds)
@@ -194,14 +194,14 @@ def main():
         # its runs get a TMPDIR of their own, removed at the end. acc-launch keeps the machine's
         # (a TMPDIR the user names is where its run directory goes, on whatever file system).
         with tempfile.TemporaryDirectory(prefix="launch-overhead-") as tmp:
-            args.peer_env = dict(os.environ, TMPDIR=tmp)
-            return bench(args)
+            return bench(args, peer_env=dict(os.environ, TMPDIR=tmp))
     except BenchError as e:
         print(f"bench.py: {e}", file=sys.stderr)
         return 1
 
 
-def bench(args):
+def bench(args, peer_env):
+    """Runs the benches and prints their table; `peer_env` is the torchruns' environment."""
     if not os.access(args.acc_launch, os.X_OK):
         raise BenchError(f"no acc-launch at {args.acc_launch}")
     intervals = [float(i) for i in args.intervals.split(",") if i]
@@ -237,7 +237,7 @@ def bench(args):
         for interval in intervals:
             names.append(f"{name} --monitor_interval {interval:g}")
             cmds.append((prefix + TORCHRUN_PORT + ["--monitor_interval", f"{interval:g}"] + WORKERS,
-                         args.peer_env))
+                         peer_env))
     before = load_average()
     medians = startup(cmds, args.runs, args.timeout, args.settle)
     ours_start = medians[0]
@@ -264,7 +264,7 @@ def bench(args):
         rows.append(("teardown after 1 of 8 fails", "acc-launch", ours_down, ""))
         for name, prefix in found:
             seconds = teardown(prefix + TORCHRUN_PORT + ["--monitor_interval", "0.1"], args.runs,
-                               args.timeout, env=args.peer_env)
+                               args.timeout, env=peer_env)
             rows.append(("teardown after 1 of 8 fails", f"{name} --monitor_interval 0.1",
                          seconds, f"{seconds / ours_down:.1f}x acc-launch"))
 
