@@ -13,7 +13,7 @@ PYTHON      ?= /usr/bin/python3
 # (scripts/install-python-peers.sh): the modern peer the tests and benches compare against.
 TORCH2_PYTHON ?= $(shell bash scripts/install-python-peers.sh --python)
 
-.PHONY: all deps test-deps configure build test unit-test asan-test asan-build asan-ctest torch2-test check-format format demo install bench clean
+.PHONY: all deps test-deps configure build wheel test unit-test asan-test asan-build asan-ctest torch2-test check-format format demo install bench clean
 
 all: build
 
@@ -33,6 +33,14 @@ configure: deps
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
+
+# The wheel, dist/acc_launch-<version>-py3-none-manylinux_2_<N>_<arch>.whl (pip install it): the
+# build's acc-launch, stripped, as the wheel's script, and the acc_launch Python package
+# (python/acc_build_backend.py; tests/wheel/ installs it as a user would).
+wheel: configure
+	cmake --build $(BUILD) -j$(JOBS) --target acc-launch
+	@rm -f dist/acc_launch-*.whl
+	@PYTHON=$(PYTHON) bash scripts/build-wheel.sh $(BUILD)/launcher/acc-launch dist
 
 # Format check and the sanitized build come first; then libacc on PyTorch 2.x's LibTorch builds
 # and runs at the lowest priority beside the sanitized tests, the main build and the main tests,
@@ -85,4 +93,4 @@ bench: build test-deps
 	@bash bench/run_all.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TORCH2_TEST_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TORCH2_TEST_BUILD) build-wheel dist
