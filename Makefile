@@ -21,10 +21,11 @@ deps:
 	@bash scripts/install-deps.sh
 
 # What only the tests use (schedulers, sshd, etcd, debuggers, PyTorch's Python peers: Debian's
-# 1.13 and, from PyPI, 2.x with Accelerate).
+# 1.13 and, from PyPI, 2.x with Accelerate; a minimal Debian 12 root for the wheel's install test).
 test-deps:
 	@bash scripts/install-deps.sh --test
 	@bash scripts/install-python-peers.sh
+	@bash scripts/install-debian12-root.sh
 
 configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACC_WERROR=$(WERROR) \
