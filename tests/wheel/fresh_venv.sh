@@ -50,8 +50,9 @@ installed=$work/venv/bin/acc-launch
 file_info=$(readelf -S "$installed")
 grep -q '\.debug_info\|\.symtab' <<<"$file_info" && fail "$installed is not stripped"
 bash "$root/tests/wheel/glibc_symbols.sh" "$installed"
-out=$("$installed" --version)
-[ "$out" = "acc-launch $version" ] || fail "acc-launch --version: '$out', not 'acc-launch $version'"
+"$installed" --version >"$work/version.out"
+[ "$(cat "$work/version.out")" = "acc-launch $version" ] && [ "$(wc -l <"$work/version.out")" -eq 1 ] ||
+  fail "acc-launch --version: '$(cat -A "$work/version.out")', not the one line 'acc-launch $version'"
 out=$("$work/venv/bin/python" -m acc_launch --version)
 [ "$out" = "acc-launch $version" ] || fail "python -m acc_launch --version: '$out'"
 echo "PASS: the venv's acc-launch is the stripped ELF binary; both ways say 'acc-launch $version'"
