@@ -74,7 +74,8 @@ asan-ctest:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  bash scripts/in-test-tmpdir.sh ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
-# libacc against the LibTorch inside PyTorch 2.x's wheel: it compiles, and its one-process tests run.
+# libacc against the LibTorch inside PyTorch 2.x's wheel: it compiles, its one-process tests run,
+# and the installed package's consumer builds against it (find_package) and runs one process.
 torch2-test: deps test-deps
 	@WERROR=$(WERROR) bash scripts/torch2-runtime-test.sh $(TORCH2_TEST_BUILD) $(TORCH2_PYTHON)
 
