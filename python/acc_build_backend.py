@@ -130,6 +130,15 @@ def get_requires_for_build_wheel(config_settings=None):
     return []
 
 
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    """The METADATA alone, without building acc-launch (pip asks for it first)."""
+    dist_info = "%s-%s.dist-info" % (_NAME, _version())
+    os.makedirs(os.path.join(metadata_directory, dist_info), exist_ok=True)
+    with open(os.path.join(metadata_directory, dist_info, "METADATA"), "w") as f:
+        f.write(_metadata(_version()))
+    return dist_info
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     version = _version()
     binary = _built_binary()
