@@ -13,7 +13,7 @@ PYTHON      ?= /usr/bin/python3
 # (scripts/install-python-peers.sh): the modern peer the tests and benches compare against.
 TORCH2_PYTHON ?= $(shell bash scripts/install-python-peers.sh --python)
 
-.PHONY: all deps test-deps configure build test unit-test asan-test asan-build asan-ctest torch2-test check-format format demo install bench clean
+.PHONY: all deps test-deps configure build wheel test unit-test asan-test asan-build asan-ctest torch2-test check-format format demo install bench clean
 
 all: build
 
@@ -21,10 +21,11 @@ deps:
 	@bash scripts/install-deps.sh
 
 # What only the tests use (schedulers, sshd, etcd, debuggers, PyTorch's Python peers: Debian's
-# 1.13 and, from PyPI, 2.x with Accelerate).
+# 1.13 and, from PyPI, 2.x with Accelerate; a minimal Debian 12 root for the wheel's install test).
 test-deps:
 	@bash scripts/install-deps.sh --test
 	@bash scripts/install-python-peers.sh
+	@bash scripts/install-debian12-root.sh
 
 configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACC_WERROR=$(WERROR) \
@@ -33,6 +34,14 @@ configure: deps
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
+
+# The wheel, dist/acc_launch-<version>-py3-none-manylinux_2_<N>_<arch>.whl (pip install it): the
+# build's acc-launch, stripped, as the wheel's script, and the acc_launch Python package
+# (python/acc_build_backend.py; tests/wheel/ installs it as a user would).
+wheel: configure
+	cmake --build $(BUILD) -j$(JOBS) --target acc-launch
+	@rm -f dist/acc_launch-*.whl
+	@PYTHON=$(PYTHON) bash scripts/build-wheel.sh $(BUILD)/launcher/acc-launch dist
 
 # Format check and the sanitized build come first; then libacc on PyTorch 2.x's LibTorch builds
 # and runs at the lowest priority beside the sanitized tests, the main build and the main tests,
@@ -65,7 +74,8 @@ asan-ctest:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  bash scripts/in-test-tmpdir.sh ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
-# libacc against the LibTorch inside PyTorch 2.x's wheel: it compiles, and its one-process tests run.
+# libacc against the LibTorch inside PyTorch 2.x's wheel: it compiles, its one-process tests run,
+# and the installed package's consumer builds against it (find_package) and runs one process.
 torch2-test: deps test-deps
 	@WERROR=$(WERROR) bash scripts/torch2-runtime-test.sh $(TORCH2_TEST_BUILD) $(TORCH2_PYTHON)
 
@@ -85,4 +95,4 @@ bench: build test-deps
 	@bash bench/run_all.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TORCH2_TEST_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TORCH2_TEST_BUILD) build-wheel dist

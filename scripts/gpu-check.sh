@@ -12,6 +12,8 @@
 #   GPU_CHECK_CPU=1 scripts/gpu-check.sh      what needs no GPU, on this machine's build; SKIP for
 #                                             the rest (a check of the script itself)
 #
+# WHEEL: the wheel (`make wheel`) whose acc-launch the launch checks run, installed here with pip
+#   from the file (below); without it they run the build's.
 # PYTHON: a Python with PyTorch 2.x (a CUDA wheel on the GPU machine), torchfrtrace and Accelerate
 #   beside it (python3). Its LibTorch is the one libacc builds against in GPU mode.
 # BUILD_DIR: the build tree (build-gpu; with GPU_CHECK_CPU=1: build, already configured).
@@ -146,6 +148,33 @@ else
     record build FAIL "$out/build.log"
     grep -E -A5 'error:' "$out/build.log" | head -40
   fi
+fi
+
+# ---- the wheel ----------------------------------------------------------------------------------
+# WHEEL=FILE (dist/acc_launch-*.whl from `make wheel`, carried here): pip installs it from the file
+# alone (--no-index: no registry here) beside $PYTHON's packages, into a prefix of this run, as a
+# PyTorch user gets it, and every launch below runs that acc-launch instead of the build's
+# (libacc's programs stay the build's). The figure is what the installed command says it is.
+if [ -n "${WHEEL:-}" ]; then
+  rm -rf "$out/wheel"
+  wheel_install() {
+    "$python" -m pip install --quiet --no-index --no-deps --disable-pip-version-check \
+      --prefix "$out/wheel" "$WHEEL" || return 1
+    # PREFIX/bin (PREFIX/local/bin with a Debian python): the native binary itself, no shim.
+    local installed
+    installed=$(find "$out/wheel" -path '*/bin/acc-launch' -type f | head -1)
+    [ -n "$installed" ] && [ "$(head -c 4 "$installed" | od -An -c | tr -d ' ')" = '177ELF' ] ||
+      { echo "no ELF binary bin/acc-launch under $out/wheel"; return 1; }
+    "$installed" --version
+  }
+  export -f wheel_install
+  export WHEEL
+  figure_wheel_install() { echo "$(grep -m1 "^acc-launch " "$1") from $(basename "$WHEEL")"; }
+  check wheel_install 120 wheel_install
+  installed=$(find "$out/wheel" -path '*/bin/acc-launch' -type f 2>/dev/null | head -1)
+  [ -n "$installed" ] && launcher=$installed
+else
+  skip wheel_install "no WHEEL=dist/acc_launch-*.whl given"
 fi
 
 # ---- libacc on the GPU --------------------------------------------------------------------------

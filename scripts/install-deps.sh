@@ -5,7 +5,8 @@
 #   scripts/install-deps.sh          what building and `make demo` need
 #   scripts/install-deps.sh --test   that, plus what only the tests use: schedulers, daemons and
 #                                    debuggers (SLURM, Open MPI, sshd, etcd, eu-stack, gdb), a
-#                                    Prometheus, a headless Chromium, tmux and curl, and
+#                                    Prometheus, a headless Chromium, tmux and curl,
+#                                    debootstrap (the wheel's Debian 12 root: tests/wheel/), and
 #                                    PyTorch's Python peer. `make test` asks for these; `make`,
 #                                    `make demo` and `make install` never install a daemon.
 set -euo pipefail
@@ -26,6 +27,7 @@ test_packages=(
   openssh-server openssh-client etcd-server etcd-client
   elfutils gdb
   prometheus chromium tmux curl
+  debootstrap
 )
 
 case "${1:-}" in

@@ -25,8 +25,13 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG
   -DTORCH_CUDA_ARCH_LIST=9.0 -DACC_WERROR="${WERROR:-OFF}" -DACC_TORCH2_PYTHON="$python" \
   ${CMAKE_FLAGS:-} >"$build.configure.log" 2>&1 || { tail -30 "$build.configure.log"; exit 1; }
 grep -E '^-- libacc:' "$build.configure.log"
-# Every source of the runtime, acc::launch's included (its object alone: the launcher it links is
-# not built here), and the tests that need no launcher.
-cmake --build "$build" -j"$(nproc)" --target acc_runtime runtime_unit_tests \
-  runtime/CMakeFiles/acc_runtime_launch.dir/src/launch.cc.o
+# Every source of the runtime, acc::launch with the launcher's libraries it links and the
+# acc-launch the package installs, and the tests that need no launcher.
+cmake --build "$build" -j"$(nproc)" --target acc_runtime runtime_unit_tests acc_runtime_launch \
+  acc-launch
 "$build/tests/runtime/runtime_unit_tests" --gtest_brief=1
+# The installed package as a user of the wheel's LibTorch gets it: the install test's consumer
+# (find_package(acc-launch), acc::launch_all) built with that LibTorch's CMake prefix, and run with
+# one process, what that LibTorch allows on the CPU (no Gloo in the wheel).
+echo "torch2-runtime-test: the installed package's consumer against LibTorch $version"
+bash tests/runtime/install_test.sh "$build" tests/runtime/install_consumer "$prefix_path" 1

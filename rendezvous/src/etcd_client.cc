@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <random>
 
 #include "acc/common/backoff.h"
 #include "acc/common/error.h"
+#include "acc/common/random.h"
 #include "acc/common/strings.h"
 #include "base64.h"
 #include "http_connection.h"
@@ -114,9 +114,8 @@ std::optional<EtcdClient::Entry> EtcdClient::Entry::in(const Json& response) {
 }
 
 EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options)) {
-  std::random_device entropy;
   char id[17];
-  std::snprintf(id, sizeof id, "%08x%08x", entropy(), entropy());
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(random_u64()));
   receipt_key_ = std::string(".receipts/") + id;
   ACC_CHECK(!options_.endpoints.empty(), ConfigError,
             "--rdzv_endpoint: give the etcd members' client addresses, host:port[,host:port...]");

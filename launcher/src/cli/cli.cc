@@ -472,7 +472,7 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
     return result;
   } catch (const CLI::CallForVersion&) {
     result.exit_now = true;
-    result.message = std::string("acc-launch ") + kVersion + "\n";
+    result.message = std::string("acc-launch ") + kVersion;  // main() ends it with a newline
     return result;
   } catch (const CLI::ParseError& e) {
     return usage_error(in_users_spelling(e.what(), args));

@@ -5,15 +5,16 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <random>
 #include <thread>
 
 #include "acc/common/error.h"
+#include "acc/common/random.h"
 #include "acc/launcher/nodes/cluster.h"
 #include "acc/launcher/nodes/fanout.h"
 #include "acc/launcher/plan/option_sources.h"
@@ -53,9 +54,8 @@ std::vector<std::pair<std::string, std::string>> env_file_entries(
 }
 
 std::string new_rdzv_id() {
-  std::random_device random;
   char id[32];
-  std::snprintf(id, sizeof(id), "acc-%08x", static_cast<unsigned>(random()));
+  std::snprintf(id, sizeof(id), "acc-%08x", static_cast<unsigned>(random_u64()));
   return id;
 }
 

@@ -6,16 +6,17 @@
 #include <cmath>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <numeric>
-#include <random>
 #include <set>
 #include <sstream>
 #include <tuple>
 
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
+#include "acc/common/random.h"
 #include "acc/launcher/host/cpu_binding.h"
 #include "acc/launcher/plan/option_sources.h"
 #include "plan/accelerate_env.h"
@@ -207,10 +208,9 @@ std::vector<std::string> worker_argv(const LaunchOptions& o) {
 }
 
 std::string random_run_id() {
-  std::random_device device;
-  std::ostringstream id;
-  id << std::hex << device() << device();
-  return id.str();
+  char id[17];
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(random_u64()));
+  return id;
 }
 
 // accelerate launch on several machines (utils/launch.py prepare_multi_gpu_env): unless the
