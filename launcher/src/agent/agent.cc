@@ -666,7 +666,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       // and turn its report into a worker failure: they stay until node 0 ends the job, or for
       // the time node 0's report takes at most (its own stall watch, the traces, the stacks).
       hang_notice("hang report in " + path +
-                  "; node 0 reports the job's hang (this node stops its " + "workers in " +
+                  "; node 0 reports the job's hang (this node stops its workers in " +
                   std::to_string(kNodeZeroReportWait.count() / 1000) + " s otherwise)");
       stop_stalled_at_ = os_.now() + kNodeZeroReportWait;
       return;

@@ -50,8 +50,10 @@ class Agent {
   std::unique_ptr<Impl> impl_;
 };
 
-// What --dry_run prints: for each worker the variables acc-launch sets (KEY=VALUE, one a line)
-// and its command line.
+// What --dry_run prints: for each worker, every variable of the environment it would get
+// (worker_environment(), as the spawn builds it) whose value differs from `environment`, the
+// launcher's own (KEY=VALUE, one a line; <run dir> for the directory made at launch), and its
+// command line. Defined in agent/worker_environment.cc.
 std::string format_dry_run(const LaunchPlan& plan, int master_port,
                            const std::map<std::string, std::string>& environment);
 
