@@ -83,18 +83,19 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
                             plan.no_python_hook ? "" : run_dir + "/python"};
     const std::map<std::string, std::string> env =
         worker_environment(plan, worker, round, environment, place);
-    // The torchrun contract first, in its order, then the rest by name; only what differs from
-    // the launcher's own environment.
+    // The torchrun contract and the plan's variables first, in their order, always (acc-launch
+    // sets them whatever the launcher has); then, by name, every other variable whose value
+    // differs from the launcher's own.
     std::set<std::string> printed;
-    auto print = [&](const std::string& key) {
+    auto print = [&](const std::string& key, bool always) {
       const auto it = env.find(key);
       if (it == env.end() || !printed.insert(key).second) return;
       const auto given = environment.find(key);
-      if (given != environment.end() && given->second == it->second) return;
+      if (!always && given != environment.end() && given->second == it->second) return;
       out << key << "=" << it->second << "\n";
     };
-    for (const auto& [key, value] : worker_env(plan, worker, round, "")) print(key);
-    for (const auto& [key, value] : env) print(key);
+    for (const auto& [key, value] : worker_env(plan, worker, round, "")) print(key, true);
+    for (const auto& [key, value] : env) print(key, false);
     out << "command:";
     for (const std::string& arg : worker.argv) out << " " << quote_for_shell(arg);
     out << "\n";
