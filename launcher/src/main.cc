@@ -118,8 +118,23 @@ int dispatch(int argc, char** argv) {
   // The subcommands' messages follow ACC_LOG_LEVEL as a launch's do (a launch reads its flags
   // too, in launch()); a bad value is one line and exit 2 there as well.
   if (first == "rendezvous" || first == "config" || first == "env" || first == "test" ||
-      first == "stacks" || first == "top")
+      first == "stacks" || first == "top" || first == "help")
     log::configure(std::nullopt, false);
+  if (first == "help") {
+    // `help SUBCOMMAND` is that subcommand's --help; `help` alone, the launch's.
+    if (!rest.empty() && rest.front() != "launch" && rest.front() != "help" &&
+        std::any_of(subcommand_help().begin(), subcommand_help().end(),
+                    [&](const SubcommandHelp& c) { return c.name == rest.front(); })) {
+      std::vector<std::string> words = {argv[0], rest.front(), "--help"};
+      std::vector<char*> pointers;
+      for (std::string& word : words) pointers.push_back(word.data());
+      return dispatch(static_cast<int>(pointers.size()), pointers.data());
+    }
+    if (rest.empty()) return launch({"--help"});
+    const HelpResult help = launch_help(rest.front());
+    write_all(help.exit_code == 0 ? STDOUT_FILENO : STDERR_FILENO, help.text);
+    return help.exit_code;
+  }
   if (first == "rendezvous") return run_rendezvous_command(rest);
   if (first == "config") return run_config_command(rest);
   if (first == "env") return run_env_command(rest);

@@ -162,8 +162,8 @@ TEST(CollectiveReportTest, DryRunShowsTheVariablesUnderTheNamesTheWorkersPyTorch
   EXPECT_EQ(v211.exit_code, 0) << v211.err;
   for (const char* line :
        {"TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_FR_BUFFER_SIZE=2000",
-        "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "TORCH_FR_DUMP_TEMP_FILE=<log dir>/flight_recorder_rank_",
-        "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=<log dir>/flight_recorder_pipe_rank_"})
+        "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "TORCH_FR_DUMP_TEMP_FILE=<run dir>/attempt_0/",
+        "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=<run dir>/attempt_0/"})
     EXPECT_EQ(lines_starting(v211.out, line), 2u) << line << "\n" << v211.out;
   for (const char* name : {"NCCL_ASYNC_ERROR_HANDLING=", "TORCH_NCCL_TRACE_BUFFER_SIZE=",
                            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE="})
@@ -171,8 +171,9 @@ TEST(CollectiveReportTest, DryRunShowsTheVariablesUnderTheNamesTheWorkersPyTorch
 
   const LaunchRun v24 =
       run_launcher({"--dry_run", "--python", fake_venv(dir + "/v24", "2.4.1"), "train.py"});
-  for (const char* line : {"TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000",
-                           "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=<log dir>/flight_recorder_rank_"})
+  for (const char* line :
+       {"TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000",
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=<run dir>/attempt_0/0/flight_recorder_rank_"})
     EXPECT_EQ(lines_starting(v24.out, line), 1u) << line << "\n" << v24.out;
   for (const char* name :
        {"NCCL_ASYNC_ERROR_HANDLING=", "TORCH_FR_BUFFER_SIZE=", "TORCH_FR_DUMP_TEMP_FILE="})

@@ -291,7 +291,7 @@ TEST(FileTimerTest, DryRunShowsTheTimerFile) {
   const DryRun dry = parse_dry_run(run.out);
   ASSERT_EQ(dry.workers.size(), 2u);
   for (const auto& env : dry.workers)
-    EXPECT_EQ(env.at("TORCHELASTIC_TIMER_FILE"), "<log dir>/timer_fifo") << run.out;
+    EXPECT_EQ(env.at("TORCHELASTIC_TIMER_FILE"), "<run dir>/timer_fifo") << run.out;
 }
 
 bool has_torch_timer() {

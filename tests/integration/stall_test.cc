@@ -56,6 +56,25 @@ TEST(StallTest, SilentWorkersAreReportedAndStoppedWithExitStatusFour) {
   fs::remove_all(dir);
 }
 
+TEST(StallTest, QuietStillSaysWhereTheHangReportIsOnce) {
+  const std::string dir = make_temp_dir();
+  LaunchRun run = run_launcher(waiting_workers(
+      {"--quiet", "--nproc_per_node", "2", "--stall_timeout", "1", "--stall_init_timeout", "1"},
+      dir));
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_EQ(count(run.err, "hang report in "), 1u) << run.err;
+  // The path said is the report's, in the run directory that is kept for it.
+  const size_t at = run.err.find("hang report in ");
+  ASSERT_NE(at, std::string::npos);
+  const size_t start = at + std::string("hang report in ").size();
+  const std::string path = run.err.substr(start, run.err.find(';', start) - start);
+  EXPECT_TRUE(fs::exists(path)) << path;
+  EXPECT_NE(read_text(path).find("hang"), std::string::npos);
+  fs::remove_all(fs::path(path).parent_path());
+  expect_nothing_left(dir);
+  fs::remove_all(dir);
+}
+
 TEST(StallTest, TheTimeoutCanComeFromTheEnvironment) {
   const std::string dir = make_temp_dir();
   LaunchRun run = run_launcher(waiting_workers({}, dir),

@@ -2,6 +2,8 @@
 // does; every mode is something a real training worker can do to its launcher.
 //
 //   env                      print KEY=VALUE for the contract variables, exit 0
+//   environ DIR              write its environment to DIR/worker.<rank> and its parent's (the
+//                            launcher's, from /proc) to DIR/launcher.<rank>, NUL-separated
 //   exit RANK CODE           rank RANK exits CODE after 50 ms; the others wait to be stopped
 //   signal RANK SIG          rank RANK raises SIG; the others wait to be stopped
 //   fail-before RESTARTS     print "attempt N"; rank 0 exits 1 while TORCHELASTIC_RESTART_COUNT
@@ -150,6 +152,16 @@ int main(int argc, char** argv) {
       std::printf("%s=%s\n", key, value ? value : "<unset>");
     }
     for (int i = 2; i < argc; ++i) std::printf("ARG=%s\n", argv[i]);
+    return 0;
+  }
+  if (mode == "environ") {
+    const std::string dir = argv[2];
+    const std::string suffix = "." + std::to_string(rank());
+    std::string own;
+    for (char** e = environ; *e; ++e) own += std::string(*e) + '\0';
+    std::ofstream(dir + "/worker" + suffix) << own;
+    std::ifstream parent("/proc/" + std::to_string(getppid()) + "/environ");
+    std::ofstream(dir + "/launcher" + suffix) << parent.rdbuf();
     return 0;
   }
   if (mode == "exit" || mode == "signal") {

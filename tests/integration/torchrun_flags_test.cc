@@ -122,14 +122,86 @@ TEST(TorchrunFlagsTest, FlagsItCannotHonourAreAcceptedWithOneNoticeEach) {
 }
 
 // A launch registers only the flags its command line names (cli/flag_filter.h); help, asked for
-// in any form, still lists every one.
+// in any form, still lists every one: --help every group but the accelerate config keys, which
+// `acc-launch help accelerate` lists.
 TEST(TorchrunFlagsTest, HelpInAnyFormListsEveryFlag) {
   for (const char* help : {"--help", "-h", "-qh"}) {
     const LaunchRun run = run_launcher({help});
     ASSERT_EQ(run.exit_code, 0) << help << ": " << run.err;
-    for (const char* flag : {"--nproc_per_node", "--stall_timeout", "--fsdp_sharding_strategy"})
+    for (const char* flag : {"--nproc_per_node", "--stall_timeout", "--rdzv_backend",
+                             "--status_port", "--dedup_lines", "--mixed_precision"})
       EXPECT_NE(run.out.find(flag), std::string::npos) << help << " " << flag;
+    EXPECT_NE(run.out.find("acc-launch help accelerate"), std::string::npos) << help;
   }
+  const LaunchRun keys = run_launcher({"help", "accelerate"});
+  ASSERT_EQ(keys.exit_code, 0) << keys.err;
+  EXPECT_NE(keys.out.find("--fsdp_sharding_strategy"), std::string::npos);
+  EXPECT_NE(keys.out.find("--mixed_precision"), std::string::npos);
+}
+
+TEST(TorchrunFlagsTest, HelpStartsWithTheUsageAndListsEverySubcommand) {
+  const LaunchRun run = run_launcher({"--help"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.rfind("Usage: acc-launch [OPTIONS] PROGRAM [ARGS...]\n", 0), 0u) << run.out;
+  const size_t listed = run.out.find("\nSubcommands:\n");
+  ASSERT_NE(listed, std::string::npos) << run.out;
+  const size_t flags = run.out.find("\nTorchrun (");
+  // Every word main.cc dispatches on, each listed before the flags; each answers --help.
+  for (const std::string command :
+       {"launch", "config", "env", "test", "stacks", "top", "rendezvous", "help"}) {
+    const size_t at = run.out.find("\n  " + command + " ", listed);
+    EXPECT_LT(at, flags) << command << " is not among the subcommands\n" << run.out;
+    if (command == "launch" || command == "help") continue;
+    const LaunchRun help = run_launcher({command, "--help"});
+    EXPECT_EQ(help.exit_code, 0) << command << ": " << help.err;
+    const LaunchRun by_topic = run_launcher({"help", command});
+    EXPECT_EQ(by_topic.exit_code, 0) << command << ": " << by_topic.err;
+    EXPECT_EQ(by_topic.out, help.out) << command;
+  }
+  // The flags in groups, every rendezvous backend named, and hangs findable by that word.
+  for (const char* group : {"\nTorchrun (", "\nAccelerate launch:", "\nMulti-node:",
+                            "\nHangs and health:", "\nOutput and CPU binding:", "\nStatus page"})
+    EXPECT_NE(run.out.find(group), std::string::npos) << group;
+  EXPECT_NE(run.out.find("etcd-v2"), std::string::npos);
+  EXPECT_NE(run.out.find("hang report"), std::string::npos);
+  EXPECT_LT(lines_of(run.out).size(), 220u);  // 342 with the config keys
+}
+
+TEST(TorchrunFlagsTest, HelpTopicShowsOneGroupOfFlags) {
+  const LaunchRun hangs = run_launcher({"help", "hangs"});
+  ASSERT_EQ(hangs.exit_code, 0) << hangs.err;
+  EXPECT_NE(hangs.out.find("--stall_timeout"), std::string::npos) << hangs.out;
+  EXPECT_EQ(hangs.out.find("--nproc-per-node,--nproc_per_node"), std::string::npos) << hangs.out;
+  EXPECT_EQ(hangs.out.find("--fsdp_sharding_strategy"), std::string::npos) << hangs.out;
+  const LaunchRun all = run_launcher({"help", "all"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  for (const char* flag : {"--nproc_per_node", "--stall_timeout", "--fsdp_sharding_strategy"})
+    EXPECT_NE(all.out.find(flag), std::string::npos) << flag;
+  const LaunchRun unknown = run_launcher({"help", "flags"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(lines_of(unknown.err).size(), 1u) << unknown.err;
+  EXPECT_NE(unknown.err.find("torchrun, accelerate, multi-node, hangs, output, status, all"),
+            std::string::npos)
+      << unknown.err;
+}
+
+TEST(TorchrunFlagsTest, TheStackedSingleNodeLineRunsOnAFreePort) {
+  // torchrun's documentation: --rdzv-backend=c10d --rdzv-endpoint=localhost:0 --nnodes=1.
+  const LaunchRun run = run_launcher({"--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0",
+                                      "--nnodes=1", "--nproc-per-node=2", "--no_python", "/bin/sh",
+                                      "-c", "echo $MASTER_PORT $WORLD_SIZE"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> lines = lines_of(run.out);
+  ASSERT_EQ(lines.size(), 2u) << run.out;
+  EXPECT_EQ(lines[0].substr(lines[0].find(": ") + 2), lines[1].substr(lines[1].find(": ") + 2));
+  EXPECT_EQ(lines[0].find(" 0 "), std::string::npos) << "not a free port: " << lines[0];
+  EXPECT_NE(lines[0].find(" 2"), std::string::npos) << lines[0];
+  // Port 0 means a free port on one node only: nodes could not find each other.
+  const LaunchRun two = run_launcher({"--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0",
+                                      "--nnodes=2", "--nproc-per-node=1", "/bin/true"});
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_EQ(lines_of(two.err).size(), 1u) << two.err;
+  EXPECT_NE(two.err.find("--nnodes=1"), std::string::npos) << two.err;
 }
 
 TEST(TorchrunFlagsTest, PrintCompletionPrintsAScriptForTheShell) {

@@ -41,6 +41,17 @@ TEST(LineDedupTest, ALineOnlyOneSourcePrintsWaitsOneWindowAtMost) {
   EXPECT_EQ(f.due(), "[rank5]: only me\n");
 }
 
+TEST(LineDedupTest, ALinePyTorchPrefixedAlreadyGetsNoSecondPrefix) {
+  // PyTorch >= 2 prints an uncaught exception as "[rank1]: Traceback ..." itself.
+  Fixture f(2);
+  f.add(1, "[rank1]: Traceback (most recent call last):");
+  f.add(0, "[rank1]: not rank 0's own prefix");
+  f.now += milliseconds(100);
+  EXPECT_EQ(f.due(),
+            "[rank0]: [rank1]: not rank 0's own prefix\n"
+            "[rank1]: Traceback (most recent call last):\n");
+}
+
 TEST(LineDedupTest, RangesAreCompressed) {
   Fixture f(8);
   for (int source : {0, 1, 2, 3, 5}) f.add(source, "x");

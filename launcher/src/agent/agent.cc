@@ -136,7 +136,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     run_preflight(plan_, [this] { return arrived_stop_signal(); });
     check_gpus();
     run_dir_ = make_run_dir(plan_);
-    python_hook_dir_ = install_python_stack_hook(run_dir_);
+    if (!plan_.no_python_hook) python_hook_dir_ = install_python_stack_hook(run_dir_);
     timeline::mark("run dir");
     start_file_timer();
     for (int attempt = 0;; ++attempt) {
@@ -657,7 +657,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     write_all(STDERR_FILENO, report);
     if (status_board_) status_board_->stalled(report);
     if (!plan_.stall_stops_job) {
-      notice("hang report in " + path + "; the job goes on (--stall_action report)");
+      hang_notice("hang report in " + path + "; the job goes on (--stall_action report)");
       return;
     }
     if (round_.node_rank != 0 && round_.nnodes > 1) {
@@ -665,14 +665,24 @@ class Agent::Impl : public WorkerGroup::Listener {
       // ends the job. Stopping the workers here first would break node 0's ranks' collectives
       // and turn its report into a worker failure: they stay until node 0 ends the job, or for
       // the time node 0's report takes at most (its own stall watch, the traces, the stacks).
-      notice("hang report in " + path + "; node 0 reports the job's hang (this node stops its " +
-             "workers in " + std::to_string(kNodeZeroReportWait.count() / 1000) + " s otherwise)");
+      hang_notice("hang report in " + path +
+                  "; node 0 reports the job's hang (this node stops its workers in " +
+                  std::to_string(kNodeZeroReportWait.count() / 1000) + " s otherwise)");
       stop_stalled_at_ = os_.now() + kNodeZeroReportWait;
       return;
     }
-    notice("hang report in " + path + "; stopping the workers" +
-           (plan_.stall_timeout.count() > 0 ? " (--stall_timeout)" : ""));
+    hang_notice("hang report in " + path + "; stopping the workers" +
+                (plan_.stall_timeout.count() > 0 ? " (--stall_timeout)" : ""));
     stop_stalled();
+  }
+
+  // Where the hang report is: a notice, and under --quiet (which hides notices) a warning, so
+  // that the path is said once either way.
+  void hang_notice(const std::string& message) {
+    if (log::enabled(log::Level::kInfo))
+      notice(message);
+    else
+      log::warn(message);
   }
 
   void stop_stalled() {
@@ -798,52 +808,6 @@ int Agent::run() {
 }
 const std::string& Agent::failure_report() const {
   return impl_->failure_report();
-}
-
-std::string format_dry_run(const LaunchPlan& plan, int master_port,
-                           const std::map<std::string, std::string>& environment) {
-  std::ostringstream out;
-  out << "# acc-launch dry run: " << plan.nnodes << " node(s) x " << plan.nproc_per_node
-      << " worker(s), world size " << plan.world_size << ", node rank " << plan.node_rank
-      << ", store " << plan.master_addr << ":" << master_port << "\n";
-  if (plan.max_no_progress_restarts > 0)
-    out << "# restarts: " << plan.max_restarts << " (--max_restarts), none after "
-        << plan.max_no_progress_restarts
-        << " attempt(s) in a row without progress (--max_no_progress_restarts), then exit "
-        << plan.no_restart_exit_code << " (--no_restart_exit_code)\n";
-  if (plan.health_check_port)
-    out << "# health check: HTTP on port " << *plan.health_check_port
-        << " (TORCHELASTIC_HEALTH_CHECK_PORT), 503 after "
-        << static_cast<double>(plan.health_check_timeout.count()) / 1000
-        << " s without a worker's progress (--health_check_timeout)\n";
-  const Round round = static_round(plan, master_port, 0);
-  for (const WorkerSpec& worker : plan.workers) {
-    out << "\n# rank " << global_rank(plan, round, worker.local_rank) << " (local rank "
-        << worker.local_rank << ")\n";
-    if (worker.local_rank < static_cast<int>(plan.worker_cpus.size())) {
-      const std::vector<int>& cpus = plan.worker_cpus[worker.local_rank];
-      out << "# cpus " << format_int_ranges(cpus) << " (OMP_NUM_THREADS=" << cpus.size()
-          << " unless set)\n";
-    }
-    for (const auto& [key, value] : worker_env(plan, worker, round, "<log dir>/error.json"))
-      out << key << "=" << value << "\n";
-    out << progress_file::kEnvVar << "=" << progress_file_path("<log dir>") << "\n";
-    if (!plan.single_process) {
-      auto timer = environment.find("TORCHELASTIC_TIMER_FILE");
-      out << "TORCHELASTIC_TIMER_FILE="
-          << (timer != environment.end() && !timer->second.empty() ? timer->second
-                                                                   : "<log dir>/timer_fifo")
-          << "\n";
-    }
-    for (const auto& [key, value] : plan.env_defaults)
-      if (!environment.count(key)) out << key << "=" << value << "\n";
-    for (const auto& [key, value] : flight_recorder_env("<log dir>", plan.worker_torch))
-      if (!torch_env::is_set(environment, key)) out << key << "=" << value << "\n";
-    out << "command:";
-    for (const std::string& arg : worker.argv) out << " " << quote_for_shell(arg);
-    out << "\n";
-  }
-  return out.str();
 }
 
 }  // namespace acc::launcher

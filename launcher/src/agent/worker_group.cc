@@ -17,7 +17,7 @@
 #include "acc/common/progress_file.h"
 #include "acc/common/strings.h"
 #include "acc/launcher/host/host.h"
-#include "observe/flight_recorder.h"
+#include "agent/worker_environment.h"
 #include "observe/python_stack_hook.h"
 #include "output/console.h"
 
@@ -78,25 +78,16 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec) {
   worker->dir = attempt_dir_ + "/" + std::to_string(spec.local_rank);
   // One mkdir once the attempt's directory is there (the first worker makes it).
   if (::mkdir(worker->dir.c_str(), 0777) != 0) fs::create_directories(worker->dir);
-  const std::string error_file = worker->dir + "/error.json";
   // The worker's progress file exists before it starts, so that its first write needs no
   // setup and the stall watch can map it at once (a sparse 64 KiB file: one create, one write).
   progress_file::create(progress_file_path(worker->dir));
 
-  std::map<std::string, std::string> env = environment_;
   const std::vector<int> cpus = spec.local_rank < static_cast<int>(plan_.worker_cpus.size())
                                     ? plan_.worker_cpus[spec.local_rank]
                                     : std::vector<int>{};
-  if (!cpus.empty()) env.try_emplace("OMP_NUM_THREADS", std::to_string(cpus.size()));
-  for (const auto& [key, value] : plan_.env_defaults) env.try_emplace(key, value);
-  if (!round_.socket_interface.empty())
-    env.try_emplace("GLOO_SOCKET_IFNAME", round_.socket_interface);
-  for (const auto& [key, value] : flight_recorder_env(worker->dir, plan_.worker_torch))
-    if (!torch_env::is_set(environment_, key)) env.emplace(key, value);
-  for (const auto& [key, value] : worker_env(plan_, spec, round_, error_file)) env[key] = value;
-  for (const auto& [key, value] : python_stack_hook_env(
-           python_hook_dir_, worker->dir, env["PYTHONPATH"], env.count("PYTHONFAULTHANDLER") > 0))
-    env[key] = value;
+  const std::map<std::string, std::string> env = worker_environment(
+      plan_, spec, round_, environment_,
+      {fs::path(attempt_dir_).parent_path().string(), worker->dir, python_hook_dir_});
   SpawnRequest request;
   request.argv = spec.argv;
   request.cpus = cpus;

@@ -1,11 +1,15 @@
 #include "acc/launcher/cli/cli.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <unordered_set>
@@ -17,6 +21,88 @@
 
 namespace acc::launcher {
 namespace {
+
+// The groups of --help, in its order; `acc-launch help TOPIC` shows one (kHelpTopics).
+constexpr const char* kGroupTorchrun =
+    "Torchrun (each flag also with dashes, --nproc-per-node, and from $PET_<NAME>)";
+constexpr const char* kGroupAccelerate = "Accelerate launch";
+constexpr const char* kGroupMultiNode = "Multi-node: rendezvous, hostfiles, one command for all";
+constexpr const char* kGroupHangs = "Hangs and health";
+constexpr const char* kGroupOutput = "Output and CPU binding";
+constexpr const char* kGroupStatus = "Status page and metrics (watch it with acc-launch top)";
+constexpr const char* kGroupConfigKeys =
+    "Accelerate config keys as flags (--<key> VALUE, as accelerate launch takes them)";
+
+struct HelpTopic {
+  const char* name;
+  std::vector<const char*> groups;
+};
+const std::vector<HelpTopic>& help_topics() {
+  static const std::vector<HelpTopic> topics = {
+      {"torchrun", {kGroupTorchrun}},
+      {"accelerate", {kGroupAccelerate, kGroupConfigKeys}},
+      {"multi-node", {kGroupMultiNode}},
+      {"hangs", {kGroupHangs}},
+      {"output", {kGroupOutput}},
+      {"status", {kGroupStatus}},
+      {"all",
+       {kGroupTorchrun, kGroupAccelerate, kGroupMultiNode, kGroupHangs, kGroupOutput, kGroupStatus,
+        kGroupConfigKeys}},
+  };
+  return topics;
+}
+
+// The help of `app` with only the flags of `groups`; without `config_keys`, a line in place of
+// the ~150 config-key flags (they are a topic of their own).
+std::string help_of_groups(CLI::App& app, const std::vector<const char*>& groups,
+                           bool config_keys) {
+  size_t hidden_keys = 0;
+  for (CLI::Option* option : app.get_options()) {
+    const std::string& group = option->get_group();
+    const bool keys = group == kGroupConfigKeys;
+    if (keys && !config_keys) ++hidden_keys;
+    if ((keys && !config_keys) || std::find(groups.begin(), groups.end(), group) == groups.end())
+      option->group("");  // CLI11 leaves an option of the empty group out of the help
+  }
+  std::string text = app.help();
+  if (hidden_keys > 0 && std::find(groups.begin(), groups.end(), kGroupAccelerate) != groups.end())
+    text += "\n" + std::to_string(hidden_keys) +
+            " accelerate config keys are flags too (--fsdp_sharding_strategy, "
+            "--deepspeed_config_file, ...): acc-launch help accelerate\n";
+  return text;
+}
+
+std::string usage_text() {
+  std::string text =
+      "Usage: acc-launch [OPTIONS] PROGRAM [ARGS...]\n"
+      "       acc-launch launch [OPTIONS] PROGRAM [ARGS...]  (a PROGRAM named like a "
+      "subcommand)\n"
+      "       acc-launch SUBCOMMAND [ARGS...]\n"
+      "\n"
+      "Runs PROGRAM once per worker with torchrun's contract (RANK, LOCAL_RANK, WORLD_SIZE,\n"
+      "MASTER_ADDR, ...). A .py PROGRAM, or -m MODULE, runs under --python, else $PYTHON_EXEC,\n"
+      "else the python beside acc-launch (a venv's), else python3 on PATH.\n"
+      "\n"
+      "  acc-launch --nproc_per_node 8 train.py --lr 1e-4    as torchrun --nproc-per-node 8\n"
+      "  acc-launch --config_file cfg.yaml train.py          as accelerate launch --config_file\n"
+      "  acc-launch --nnodes 2 --rdzv_backend c10d --rdzv_endpoint node0:29400 \\\n"
+      "             --nproc_per_node 8 train.py             on each of two nodes\n"
+      "\nSubcommands:\n";
+  for (const SubcommandHelp& command : subcommand_help())
+    text += "  " + std::string(command.name) +
+            std::string(command.name.size() < 12 ? 12 - command.name.size() : 1, ' ') +
+            command.summary + "\n";
+  text += "\nHelp on one group of flags: acc-launch help TOPIC, TOPIC one of";
+  for (const HelpTopic& topic : help_topics()) text += std::string(" ") + topic.name;
+  return text + "\n";
+}
+
+// --help: the usage, the subcommands and the topics first, then the flags in groups.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override { return usage_text(); }
+  std::string make_description(const CLI::App*) const override { return ""; }
+};
 
 // "nproc_per_node" -> "--nproc-per-node,--nproc_per_node" (torchrun 2.x accepts both spellings).
 std::string both_spellings(const std::string& name) {
@@ -127,6 +213,9 @@ class FlagTable {
   // Whether a flag of this name was declared (registered or not).
   bool has(const std::string& name) const { return declared_.count(name) > 0; }
 
+  // The --help group of the flags declared from now on (help.cc's topics).
+  void group(const char* name) { group_ = name; }
+
   // Records the command line (or a PET_* variable) as the source of each option it set, and
   // each option typed, in the user's order, for the fan-out head to forward (fanout.h).
   void record_command_line(const CLI::App& app) {
@@ -174,6 +263,7 @@ class FlagTable {
                  "plain text";
         },
         ""));
+    option->group(group_);
     options_by_name_.emplace_back(name, option);
     return Flag(option);
   }
@@ -182,11 +272,14 @@ class FlagTable {
   LaunchOptions& options_;
   const FlagFilter& filter_;
   std::unordered_set<std::string> declared_;
+  std::string group_ = kGroupTorchrun;
   std::vector<std::pair<std::string, CLI::Option*>> options_by_name_;
 };
 
 void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
+  t.group(kGroupTorchrun);
   t.value("nproc_per_node", o.nproc_per_node, "workers on this node: N, auto, cpu or gpu", kPet);
+  t.group(kGroupMultiNode);
   t.value("nnodes", o.nnodes, "number of nodes, or MIN:MAX for elastic jobs", kPet);
   t.value("node_rank", o.node_rank, "rank of this node (static rendezvous)", kPet)
       ->check(whole_number(0));
@@ -196,11 +289,24 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
           "node, else 29500)",
           kPet)
       ->check(whole_number(0) & CLI::Range(0, 65535).description(""));
-  t.flag("standalone", o.standalone, "single-node job on a free port", kPet);
-  t.value("rdzv_backend", o.rdzv_backend, "rendezvous backend: static or c10d", kPet);
-  t.value("rdzv_endpoint", o.rdzv_endpoint, "rendezvous host[:port]", kPet);
+  t.value("rdzv_backend", o.rdzv_backend,
+          "rendezvous backend: static (the default: fixed nodes at --master_addr), c10d (a store "
+          "at --rdzv_endpoint, elastic) or etcd-v2 (also etcd: an etcd cluster)",
+          kPet);
+  t.value("rdzv_endpoint", o.rdzv_endpoint,
+          "rendezvous host[:port] (c10d: port 29400 by default; HOST:0 with --nnodes=1: a free "
+          "port); etcd-v2: host:2379[,host:2379...]",
+          kPet);
   t.value("rdzv_id", o.rdzv_id, "job id shared by all nodes", kPet);
   t.value("rdzv_conf", o.rdzv_conf, "rendezvous settings k1=v1,k2=v2", kPet);
+  t.value("local_addr", o.local_addr, "this node's address", kPet);
+  t.value("exit_barrier_timeout", o.exit_barrier_timeout,
+          "elastic: seconds a finished node waits for the others (default 300; also "
+          "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT)",
+          kPet)
+      ->check(seconds());
+  t.group(kGroupTorchrun);
+  t.flag("standalone", o.standalone, "single-node job on a free port", kPet);
   t.value("max_restarts", o.max_restarts, "restarts of the worker group before failing", kPet)
       ->check(whole_number(0));
   t.value("monitor_interval", o.monitor_interval,
@@ -222,7 +328,6 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
           {.short_name = "-t", .pet = true});
   t.value("local_ranks_filter", o.local_ranks_filter, "local ranks shown on the console (0,1)",
           kPet);
-  t.value("local_addr", o.local_addr, "this node's address", kPet);
   t.value("shutdown_timeout", o.shutdown_timeout,
           "seconds from SIGTERM to SIGKILL when stopping "
           "workers",
@@ -238,11 +343,6 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
           kPet);
   t.flag("virtual_local_rank", o.virtual_local_rank,
          "every worker gets LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES", kPet);
-  t.value("exit_barrier_timeout", o.exit_barrier_timeout,
-          "elastic: seconds a finished node waits for the others (default 300; also "
-          "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT)",
-          kPet)
-      ->check(seconds());
   t.value("logs_specs", o.logs_specs, "accepted for compatibility (acc-launch writes its logs)");
   t.value("event_log_handler", o.event_log_handler, "accepted for compatibility", kPet);
   t.value("duplicate_stdout_filters", o.duplicate_stdout_filters,
@@ -278,6 +378,7 @@ std::string completion_script(const CLI::App& app, const std::string& shell) {
 }
 
 void add_accelerate_flags(FlagTable& t, LaunchOptions& o) {
+  t.group(kGroupAccelerate);
   t.value("num_processes", o.num_processes, "total processes over all machines")
       ->check(whole_number(1));
   t.value("num_machines", o.num_machines, "number of machines")->check(whole_number(1));
@@ -295,7 +396,10 @@ void add_accelerate_flags(FlagTable& t, LaunchOptions& o) {
           "each worker")
       ->check(whole_number(1));
   t.flag("debug", o.debug, "ACCELERATE_DEBUG_MODE=true in the workers");
-  t.flag("quiet", o.quiet, "less launcher output", {.short_name = "-q"});
+  t.group(kGroupOutput);
+  t.flag("quiet", o.quiet, "less launcher output (a hang report's path is still said)",
+         {.short_name = "-q"});
+  t.group(kGroupAccelerate);
   t.value("config_file", o.config_file, "accelerate config file");
   t.flag("use_deepspeed", o.use_deepspeed, "DeepSpeed launch (its variables for the workers)");
   t.flag("use_fsdp", o.use_fsdp, "FSDP launch (FSDP_* variables for the workers)");
@@ -307,6 +411,7 @@ void add_accelerate_flags(FlagTable& t, LaunchOptions& o) {
 // accelerate launch's TPU and SageMaker flags: acc-launch starts local processes only, so these
 // are refused in one line, as configs for those platforms are.
 void add_refused_flags(FlagTable& t, std::vector<std::string>& refused) {
+  t.group(kGroupAccelerate);
   const std::pair<const char*, bool> kRefused[] = {{"tpu", false},
                                                    {"tpu_cluster", false},
                                                    {"no_tpu_cluster", false},
@@ -325,6 +430,7 @@ void add_refused_flags(FlagTable& t, std::vector<std::string>& refused) {
 // Every config key that `accelerate launch` also takes as `--<key>` (the schema is the one table
 // of them), unless registered above with a meaning of its own (--num_processes, --gpu_ids, ...).
 void add_config_key_flags(FlagTable& t, LaunchOptions& o) {
+  t.group(kGroupConfigKeys);
   for (const acc::config::LaunchFlag& flag : acc::config::launch_flags()) {
     const std::string name(flag.spec->name);
     if (t.has(name)) continue;
@@ -336,16 +442,24 @@ void add_config_key_flags(FlagTable& t, LaunchOptions& o) {
 }
 
 void add_own_flags(FlagTable& t, LaunchOptions& o) {
+  t.group(kGroupMultiNode);
   t.value("hostfile", o.hostfile, "hosts of a static multi-node job: 'host slots=N' a line");
   t.value("include", o.include_hosts, "hosts of the hostfile to use (comma list)");
   t.value("exclude", o.exclude_hosts, "hosts of the hostfile to leave out (comma list)");
+  t.group(kGroupTorchrun);
   t.value("python", o.python,
-          "interpreter for .py programs and -m (default $PYTHON_EXEC or "
-          "python3)");
+          "interpreter for .py programs and -m (default: $PYTHON_EXEC, else the python beside "
+          "acc-launch, as in a venv's bin/, else python3 on PATH)");
+  t.flag("no_python_hook", o.no_python_hook,
+         "no acc-launch sitecustomize in Python workers (also ACC_PYTHON_HOOK=0): no stacks in "
+         "hang reports, no collective recorder");
+  t.flag("dry_run", o.dry_run,
+         "print each worker's command and the environment it gets (what acc-launch sets or "
+         "changes), start nothing");
+  t.group(kGroupOutput);
   t.value("log_line_prefix_template", o.log_line_prefix,
           "prefix of each worker output line; "
           "${rank}, ${local_rank}, ${role_name}, ${hostname}; empty for none");
-  t.flag("dry_run", o.dry_run, "print each worker's command and environment, start nothing");
   t.value("log_level", o.log_level,
           "launcher messages shown: debug, info (default; warning with --quiet), warning or "
           "error; default $ACC_LOG_LEVEL")
@@ -354,6 +468,7 @@ void add_own_flags(FlagTable& t, LaunchOptions& o) {
 
 // Starting every node from one command (docs/clusters.md, "One command for all nodes").
 void add_fanout_flags(FlagTable& t, LaunchOptions& o) {
+  t.group(kGroupMultiNode);
   t.value("launcher", o.launcher,
           "with --hostfile: how the head starts each node's launcher: ssh, pdsh, srun, "
           "mpirun, or none (run the same command on every node yourself)")
@@ -374,6 +489,7 @@ void add_fanout_flags(FlagTable& t, LaunchOptions& o) {
 
 // Collapsed console output and CPU binding (line_dedup.h, cpu_binding.h).
 void add_output_and_binding_flags(FlagTable& t, LaunchOptions& o) {
+  t.group(kGroupOutput);
   t.flag("dedup_lines", o.dedup_lines,
          "print a line that several ranks print at once a single time, as [rank0-7]: line");
   t.value("dedup_window", o.dedup_window_ms,
@@ -427,6 +543,25 @@ std::string in_users_spelling(std::string message, const std::vector<std::string
   return message;
 }
 
+// The `python` (else `python3`) in the directory of the running binary, or "". A wheel installs
+// acc-launch into a venv's bin/, beside the venv's python: the interpreter torchrun users expect
+// (torchrun runs under its own). /proc/self/exe names the binary itself, its links resolved; the
+// python found there is kept as that path, never resolved, since a venv's python is a symlink
+// that makes the venv only when run through its bin/.
+std::string beside_binary_python() {
+  std::error_code error;
+  const std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return "";
+  for (const char* name : {"python", "python3"}) {
+    const std::string candidate = (binary.parent_path() / name).string();
+    struct stat info {};
+    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+  }
+  return "";
+}
+
 ParseResult usage_error(const std::string& message) {
   ParseResult result;
   result.exit_now = true;
@@ -437,19 +572,78 @@ ParseResult usage_error(const std::string& message) {
 
 }  // namespace
 
-ParseResult parse_launch_args(const std::vector<std::string>& args) {
+const std::vector<SubcommandHelp>& subcommand_help() {
+  static const std::vector<SubcommandHelp> commands = {
+      {"launch", "run PROGRAM (the default: acc-launch PROGRAM is acc-launch launch PROGRAM)"},
+      {"config", "write, show, validate or update an accelerate config file"},
+      {"env", "versions, libraries, GPUs, CPUs and the config, for a bug report"},
+      {"test", "a check job over the configured workers"},
+      {"stacks", "a running job's hang report: every rank's stack; the job goes on"},
+      {"top", "a running job's ranks, live (its --status_port)"},
+      {"rendezvous", "rendezvous serve: a store for elastic jobs, on a host of its own"},
+      {"help", "help TOPIC: the flags of one group (torchrun, accelerate, ...)"},
+  };
+  return commands;
+}
+
+namespace {
+ParseResult parse(const std::vector<std::string>& args,
+                  const std::function<std::string(CLI::App&)>& render_help);
+}  // namespace
+
+HelpResult launch_help(const std::string& topic) {
+  const std::vector<HelpTopic>& topics = help_topics();
+  const auto found = std::find_if(topics.begin(), topics.end(),
+                                  [&](const HelpTopic& t) { return topic == t.name; });
+  HelpResult result;
+  if (found == topics.end()) {
+    std::string names;
+    for (const HelpTopic& t : topics) names += std::string(names.empty() ? "" : ", ") + t.name;
+    result.exit_code = 2;
+    result.text = "acc-launch: error: help " + topic + ": no such topic; topics: " + names +
+                  " (or acc-launch SUBCOMMAND --help)\n";
+    return result;
+  }
+  ParseResult parsed = parse({"--help"}, [&](CLI::App& app) {
+    return help_of_groups(app, found->groups,
+                          std::find(found->groups.begin(), found->groups.end(), kGroupConfigKeys) !=
+                              found->groups.end());
+  });
+  result.text = parsed.message;
+  return result;
+}
+
+void resolve_python(LaunchOptions& options, const std::string& beside_binary) {
+  if (options.source_of("python") == Source::kCommandLine) {
+    options.python_source = "--python";
+  } else if (const char* exec = std::getenv("PYTHON_EXEC"); exec && *exec) {
+    options.python = exec;
+    options.python_source = "$PYTHON_EXEC";
+  } else if (!beside_binary.empty()) {
+    options.python = beside_binary;
+    options.python_source = "beside acc-launch";
+  } else {
+    options.python = "python3";
+    options.python_source = "python3 on PATH";
+  }
+}
+
+namespace {
+
+// parse_launch_args, with what --help prints made by `render_help` (launch_help's topics).
+ParseResult parse(const std::vector<std::string>& args,
+                  const std::function<std::string(CLI::App&)>& render_help) {
   ParseResult result;
   LaunchOptions& options = result.options;
-  if (const char* python = std::getenv("PYTHON_EXEC"); python && *python) options.python = python;
   apply_torchrun_variables(options);
 
   CLI::App app{"acc-launch: start one worker per GPU or CPU slot with the torchrun contract",
                "acc-launch"};
-  app.footer(
-      "Usage: acc-launch [launch] [options] PROGRAM [program args...]\n"
-      "       acc-launch config | env | test | stacks | rendezvous ...");
+  app.formatter(std::make_shared<HelpFormatter>());
   app.prefix_command();
   app.set_version_flag("--version", std::string("acc-launch ") + kVersion);
+  app.get_help_ptr()->group(kGroupTorchrun);
+  app.get_version_ptr()->group(kGroupTorchrun);
   const FlagFilter filter(args);
   FlagTable table(app, options, filter);
   add_torchrun_flags(table, options);
@@ -468,7 +662,7 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     result.exit_now = true;
-    result.message = app.help();
+    result.message = render_help(app);
     return result;
   } catch (const CLI::CallForVersion&) {
     result.exit_now = true;
@@ -478,6 +672,9 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
     return usage_error(in_users_spelling(e.what(), args));
   }
   table.record_command_line(app);
+  resolve_python(options, beside_binary_python());
+  if (const char* hook = std::getenv("ACC_PYTHON_HOOK"); hook && std::string(hook) == "0")
+    options.no_python_hook = true;
   if (!options.print_completion.empty()) {
     result.exit_now = true;
     result.message = completion_script(app, options.print_completion);
@@ -500,12 +697,21 @@ ParseResult parse_launch_args(const std::vector<std::string>& args) {
   return result;
 }
 
+}  // namespace
+
+ParseResult parse_launch_args(const std::vector<std::string>& args) {
+  return parse(
+      args, [](CLI::App& app) { return help_of_groups(app, help_topics().back().groups, false); });
+}
+
 namespace {
 
 void add_stall_flags(FlagTable& t, LaunchOptions& o) {
+  t.group(kGroupHangs);
   t.value("stall_timeout", o.stall_timeout,
-          "when no worker printed a line, beat, or completed a collective for this many "
-          "seconds, print every worker's stack and stop the job (exit 4); 0: off",
+          "hang detection: when no worker printed a line, beat, or completed a collective for "
+          "this many seconds, print a hang report (every worker's stack, the stuck collective) "
+          "and stop the job (exit 4); 0: off",
           {.env = "ACC_STALL_TIMEOUT"})
       ->check(seconds());
   t.value("stall_init_timeout", o.stall_init_timeout,
@@ -516,10 +722,12 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
   t.value("stall_action", o.stall_action,
           "what a stall does after its report: stop (the default) or report (and go on)")
       ->check(CLI::IsMember({"stop", "report"}));
+  t.group(kGroupMultiNode);
   t.value("preflight_timeout", o.preflight_timeout,
           "seconds a node that does not host the store keeps trying to reach it (master, "
           "rendezvous endpoint) before the launch fails in one line (default 60); 0: no check")
       ->check(seconds());
+  t.group(kGroupHangs);
   t.value("retryable_exit_code", o.retryable_exit_code,
           "exit with CODE (e.g. 138) for every failure of the launcher's own (hang, lost node, "
           "unkillable worker, rendezvous), so Kubeflow's ExitCode restart policy retries it")
@@ -542,6 +750,7 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
           "name a rank 1.5 times slower than the median (default 30); 0: off",
           {.env = "ACC_STRAGGLER_WINDOW"})
       ->check(seconds());
+  t.group(kGroupStatus);
   t.value("status_port", o.status_port,
           "serve the job's status on this port: /metrics for Prometheus, /api/job as JSON, a "
           "live page at /; 0: a free port; off by default",

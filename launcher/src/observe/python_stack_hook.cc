@@ -102,7 +102,6 @@ EnvList python_stack_hook_env(const std::string& hook_dir, const std::string& wo
   env.emplace_back("PYTHONPATH", pythonpath.empty() ? hook_dir : hook_dir + ":" + pythonpath);
   env.emplace_back("ACC_STACK_DIR", worker_dir);
   env.emplace_back("ACC_STACK_SIGNAL", std::to_string(stack_dump_signal()));
-  env.emplace_back(progress_file::kEnvVar, progress_file_path(worker_dir));
   if (!has_faulthandler_setting) env.emplace_back("PYTHONFAULTHANDLER", "1");
   return env;
 }

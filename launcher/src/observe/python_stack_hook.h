@@ -34,8 +34,9 @@ std::string install_python_stack_hook(const std::string& run_dir);
 
 // The variables that enable the hook for a worker whose files go in `worker_dir`: PYTHONPATH
 // (hook_dir first, then `pythonpath`, the one the worker would have had), ACC_STACK_DIR,
-// ACC_STACK_SIGNAL, ACC_PROGRESS_FILE (progress_file_path()), and PYTHONFAULTHANDLER=1 (tracebacks
-// on crashes too) unless `has_faulthandler_setting`.
+// ACC_STACK_SIGNAL, and PYTHONFAULTHANDLER=1 (tracebacks on crashes too) unless
+// `has_faulthandler_setting`. ACC_PROGRESS_FILE is set with or without the hook
+// (agent/worker_environment.h).
 EnvList python_stack_hook_env(const std::string& hook_dir, const std::string& worker_dir,
                               const std::string& pythonpath, bool has_faulthandler_setting);
 

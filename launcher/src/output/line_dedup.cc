@@ -43,7 +43,9 @@ bool LineDedup::take_one(std::optional<Clock::time_point> now, std::string& out)
   auto emit = [&](const std::string& text, const std::vector<int>& group) {
     auto prefix = prefixes_.find(group);
     if (prefix == prefixes_.end()) prefix = prefixes_.emplace(group, prefix_(group)).first;
-    out += prefix->second;
+    // A rank's line that PyTorch prefixed already (worker_stream.cc) gets no second prefix.
+    if (group.size() != 1 || !std::string_view(text).starts_with(prefix->second))
+      out += prefix->second;
     out += text;
     if (text.empty() || (text.back() != '\n' && text.back() != '\r')) out += '\n';
     for (int member : group) {

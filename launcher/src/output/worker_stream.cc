@@ -14,7 +14,12 @@ void Stream::on_line(std::string_view line) {
   if (console_fd >= 0 && dedup) {
     dedup->add(local_rank, line, now());
   } else if (console_fd >= 0) {
-    if (prefixed_already.empty() || !line.starts_with(prefixed_already)) console_batch += prefix;
+    // PyTorch >= 2 prefixes an uncaught exception's lines with "[rank<N>]: " itself (its
+    // excepthook, from init_process_group on): a line that starts with our prefix already gets
+    // no second one.
+    if ((prefixed_already.empty() || !line.starts_with(prefixed_already)) &&
+        !line.starts_with(prefix))
+      console_batch += prefix;
     console_batch += line;
     if (line.back() != '\n' && line.back() != '\r') console_batch += '\n';
   }

@@ -224,6 +224,24 @@ std::string accelerate_rdzv_endpoint(const LaunchOptions& o) {
   return format_endpoint(*o.main_process_ip, o.main_process_port.value_or(29500));
 }
 
+// torchrun's single-node form `--rdzv-backend=c10d --rdzv-endpoint=HOST:0 --nnodes=1` (its
+// documentation's "stacked single-node" example): a store on a free port. One node meets no
+// other, so it runs as --standalone does; returns HOST (where the store is), or nullopt for any
+// other command line. Port 0 with several nodes is refused: they could not find each other.
+std::optional<std::string> free_port_rendezvous(const LaunchOptions& o,
+                                                const LaunchOptions& merged) {
+  const std::string& text = merged.rdzv_endpoint;
+  if (o.standalone || o.rdzv_backend != "c10d" || text.size() < 3 || !text.ends_with(":0"))
+    return std::nullopt;
+  const std::string host_part = text.substr(0, text.size() - 2);
+  if (host_part.ends_with(":") || host_part.ends_with("]:")) return std::nullopt;  // "h::0"
+  ACC_CHECK(resolve_nnodes(merged.nnodes) == std::pair(1, 1), ConfigError, "--rdzv_endpoint ", text,
+            ": port 0 (a free port) serves one node only (--nnodes=1, as torchrun); give "
+            "the port every node will reach, such as ",
+            host_part, ":29400");
+  return parse_endpoint(host_part, 29400, "--rdzv_endpoint").host;
+}
+
 void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
   LaunchOptions merged = o;
   merged.rdzv_endpoint = accelerate_rdzv_endpoint(o);
@@ -240,10 +258,12 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
   ACC_CHECK(!o.standalone || resolve_nnodes(merged.nnodes) == std::pair(1, 1), ConfigError,
             "--standalone runs one node, but --nnodes is ", merged.nnodes,
             "; leave out one of them");
-  plan.rdzv_backend = o.standalone ? "static" : etcd ? "etcd-v2" : o.rdzv_backend;
+  const std::optional<std::string> free_port_host = free_port_rendezvous(o, merged);
+  const bool standalone = o.standalone || free_port_host;
+  plan.rdzv_backend = standalone ? "static" : etcd ? "etcd-v2" : o.rdzv_backend;
   const bool elastic = plan.rdzv_backend != "static";
   std::tie(plan.min_nodes, plan.max_nodes) =
-      o.standalone ? std::pair(1, 1) : resolve_nnodes(merged.nnodes);
+      standalone ? std::pair(1, 1) : resolve_nnodes(merged.nnodes);
   plan.local_addr = o.local_addr;
   if (elastic) resolve_elastic(merged, plan);
   // Static jobs of several nodes read their keep-alive and join timeout from it too.
@@ -264,14 +284,17 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
             plan.nproc_per_node, " workers are more ranks than a job can number");
   plan.world_size = plan.nnodes * plan.nproc_per_node;
 
-  plan.master_addr = o.standalone ? "127.0.0.1" : parse_host(merged.master_addr, "--master_addr");
+  plan.master_addr = o.standalone                    ? "127.0.0.1"
+                     : free_port_host == "localhost" ? "127.0.0.1"
+                     : free_port_host                ? *free_port_host
+                                      : parse_host(merged.master_addr, "--master_addr");
   if (!o.rdzv_endpoint.empty() && o.rdzv_backend == "static") {
     // torchrun: a static endpoint host[:port] stands for master_addr:master_port.
     const Endpoint endpoint = parse_endpoint(o.rdzv_endpoint, 0, "--rdzv_endpoint");
     plan.master_addr = endpoint.host;
     port_given = endpoint.port;
   }
-  if (o.standalone || (!port_given && plan.nnodes == 1) || elastic)
+  if (standalone || (!port_given && plan.nnodes == 1) || elastic)
     plan.master_port = 0;  // a free port, chosen at launch (torchrun >= 2.4 does the same)
   else
     plan.master_port = port_given.value_or(29500);
@@ -544,6 +567,11 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.program = o.program;
   if (!o.module && !o.no_python && (o.program.size() > 3 && o.program.ends_with(".py")))
     plan.script = o.program;
+  if (runs_python(o)) {
+    plan.python = o.python + " (" + o.python_source + ")";
+    plan.notices.push_back("Python workers run " + plan.python);
+  }
+  plan.no_python_hook = o.no_python_hook;
   plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
   plan.stall_timeout =
       std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(o.stall_timeout));

@@ -43,6 +43,16 @@ _I64 = _struct.Struct("<q")
 _now = _time.monotonic_ns  # CLOCK_MONOTONIC, as the launcher's steady_clock
 
 
+def _drop_own_frame(error):
+    """Takes the calling wrapper's frame off `error`'s traceback, so that the bare `raise` that
+    follows shows the user's frame calling torch's, as without acc-launch: Python >= 3.11
+    re-raises with the traceback as it is then, without adding the frame again. (Earlier
+    Pythons re-raise the traceback they caught, wrapper frame included.)"""
+    tb = error.__traceback__
+    if tb is not None and tb.tb_next is not None and tb.tb_frame is _sys._getframe(1):
+        error.__traceback__ = tb.tb_next
+
+
 def _text(value, size):
     return value.encode("utf-8", "replace")[: size - 1]
 
@@ -250,7 +260,11 @@ class _Recorder:
         def recorded(*args, **kwargs):
             local = recorder.local
             if getattr(local, "depth", 0) or _os.getpid() != recorder.pid:
-                return fn(*args, **kwargs)
+                try:
+                    return fn(*args, **kwargs)
+                except BaseException as error:
+                    _drop_own_frame(error)
+                    raise
             try:
                 slot = recorder.begin(op, args, kwargs, group_at, peer_at, peer_param)
             except Exception:
@@ -258,10 +272,11 @@ class _Recorder:
             local.depth = 1
             try:
                 result = fn(*args, **kwargs)
-            except BaseException:
+            except BaseException as error:
                 local.depth = 0
                 if slot is not None:
                     recorder.f.end(slot)
+                _drop_own_frame(error)
                 raise
             local.depth = 0
             if slot is None:
@@ -328,7 +343,11 @@ class _Recorder:
 
     def init_done(self, fn):
         def init_process_group(*args, **kwargs):
-            result = fn(*args, **kwargs)
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as error:
+                _drop_own_frame(error)
+                raise
             # Start-up is over: the stall clock runs from here. Not a beat: an attempt that fails
             # after init_process_group and before its first step made no progress
             # (--max_no_progress_restarts).
@@ -349,6 +368,9 @@ class _WaitedWork:
     def wait(self, *args, **kwargs):
         try:
             return self._work.wait(*args, **kwargs)
+        except BaseException as error:
+            _drop_own_frame(error)
+            raise
         finally:
             done, self._done = self._done, None
             if done is not None:
@@ -399,7 +421,11 @@ class _Finder:
         run = loader.exec_module
 
         def exec_module(module):
-            run(module)
+            try:
+                run(module)
+            except BaseException as error:
+                _drop_own_frame(error)
+                raise
             try:
                 _patch(module)
             except Exception:

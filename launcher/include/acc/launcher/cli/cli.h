@@ -19,7 +19,30 @@ struct ParseResult {
 };
 
 // Parses the arguments after the program name (and after an optional "launch"). Reads the PET_*
-// mirrors and PYTHON_EXEC from the process environment. Never throws for bad input.
+// mirrors, PYTHON_EXEC and ACC_PYTHON_HOOK from the process environment. Never throws for bad
+// input.
 ParseResult parse_launch_args(const std::vector<std::string>& args);
+
+// One subcommand of acc-launch and its line in --help.
+struct SubcommandHelp {
+  std::string name;
+  std::string summary;
+};
+// Every subcommand, in the order --help lists them (launch and help included).
+const std::vector<SubcommandHelp>& subcommand_help();
+
+// `acc-launch help TOPIC`: the usage and the flags of one group (torchrun, accelerate,
+// multi-node, hangs, output, status, or all), exit code 0; for an unknown topic one error line
+// naming the topics, exit code 2.
+struct HelpResult {
+  std::string text;
+  int exit_code = 0;
+};
+HelpResult launch_help(const std::string& topic);
+
+// Sets options.python and python_source from, in order: --python (given on the command line),
+// $PYTHON_EXEC, `beside_binary` (the python beside the acc-launch binary; empty: none), python3
+// on PATH.
+void resolve_python(LaunchOptions& options, const std::string& beside_binary);
 
 }  // namespace acc::launcher

@@ -100,7 +100,13 @@ struct LaunchOptions {
   std::string exclude_hosts;
 
   // acc-launch's own.
-  std::string python = "python3";  // interpreter for .py programs and -m (also $PYTHON_EXEC)
+  // The interpreter of .py programs and -m, as torchrun users expect it: --python, else
+  // $PYTHON_EXEC, else the `python` beside the acc-launch binary (the venv it is installed in),
+  // else python3 on PATH (cli.cc, resolve_python). python_source says which, for the dry run and
+  // the launcher's first line.
+  std::string python = "python3";
+  std::string python_source = "python3 on PATH";
+  bool no_python_hook = false;  // --no_python_hook (or ACC_PYTHON_HOOK=0): no sitecustomize
   std::string log_line_prefix = "[rank${rank}]: ";
   bool dry_run = false;
 

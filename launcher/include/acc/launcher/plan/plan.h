@@ -56,6 +56,11 @@ struct LaunchPlan {
   bool print_failure_report = true;
   std::string program;  // as the user named it, for messages
   std::string script;   // the Python file the workers run (python -u FILE), else empty
+  // Python workers: their interpreter and why that one ("/venv/bin/python (beside acc-launch)"),
+  // said by the dry run and the launcher's first line; empty for other programs.
+  std::string python;
+  // Python workers without the sitecustomize hook (--no_python_hook, ACC_PYTHON_HOOK=0).
+  bool no_python_hook = false;
   // Accelerate's simple launcher: one process that is not a distributed job, so its worker gets
   // no torchrun contract (with RANK/LOCAL_RANK set, Accelerate would join a group of one).
   bool single_process = false;

@@ -1,0 +1,106 @@
+#include "agent/worker_environment.h"
+
+#include <set>
+#include <sstream>
+
+#include "acc/common/int_ranges.h"
+#include "acc/common/progress_file.h"
+#include "acc/common/torch_env.h"
+#include "acc/launcher/agent/agent.h"
+#include "observe/flight_recorder.h"
+#include "observe/python_stack_hook.h"
+#include "output/console.h"
+
+namespace acc::launcher {
+
+std::map<std::string, std::string> worker_environment(
+    const LaunchPlan& plan, const WorkerSpec& spec, const Round& round,
+    const std::map<std::string, std::string>& environment, const WorkerPlace& place) {
+  std::map<std::string, std::string> env = environment;
+  if (spec.local_rank < static_cast<int>(plan.worker_cpus.size()) &&
+      !plan.worker_cpus[spec.local_rank].empty())
+    env.try_emplace("OMP_NUM_THREADS", std::to_string(plan.worker_cpus[spec.local_rank].size()));
+  for (const auto& [key, value] : plan.env_defaults) env.try_emplace(key, value);
+  if (!round.socket_interface.empty())
+    env.try_emplace("GLOO_SOCKET_IFNAME", round.socket_interface);
+  for (const auto& [key, value] : flight_recorder_env(place.worker_dir, plan.worker_torch))
+    if (!torch_env::is_set(environment, key)) env.emplace(key, value);
+  for (const auto& [key, value] : worker_env(plan, spec, round, place.worker_dir + "/error.json"))
+    env[key] = value;
+  // The pipe of torchelastic's file timer: the user's, else the run directory's (the agent
+  // serves it). Not for Accelerate's simple launcher, which gives no torchrun contract.
+  if (!plan.single_process) {
+    std::string& timer = env["TORCHELASTIC_TIMER_FILE"];
+    if (timer.empty()) timer = place.run_dir + "/timer_fifo";
+  }
+  env[progress_file::kEnvVar] = progress_file_path(place.worker_dir);
+  if (!place.python_hook_dir.empty()) {
+    const auto pythonpath = env.find("PYTHONPATH");
+    for (const auto& [key, value] :
+         python_stack_hook_env(place.python_hook_dir, place.worker_dir,
+                               pythonpath == env.end() ? "" : pythonpath->second,
+                               env.count("PYTHONFAULTHANDLER") > 0))
+      env[key] = value;
+  }
+  return env;
+}
+
+std::string format_dry_run(const LaunchPlan& plan, int master_port,
+                           const std::map<std::string, std::string>& environment) {
+  std::ostringstream out;
+  out << "# acc-launch dry run: " << plan.nnodes << " node(s) x " << plan.nproc_per_node
+      << " worker(s), world size " << plan.world_size << ", node rank " << plan.node_rank
+      << ", store " << plan.master_addr << ":" << master_port << "\n";
+  if (!plan.python.empty()) out << "# python: " << plan.python << "\n";
+  out << "# each worker's environment is the launcher's with these variables set"
+      << (plan.no_python_hook ? " (Python hook off)" : "")
+      << "; <run dir> is made at launch (--log_dir, else in /dev/shm or $TMPDIR)\n";
+  if (plan.nnodes > 1)
+    out << "# several nodes: GLOO_SOCKET_IFNAME may be added once they meet (where the hostname "
+           "does not reach node 0)\n";
+  if (plan.max_no_progress_restarts > 0)
+    out << "# restarts: " << plan.max_restarts << " (--max_restarts), none after "
+        << plan.max_no_progress_restarts
+        << " attempt(s) in a row without progress (--max_no_progress_restarts), then exit "
+        << plan.no_restart_exit_code << " (--no_restart_exit_code)\n";
+  if (plan.health_check_port)
+    out << "# health check: HTTP on port " << *plan.health_check_port
+        << " (TORCHELASTIC_HEALTH_CHECK_PORT), 503 after "
+        << static_cast<double>(plan.health_check_timeout.count()) / 1000
+        << " s without a worker's progress (--health_check_timeout)\n";
+  // Every membership serves the workers' store from the launcher (nodes/membership.h).
+  Round round = static_round(plan, master_port, 0);
+  round.agent_store = true;
+  const std::string run_dir = "<run dir>";
+  for (const WorkerSpec& worker : plan.workers) {
+    out << "\n# rank " << global_rank(plan, round, worker.local_rank) << " (local rank "
+        << worker.local_rank << ")\n";
+    if (worker.local_rank < static_cast<int>(plan.worker_cpus.size())) {
+      const std::vector<int>& cpus = plan.worker_cpus[worker.local_rank];
+      out << "# cpus " << format_int_ranges(cpus) << "\n";
+    }
+    const WorkerPlace place{run_dir, run_dir + "/attempt_0/" + std::to_string(worker.local_rank),
+                            plan.no_python_hook ? "" : run_dir + "/python"};
+    const std::map<std::string, std::string> env =
+        worker_environment(plan, worker, round, environment, place);
+    // The torchrun contract and the plan's variables first, in their order, always (acc-launch
+    // sets them whatever the launcher has); then, by name, every other variable whose value
+    // differs from the launcher's own.
+    std::set<std::string> printed;
+    auto print = [&](const std::string& key, bool always) {
+      const auto it = env.find(key);
+      if (it == env.end() || !printed.insert(key).second) return;
+      const auto given = environment.find(key);
+      if (!always && given != environment.end() && given->second == it->second) return;
+      out << key << "=" << it->second << "\n";
+    };
+    for (const auto& [key, value] : worker_env(plan, worker, round, "")) print(key, true);
+    for (const auto& [key, value] : env) print(key, false);
+    out << "command:";
+    for (const std::string& arg : worker.argv) out << " " << quote_for_shell(arg);
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,142 @@
+// --dry_run prints exactly the environment each worker gets: the same job run for real, its
+// workers write down their environment and the launcher's, and every variable is compared with
+// what the dry run said, for a C++ worker and a Python one.
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "launcher_harness.h"
+
+namespace acc::testing {
+namespace {
+namespace fs = std::filesystem;
+using Environment = std::map<std::string, std::string>;
+
+// A port nobody listens on now: the store's, the same for the dry run and the run.
+int unused_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t size = sizeof(address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+Environment read_environ(const std::string& path) {
+  Environment env;
+  std::istringstream in(read_text(path));
+  for (std::string entry; std::getline(in, entry, '\0');) {
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return env;
+}
+
+// A dry-run value as a pattern: "<run dir>" stands for the directory the run made.
+bool matches(const std::string& dry, const std::string& real, std::string& run_dir) {
+  const std::string placeholder = "<run dir>";
+  const size_t at = dry.find(placeholder);
+  if (at == std::string::npos) return dry == real;
+  if (!run_dir.empty()) {
+    std::string expected = dry;
+    for (size_t p = expected.find(placeholder); p != std::string::npos;
+         p = expected.find(placeholder, p + run_dir.size()))
+      expected.replace(p, placeholder.size(), run_dir);
+    return expected == real;
+  }
+  // The first placeholder fixes the run directory: up to the text that follows it.
+  const std::string before = dry.substr(0, at);
+  const std::string after = dry.substr(at + placeholder.size());
+  if (real.compare(0, before.size(), before) != 0) return false;
+  const size_t end = after.empty() ? real.size() : real.find(after, before.size());
+  if (end == std::string::npos) return false;
+  run_dir = real.substr(before.size(), end - before.size());
+  return matches(dry, real, run_dir);
+}
+
+// Runs `program` (after the launcher flags) as a dry run and for real; compares rank by rank.
+void expect_dry_run_is_what_workers_get(const std::vector<std::string>& program,
+                                        const std::string& dir) {
+  std::vector<std::string> args = {"--nproc_per_node", "2",
+                                   "--master_port",    std::to_string(unused_port()),
+                                   "--log_dir",        dir + "/logs"};
+  args.insert(args.end(), program.begin(), program.end());
+  std::vector<std::string> dry_args = args;
+  dry_args.insert(dry_args.begin(), "--dry_run");
+  const LaunchRun dry = run_launcher(dry_args);
+  ASSERT_EQ(dry.exit_code, 0) << dry.err;
+  const DryRun said = parse_dry_run(dry.out);
+  ASSERT_EQ(said.workers.size(), 2u) << dry.out;
+  const LaunchRun run = run_launcher(args);
+  ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
+
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const Environment worker = read_environ(dir + "/worker." + std::to_string(rank));
+    const Environment launcher = read_environ(dir + "/launcher." + std::to_string(rank));
+    ASSERT_FALSE(worker.empty());
+    ASSERT_FALSE(launcher.empty());
+    const Environment& set = said.workers[rank];
+    std::string run_dir;
+    for (const auto& [key, value] : set) {
+      const auto real = worker.find(key);
+      ASSERT_NE(real, worker.end()) << "the dry run sets " << key << ", the worker has none";
+      EXPECT_TRUE(matches(value, real->second, run_dir))
+          << key << ": dry run " << value << ", worker " << real->second;
+    }
+    for (const auto& [key, value] : worker) {
+      if (set.count(key)) continue;
+      const auto inherited = launcher.find(key);
+      ASSERT_NE(inherited, launcher.end())
+          << key << "=" << value << " is set by acc-launch but not in its dry run";
+      EXPECT_EQ(value, inherited->second) << key << " changed but not in the dry run";
+    }
+    for (const auto& [key, value] : launcher)
+      EXPECT_TRUE(worker.count(key)) << key << " of the launcher's environment is not passed on";
+    EXPECT_FALSE(run_dir.empty());
+  }
+}
+
+TEST(DryRunTest, PrintsExactlyTheEnvironmentACppWorkerGets) {
+  const TempDir dir;
+  expect_dry_run_is_what_workers_get({"--no_python", worker_binary(), "environ", dir.path()},
+                                     dir.path());
+}
+
+TEST(DryRunTest, PrintsExactlyTheEnvironmentAPythonWorkerGets) {
+  const TempDir dir;
+  const std::string script = dir.file("environ.py", R"PY(
+import os, sys
+rank = os.environ["RANK"]
+with open(os.path.join(sys.argv[1], "worker." + rank), "w") as f:
+    f.write("".join("%s=%s\0" % item for item in os.environ.items()))
+with open("/proc/%d/environ" % os.getppid()) as parent:
+    with open(os.path.join(sys.argv[1], "launcher." + rank), "w") as f:
+        f.write(parent.read())
+)PY");
+  expect_dry_run_is_what_workers_get({"--python", "/usr/bin/python3", script, dir.path()},
+                                     dir.path());
+}
+
+TEST(DryRunTest, SaysWhichPythonTheWorkersRunAndWhy) {
+  const LaunchRun run = run_launcher({"--dry_run", "--python", "/usr/bin/python3", "train.py"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("# python: /usr/bin/python3 (--python)\n"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("command: /usr/bin/python3 -u train.py"), std::string::npos) << run.out;
+}
+
+}  // namespace
+}  // namespace acc::testing
