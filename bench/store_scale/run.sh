@@ -41,16 +41,18 @@ if ! cmake --build "$build" --target store_scale acc-launch >/dev/null; then
   exit 2
 fi
 
-# Descriptors: one per rank on each side, plus a margin for the processes' own.
+# Descriptors: a server holds one per rank, plus a margin for its own (the clients are spread
+# over processes under the limit). Where the hard limit is short and cannot be raised (raising it
+# takes CAP_SYS_RESOURCE), the run goes on and shows where the servers stop.
 need=$((largest + 1024))
 if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$need" ]; then
   nr_open=$(cat /proc/sys/fs/nr_open)
   if [ "$need" -le "$nr_open" ] && ulimit -Hn "$need" 2>/dev/null; then
     say "raised the hard open-file limit to $need for this run (fs.nr_open is $nr_open)"
   else
-    say "needs $need open files per process for $largest ranks; the hard limit is" \
-      "$(ulimit -Hn) and only root can raise it (ulimit -Hn, or LimitNOFILE= / limits.conf)"
-    exit 2
+    say "a server needs $need open files for $largest ranks; the hard limit is $(ulimit -Hn)" \
+      "and cannot be raised here (it takes CAP_SYS_RESOURCE: root's ulimit -Hn, or" \
+      "LimitNOFILE= / limits.conf): the servers stop near $(ulimit -Hn) connections"
   fi
 fi
 ulimit -n "$(ulimit -Hn)"

@@ -36,6 +36,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
@@ -61,10 +62,6 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // --- /proc readings of the server process and the machine.
 
@@ -285,15 +282,20 @@ struct Result {
 
 class Run {
  public:
-  Run(int ranks, int port, int source_block, int window, std::chrono::seconds timeout)
-      : ranks_(static_cast<std::size_t>(ranks)),
-        n_(ranks),
+  // Ranks [first, first + count) of `total`, from `start` on.
+  Run(int first, int count, int total, int port, int source_block, int window,
+      Clock::time_point start, std::chrono::seconds timeout)
+      : ranks_(static_cast<std::size_t>(count)),
+        first_(first),
+        count_(count),
+        n_(total),
         port_(port),
         source_block_(source_block),
         window_(window),
-        timeout_(timeout) {
+        timeout_(timeout),
+        start_(start) {
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
-    for (int i = 0; i < n_; ++i) pending_.push_back(i);
+    for (int i = 0; i < count_; ++i) pending_.push_back(i);
   }
   ~Run() {
     // A reset, not a FIN: no TIME_WAIT left to hold this run's ports, and the server sees its
@@ -310,10 +312,9 @@ class Run {
   // Drives every rank until all are past the barrier or the bound passes.
   Result go() {
     Result result;
-    start_ = Clock::now();
     const auto deadline = start_ + timeout_;
     std::vector<epoll_event> events(4096);
-    while (done_ + failed_ < n_ && Clock::now() < deadline) {
+    while (done_ + failed_ < count_ && Clock::now() < deadline) {
       start_connects();
       const bool retrying = !retry_.empty();
       const int ready =
@@ -321,8 +322,8 @@ class Run {
       for (int i = 0; i < ready; ++i) serve(events[i].data.u32, events[i].events);
       requeue_retries();
     }
-    result.seconds = seconds_since(start_);
-    result.finished = done_ == n_;
+    result.seconds = std::chrono::duration<double>(last_done_ - start_).count();
+    result.finished = done_ == count_;
     result.done = done_;
     result.failed = failed_;
     result.retries = retries_;
@@ -352,7 +353,7 @@ class Run {
 
   // Source address of rank i: 127.<block>.<hi>.<lo>, 20,000 ranks per address.
   in_addr_t source_of(int i) const {
-    const int address = i / 20'000;
+    const int address = (first_ + i) / 20'000;
     return htonl((127u << 24) | (static_cast<unsigned>(source_block_) << 16) |
                  (static_cast<unsigned>(address + 1)));
   }
@@ -412,7 +413,8 @@ class Run {
       event.events = EPOLLIN;
       event.data.u32 = i;
       ::epoll_ctl(epoll_, EPOLL_CTL_MOD, rank.fd, &event);
-      return send_step(static_cast<int>(i), Step::kPing, handshake(static_cast<std::uint32_t>(i)));
+      return send_step(static_cast<int>(i), Step::kPing,
+                       handshake(static_cast<std::uint32_t>(first_) + i));
     }
     if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
     const std::size_t want = reply_size(rank.step);
@@ -445,7 +447,8 @@ class Run {
       case Step::kPing: {
         std::uint32_t echo;
         std::memcpy(&echo, rank.reply, sizeof(echo));
-        if (echo != static_cast<std::uint32_t>(i)) return fail(i, "PING echoed the wrong nonce");
+        if (echo != static_cast<std::uint32_t>(first_ + i))
+          return fail(i, "PING echoed the wrong nonce");
         --in_handshake_;
         return send_step(i, Step::kAddInit, add(kInitKey, 1));
       }
@@ -462,6 +465,7 @@ class Run {
         if (rank.reply[0] != 0) return fail(i, "WAIT answered other than STOP_WAITING");
         rank.step = Step::kDone;
         ++done_;
+        last_done_ = Clock::now();
         return;
       default:
         return;
@@ -510,7 +514,7 @@ class Run {
     rank.step = Step::kFailed;
     ++failed_;
     if (first_error_.empty() || first_error_.rfind("retried: ", 0) == 0) {
-      first_error_ = "rank " + std::to_string(i) + ": " + why;
+      first_error_ = "rank " + std::to_string(first_ + i) + ": " + why;
     }
   }
 
@@ -523,6 +527,8 @@ class Run {
   }
 
   std::vector<Rank> ranks_;
+  int first_;
+  int count_;
   int n_;
   int port_;
   int source_block_;
@@ -537,6 +543,7 @@ class Run {
   int retries_ = 0;
   std::string first_error_;
   Clock::time_point start_;
+  Clock::time_point last_done_;
 };
 
 struct Options {
@@ -549,6 +556,51 @@ struct Options {
   int window = 2000;
 };
 
+// What one client process tells the driver, over a pipe, once its ranks are past the barrier.
+struct Report {
+  int done = 0;
+  int failed = 0;
+  int retries = 0;
+  double seconds = 0;
+  char error[240] = {};
+};
+
+// The ranks are spread over client processes of at most this many connections each, under the
+// per-process descriptor limit (RLIMIT_NOFILE, which the hard limit caps): one epoll thread each.
+int ranks_per_client() {
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  const long long usable = static_cast<long long>(limit.rlim_cur) - 128;
+  return static_cast<int>(std::clamp<long long>(usable, 1, 16'000));
+}
+
+struct Client {
+  pid_t pid = -1;
+  int report = -1;   // read end: its Report
+  int release = -1;  // write end: closed when its connections may go
+};
+
+// A client process: drives its slice of the ranks, reports, and holds its connections open until
+// released (or its bound passes), as workers hold theirs for the whole job.
+[[noreturn]] void client_main(int first, int count, int total, int port, int block, int window,
+                              Clock::time_point start, int timeout_s, int report_fd,
+                              int release_fd) {
+  {
+    Run run(first, count, total, port, block, window, start, std::chrono::seconds(timeout_s));
+    const Result r = run.go();
+    Report report;
+    report.done = r.done;
+    report.failed = r.failed;
+    report.retries = r.retries;
+    report.seconds = r.seconds;
+    std::snprintf(report.error, sizeof(report.error), "%s", r.first_error.c_str());
+    [[maybe_unused]] auto n = ::write(report_fd, &report, sizeof(report));
+    pollfd released{release_fd, POLLIN, 0};
+    ::poll(&released, 1, 60'000);
+  }
+  ::_exit(0);
+}
+
 Result measure(const ServerProcess& server, int ranks, int source_block, int window,
                int timeout_s) {
   Result result;
@@ -559,15 +611,72 @@ Result measure(const ServerProcess& server, int ranks, int source_block, int win
   const long long rss_before = rss_bytes(server.pid());
   const long long slab_before = slab_bytes();
   const double cpu_before = process_cpu_seconds(server.pid());
-  {
-    Run run(ranks, server.port(), source_block, window, std::chrono::seconds(timeout_s));
-    const Result driven = run.go();
-    result = driven;
-    // Read while every connection is still open.
-    result.server_cpu = process_cpu_seconds(server.pid()) - cpu_before;
-    const long long open = std::max(driven.done, 1);
-    result.rss_per_connection = (rss_bytes(server.pid()) - rss_before) / open;
-    result.slab_per_connection = (slab_bytes() - slab_before) / open;
+  const int per_client = ranks_per_client();
+  const int clients = (ranks + per_client - 1) / per_client;
+  const auto start = Clock::now();
+  std::vector<Client> running;
+  for (int c = 0; c < clients; ++c) {
+    const int first = c * per_client;
+    const int count = std::min(per_client, ranks - first);
+    int report[2], release[2];
+    if (::pipe2(report, O_CLOEXEC) != 0 || ::pipe2(release, O_CLOEXEC) != 0) std::abort();
+    const pid_t pid = ::fork();
+    if (pid < 0) std::abort();
+    if (pid == 0) {
+      ::close(report[0]);
+      ::close(release[1]);
+      for (const Client& other : running) ::close(other.release);
+      client_main(first, count, ranks, server.port(), source_block, std::max(1, window / clients),
+                  start, timeout_s, report[1], release[0]);
+    }
+    ::close(report[1]);
+    ::close(release[0]);
+    running.push_back({pid, report[0], release[1]});
+  }
+  // Every client reports within its bound; a margin for the reports themselves.
+  const auto deadline = start + std::chrono::seconds(timeout_s + 10);
+  int reported = 0;
+  double last = 0;
+  for (Client& client : running) {
+    pollfd ready{client.report, POLLIN, 0};
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    Report report;
+    if (::poll(&ready, 1, static_cast<int>(std::max<long long>(left.count(), 0))) == 1 &&
+        ::read(client.report, &report, sizeof(report)) == sizeof(report)) {
+      ++reported;
+      result.done += report.done;
+      result.failed += report.failed;
+      result.retries += report.retries;
+      last = std::max(last, report.seconds);
+      if (result.first_error.empty() || result.first_error.rfind("retried: ", 0) == 0 ||
+          result.first_error.rfind("still waiting", 0) == 0) {
+        if (report.error[0] != 0) result.first_error = report.error;
+      }
+    }
+    ::close(client.report);
+  }
+  result.finished = reported == clients && result.done == ranks;
+  result.seconds = last;
+  if (reported < clients && result.first_error.empty()) {
+    result.first_error = std::to_string(clients - reported) + " client process(es) did not report";
+  }
+  // Read while every connection is still open.
+  result.server_cpu = process_cpu_seconds(server.pid()) - cpu_before;
+  const long long open = std::max(result.done, 1);
+  result.rss_per_connection = (rss_bytes(server.pid()) - rss_before) / open;
+  result.slab_per_connection = (slab_bytes() - slab_before) / open;
+  for (Client& client : running) ::close(client.release);
+  for (Client& client : running) {
+    bool gone = false;
+    for (int i = 0; i < 1000 && !gone; ++i) {
+      gone = ::waitpid(client.pid, nullptr, WNOHANG) == client.pid;
+      if (!gone) ::usleep(10'000);
+    }
+    if (!gone) {
+      ::kill(client.pid, SIGKILL);
+      ::waitpid(client.pid, nullptr, 0);
+    }
   }
   return result;
 }
@@ -653,8 +762,9 @@ int main(int argc, char** argv) {
   ::getrlimit(RLIMIT_NOFILE, &limit);
   std::printf(
       "store_scale: init_process_group + store barrier per rank, one connection each; "
-      "RLIMIT_NOFILE %llu; handshake window %d\n",
-      static_cast<unsigned long long>(limit.rlim_cur), options.window);
+      "RLIMIT_NOFILE %llu (hard %llu); client processes of up to %d ranks; handshake window %d\n",
+      static_cast<unsigned long long>(limit.rlim_cur),
+      static_cast<unsigned long long>(limit.rlim_max), ranks_per_client(), options.window);
   bool ok = true;
   int block = 1;  // each run its own source addresses: 127.<block>.0.x
   std::string last_ours, last_theirs;
