@@ -270,7 +270,24 @@ std::size_t reply_size(Step step) {
   }
 }
 
+constexpr int kWaitingSteps = 7;  // Step::kIdle to Step::kWait
+
+// "12 connecting, 3 in the handshake, ...": where the ranks of an unfinished run stopped.
+std::string where(const int (&waiting)[kWaitingSteps]) {
+  static const char* const kNames[] = {"not connected",          "connecting",
+                                       "in the handshake",       "in ADD init/",
+                                       "in the barrier's ADD 1", "in the barrier's ADD 0",
+                                       "in the barrier's WAIT"};
+  std::string text;
+  for (int s = 0; s < kWaitingSteps; ++s) {
+    if (waiting[s] == 0) continue;
+    text += (text.empty() ? "" : ", ") + std::to_string(waiting[s]) + " " + kNames[s];
+  }
+  return text;
+}
+
 struct Result {
+  int waiting[kWaitingSteps] = {};  // ranks neither done nor failed, by step
   bool finished = false;
   int done = 0;
   int failed = 0;
@@ -331,29 +348,14 @@ class Run {
     result.failed = failed_;
     result.retries = retries_;
     result.first_error = first_error_;
-    if (!result.finished && result.failed == 0) result.first_error = where_ranks_are();
+    for (const Rank& rank : ranks_) {
+      if (static_cast<int>(rank.step) < kWaitingSteps)
+        ++result.waiting[static_cast<int>(rank.step)];
+    }
     return result;
   }
 
  private:
-  // "still waiting: 12 connecting, 3 in the handshake, ...": where an unfinished run stopped.
-  std::string where_ranks_are() const {
-    static const char* const kNames[] = {"not connected",          "connecting",
-                                         "in the handshake",       "in ADD init/",
-                                         "in the barrier's ADD 1", "in the barrier's ADD 0",
-                                         "in the barrier's WAIT"};
-    int counts[7] = {};
-    for (const Rank& rank : ranks_) {
-      if (static_cast<int>(rank.step) < 7) ++counts[static_cast<int>(rank.step)];
-    }
-    std::string text = "still waiting:";
-    for (int s = 0; s < 7; ++s) {
-      if (counts[s] > 0) text += " " + std::to_string(counts[s]) + " " + kNames[s] + ",";
-    }
-    text.pop_back();
-    return text;
-  }
-
   // Source address of rank i: 127.<block>.<hi>.<lo>, kRanksPerAddress ranks each. Far fewer
   // than an address's ~28,000 ephemeral ports: the kernel looks for a free port by probing the
   // range, and with 16,000 of an address's ports taken the clients' connects cost 8 times the
@@ -576,6 +578,7 @@ struct Report {
   int failed = 0;
   int retries = 0;
   double seconds = 0;
+  int waiting[kWaitingSteps] = {};
   char error[240] = {};
 };
 
@@ -607,6 +610,7 @@ struct Client {
     report.failed = r.failed;
     report.retries = r.retries;
     report.seconds = r.seconds;
+    std::copy(std::begin(r.waiting), std::end(r.waiting), std::begin(report.waiting));
     std::snprintf(report.error, sizeof(report.error), "%s", r.first_error.c_str());
     [[maybe_unused]] auto n = ::write(report_fd, &report, sizeof(report));
     pollfd released{release_fd, POLLIN, 0};
@@ -664,8 +668,8 @@ Result measure(const ServerProcess& server, int ranks, int source_block, int win
       result.failed += report.failed;
       result.retries += report.retries;
       last = std::max(last, report.seconds);
-      if (result.first_error.empty() || result.first_error.rfind("retried: ", 0) == 0 ||
-          result.first_error.rfind("still waiting", 0) == 0) {
+      for (int s = 0; s < kWaitingSteps; ++s) result.waiting[s] += report.waiting[s];
+      if (result.first_error.empty() || result.first_error.rfind("retried: ", 0) == 0) {
         if (report.error[0] != 0) result.first_error = report.error;
       }
     }
@@ -705,11 +709,13 @@ void print_row(const char* name, int ranks, const Result& r, int timeout_s) {
         ranks, name, r.seconds, r.server_cpu, r.client_cpu, r.rss_per_connection,
         r.slab_per_connection, r.retries, load_average().c_str());
   } else {
+    const std::string waiting = where(r.waiting);
     std::printf(
-        "%7d  %-11s did not finish in %d s: %d past the barrier, %d failed (%s)  server CPU "
-        "%.3f s  load %s\n",
-        ranks, name, timeout_s, r.done, r.failed, r.first_error.c_str(), r.server_cpu,
-        load_average().c_str());
+        "%7d  %-11s did not finish in %d s: %d past the barrier, %d failed%s%s%s; still "
+        "waiting: %s  server CPU %.2f s  load %s\n",
+        ranks, name, timeout_s, r.done, r.failed, r.first_error.empty() ? "" : " (",
+        r.first_error.c_str(), r.first_error.empty() ? "" : ")",
+        waiting.empty() ? "none" : waiting.c_str(), r.server_cpu, load_average().c_str());
   }
   std::fflush(stdout);
 }
