@@ -554,6 +554,12 @@ class Run {
   Clock::time_point last_done_;
 };
 
+// The server under test: its port and process.
+struct Target {
+  int port = 0;
+  pid_t pid = -1;
+};
+
 struct Options {
   std::string acc_launch;
   std::string torch_python;
@@ -562,6 +568,7 @@ struct Options {
   int timeout_s = 60;
   int torch_timeout_s = 120;
   int window = 2000;
+  Target attach;  // --attach PORT:PID: a server already running (a launcher's), alone
 };
 
 // utime + stime of the waited-for children: the client processes, and servers already reaped.
@@ -619,16 +626,15 @@ struct Client {
   ::_exit(0);
 }
 
-Result measure(const ServerProcess& server, int ranks, int source_block, int window,
-               int timeout_s) {
+Result measure(const Target& server, int ranks, int source_block, int window, int timeout_s) {
   Result result;
-  if (server.port() == 0) {
+  if (server.port == 0) {
     result.first_error = "the server did not start";
     return result;
   }
-  const long long rss_before = rss_bytes(server.pid());
+  const long long rss_before = rss_bytes(server.pid);
   const long long slab_before = slab_bytes();
-  const double cpu_before = process_cpu_seconds(server.pid());
+  const double cpu_before = process_cpu_seconds(server.pid);
   const double children_before = children_cpu_seconds();
   const int per_client = ranks_per_client();
   const int clients = (ranks + per_client - 1) / per_client;
@@ -645,7 +651,7 @@ Result measure(const ServerProcess& server, int ranks, int source_block, int win
       ::close(report[0]);
       ::close(release[1]);
       for (const Client& other : running) ::close(other.release);
-      client_main(first, count, ranks, server.port(), source_block, std::max(1, window / clients),
+      client_main(first, count, ranks, server.port, source_block, std::max(1, window / clients),
                   start, timeout_s, report[1], release[0]);
     }
     ::close(report[1]);
@@ -681,9 +687,9 @@ Result measure(const ServerProcess& server, int ranks, int source_block, int win
     result.first_error = std::to_string(clients - reported) + " client process(es) did not report";
   }
   // Read while every connection is still open.
-  result.server_cpu = process_cpu_seconds(server.pid()) - cpu_before;
+  result.server_cpu = process_cpu_seconds(server.pid) - cpu_before;
   const long long open = std::max(result.done, 1);
-  result.rss_per_connection = (rss_bytes(server.pid()) - rss_before) / open;
+  result.rss_per_connection = (rss_bytes(server.pid) - rss_before) / open;
   result.slab_per_connection = (slab_bytes() - slab_before) / open;
   for (Client& client : running) ::close(client.release);
   for (Client& client : running) {
@@ -764,6 +770,9 @@ int main(int argc, char** argv) {
       options.timeout_s = std::stoi(value);
     } else if (flag == "--torch-timeout-s") {
       options.torch_timeout_s = std::stoi(value);
+    } else if (flag == "--attach") {
+      options.attach.port = std::stoi(value);
+      options.attach.pid = std::stoi(value.substr(value.find(':') + 1));
     } else if (flag == "--window") {
       options.window = std::stoi(value);
     } else {
@@ -790,13 +799,22 @@ int main(int argc, char** argv) {
   bool ok = true;
   int block = 1;  // each run its own source addresses: 127.<block>.0.x
   std::string last_ours, last_theirs;
+  if (options.attach.port != 0) {
+    for (int ranks : options.counts) {
+      const Result r = measure(options.attach, ranks, block++, options.window, options.timeout_s);
+      print_row("attached", ranks, r, options.timeout_s);
+      ok = ok && r.finished;
+    }
+    return ok ? 0 : 1;
+  }
   for (int ranks : options.counts) {
     Result ours;
     {
       ServerProcess server(
           {options.acc_launch, "rendezvous", "serve", "--host", "127.0.0.1", "--port", "0"},
           "127.0.0.1:", /*quiet=*/false);
-      ours = measure(server, ranks, block++, options.window, options.timeout_s);
+      ours =
+          measure({server.port(), server.pid()}, ranks, block++, options.window, options.timeout_s);
     }
     print_row("acc-launch", ranks, ours, options.timeout_s);
     ok = ok && ours.finished;
@@ -810,7 +828,8 @@ int main(int argc, char** argv) {
       // Quiet: PyTorch's server warns on stderr for every connection whose peer has no name.
       ServerProcess server({options.torch_python, options.torch_server_script}, "",
                            /*quiet=*/true);
-      theirs = measure(server, ranks, block++, options.window, options.torch_timeout_s);
+      theirs = measure({server.port(), server.pid()}, ranks, block++, options.window,
+                       options.torch_timeout_s);
     }
     print_row("PyTorch 2.x", ranks, theirs, options.torch_timeout_s);
     last_theirs = phrase(theirs, ranks, options.torch_timeout_s);
