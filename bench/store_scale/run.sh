@@ -4,7 +4,7 @@
 # server and PyTorch 2.x's libuv server at each count. Not part of `make test`.
 #
 # Usage: bench/store_scale/run.sh [BUILD_DIR] [--ranks 1000,10000,100000] [--timeout-s 60]
-#          [--torch-timeout-s 120] [--window 2000]
+#          [--torch-timeout-s 120] [--window 500]
 #   BUILD_DIR (default build): where acc-launch and store_scale are built (made here if missing).
 #   ACC_TORCH2_PYTHON (default /opt/acc-launch/peers-venv/bin/python): a Python whose torch is
 #     2.x, for PyTorch's server; without one, PyTorch's column says "not run".

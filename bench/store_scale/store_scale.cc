@@ -29,7 +29,7 @@
 // for the largest count (Y a phrase where it did not finish in its bound).
 //
 // Usage: store_scale --acc-launch PATH [--torch-python PY] [--ranks 1000,10000,100000]
-//                    [--timeout-s 60] [--torch-timeout-s 120] [--window 2000]
+//                    [--timeout-s 60] [--torch-timeout-s 120] [--window 500]
 // Exit: 0 when acc-launch's server finished every count; 1 otherwise; 2 on bad usage.
 
 #include <arpa/inet.h>
@@ -567,7 +567,7 @@ struct Options {
   std::vector<int> counts = {1000, 10000, 100000};
   int timeout_s = 60;
   int torch_timeout_s = 120;
-  int window = 2000;
+  int window = 500;
   Target attach;  // --attach PORT:PID: a server already running (a launcher's), alone
 };
 
@@ -784,7 +784,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: store_scale --acc-launch PATH [--torch-python PY --torch-server "
                  "SCRIPT] [--ranks 1000,10000,100000] [--timeout-s 60] [--torch-timeout-s 120] "
-                 "[--window 2000]\n");
+                 "[--window 500]\n");
     return 2;
   }
   raise_fd_limit();
