@@ -149,7 +149,34 @@ Stats stats(const std::vector<Node>& nodes, F field) {
 }
 
 // Returns false when the round did not complete correctly.
+// A count this process cannot hold (a descriptor and a thread per node) or the server cannot (a
+// descriptor per node) is one line naming the limit instead of a failed round. The server raises
+// its soft open-file limit to the same hard one.
+bool fits(int count) {
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  long long pid_max = 0;
+  if (FILE* f = std::fopen("/proc/sys/kernel/pid_max", "r")) {
+    if (std::fscanf(f, "%lld", &pid_max) != 1) pid_max = 0;
+    std::fclose(f);
+  }
+  if (files.rlim_max != RLIM_INFINITY && static_cast<long long>(files.rlim_max) < count + 64LL) {
+    std::printf(
+        "%7d  acc-launch  not run: a node per connection needs %d open files in one process, "
+        "the hard limit is %llu (raising it takes CAP_SYS_RESOURCE)\n",
+        count, count + 64, static_cast<unsigned long long>(files.rlim_max));
+    return false;
+  }
+  if (pid_max > 0 && pid_max < count + 1024LL) {
+    std::printf("%7d  acc-launch  not run: a thread per node, and kernel.pid_max is %lld\n", count,
+                pid_max);
+    return false;
+  }
+  return true;
+}
+
 bool measure(const std::string& launcher, int count, std::chrono::milliseconds timeout) {
+  if (!fits(count)) return false;
   Server server(launcher);
   StartLine line;
   std::vector<Node> nodes(static_cast<std::size_t>(count));

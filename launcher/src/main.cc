@@ -1,11 +1,13 @@
 // acc-launch: a thin main over the launcher module. Dispatches subcommands, parses, plans, runs,
 // and maps errors to exit codes (docs/errors.md).
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -64,6 +66,47 @@ void check_script(const LaunchPlan& plan) {
             std::filesystem::exists(plan.script, error) ? "not a file" : "no such file");
 }
 
+// The workers' store, on the node that serves it, holds a descriptor per worker connection (two
+// for PyTorch 1.13's clients). Where this node may serve it, the soft RLIMIT_NOFILE goes up to
+// the hard one (the store would raise it anyway: said here, once) and the hard one towards what
+// the job needs, up to fs.nr_open, where this process may (CAP_SYS_RESOURCE). Short of that, one
+// warning with the fix: connections past the limit wait in the listener's queue, and the
+// workers would time out with no word from the store.
+void raise_open_file_limit(const LaunchPlan& plan) {
+  const bool is_static = plan.rdzv_backend == "static";
+  // Elastic: whichever node the round ranks 0 serves the workers' store.
+  if (is_static && plan.node_rank != 0) return;
+  const long long nodes = is_static ? plan.nnodes : std::max(plan.max_nodes, plan.nnodes);
+  const long long need = nodes * plan.nproc_per_node + nodes + 64;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t soft = limit.rlim_cur, hard = limit.rlim_max;
+  if (hard != RLIM_INFINITY && hard < static_cast<rlim_t>(need)) {
+    long long nr_open = 0;
+    std::ifstream("/proc/sys/fs/nr_open") >> nr_open;
+    rlimit raised{static_cast<rlim_t>(std::min(need, std::max<long long>(nr_open, 0))),
+                  static_cast<rlim_t>(std::min(need, std::max<long long>(nr_open, 0)))};
+    if (raised.rlim_max > hard && ::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      log::info("open files: raised the hard limit from {} to {} for the store's {} workers", hard,
+                raised.rlim_max, nodes * plan.nproc_per_node);
+      return;
+    }
+  }
+  if (soft < hard) {
+    limit.rlim_cur = hard;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) == 0)
+      log::debug("open files: raised the soft limit from {} to the hard limit, {}", soft, hard);
+  }
+  if (hard != RLIM_INFINITY && hard < static_cast<rlim_t>(need)) {
+    log::warn(fmt::format(
+        "open files: the store on this node may hold {} worker connections, but the open-file "
+        "limit is {} and cannot be raised by this process; workers past it wait and time out. "
+        "Raise it to {} or more: `ulimit -Hn {}` as root before the launch, LimitNOFILE= in a "
+        "systemd unit, or nofile in /etc/security/limits.conf",
+        nodes * plan.nproc_per_node, hard, need, need));
+  }
+}
+
 int launch(const std::vector<std::string>& args) {
   timeline::mark("main");
   ParseResult parsed = parse_launch_args(args);
@@ -84,6 +127,7 @@ int launch(const std::vector<std::string>& args) {
   LaunchPlan plan = build_plan(parsed.options, host);
   timeline::mark("planned");
   if (!plan.dry_run) check_script(plan);
+  raise_open_file_limit(plan);
   log::debug(
       "plan: {} worker(s) on node {} of {}, rendezvous {}, max {} restart(s), none after {} in a "
       "row without progress (0: off; then exit {})",

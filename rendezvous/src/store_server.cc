@@ -307,8 +307,12 @@ struct StoreServer::Impl : detail::ReplySink {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
           // Out of descriptors: the listener leaves the set for 100 ms instead of spinning on
-          // a readiness that stays.
-          options.log("cannot accept a connection: " + std::string(std::strerror(errno)));
+          // a readiness that stays. Said once until an accept succeeds again, not at each retry,
+          // with the limit and the way to raise it.
+          if (!out_of_descriptors) {
+            out_of_descriptors = true;
+            options.log(out_of_descriptors_message(errno));
+          }
           ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
           itimerspec once{};
           once.it_value.tv_nsec = 100'000'000;
@@ -317,8 +321,24 @@ struct StoreServer::Impl : detail::ReplySink {
         }
         return;  // EAGAIN: nothing more to accept now
       }
+      out_of_descriptors = false;
       add_connection(fd);
     }
+  }
+
+  std::string out_of_descriptors_message(int error) const {
+    std::string text = "cannot accept a connection: " + std::string(std::strerror(error)) + " (" +
+                       std::to_string(connections.size()) + " connections open";
+    rlimit limit{};
+    if ((error == EMFILE || error == ENFILE) && ::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+      text += "; open-file limit " + std::to_string(limit.rlim_cur) + ", hard limit " +
+              std::to_string(limit.rlim_max) +
+              "); more clients wait in the listener's queue until connections close. "
+              "Raise the hard limit (ulimit -Hn as root, LimitNOFILE=) for more";
+    } else {
+      text += "); retrying every 100 ms";
+    }
+    return text;
   }
 
   void add_connection(int fd) {
@@ -558,6 +578,7 @@ struct StoreServer::Impl : detail::ReplySink {
   int wake_fd = -1;          // an eventfd: stop() from another thread
   int sweep_fd = -1;         // a periodic timerfd: the stall sweep
   int accept_retry_fd = -1;  // a one-shot timerfd: the listener back after running out of fds
+  bool out_of_descriptors = false;  // accepts fail for want of descriptors; logged once
   detail::StoreState state;
   // Not zeroed: its pages are touched by the first recv, not when a launch that no worker
   // connects to makes the server.

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -334,6 +335,39 @@ TEST(FileTimerTest, AnOverrunRegionStopsItsWorkerWithALineNamingIt) {
   EXPECT_LT(run.elapsed, seconds(90)) << "the workers sleep 120 s unless the timer stops them";
   expect_nothing_left(script);
   fs::remove_all(dir);
+}
+
+// --- the open-file limit of the node that serves the workers' store ---------------------------
+
+// A dry run under a hard open-file limit of 256 (prlimit, which any process may lower): stderr.
+std::string dry_run_under_256_open_files(const std::vector<std::string>& args) {
+  const std::string dir = make_temp_dir();
+  std::string command = "prlimit --nofile=256:256 " + launcher_binary() + " --dry_run";
+  for (const std::string& arg : args) command += " " + arg;
+  command += " --no_python /bin/true >/dev/null 2>" + dir + "/err";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream file(dir + "/err");
+  std::string err((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  fs::remove_all(dir);
+  return err;
+}
+
+TEST(OpenFileLimitTest, AJobWithMoreWorkersThanTheHardLimitAllowsIsWarnedWithTheFix) {
+  const std::string err = dry_run_under_256_open_files({"--nproc_per_node", "300"});
+  EXPECT_NE(err.find("open files: the store on this node may hold 300 worker connections, but the "
+                     "open-file limit is 256"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("ulimit -Hn 365"), std::string::npos) << err;
+}
+
+TEST(OpenFileLimitTest, NoWarningWhereTheLimitFitsOrTheNodeServesNoStore) {
+  EXPECT_EQ(dry_run_under_256_open_files({"--nproc_per_node", "8"}).find("open files"),
+            std::string::npos);
+  const std::string node_one = dry_run_under_256_open_files(
+      {"--nnodes", "2", "--node_rank", "1", "--master_addr", "127.0.0.1", "--master_port", "1",
+       "--preflight_timeout", "0", "--nproc_per_node", "300"});
+  EXPECT_EQ(node_one.find("open files"), std::string::npos) << node_one;
 }
 
 }  // namespace

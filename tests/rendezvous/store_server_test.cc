@@ -2,8 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -478,6 +487,87 @@ TEST(StoreServerTest, WatcherThatReadsNoNotificationsIsClosedPastThePendingBound
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("its replies are not being read"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("over the limit of 4194304"), std::string::npos) << lines[0];
+}
+
+// Descriptors held until destroyed: every free number under the soft RLIMIT_NOFILE, lowered to
+// just above the highest one open, so that the next accept fails with EMFILE.
+class NoFreeDescriptors {
+ public:
+  NoFreeDescriptors() {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    held_.push_back(null);
+    int highest = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
+      highest = std::max(highest, std::atoi(entry.path().filename().c_str()));
+    rlimit low = saved_;
+    low.rlim_cur = static_cast<rlim_t>(highest) + 1;
+    ::setrlimit(RLIMIT_NOFILE, &low);
+    for (int fd; (fd = ::dup(null)) >= 0;) held_.push_back(fd);  // the holes below it
+  }
+  ~NoFreeDescriptors() {
+    for (int fd : held_) ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+
+ private:
+  rlimit saved_{};
+  std::vector<int> held_;
+};
+
+bool connect_to(int fd, int port) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+}
+
+TEST(StoreServerTest, RunningOutOfDescriptorsIsOneLineWithTheLimitThenClientsAreAcceptedLater) {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  StoreServerOptions options = loopback();
+  options.raise_fd_limit = false;
+  options.log = [&](std::string_view line) {
+    std::lock_guard lock(mutex);
+    lines.emplace_back(line);
+  };
+  StoreServer server(options);
+  server.start();
+  auto logged = [&] {
+    std::lock_guard lock(mutex);
+    return lines;
+  };
+  auto wait_for_connections = [&](std::size_t count) {
+    for (int i = 0; i < 500 && server.num_connections() < count; ++i)
+      std::this_thread::sleep_for(10ms);
+    return server.num_connections();
+  };
+  // Sockets made first: connecting one takes no descriptor, so the kernel completes their
+  // handshakes into the listener's queue while the server has none left to accept them with.
+  std::vector<int> clients;
+  for (int i = 0; i < 4; ++i) clients.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  {
+    NoFreeDescriptors none;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(connect_to(clients[i], server.port()));
+    std::this_thread::sleep_for(500ms);  // five of the listener's 100 ms retries
+    EXPECT_EQ(server.num_connections(), 0u);
+  }
+  ASSERT_EQ(logged().size(), 1u) << "one line for the episode, not one per retry";
+  EXPECT_NE(logged()[0].find("Too many open files (0 connections open; open-file limit "),
+            std::string::npos)
+      << logged()[0];
+  EXPECT_NE(logged()[0].find("ulimit -Hn"), std::string::npos) << logged()[0];
+  EXPECT_EQ(wait_for_connections(3), 3u) << "accepted once descriptors are free again";
+  {
+    NoFreeDescriptors none;  // a second episode is said again
+    ASSERT_TRUE(connect_to(clients[3], server.port()));
+    std::this_thread::sleep_for(300ms);
+  }
+  EXPECT_EQ(wait_for_connections(4), 4u);
+  ASSERT_EQ(logged().size(), 2u);
+  EXPECT_NE(logged()[1].find("(3 connections open;"), std::string::npos) << logged()[1];
+  for (int fd : clients) ::close(fd);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -27,8 +28,16 @@ int serve(rendezvous::StoreServerOptions options) {
   // A bind failure throws NetworkError: main prints its one line and exits 3.
   rendezvous::StoreServer server(std::move(options));
   server.start();
-  std::printf("acc-launch rendezvous: store listening on %s (PyTorch TCPStore protocol)\n",
-              server.address().c_str());
+  // The server has raised its soft open-file limit to the hard one: that bounds its clients
+  // (one connection per node, two per 1.13 worker), so the line says it.
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  const std::string limit =
+      files.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(files.rlim_cur);
+  std::printf(
+      "acc-launch rendezvous: store listening on %s (PyTorch TCPStore protocol; open-file limit "
+      "%s)\n",
+      server.address().c_str(), limit.c_str());
   std::fflush(stdout);
   int signal_number = 0;
   sigwait(&signals, &signal_number);
