@@ -115,7 +115,9 @@ top_shows_ranks() {
 }
 within 20 top_shows_ranks || fail "top never showed both ranks running: $(cat "$work/top.txt")"
 tmux -S "$tmux_socket" send-keys q
-within 10 grep -q top-exited-0 <(tmux -S "$tmux_socket" capture-pane -p) ||
+# Captured afresh at each try: a process substitution would be read once, before top had quit.
+top_quit() { tmux -S "$tmux_socket" capture-pane -p | grep -q top-exited-0; }
+within 10 top_quit ||
   fail "top did not quit on q: $(tmux -S "$tmux_socket" capture-pane -p)"
 echo "PASS: acc-launch top under tmux showed both ranks and quit on q"
 
