@@ -172,7 +172,8 @@ class Agent::Impl : public WorkerGroup::Listener {
                          "its workers stopped making progress");
         if (membership_changed_) {
           notice("nodes joined or left the job; meeting again (--max_restarts not used)");
-          begin_recovery("nodes joined or left the job");
+          begin_recovery(meet_again_why_.empty() ? "nodes joined or left the job"
+                                                 : meet_again_why_);
           continue;
         }
         next = job_event_;
@@ -329,6 +330,7 @@ class Agent::Impl : public WorkerGroup::Listener {
 
   void run_attempt(int attempt, const Round& round) {
     membership_changed_ = false;
+    meet_again_why_.clear();
     stalled_ = false;
     stop_stalled_at_.reset();
     stall_watch_.reset();
@@ -429,6 +431,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       if (!failure_seen_at_) failure_seen_at_ = os_.now();
       if (event.kind == JobEvent::Kind::kMeetAgain) {
         membership_changed_ = true;
+        meet_again_why_ = event.why;
       } else {
         job_event_ = event;
       }
@@ -870,6 +873,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   int restart_count_ = 0;  // failure restarts so far: the job's, on a static multi-node job
   JobEvent job_event_;     // this attempt's: another node's restart or end, or this node's
   bool membership_changed_ = false;
+  std::string meet_again_why_;  // the membership's reason, when it gave one
   std::string membership_error_;
   Clock::time_point next_membership_check_;
   int membership_fd_ = -1;  // membership_->event_fd() of the running attempt, or -1

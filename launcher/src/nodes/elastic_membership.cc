@@ -294,6 +294,15 @@ JobEvent ElasticMembership::restart_job(int restart_count) {
   return Membership::restart_job(restart_count);
 }
 
+JobEvent ElasticMembership::watch(int restart_count) {
+  (void)restart_count;
+  JobEvent event;
+  if (!changed()) return event;
+  event.kind = JobEvent::Kind::kMeetAgain;
+  event.why = last_change_;
+  return event;
+}
+
 bool ElasticMembership::changed() {
   // A rendezvous store that vanished without closing the connection (its host died, or the
   // network between us) answers nothing: these requests are bounded by what is left of the
@@ -324,6 +333,7 @@ bool ElasticMembership::changed() {
   if (store) store->set_timeout(read_timeout_);
   last_reply_ = clock_.now();
   if (!why.empty()) log::info(why);
+  last_change_ = why;
   return !why.empty();
 }
 

@@ -44,6 +44,8 @@ class ElasticMembership : public Membership {
   // One heartbeat, then: are nodes waiting to join, has a participant opened a new round, or
   // has a node been silent for keep_alive_interval x keep_alive_max_attempt?
   bool changed() override;
+  // changed(), with its reason as the event's `why`.
+  JobEvent watch(int restart_count) override;
   // Our store (c10d): readable when the round after this node's opens (another node's workers
   // failed, or nodes meet again). etcd: none (-1), the keep-alive interval's polls find it.
   int event_fd() override;
@@ -90,6 +92,7 @@ class ElasticMembership : public Membership {
   Endpoint workers_store_;
   int restarts_seen_ = 0;      // the agent's restart count at the last join
   bool failure_seen_ = false;  // changed() found a silent node since the last join
+  std::string last_change_;    // why changed() last said true
   // The last reply of the rendezvous store to a heartbeat (changed()), or the join.
   rendezvous::Clock::time_point last_reply_;
 };
