@@ -14,7 +14,8 @@ new round, spawning.
                     (acc-launch only: torchrun's static rendezvous restarts the failing node
                     alone, so there is no second node's stop to time)
   2 nodes c10d    : two launchers on loopback, --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d
-  2 nodes c10d py : the same with Python workers of PyTorch 2.x that init_process_group (gloo)
+  3 nodes c10d    : three such launchers (6 workers)
+  2 nodes c10d py : the same as 2 nodes c10d with Python workers of PyTorch 2.x that init_process_group (gloo)
                     and all_reduce: the figure ends when the last rank of the next attempt is
                     past its first all_reduce, so it holds the workers' start-up too, whose
                     parts (interpreter, import torch, init_process_group, first all_reduce) are
@@ -158,9 +159,19 @@ def commands(launcher, scenario, d, script, torch_python, port):
         return [[*LAUNCHERS[launcher], "--nnodes", "2", "--node_rank", str(r), "--nproc_per_node",
                  "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
                  "--max_restarts", "1", "--no_python", *prog, "4"] for r in range(2)]
-    return [[*LAUNCHERS[launcher], "--nnodes", "2", "--nproc_per_node", "2", "--rdzv_backend",
-             "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "bench",
-             "--max_restarts", "1", "--no_python", *prog, "4"] for _ in range(2)]
+    nodes = nodes_of(scenario)
+    return [[*LAUNCHERS[launcher], "--nnodes", str(nodes), "--nproc_per_node", "2",
+             "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id",
+             "bench", "--max_restarts", "1", "--no_python", *prog, str(2 * nodes)]
+            for _ in range(nodes)]
+
+
+def nodes_of(scenario):
+    return 1 if scenario == "one node" else int(scenario.split()[0])
+
+
+def workers_of(scenario):
+    return 4 if scenario == "one node" else 2 * nodes_of(scenario)
 
 
 LAUNCHERS = {}
@@ -175,7 +186,7 @@ def one_run(launcher, scenario, args, env):
         cmds = commands(launcher, scenario, d, script, args.torch2_python, free_port())
         errs = [os.path.join(d, f"stderr-{i}") for i in range(len(cmds))]
         launch(cmds, args.timeout, [env] * len(cmds), errs)
-        ms, rows, failed = measure(d, 4)
+        ms, rows, failed = measure(d, workers_of(scenario))
         phases = []
         for e in errs:
             with open(e) as f:
@@ -190,7 +201,7 @@ def main():
     parser.add_argument("--torch2-python", default=DEFAULT_TORCH2_PYTHON)
     parser.add_argument("--timeout", type=float, default=60)
     parser.add_argument("--scenarios", default="one node,2 nodes static,2 nodes c10d,"
-                        "2 nodes c10d py")
+                        "3 nodes c10d,2 nodes c10d py")
     parser.add_argument("--no-torchrun", action="store_true")
     parser.add_argument("--phases", action="store_true",
                         help="print acc-launch's ACC_TIMELINE line of the last run per scenario")
