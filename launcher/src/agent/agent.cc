@@ -469,7 +469,10 @@ class Agent::Impl : public WorkerGroup::Listener {
     goodput_.recovery_seconds += r.seconds;
     goodput_.lost_seconds += r.seconds;
     notice(describe_recovery(r));
-    if (status_board_) status_board_->recovered(r);
+    if (status_board_) {
+      status_board_->recovered(r);
+      status_board_->set_goodput(goodput_);
+    }
   }
 
   // "attempt 2 started 12.3 ms after the failure was seen (stop 2.1 ms, rendezvous 8.0 ms,
