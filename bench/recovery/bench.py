@@ -15,6 +15,8 @@ new round, spawning.
                     alone, so there is no second node's stop to time)
   2 nodes c10d    : two launchers on loopback, --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d
   3 nodes c10d    : three such launchers (6 workers)
+  2 nodes c10d netns : two launchers in network namespaces of their own, joined by a veth pair
+                    (10.231.9.1 and .2, --local_addr each); needs root
   2 nodes c10d py : the same as 2 nodes c10d with Python workers of PyTorch 2.x that init_process_group (gloo)
                     and all_reduce: the figure ends when the last rank of the next attempt is
                     past its first all_reduce, so it holds the workers' start-up too, whose
@@ -160,14 +162,60 @@ def commands(launcher, scenario, d, script, torch_python, port):
                  "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
                  "--max_restarts", "1", "--no_python", *prog, "4"] for r in range(2)]
     nodes = nodes_of(scenario)
+    if scenario.endswith("netns"):
+        # Node i in namespace i at 10.231.9.(i+1), the rendezvous at node 0's address.
+        return [["ip", "netns", "exec", netns_name(i), *LAUNCHERS[launcher], "--nnodes",
+                 str(nodes), "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+                 "--rdzv_endpoint", "10.231.9.1:29531", "--rdzv_id", "bench", "--local_addr",
+                 f"10.231.9.{i + 1}", "--max_restarts", "1", "--no_python", *prog,
+                 str(2 * nodes)] for i in range(nodes)]
     return [[*LAUNCHERS[launcher], "--nnodes", str(nodes), "--nproc_per_node", "2",
              "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id",
              "bench", "--max_restarts", "1", "--no_python", *prog, str(2 * nodes)]
             for _ in range(nodes)]
 
 
+def netns_name(i):
+    return f"accrec{os.getpid()}n{i}"
+
+
+class Namespaces:
+    """Two network namespaces joined by a veth pair (10.231.9.1 and .2), for one run; removed
+    with whatever still runs in them."""
+
+    def __enter__(self):
+        names = [netns_name(0), netns_name(1)]
+        veth = [f"ar{os.getpid()}a"[:15], f"ar{os.getpid()}b"[:15]]
+        steps = [["ip", "netns", "add", names[0]], ["ip", "netns", "add", names[1]],
+                 ["ip", "link", "add", veth[0], "netns", names[0], "type", "veth", "peer",
+                  "name", veth[1], "netns", names[1]]]
+        for i in range(2):
+            steps += [["ip", "-n", names[i], "addr", "add", f"10.231.9.{i + 1}/24", "dev",
+                       veth[i]],
+                      ["ip", "-n", names[i], "link", "set", "lo", "up"],
+                      ["ip", "-n", names[i], "link", "set", veth[i], "up"]]
+        for step in steps:
+            if subprocess.run(step, stderr=subprocess.DEVNULL).returncode != 0:
+                self.__exit__()
+                raise BenchError(f"cannot make the network namespaces ({shlex.join(step)}): "
+                                 "run as root, or leave the netns scenario out")
+        return self
+
+    def __exit__(self, *_):
+        for i in range(2):
+            pids = subprocess.run(["ip", "netns", "pids", netns_name(i)], capture_output=True,
+                                  text=True).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            subprocess.run(["ip", "netns", "del", netns_name(i)], stderr=subprocess.DEVNULL)
+
+
 def nodes_of(scenario):
     return 1 if scenario == "one node" else int(scenario.split()[0])
+
 
 
 def workers_of(scenario):
@@ -185,7 +233,11 @@ def one_run(launcher, scenario, args, env):
             f.write(PYTHON_WORKER if python else SHELL_WORKER)
         cmds = commands(launcher, scenario, d, script, args.torch2_python, free_port())
         errs = [os.path.join(d, f"stderr-{i}") for i in range(len(cmds))]
-        launch(cmds, args.timeout, [env] * len(cmds), errs)
+        if scenario.endswith("netns"):
+            with Namespaces():
+                launch(cmds, args.timeout, [env] * len(cmds), errs)
+        else:
+            launch(cmds, args.timeout, [env] * len(cmds), errs)
         ms, rows, failed = measure(d, workers_of(scenario))
         phases = []
         for e in errs:
@@ -201,7 +253,7 @@ def main():
     parser.add_argument("--torch2-python", default=DEFAULT_TORCH2_PYTHON)
     parser.add_argument("--timeout", type=float, default=60)
     parser.add_argument("--scenarios", default="one node,2 nodes static,2 nodes c10d,"
-                        "3 nodes c10d,2 nodes c10d py")
+                        "3 nodes c10d,2 nodes c10d netns,2 nodes c10d py")
     parser.add_argument("--no-torchrun", action="store_true")
     parser.add_argument("--phases", action="store_true",
                         help="print acc-launch's ACC_TIMELINE line of the last run per scenario")
