@@ -304,6 +304,11 @@ bool ElasticRendezvous::superseded() {
   return current_round() > last_->round;
 }
 
+bool ElasticRendezvous::round_failed() {
+  ACC_CHECK(last_.has_value(), StoreError, "round_failed() before next_rendezvous()");
+  return store_.check({round_key(last_->round, "failed")});
+}
+
 std::string ElasticRendezvous::next_round_key() const {
   ACC_CHECK(last_.has_value(), StoreError, "next_round_key() before next_rendezvous()");
   return round_key(last_->round, "next");

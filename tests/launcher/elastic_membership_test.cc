@@ -121,7 +121,9 @@ TEST_F(ElasticMembershipTest, AFailureOnOneNodeWakesTheOtherAtOnceWithoutTheCloc
   EXPECT_EQ(restart.kind, JobEvent::Kind::kRestart);
   ASSERT_TRUE(readable(fd, static_cast<int>(std::chrono::milliseconds(kHangGuard).count())));
   EXPECT_TRUE(b_->take_event());
-  EXPECT_TRUE(b_->changed()) << "another node is meeting again";
+  const JobEvent seen = b_->watch(0);
+  EXPECT_EQ(seen.kind, JobEvent::Kind::kMeetAgain);
+  EXPECT_EQ(seen.why, "another node's workers failed; meeting again");
   EXPECT_EQ(clock_b_.elapsed(), before) << "seen without waiting for a keep-alive tick";
   EXPECT_FALSE(readable(fd, 0)) << "quiet once taken";
   // Both meet in the next round, which counts the failure.

@@ -319,7 +319,8 @@ bool ElasticMembership::changed() {
     if (const int waiting = rendezvous_->num_nodes_waiting(); waiting > 0) {
       why = std::to_string(waiting) + " node(s) waiting to join";
     } else if (rendezvous_->superseded()) {
-      why = "another node is meeting again";
+      why = rendezvous_->round_failed() ? "another node's workers failed; meeting again"
+                                        : "another node is meeting again";
     } else if (auto silent = rendezvous_->silent_nodes(window); !silent.empty()) {
       why = "node " + std::to_string(silent.front()) + " stopped beating";
       failure_seen_ = true;

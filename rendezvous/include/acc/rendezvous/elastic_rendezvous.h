@@ -119,6 +119,10 @@ class ElasticRendezvous {
   // (its workers failed), so this node should stop its workers and join. One store operation.
   bool superseded();
 
+  // True when a participant of this node's round said that it failed (open_next_round, or
+  // next_rendezvous(true)): the next round counts a restart. One store operation.
+  bool round_failed();
+
   // The key that is set when the round after this node's opens (or the run closes): a node whose
   // workers run waits on it (a store WAIT, an event) to learn of a failure elsewhere at once.
   // Valid after next_rendezvous().
