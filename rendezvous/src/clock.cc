@@ -1,8 +1,25 @@
 #include "acc/rendezvous/clock.h"
 
+#include <algorithm>
 #include <thread>
 
+#include "acc/common/error.h"
+#include "acc/rendezvous/key_value_store.h"
+
 namespace acc::rendezvous {
+
+bool Clock::wait_for_keys(KeyValueStore& store, const std::vector<std::string>& keys,
+                          time_point deadline) const {
+  // At least 1 ms: a store wait of 0 may mean "no timeout".
+  const auto left = std::max(std::chrono::milliseconds(1),
+                             std::chrono::ceil<std::chrono::milliseconds>(deadline - now()));
+  try {
+    store.wait(keys, left);
+    return true;
+  } catch (const TimeoutError&) {
+    return false;
+  }
+}
 
 const Clock& Clock::steady() {
   struct Steady final : Clock {

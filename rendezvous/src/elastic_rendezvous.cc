@@ -304,6 +304,27 @@ bool ElasticRendezvous::superseded() {
   return current_round() > last_->round;
 }
 
+bool ElasticRendezvous::round_failed() {
+  ACC_CHECK(last_.has_value(), StoreError, "round_failed() before next_rendezvous()");
+  return store_.check({round_key(last_->round, "failed")});
+}
+
+std::string ElasticRendezvous::next_round_key() const {
+  ACC_CHECK(last_.has_value(), StoreError, "next_round_key() before next_rendezvous()");
+  return round_key(last_->round, "next");
+}
+
+void ElasticRendezvous::open_next_round() {
+  ACC_CHECK(last_.has_value(), StoreError, "open_next_round() before next_rendezvous()");
+  // The failure first, as next_rendezvous() says it: whoever counts the next round's restarts
+  // must see it.
+  store_.set(round_key(last_->round, "failed"), "1");
+  const std::int64_t round = current_round();
+  if (round > last_->round) return;  // opened already, by another participant
+  store_.compare_set(key("round"), std::to_string(round), std::to_string(round + 1));
+  store_.set(round_key(round, "next"), "open");
+}
+
 int ElasticRendezvous::num_nodes_waiting() {
   std::int64_t round = current_round();
   std::string closed = round_key(round, "closed");

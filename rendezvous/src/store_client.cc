@@ -163,6 +163,19 @@ void StoreClient::wait(const std::vector<std::string>& keys, milliseconds timeou
                                          timeout.count(), " ms"));
 }
 
+void StoreClient::begin_wait(const std::vector<std::string>& keys) {
+  std::string out;
+  encode_request({Op::kWait, prefixed(keys), {}, 0}, Dialect::kV2_2, out);
+  send(out);
+}
+
+bool StoreClient::wait_ended() {
+  char byte = 0;
+  if (!receive(&byte, 1, milliseconds(0))) return false;
+  if (byte != static_cast<char>(kStopWaiting)) broken("unexpected reply to WAIT");
+  return true;
+}
+
 bool StoreClient::check(const std::vector<std::string>& keys) {
   std::string out;
   encode_request({Op::kCheck, prefixed(keys), {}, 0}, Dialect::kV2_2, out);

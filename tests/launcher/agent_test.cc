@@ -3,14 +3,17 @@
 
 #include "acc/launcher/agent/agent.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <utility>
 
 #include "acc/common/exit_code.h"
 #include "acc/common/progress_file.h"
+#include "acc/common/unique_fd.h"
 #include "fake_os.h"
 
 namespace acc::launcher {
@@ -470,6 +473,58 @@ TEST_F(AgentTest, AnotherNodesRestartRunsTheNextAttemptHereWithItsCount) {
   EXPECT_TRUE(log.restarts.empty());  // the other node asked; this one follows
   EXPECT_NE(err_.find("another node's workers failed; restarting (1 of 1)"), std::string::npos)
       << err_;
+}
+
+// A membership whose other node's restart arrives as an event on its descriptor (a pipe the test
+// writes), with a poll interval of an hour: only the event can make the agent look in time.
+class EventMembership : public ScriptedMembership {
+ public:
+  EventMembership(FakeOs& os, MembershipLog& log) : ScriptedMembership(os, log), os_(os) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("pipe2");
+    read_end_.reset(fds[0]);
+    write_end_.reset(fds[1]);
+  }
+  std::chrono::milliseconds poll_interval() const override { return std::chrono::hours(1); }
+  int event_fd() override { return read_end_.get(); }
+  bool take_event() override {
+    char byte;
+    const bool got = ::read(read_end_.get(), &byte, 1) == 1;
+    taken_ = taken_ || got;
+    return got;
+  }
+  // The restart is there to see once the event was taken, or (as a poll would find it) once
+  // the poll interval has passed: an agent that does not wait on the descriptor restarts late.
+  JobEvent watch(int restart_count) override {
+    if (!taken_ && os_.now() < os_.start() + poll_interval()) return {};
+    return ScriptedMembership::watch(restart_count);
+  }
+  // Another node restarts the job: its key is set, the descriptor readable.
+  void fire() { (void)!::write(write_end_.get(), "x", 1); }
+
+ private:
+  FakeOs& os_;
+  UniqueFd read_end_;
+  UniqueFd write_end_;
+  bool taken_ = false;
+};
+
+TEST_F(AgentTest, AnotherNodesRestartIsActedOnTheMomentItsEventArrivesNotAtTheNextPoll) {
+  FakeOs os;
+  os.program = [](const SpawnRequest&, int index) {
+    return index < 2 ? runs_until_signalled() : exits(0, seconds(1));
+  };
+  MembershipLog log;
+  auto membership = std::make_unique<EventMembership>(os, log);
+  membership->event.kind = JobEvent::Kind::kRestart;
+  membership->event.restart_count = 1;
+  membership->event.why = "another node's workers failed";
+  membership->fire();
+  EXPECT_EQ(run(plan(2, 1), os, std::move(membership)), 0);
+  EXPECT_EQ(log.joins, (std::vector<int>{0, 1}));
+  ASSERT_EQ(os.processes().size(), 4u);
+  // The fake clock never reached the poll interval (an hour): the event alone stopped them.
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(os.processes()[i]->when(SIGTERM), os.start()) << i;
 }
 
 TEST_F(AgentTest, ANodeWhoseWorkersSucceededRunsThemAgainWhenAnotherNodeRestartsTheJob) {

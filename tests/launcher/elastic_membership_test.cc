@@ -7,6 +7,7 @@
 #include "nodes/elastic_membership.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <future>
 #include <memory>
@@ -102,6 +103,36 @@ TEST_F(ElasticMembershipTest, ANodeThatStopsBeatingIsSeenExactlyOneKeepAliveWind
   }
   EXPECT_EQ(changed_at, 3 + 10)
       << "the window: keep_alive_interval 1 s x keep_alive_max_attempt 10";
+}
+
+bool readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+TEST_F(ElasticMembershipTest, AFailureOnOneNodeWakesTheOtherAtOnceWithoutTheClockMoving) {
+  join_both();
+  const int fd = b_->event_fd();
+  ASSERT_GE(fd, 0);
+  EXPECT_FALSE(readable(fd, 0));
+  const auto before = clock_b_.elapsed();
+  // Node a's workers failed: it opens the next round before it stops them.
+  const JobEvent restart = a_->restart_job(0);
+  EXPECT_EQ(restart.kind, JobEvent::Kind::kRestart);
+  ASSERT_TRUE(readable(fd, static_cast<int>(std::chrono::milliseconds(kHangGuard).count())));
+  EXPECT_TRUE(b_->take_event());
+  const JobEvent seen = b_->watch(0);
+  EXPECT_EQ(seen.kind, JobEvent::Kind::kMeetAgain);
+  EXPECT_EQ(seen.why, "another node's workers failed; meeting again");
+  EXPECT_EQ(clock_b_.elapsed(), before) << "seen without waiting for a keep-alive tick";
+  EXPECT_FALSE(readable(fd, 0)) << "quiet once taken";
+  // Both meet in the next round, which counts the failure.
+  auto joined_a = std::async(std::launch::async, [this] { return a_->join(1); });
+  auto joined_b = std::async(std::launch::async, [this] { return b_->join(0); });
+  ASSERT_EQ(joined_a.wait_for(kHangGuard), std::future_status::ready);
+  ASSERT_EQ(joined_b.wait_for(kHangGuard), std::future_status::ready);
+  EXPECT_EQ(joined_a.get().restart_count, 1);
+  EXPECT_EQ(joined_b.get().restart_count, 1);
 }
 
 }  // namespace

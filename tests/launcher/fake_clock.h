@@ -9,8 +9,11 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "acc/rendezvous/clock.h"
+#include "acc/rendezvous/key_value_store.h"
 
 namespace acc::launcher::testing {
 
@@ -33,6 +36,15 @@ class FakeClock final : public rendezvous::Clock {
       reached = now_;
     }
     if (on_sleep) on_sleep(reached - start_);
+  }
+
+  // Looks once; keys that are missing are waited for by moving the time to the deadline, as a
+  // sleep does: no wall-clock time passes, and a test sees whether an event ended a wait.
+  bool wait_for_keys(rendezvous::KeyValueStore& store, const std::vector<std::string>& keys,
+                     time_point deadline) const override {
+    if (store.check(keys)) return true;
+    sleep_until(deadline);
+    return store.check(keys);
   }
 
   void advance(duration step) {

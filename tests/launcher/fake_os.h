@@ -138,7 +138,8 @@ class FakeOs : public Os {
     return std::nullopt;
   }
 
-  int reap(pid_t pid) override {
+  int reap(pid_t pid, long* peak_rss_kib = nullptr) override {
+    if (peak_rss_kib) *peak_rss_kib = -1;
     Process& p = find(pid);
     if (p.alive || p.reaped) throw std::logic_error("fake: reap of a child that has not exited");
     p.reaped = true;

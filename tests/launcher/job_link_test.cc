@@ -234,5 +234,33 @@ TEST_F(JobLinkTest, ANodeThatLeavesTheExitBarrierNoLongerCounts) {
   EXPECT_FALSE(node(1).all_arrived(store_keys::exit_barrier()));
 }
 
+TEST_F(JobLinkTest, TheLastNodeToArriveSetsTheKeyTheOthersWaitOn) {
+  start(3);
+  const std::string barrier = store_keys::attempt_barrier(0);
+  const std::string ready = store_keys::attempt_ready(0);
+  node(0).arrive(barrier, 1, ready);
+  node(1).arrive(barrier, 1, ready);
+  EXPECT_FALSE(store_.check({ready}));
+  node(2).arrive(barrier, 1, ready);
+  EXPECT_TRUE(store_.check({ready})) << "the waiting nodes' store WAIT ends on this key";
+}
+
+TEST_F(JobLinkTest, ARestartSetsTheKeyThatWakesTheNodesOfThatAttempt) {
+  start(2);
+  EXPECT_FALSE(store_.check({store_keys::attempt_over(0)}));
+  EXPECT_EQ(node(1).restart(0), 1);
+  EXPECT_TRUE(store_.check({store_keys::attempt_over(0)}));
+  EXPECT_FALSE(store_.check({store_keys::attempt_over(1)}));
+}
+
+TEST_F(JobLinkTest, AnEndWakesTheNodesOfTheAttemptItWasPublishedIn) {
+  start(2);
+  node(1).set_attempt(2);
+  node(1).end(worker_failed(1, 3, 3));
+  EXPECT_TRUE(store_.check({store_keys::attempt_over(2)})) << "nodes whose workers run";
+  EXPECT_TRUE(store_.check({store_keys::attempt_ready(2)})) << "nodes at the attempt barrier";
+  EXPECT_FALSE(store_.check({store_keys::attempt_over(0)}));
+}
+
 }  // namespace
 }  // namespace acc::launcher

@@ -174,11 +174,14 @@ TEST(PrometheusTextTest, EveryFamilyHasHelpAndTypeAndEverySampleABelongingFamily
   for (std::string line; std::getline(lines, line);) {
     if (std::regex_match(line, m, std::regex("# HELP (\\w+) .+")))
       helped.insert(m[1]);
-    else if (std::regex_match(line, m, std::regex("# TYPE (\\w+) (gauge|counter)")))
+    else if (std::regex_match(line, m, std::regex("# TYPE (\\w+) (gauge|counter|histogram)")))
       typed.insert(m[1]);
     else {
       ASSERT_TRUE(std::regex_match(line, m, std::regex("(\\w+)\\{[^}]*\\} -?[0-9.e+-]+"))) << line;
-      EXPECT_TRUE(typed.count(m[1])) << line;
+      // A histogram's samples: its name with _bucket, _sum or _count.
+      const std::string family =
+          std::regex_replace(std::string(m[1]), std::regex("_(bucket|sum|count)$"), "");
+      EXPECT_TRUE(typed.count(m[1]) || typed.count(family)) << line;
     }
   }
   EXPECT_EQ(helped, typed);
@@ -193,6 +196,34 @@ TEST(PrometheusTextTest, EveryFamilyHasHelpAndTypeAndEverySampleABelongingFamily
       std::string::npos);
   EXPECT_NE(text.find("rank=\"1\",local_rank=\"1\",state=\"running\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("rank=\"1\",local_rank=\"1\",state=\"stalled\"} 0\n"), std::string::npos);
+}
+
+TEST(PrometheusTextTest, RecoveriesAreAHistogramBesideTimeLostAndGoodput) {
+  JobStatus job = two_ranks();
+  RecoveryStatus fast, slow;
+  fast.seconds = 0.008;
+  slow.seconds = 2.5;
+  job.recoveries = {fast, slow};
+  job.goodput.wall_seconds = 100;
+  job.goodput.progress_seconds = 90;
+  job.goodput.lost_seconds = 10;
+  const std::string text = prometheus_text(job);
+  const std::string own = "job_id=\"run \\\"7\\\"\",node=\"0\",host=\"host-a\"";
+  EXPECT_NE(text.find("# TYPE acc_recovery_seconds histogram\n"), std::string::npos);
+  EXPECT_NE(text.find("acc_recovery_seconds_bucket{" + own + ",le=\"0.01\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("acc_recovery_seconds_bucket{" + own + ",le=\"1\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("acc_recovery_seconds_bucket{" + own + ",le=\"10\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("acc_recovery_seconds_bucket{" + own + ",le=\"+Inf\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("acc_recovery_seconds_count{" + own + "} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("acc_recovery_seconds_sum{" + own + "} 2.508\n"), std::string::npos);
+  EXPECT_NE(text.find("acc_time_lost_seconds_total{" + own + "} 10\n"), std::string::npos);
+  EXPECT_NE(text.find("acc_goodput_ratio{" + own + "} 0.9\n"), std::string::npos);
+  const nlohmann::json json = nlohmann::json::parse(job_json(job));
+  EXPECT_EQ(json["recoveries"].size(), 2u);
+  EXPECT_EQ(json["goodput"]["lost_seconds"], 10);
 }
 
 TEST(JobJsonTest, ReadsBackWithNullsWhereNothingIsKnown) {

@@ -7,10 +7,12 @@
 #include "acc/launcher/nodes/membership.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "acc/common/exit_code.h"
 #include "acc/common/store_keys.h"
@@ -151,6 +153,86 @@ TEST(StaticMembershipTest, NodeZeroNamesASilentNodeLostAtTheWindowAndDoesNotWait
   const int sleeps = clock.sleeps();
   membership.leave(false);
   EXPECT_EQ(clock.sleeps(), sleeps);
+}
+
+bool readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+// A hang guard for an event the test expects: never a window a passing test waits out.
+constexpr int kHangGuardMs = 60'000;
+
+TEST(StaticMembershipTest, AnotherNodesRestartWakesTheEventDescriptorWithoutTheClockMoving) {
+  NodeOne node;
+  OtherNode zero(0, node.server->port());
+  zero.link->arrive(store_keys::attempt_barrier(0));
+  StaticMembership membership(node.plan, node.clock);
+  membership.join(0);
+  const int fd = membership.event_fd();
+  ASSERT_GE(fd, 0);
+  EXPECT_FALSE(readable(fd, 0));
+  EXPECT_FALSE(membership.take_event());
+  zero.link->restart(0);  // node 0's workers failed
+  ASSERT_TRUE(readable(fd, kHangGuardMs));
+  EXPECT_TRUE(membership.take_event());
+  const JobEvent event = membership.watch(0);
+  EXPECT_EQ(event.kind, Kind::kRestart);
+  EXPECT_EQ(event.restart_count, 1);
+  EXPECT_EQ(node.clock.elapsed_ms(), 0ms) << "seen without waiting for a keep-alive tick";
+  // Once taken, the descriptor stays quiet: a poll loop that keeps it does not spin.
+  EXPECT_FALSE(readable(fd, 0));
+  EXPECT_FALSE(membership.take_event());
+}
+
+TEST(StaticMembershipTest, AnEndPublishedElsewhereWakesTheEventDescriptorToo) {
+  NodeOne node;
+  OtherNode zero(0, node.server->port());
+  zero.link->arrive(store_keys::attempt_barrier(0));
+  StaticMembership membership(node.plan, node.clock);
+  membership.join(0);
+  const int fd = membership.event_fd();
+  ASSERT_GE(fd, 0);
+  JobEnd end;
+  end.reason = "rank 0 exited with 3";
+  zero.link->end(end);
+  ASSERT_TRUE(readable(fd, kHangGuardMs));
+  EXPECT_TRUE(membership.take_event());
+  const JobEvent event = membership.watch(0);
+  EXPECT_EQ(event.kind, Kind::kEnded);
+  EXPECT_EQ(event.end.reason, "rank 0 exited with 3");
+  EXPECT_EQ(node.clock.elapsed_ms(), 0ms);
+}
+
+// A clock whose time stands still and whose sleeps are counted; its waits for keys are the real
+// clock's (a store WAIT). A wait that sleeps between looks would move it.
+class StillClock final : public rendezvous::Clock {
+ public:
+  time_point now() const override { return now_; }
+  void sleep_until(time_point deadline) const override {
+    ++sleeps;
+    now_ = std::max(now_, deadline);
+  }
+  mutable int sleeps = 0;
+
+ private:
+  mutable time_point now_ = time_point() + std::chrono::hours(1);
+};
+
+TEST(StaticMembershipTest, TheAttemptBarrierEndsOnTheLastArrivalsKeyWithoutSleepingBetweenLooks) {
+  NodeOne node;
+  OtherNode zero(0, node.server->port());
+  // Node 0 arrives once node 1 waits at the barrier (the test's side looks every millisecond).
+  std::thread arrival([&] {
+    while (zero.client->add(store_keys::attempt_barrier(0), 0) < 1)
+      std::this_thread::sleep_for(1ms);
+    zero.link->arrive(store_keys::attempt_barrier(0), 1, store_keys::attempt_ready(0));
+  });
+  StillClock clock;
+  StaticMembership membership(node.plan, clock);
+  membership.join(0);
+  arrival.join();
+  EXPECT_EQ(clock.sleeps, 0) << "a barrier's wait is a store WAIT, not a sleep and a look";
 }
 
 }  // namespace

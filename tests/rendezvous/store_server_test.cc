@@ -1,6 +1,7 @@
 #include "acc/rendezvous/store_server.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -66,6 +67,32 @@ TEST(StoreServerTest, WaitReturnsWhenAnotherClientSetsTheKey) {
   setter.set("ready", "yes");
   ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(waited.get(), "yes");
+}
+
+TEST(StoreServerTest, ABegunWaitMakesTheDescriptorReadableWhenAnotherClientSetsTheKey) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient watcher = connect(server);
+  watcher.begin_wait({"restart"});
+  pollfd p{watcher.fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 100), 0) << "nothing set yet";
+  EXPECT_FALSE(watcher.wait_ended());
+  StoreClient setter = connect(server);
+  setter.set("restart", "1");
+  ASSERT_EQ(::poll(&p, 1, 10'000), 1);
+  EXPECT_TRUE(watcher.wait_ended());
+  EXPECT_EQ(watcher.get("restart"), "1") << "the connection is back in step";
+}
+
+TEST(StoreServerTest, ABegunWaitOnAGoneServerSaysSoAsANetworkError) {
+  auto server = std::make_unique<StoreServer>(loopback());
+  server->start();
+  StoreClient watcher = connect(*server);
+  watcher.begin_wait({"never"});
+  server.reset();
+  pollfd p{watcher.fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10'000), 1);
+  EXPECT_THROW(watcher.wait_ended(), NetworkError);
 }
 
 TEST(StoreServerTest, ClientOperationsSeeOneSharedStore) {

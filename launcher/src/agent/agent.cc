@@ -26,6 +26,7 @@
 #include "acc/launcher/agent/failure_report.h"
 #include "acc/launcher/nodes/membership.h"
 #include "agent/error_file.h"
+#include "agent/failure_cause.h"
 #include "agent/worker_group.h"
 #include "host/gpu_health.h"
 #include "host/nvml.h"
@@ -148,6 +149,7 @@ class Agent::Impl : public WorkerGroup::Listener {
         try {
           const Round round = membership_->join(restart_count_);
           timeline::mark("joined");
+          if (recovery_) recovery_->joined = os_.now();
           if (!unfit_gpus_.empty()) return refuse_unfit_gpus(round);
           run_attempt(attempt, round);
         } catch (const JobEndedError& e) {
@@ -170,6 +172,8 @@ class Agent::Impl : public WorkerGroup::Listener {
                          "its workers stopped making progress");
         if (membership_changed_) {
           notice("nodes joined or left the job; meeting again (--max_restarts not used)");
+          begin_recovery(meet_again_why_.empty() ? "nodes joined or left the job"
+                                                 : meet_again_why_);
           continue;
         }
         next = job_event_;
@@ -190,6 +194,7 @@ class Agent::Impl : public WorkerGroup::Listener {
         no_progress_attempts_ = attempt_made_progress() ? 0 : no_progress_attempts_ + 1;
         notice(next.why + "; restarting (" + std::to_string(restart_count_) + " of " +
                std::to_string(plan_.max_restarts) + no_progress_count() + ")");
+        begin_recovery(next.why);
         continue;
       }
       return report_end(attempt, next);
@@ -220,6 +225,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   // The file timer's pipe has requests.
   void on_readable(int fd) override {
     if (file_timer_ && fd == file_timer_->fd()) file_timer_->read_requests();
+    if (fd == membership_fd_ && membership_->take_event()) next_membership_check_ = os_.now();
   }
 
   // The one place the agent prints a notice.
@@ -227,6 +233,7 @@ class Agent::Impl : public WorkerGroup::Listener {
 
  private:
   int finish(int status) {
+    if (!recoveries_.empty()) print_goodput();
     if (status_board_) status_board_->job_ended();  // its workers are done; the exit barrier
     try {
       membership_->leave(status == 0);  // may be stopped by a signal at its exit barrier
@@ -323,6 +330,7 @@ class Agent::Impl : public WorkerGroup::Listener {
 
   void run_attempt(int attempt, const Round& round) {
     membership_changed_ = false;
+    meet_again_why_.clear();
     stalled_ = false;
     stop_stalled_at_.reset();
     stall_watch_.reset();
@@ -333,8 +341,18 @@ class Agent::Impl : public WorkerGroup::Listener {
                                            python_hook_dir_, *this);
     if (file_timer_) group_->watch(file_timer_->fd());
     next_membership_check_ = os_.now() + membership_->poll_interval();
+    failure_seen_at_.reset();
+    oom_before_ = read_oom_counters();  // a failure that moves them was the OOM killer
+    oom_after_.reset();
     group_->start();
     timeline::mark("started");
+    // After the spawn, which must not wait for a connection: another node's failure, restart or
+    // new round wakes this loop at once (membership.h, event_fd()).
+    membership_fd_ = membership_->event_fd();
+    if (membership_fd_ >= 0) group_->watch(membership_fd_);
+    attempt_started_at_ = os_.now();
+    if (!first_started_at_) first_started_at_ = attempt_started_at_;
+    if (recovery_) end_recovery(attempt);
     std::vector<StatusBoard::Worker> workers;  // each with its progress file, for both readers
     if (worker_progress_ || status_board_)
       for (const auto& w : group_->workers())
@@ -362,11 +380,13 @@ class Agent::Impl : public WorkerGroup::Listener {
       look_around();
     }
     timeline::mark("exited");
+    attempt_ended_at_ = os_.now();
     if (stall_watch_) write_all(STDERR_FILENO, stall_watch_->straggler_summary());
     stall_watch_.reset();
     group_->finish();
     if (worker_progress_) worker_progress_->attempt_ended();
     if (status_board_) status_board_->attempt_ended();
+    count_attempt();
     publish_failure();
     ACC_CHECK(membership_error_.empty(), NetworkError,
               "lost the job's rendezvous: ", membership_error_);
@@ -399,15 +419,19 @@ class Agent::Impl : public WorkerGroup::Listener {
       on_stall();
     if (membership_->poll_interval().count() == 0 || os_.now() < next_membership_check_) return;
     next_membership_check_ = os_.now() + membership_->poll_interval();
-    if (group_->stopping()) {
+    // While stopping, or once this attempt's end is decided (this node's own restart wakes its
+    // own watch too): only keeping this node alive in the job's eyes.
+    if (group_->stopping() || job_event_.kind != JobEvent::Kind::kNone) {
       membership_->keep_alive();
       return;
     }
     try {
       const JobEvent event = membership_->watch(restart_count_);
       if (event.kind == JobEvent::Kind::kNone) return;
+      if (!failure_seen_at_) failure_seen_at_ = os_.now();
       if (event.kind == JobEvent::Kind::kMeetAgain) {
         membership_changed_ = true;
+        meet_again_why_ = event.why;
       } else {
         job_event_ = event;
       }
@@ -417,6 +441,78 @@ class Agent::Impl : public WorkerGroup::Listener {
       membership_error_ = e.what();
       group_->stop(SIGTERM);
     }
+  }
+
+  // --- recoveries and goodput ---------------------------------------------------------------
+
+  static double seconds_between(Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  }
+
+  // The attempt just ended is followed by another: the recovery runs from the failure this node
+  // saw (or, when it saw none, its workers' end) until the next attempt's spawn.
+  void begin_recovery(const std::string& cause) {
+    recovery_ = PendingRecovery{failure_seen_at_.value_or(attempt_ended_at_), attempt_ended_at_,
+                                attempt_ended_at_, cause};
+  }
+
+  void end_recovery(int attempt) {
+    RecoveryStatus r;
+    r.attempt = attempt + 1;
+    r.cause = recovery_->cause;
+    r.stop_seconds = seconds_between(recovery_->seen, recovery_->stopped);
+    r.rendezvous_seconds = seconds_between(recovery_->stopped, recovery_->joined);
+    r.spawn_seconds = seconds_between(recovery_->joined, attempt_started_at_);
+    r.seconds = seconds_between(recovery_->seen, attempt_started_at_);
+    recovery_.reset();
+    recoveries_.push_back(r);
+    goodput_.recovery_seconds += r.seconds;
+    goodput_.lost_seconds += r.seconds;
+    notice(describe_recovery(r));
+    if (status_board_) {
+      status_board_->recovered(r);
+      status_board_->set_goodput(goodput_);
+    }
+  }
+
+  // "attempt 2 started 12.3 ms after the failure was seen (stop 2.1 ms, rendezvous 8.0 ms,
+  // spawn 2.2 ms)".
+  static std::string describe_recovery(const RecoveryStatus& r) {
+    const auto ms = [](double seconds) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.1f ms", seconds * 1000);
+      return std::string(text);
+    };
+    return "attempt " + std::to_string(r.attempt) + " started " + ms(r.seconds) +
+           " after the failure was seen (stop " + ms(r.stop_seconds) + ", rendezvous " +
+           ms(r.rendezvous_seconds) + ", spawn " + ms(r.spawn_seconds) + ")";
+  }
+
+  // The attempt just ended: its wall time counts as progress when its workers made some.
+  void count_attempt() {
+    const double seconds = seconds_between(attempt_started_at_, attempt_ended_at_);
+    if (attempt_made_progress()) {
+      goodput_.progress_seconds += seconds;
+    } else {
+      goodput_.lost_seconds += seconds;
+    }
+    goodput_.wall_seconds = seconds_between(*first_started_at_, attempt_ended_at_);
+    if (status_board_) status_board_->set_goodput(goodput_);
+  }
+
+  // At the job's end, after a recovery: each recovery in one line, and where the time went.
+  void print_goodput() {
+    for (const RecoveryStatus& r : recoveries_)
+      notice("recovery " + describe_recovery(r) + "; cause: " + r.cause);
+    char line[160];
+    std::snprintf(
+        line, sizeof(line),
+        "goodput: %.1f%% of %.2f s in attempts that made progress; %.3f s in %zu "
+        "recoveries; %.2f s lost",
+        goodput_.wall_seconds > 0 ? 100.0 * goodput_.progress_seconds / goodput_.wall_seconds : 0.0,
+        goodput_.wall_seconds, goodput_.recovery_seconds, recoveries_.size(),
+        goodput_.lost_seconds);
+    notice(line);
   }
 
   // --- torchelastic's file timer (file_timer.h) ---------------------------------------------
@@ -463,6 +559,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   // The moment a worker fails, before the others here are stopped: the other nodes learn that
   // the job restarts or ends, and stop theirs too.
   void publish_failure() {
+    if (group_->root_cause() && !failure_seen_at_) failure_seen_at_ = os_.now();
     if (job_event_.kind != JobEvent::Kind::kNone || !group_->root_cause() || membership_changed_ ||
         interrupted_by_ || stalled_)
       return;
@@ -608,7 +705,7 @@ class Agent::Impl : public WorkerGroup::Listener {
                                 : launcher_exit(end.status, plan_.retryable_exit_code));
   }
 
-  JobEnd own_end() const {
+  JobEnd own_end() {
     const Worker& w = *group_->root_cause();
     const WorkerOutcome outcome = exit_of(w);
     JobEnd end;
@@ -717,12 +814,36 @@ class Agent::Impl : public WorkerGroup::Listener {
     return kExitUnkillable;
   }
 
-  std::string describe_root_cause() const {
-    return "rank " + std::to_string(group_->root_cause()->rank) + " exited with " +
-           describe_exit(exit_of(*group_->root_cause()));
+  std::string describe_root_cause() {
+    const Worker& w = *group_->root_cause();
+    std::string line =
+        "rank " + std::to_string(w.rank) + " exited with " + describe_exit(exit_of(w));
+    const std::string cause = explain(w);
+    return cause.empty() ? line : line + ": " + cause;
   }
 
-  std::vector<WorkerOutcome> collect_outcomes() const {
+  // Why `w` failed, in one line (failure_cause.h); the OOM killer's counters are read once, when
+  // the first failure is seen.
+  std::string explain(const Worker& w) {
+    if (!oom_after_) oom_after_ = read_oom_counters();
+    FailureFacts facts;
+    const WorkerOutcome outcome = exit_of(w);
+    facts.exit_code = outcome.exit_code;
+    facts.signal = outcome.signal;
+    facts.peak_rss_kib = w.peak_rss_kib;
+    facts.stderr_tail.assign(w.stderr_tail.begin(), w.stderr_tail.end());
+    if (auto error = read_error_file(w.dir + "/error.json")) facts.error_message = error->message;
+    if (w.signalled_by_launcher)
+      facts.sent_by = stalled_          ? "the launcher: its workers stopped making progress"
+                      : interrupted_by_ ? std::string("the launcher, passing on the SIG") +
+                                              sigabbrev_np(interrupted_by_) + " it was sent"
+                                        : "the launcher";
+    facts.before = oom_before_;
+    facts.after = *oom_after_;
+    return explain_failure(facts);
+  }
+
+  std::vector<WorkerOutcome> collect_outcomes() {
     std::vector<WorkerOutcome> outcomes;
     for (const auto& w : group_->workers()) {
       WorkerOutcome o = exit_of(*w);
@@ -735,6 +856,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       o.stopped_by_launcher = !o.root_cause && w->signalled_by_launcher && w->failed();
       if (keep_run_dir_ || !plan_.log_dir.empty()) o.log_file = w->dir + "/stderr.log";
       if (o.root_cause) {
+        o.cause = explain(*w);
         o.stderr_tail.assign(w->stderr_tail.begin(), w->stderr_tail.end());
         if (auto error = read_error_file(w->dir + "/error.json")) {
           o.error_file = (plan_.log_dir.empty() && !keep_run_dir_) ? "" : w->dir + "/error.json";
@@ -764,8 +886,25 @@ class Agent::Impl : public WorkerGroup::Listener {
   int restart_count_ = 0;  // failure restarts so far: the job's, on a static multi-node job
   JobEvent job_event_;     // this attempt's: another node's restart or end, or this node's
   bool membership_changed_ = false;
+  std::string meet_again_why_;  // the membership's reason, when it gave one
   std::string membership_error_;
   Clock::time_point next_membership_check_;
+  int membership_fd_ = -1;  // membership_->event_fd() of the running attempt, or -1
+  OomCounters oom_before_;  // at the attempt's start
+  struct PendingRecovery {
+    Clock::time_point seen;     // the failure, as this node saw it
+    Clock::time_point stopped;  // its workers had all ended
+    Clock::time_point joined;   // the next attempt was agreed
+    std::string cause;
+  };
+  std::optional<PendingRecovery> recovery_;  // between an attempt's end and the next's spawn
+  std::optional<Clock::time_point> failure_seen_at_;  // this attempt's
+  Clock::time_point attempt_started_at_;
+  Clock::time_point attempt_ended_at_;
+  std::optional<Clock::time_point> first_started_at_;
+  std::vector<RecoveryStatus> recoveries_;
+  GoodputStatus goodput_;
+  std::optional<OomCounters> oom_after_;  // at its first failure
   std::string run_dir_;
   bool keep_run_dir_ = false;
   std::string python_hook_dir_;

@@ -82,6 +82,7 @@ std::string format_failure_report(const std::string& program, int attempts,
                                               "keeps it)>")
           << '\n';
     }
+    if (!root->cause.empty()) out << "  cause     : " << root->cause << '\n';
     if (!root->error_message.empty()) out << "  error     : " << root->error_message << '\n';
     if (!root->traceback.empty()) {
       out << "  traceback :\n";

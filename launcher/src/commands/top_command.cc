@@ -165,6 +165,22 @@ std::string render(const nlohmann::json& job, const nlohmann::json* before, doub
                   seconds_text(r["seconds_since_progress"]).c_str(), gpu.c_str());
     out += line;
   }
+  // The last recovery, from a launcher that reports them (an older one does not).
+  if (job.contains("recoveries") && job["recoveries"].is_array() && !job["recoveries"].empty()) {
+    const auto& r = job["recoveries"].back();
+    out += "\nlast recovery: attempt " + std::to_string(r["attempt"].get<int>()) + " in " +
+           seconds_text(r["seconds"]) + " (stop " + seconds_text(r["stop_seconds"]) +
+           ", rendezvous " + seconds_text(r["rendezvous_seconds"]) + ", spawn " +
+           seconds_text(r["spawn_seconds"]) + "): " + r["cause"].get<std::string>() + "\n";
+  }
+  if (job.contains("goodput") && job["goodput"].is_object() &&
+      job["goodput"]["wall_seconds"].get<double>() > 0) {
+    const auto& g = job["goodput"];
+    out += "goodput: " +
+           fixed(100 * g["progress_seconds"].get<double>() / g["wall_seconds"].get<double>(), 1) +
+           "% of the wall time in attempts that made progress; " + seconds_text(g["lost_seconds"]) +
+           " lost\n";
+  }
   if (!job["hang_report"].get<std::string>().empty())
     out += "\nA hang report fired: see the launcher's output or its page.\n";
   return out;

@@ -22,6 +22,7 @@
 #include "nodes/preflight.h"
 #include "nodes/store_address.h"
 #include "nodes/store_connect.h"
+#include "nodes/store_watch.h"
 #include "output/log.h"
 
 namespace acc::launcher {
@@ -191,6 +192,7 @@ Round ElasticMembership::join(int restart_count) {
 
 Endpoint ElasticMembership::join_round(int restart_count) {
   worker_store_.reset();  // the last round's; its workers are gone
+  watch_.reset();
   // A restart the agent counted, or a node of the round that went silent: the round failed.
   const bool failed = restart_count > restarts_seen_ || failure_seen_;
   restarts_seen_ = restart_count;
@@ -265,6 +267,42 @@ bool ElasticMembership::every_node_reaches(const Endpoint& store) {
   return true;
 }
 
+int ElasticMembership::event_fd() {
+  if (plan_.rdzv_backend == "etcd-v2" || !rendezvous_) return -1;
+  if (!watch_) {
+    try {
+      watch_ = std::make_unique<StoreWatch>(plan_.rdzv_host, plan_.rdzv_port,
+                                            rendezvous_->next_round_key(),
+                                            static_cast<int>(keep_alive_interval_.count()));
+    } catch (const Error&) {
+      return -1;  // the store is gone: the next heartbeat says so
+    }
+  }
+  return watch_->fd();
+}
+
+bool ElasticMembership::take_event() {
+  return watch_ && watch_->fired();
+}
+
+JobEvent ElasticMembership::restart_job(int restart_count) {
+  try {
+    rendezvous_->open_next_round();
+  } catch (const Error&) {
+    // The store is gone or broke: the next join says so, with its own line.
+  }
+  return Membership::restart_job(restart_count);
+}
+
+JobEvent ElasticMembership::watch(int restart_count) {
+  (void)restart_count;
+  JobEvent event;
+  if (!changed()) return event;
+  event.kind = JobEvent::Kind::kMeetAgain;
+  event.why = last_change_;
+  return event;
+}
+
 bool ElasticMembership::changed() {
   // A rendezvous store that vanished without closing the connection (its host died, or the
   // network between us) answers nothing: these requests are bounded by what is left of the
@@ -281,7 +319,8 @@ bool ElasticMembership::changed() {
     if (const int waiting = rendezvous_->num_nodes_waiting(); waiting > 0) {
       why = std::to_string(waiting) + " node(s) waiting to join";
     } else if (rendezvous_->superseded()) {
-      why = "another node is meeting again";
+      why = rendezvous_->round_failed() ? "another node's workers failed; meeting again"
+                                        : "another node is meeting again";
     } else if (auto silent = rendezvous_->silent_nodes(window); !silent.empty()) {
       why = "node " + std::to_string(silent.front()) + " stopped beating";
       failure_seen_ = true;
@@ -295,6 +334,7 @@ bool ElasticMembership::changed() {
   if (store) store->set_timeout(read_timeout_);
   last_reply_ = clock_.now();
   if (!why.empty()) log::info(why);
+  last_change_ = why;
   return !why.empty();
 }
 

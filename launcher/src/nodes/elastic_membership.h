@@ -21,6 +21,8 @@ class StoreServer;
 
 namespace acc::launcher {
 
+class StoreWatch;
+
 class ElasticMembership : public Membership {
  public:
   // Deadlines (the join timeout, the keep-alive window, the rendezvous's own) are read from
@@ -42,6 +44,15 @@ class ElasticMembership : public Membership {
   // One heartbeat, then: are nodes waiting to join, has a participant opened a new round, or
   // has a node been silent for keep_alive_interval x keep_alive_max_attempt?
   bool changed() override;
+  // changed(), with its reason as the event's `why`.
+  JobEvent watch(int restart_count) override;
+  // Our store (c10d): readable when the round after this node's opens (another node's workers
+  // failed, or nodes meet again). etcd: none (-1), the keep-alive interval's polls find it.
+  int event_fd() override;
+  bool take_event() override;
+  // Opens the next round at once, so that the other nodes stop their workers while this one
+  // stops its own, instead of at their next keep-alive.
+  JobEvent restart_job(int restart_count) override;
   // On success: an exit barrier, so that the nodes serving the rendezvous store or the workers'
   // store stay until every node of the round is done (at most --exit_barrier_timeout), then the
   // run is closed.
@@ -73,6 +84,7 @@ class ElasticMembership : public Membership {
   std::unique_ptr<rendezvous::KeyValueStore> client_;
   std::unique_ptr<rendezvous::ElasticRendezvous> rendezvous_;
   std::unique_ptr<rendezvous::StoreServer> worker_store_;
+  std::unique_ptr<StoreWatch> watch_;  // event_fd()'s, for round_
   std::int64_t round_ = 0;
   int num_nodes_ = 0;
   int node_rank_ = 0;      // in round_
@@ -80,6 +92,7 @@ class ElasticMembership : public Membership {
   Endpoint workers_store_;
   int restarts_seen_ = 0;      // the agent's restart count at the last join
   bool failure_seen_ = false;  // changed() found a silent node since the last join
+  std::string last_change_;    // why changed() last said true
   // The last reply of the rendezvous store to a heartbeat (changed()), or the join.
   rendezvous::Clock::time_point last_reply_;
 };

@@ -128,17 +128,22 @@ std::optional<JobEnd> JobLink::ended() {
 }
 
 JobEnd JobLink::end(const JobEnd& end) {
-  return parse_job_end(store_.compare_set(store_keys::job_end(), "", format_job_end(end)));
+  JobEnd first = parse_job_end(store_.compare_set(store_keys::job_end(), "", format_job_end(end)));
+  // After the end itself, so that a node woken by these keys reads it.
+  store_.multi_set({store_keys::attempt_ready(attempt_), store_keys::attempt_over(attempt_)},
+                   {"end", "end"});
+  return first;
 }
 
 int JobLink::restart(int restart_count) {
   const std::string now = store_.compare_set(
       store_keys::job_restart(), std::to_string(restart_count), std::to_string(restart_count + 1));
+  store_.set(store_keys::attempt_over(restart_count), "restart");
   return parse_number(now).value_or(restart_count + 1);
 }
 
-void JobLink::arrive(const std::string& barrier, int delta) {
-  store_.add(barrier, delta);
+void JobLink::arrive(const std::string& barrier, int delta, const std::string& wake) {
+  if (store_.add(barrier, delta) >= options_.nnodes && !wake.empty()) store_.set(wake, "1");
 }
 
 bool JobLink::all_arrived(const std::string& barrier) {

@@ -49,6 +49,9 @@ class JobLink {
 
   // Adds this node to the job: its first beat, and on node 0 the job's restart count (0).
   void join();
+  // The attempt this node is at (0 until called): an end published from now on wakes the nodes
+  // waiting in it (store_keys::attempt_ready and attempt_over of `restart_count`).
+  void set_attempt(int restart_count) { attempt_ = restart_count; }
   // One beat: ADD 1 to this node's alive counter.
   void beat();
   // A beat, then what the others did: the job ended (kEnded), it moved past `restart_count`
@@ -58,14 +61,16 @@ class JobLink {
 
   // The job's end when one was published.
   std::optional<JobEnd> ended();
-  // Publishes `end` unless an end was published before; returns the one that counts.
+  // Publishes `end` unless an end was published before; returns the one that counts. Wakes the
+  // nodes waiting in this node's attempt (set_attempt) at once.
   JobEnd end(const JobEnd& end);
   // Moves the job from `restart_count` to the next attempt unless another node did; returns
-  // the job's restart count now.
+  // the job's restart count now. Wakes the nodes whose workers run attempt `restart_count`.
   int restart(int restart_count);
 
   // Barriers: this node arrives (adds `delta`: -1 leaves again), and whether every node has.
-  void arrive(const std::string& barrier, int delta = 1);
+  // The last node to arrive sets `wake` (when not empty), the key the others wait on.
+  void arrive(const std::string& barrier, int delta = 1, const std::string& wake = "");
   bool all_arrived(const std::string& barrier);
 
   // A node other than 0 is done with the store: it read the job's end or passed the exit barrier.
@@ -86,6 +91,7 @@ class JobLink {
     rendezvous::Clock::time_point since;
   };
   std::map<int, Seen> beats_seen_;
+  int attempt_ = 0;
 };
 
 }  // namespace acc::launcher

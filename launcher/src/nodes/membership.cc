@@ -10,6 +10,7 @@
 #include "nodes/job_link.h"
 #include "nodes/store_address.h"
 #include "nodes/store_connect.h"
+#include "nodes/store_watch.h"
 #include "output/log.h"
 
 namespace acc::launcher {
@@ -17,8 +18,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// How often a wait here (a barrier, the connection to node 0) looks at the store and at the
-// stop check: well under the second in which a stopped launcher must end.
+// How often a wait here (a barrier, the connection to node 0) looks at the stop check: well under
+// the second in which a stopped launcher must end. Not how soon it sees the other nodes: a
+// barrier's wait is a store WAIT on the key that ends it, which returns when the key is set.
 constexpr milliseconds kWaitStep{100};
 
 }  // namespace
@@ -42,6 +44,8 @@ class StaticMembership::Link {
 
   // Connects to node 0's store (retrying while it starts, at most join_timeout) and joins.
   void connect(const std::string& host, int port) {
+    host_ = host;
+    port_ = port;
     rendezvous::StoreClientOptions store;
     store.host = host;
     store.port = port;
@@ -66,6 +70,23 @@ class StaticMembership::Link {
   }
 
   bool connected() const { return client_ != nullptr; }
+
+  // The attempt this node is at: a job end it publishes wakes the others waiting in it.
+  void set_attempt(int restart_count) {
+    if (job_) job_->set_attempt(restart_count);
+  }
+
+  // A watch on node 0's store for `key`, on a connection of its own; nullptr once the job has
+  // ended here (nothing left to watch) or when node 0's store cannot be reached (the next tick
+  // says so).
+  std::unique_ptr<StoreWatch> watch_key(const std::string& key) {
+    if (ended_ || !job_) return nullptr;
+    try {
+      return std::make_unique<StoreWatch>(host_, port_, key, static_cast<int>(interval_.count()));
+    } catch (const Error&) {
+      return nullptr;
+    }
+  }
 
   // Runs `step` on the link; a store that cannot be reached ends the job: node 0 is gone. A
   // node 0 that vanished without closing the connection (its machine died, or the network
@@ -103,10 +124,14 @@ class StaticMembership::Link {
     }
   }
 
-  // Waits, beating, until `done()` or the job restarts or ends; kNone when done.
+  // Waits, beating, until `done()` or the job restarts or ends; kNone when done. Every node that
+  // ends the wait (the last to arrive, one that restarts or ends the job) sets `wake`, which this
+  // wait waits on in the store: it ends the moment that happens, not at a next look.
   template <typename Done>
-  JobEvent wait(int restart_count, Done done, const std::string& what, bool bounded) {
+  JobEvent wait(int restart_count, Done done, const std::string& what, bool bounded,
+                const std::string& wake) {
     const auto deadline = clock_.now() + join_timeout_;
+    bool woken = false;
     for (;;) {
       try {
         throw_if_stopped_();
@@ -126,7 +151,7 @@ class StaticMembership::Link {
           finished = true;
           return JobEvent{};
         }
-        if (clock_.now() >= next_beat_) {
+        if (woken || clock_.now() >= next_beat_) {
           next_beat_ = clock_.now() + interval_;
           return job.tick(restart_count);
         }
@@ -150,7 +175,13 @@ class StaticMembership::Link {
         publish_end(end);
         throw TimeoutError("node " + std::to_string(plan_.node_rank) + ": " + end.reason);
       }
-      clock_.sleep_for(kWaitStep);
+      // Until the key is set, the next beat is due, or the stop check's next look.
+      const auto until = std::min(next_beat_, clock_.now() + kWaitStep);
+      guarded([&](JobLink&) {
+        woken = clock_.wait_for_keys(*client_, {wake}, until);
+        return JobEvent{};
+      });
+      if (ended_) return *ended_;
     }
   }
 
@@ -198,9 +229,9 @@ class StaticMembership::Link {
   }
 
   // Arrives at `barrier`, or leaves it again (delta -1), ignoring a store that is gone.
-  void arrive(const std::string& barrier, int delta) {
+  void arrive(const std::string& barrier, int delta, const std::string& wake = "") {
     guarded([&](JobLink& job) {
-      job.arrive(barrier, delta);
+      job.arrive(barrier, delta, wake);
       return JobEvent{};
     });
   }
@@ -257,6 +288,8 @@ class StaticMembership::Link {
   const milliseconds interval_;
   const milliseconds window_;
   const milliseconds join_timeout_;
+  std::string host_;  // node 0's store, as this node reaches it
+  int port_ = 0;
   std::unique_ptr<rendezvous::StoreClient> client_;
   std::unique_ptr<JobLink> job_;
   std::optional<JobEvent> ended_;
@@ -292,20 +325,25 @@ Round StaticMembership::join(int restart_count) {
       socket_interface_ =
           worker_socket_interface(plan_.hostname, plan_.master_addr, plan_.local_addr);
     }
+    watch_.reset();  // the last attempt's
+    link_->set_attempt(restart_count);
     // Every node starts attempt `restart_count` together, after the others stopped theirs.
-    link_->arrive(store_keys::attempt_barrier(restart_count), 1);
+    link_->arrive(store_keys::attempt_barrier(restart_count), 1,
+                  store_keys::attempt_ready(restart_count));
     JobEvent event;
     try {
       event = link_->wait(
           restart_count,
           [&](JobLink& job) { return job.all_arrived(store_keys::attempt_barrier(restart_count)); },
-          "the start of attempt " + std::to_string(restart_count), /*bounded=*/true);
+          "the start of attempt " + std::to_string(restart_count), /*bounded=*/true,
+          store_keys::attempt_ready(restart_count));
     } catch (const TimeoutError&) {
       leave(false);  // node 0: the others read why from its store
       throw;
     }
     if (event.kind == JobEvent::Kind::kEnded) throw JobEndedError(event.end);
   }
+  attempt_ = restart_count;
   Round round = static_round(plan_, port, restart_count);
   round.agent_store = true;
   round.socket_interface = socket_interface_;
@@ -314,6 +352,16 @@ Round StaticMembership::join(int restart_count) {
 
 std::chrono::milliseconds StaticMembership::poll_interval() const {
   return link_ ? link_->interval() : std::chrono::milliseconds(0);
+}
+
+int StaticMembership::event_fd() {
+  if (!link_) return -1;
+  if (!watch_) watch_ = link_->watch_key(store_keys::attempt_over(attempt_));
+  return watch_ ? watch_->fd() : -1;
+}
+
+bool StaticMembership::take_event() {
+  return watch_ && watch_->fired();
 }
 
 JobEvent StaticMembership::watch(int restart_count) {
@@ -334,10 +382,10 @@ JobEvent StaticMembership::end_job(const JobEnd& end) {
 
 JobEvent StaticMembership::await_exit(int restart_count) {
   if (!link_) return {};
-  link_->arrive(store_keys::exit_barrier(), 1);
+  link_->arrive(store_keys::exit_barrier(), 1, store_keys::attempt_over(restart_count));
   const JobEvent event = link_->wait(
       restart_count, [](JobLink& job) { return job.all_arrived(store_keys::exit_barrier()); },
-      "the exit barrier", /*bounded=*/false);
+      "the exit barrier", /*bounded=*/false, store_keys::attempt_over(restart_count));
   // Another node's failure restarts the job: this node's arrival no longer counts.
   if (event.kind == JobEvent::Kind::kRestart) link_->arrive(store_keys::exit_barrier(), -1);
   return event;

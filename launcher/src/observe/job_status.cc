@@ -66,6 +66,8 @@ class Exposition {
   void sample(const std::string& labels, double value) {
     text_ += name_ + "{" + labels + "} " + number(value) + "\n";
   }
+  // Lines written as they are (a histogram's _bucket, _sum and _count samples).
+  void raw(const std::string& lines) { text_ += lines; }
   std::string text() const { return text_; }
 
  private:
@@ -100,8 +102,13 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankStatus, rank, local_rank, node, host, pid
                                    in_collective, recent_step_seconds, gpu_busy)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeStatus, node_rank, host, phase, attempt, restarts,
                                    workers_alive)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RecoveryStatus, attempt, cause, stop_seconds, rendezvous_seconds,
+                                   spawn_seconds, seconds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GoodputStatus, wall_seconds, progress_seconds, recovery_seconds,
+                                   lost_seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobStatus, job_id, host, node_rank, nnodes, world_size, attempt,
-                                   restarts, workers_alive, phase, nodes, ranks, hang_report)
+                                   restarts, workers_alive, phase, nodes, ranks, hang_report,
+                                   recoveries, goodput)
 
 // A node's status in node 0's store (encode_node_status); version 0 was job_json's plain object.
 constexpr StoreFormat kNodeStatusFormat{"acc-node-status", 1};
@@ -161,6 +168,35 @@ std::string prometheus_text(const JobStatus& job) {
            [](const RankStatus& r) { return r.gpu_busy; });
   per_rank("acc_rank_in_collective", "gauge", "1 while the rank waits in a collective call.",
            [](const RankStatus& r) { return r.in_collective ? 1.0 : 0.0; });
+  // Recoveries and goodput: this node's (the serving launcher's).
+  const std::string own = node_labels(job.node_rank, job.host);
+  out.family("acc_recovery_seconds", "histogram",
+             "Seconds from a failure seen to the next attempt's workers spawned.");
+  {
+    std::string text;
+    double sum = 0;
+    for (const RecoveryStatus& r : job.recoveries) sum += r.seconds;
+    for (const char* le : {"0.01", "0.1", "1", "10", "60", "+Inf"}) {
+      const double bound = std::string(le) == "+Inf" ? 1e300 : std::stod(le);
+      const auto count = std::count_if(job.recoveries.begin(), job.recoveries.end(),
+                                       [&](const RecoveryStatus& r) { return r.seconds <= bound; });
+      text += "acc_recovery_seconds_bucket{" + own + ",le=\"" + le + "\"} " +
+              number(static_cast<double>(count)) + "\n";
+    }
+    text += "acc_recovery_seconds_sum{" + own + "} " + number(sum) + "\n";
+    text += "acc_recovery_seconds_count{" + own + "} " +
+            number(static_cast<double>(job.recoveries.size())) + "\n";
+    out.raw(text);
+  }
+  out.family("acc_time_lost_seconds_total", "counter",
+             "Wall seconds in recoveries and in attempts whose workers made no progress.");
+  out.sample(own, job.goodput.lost_seconds);
+  out.family(
+      "acc_goodput_ratio", "gauge",
+      "Share of the wall time since the first attempt spent in attempts that made progress.");
+  out.sample(own, job.goodput.wall_seconds > 0
+                      ? job.goodput.progress_seconds / job.goodput.wall_seconds
+                      : 0.0);
   out.family("acc_rank_state", "gauge",
              "1 for the rank's state (starting, running, quiet, stalled, exited), 0 for others.");
   for (const RankStatus& r : job.ranks)
@@ -270,6 +306,16 @@ void StatusBoard::job_ended() {
   const std::lock_guard lock(mutex_);
   std::fill(running_.begin(), running_.end(), false);
   job_.phase = "ended";
+}
+
+void StatusBoard::recovered(const RecoveryStatus& recovery) {
+  const std::lock_guard lock(mutex_);
+  job_.recoveries.push_back(recovery);
+}
+
+void StatusBoard::set_goodput(const GoodputStatus& goodput) {
+  const std::lock_guard lock(mutex_);
+  job_.goodput = goodput;
 }
 
 void StatusBoard::sample() {

@@ -66,6 +66,25 @@ struct NodeStatus {
   int workers_alive = 0;
 };
 
+// One recovery of this node: from the moment it saw a failure (its own worker's exit, or another
+// node's restart, end or new round) to the next attempt's workers spawned, in phases.
+struct RecoveryStatus {
+  int attempt = 0;                // the attempt it started: 2 for the first restart
+  std::string cause;              // one line: "rank 1 exited with 1: Python exception: ..."
+  double stop_seconds = 0;        // until this node's workers had all ended
+  double rendezvous_seconds = 0;  // then until the next attempt was agreed (barrier or round)
+  double spawn_seconds = 0;       // then until its workers were spawned
+  double seconds = 0;             // the three
+};
+
+// Where the job's wall time went, on this node, since its first attempt started.
+struct GoodputStatus {
+  double wall_seconds = 0;      // since the first attempt started
+  double progress_seconds = 0;  // in attempts whose workers made progress (a beat, a collective)
+  double recovery_seconds = 0;  // in recoveries (RecoveryStatus::seconds)
+  double lost_seconds = 0;      // in attempts without progress, and recoveries
+};
+
 // What the serving launcher shows: its own node, and on node 0 of several the other nodes too.
 struct JobStatus {
   std::string job_id;
@@ -76,10 +95,12 @@ struct JobStatus {
   int attempt = 0;   // 0 until the first attempt starts, then 1, 2...
   int restarts = 0;  // failure restarts so far
   int workers_alive = 0;
-  std::string phase;              // waiting (no attempt runs), running, ended
-  std::vector<NodeStatus> nodes;  // this node, then (node 0) the other nodes that reported
-  std::vector<RankStatus> ranks;  // this node's, then (node 0) the other nodes', by rank
-  std::string hang_report;        // the last one this launcher printed; empty: none
+  std::string phase;                       // waiting (no attempt runs), running, ended
+  std::vector<NodeStatus> nodes;           // this node, then (node 0) the other nodes that reported
+  std::vector<RankStatus> ranks;           // this node's, then (node 0) the other nodes', by rank
+  std::string hang_report;                 // the last one this launcher printed; empty: none
+  std::vector<RecoveryStatus> recoveries;  // this node's, oldest first
+  GoodputStatus goodput;                   // this node's
 };
 
 // Prometheus' text exposition format (version 0.0.4): a HELP and TYPE line for every family,
@@ -129,6 +150,9 @@ class StatusBoard {
   void hang_report(const std::string& report);  // an on-demand one: the job goes on
   void attempt_ended();
   void job_ended();
+  // A recovery ended (the next attempt's workers are spawned); the goodput so far.
+  void recovered(const RecoveryStatus& recovery);
+  void set_goodput(const GoodputStatus& goodput);
 
   // The server's side: one look at every worker's file (once a second), and the board now.
   void sample();

@@ -53,8 +53,9 @@ class Os {
   // job comes before the failures it caused a millisecond later). Never blocks.
   virtual std::optional<pid_t> exited_child() = 0;
   // Reaps the exited child `pid` (from exited_child()) and returns its status as waitpid
-  // reports it.
-  virtual int reap(pid_t pid) = 0;
+  // reports it; `peak_rss_kib`, when given, gets its peak resident set (wait4's ru_maxrss, KiB),
+  // or -1 where the OS cannot tell.
+  virtual int reap(pid_t pid, long* peak_rss_kib = nullptr) = 0;
 
   // The children of the launcher that it did not start through spawn() and are not its own
   // helpers: what the workers left behind and the kernel gave to us (the subreaper).

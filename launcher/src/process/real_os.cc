@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -78,10 +79,12 @@ std::optional<pid_t> RealOs::exited_child() {
   return info.si_pid;
 }
 
-int RealOs::reap(pid_t pid) {
+int RealOs::reap(pid_t pid, long* peak_rss_kib) {
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  rusage usage{};
+  while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
   }
+  if (peak_rss_kib) *peak_rss_kib = usage.ru_maxrss;
   return status;
 }
 

@@ -25,7 +25,7 @@ class RealOs : public Os {
   void signal_group(pid_t process_group, int sig) override;
   void signal_process(pid_t pid, int sig) override;
   std::optional<pid_t> exited_child() override;
-  int reap(pid_t pid) override;
+  int reap(pid_t pid, long* peak_rss_kib = nullptr) override;
   std::vector<pid_t> orphans() override;
   ProcessState process_state(pid_t pid) override;
   Clock::time_point now() override;

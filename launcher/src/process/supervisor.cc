@@ -83,8 +83,10 @@ void Supervisor::reap_children() {
     // While the exited leader is unreaped its group id cannot be reused: clear out whatever
     // the child left running in its group.
     if (child) os_.signal_group(child->pid, SIGKILL);
-    const int status = os_.reap(*pid);
+    long peak_rss_kib = -1;
+    const int status = os_.reap(*pid, &peak_rss_kib);
     if (child) {
+      child->peak_rss_kib = peak_rss_kib;
       os_.forget(child->pid);
       child->running = false;
       child->status = status;

@@ -26,6 +26,7 @@ struct Child {
   bool running = false;
   bool unkillable = false;  // still alive the kill bound after SIGKILL: given up on
   int status = 0;           // as waitpid reports it
+  long peak_rss_kib = -1;   // its peak resident set once reaped (KiB), -1 when not known
   Stream out;
   Stream err;
 };

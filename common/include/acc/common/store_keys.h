@@ -43,6 +43,12 @@ inline std::string hang_node_summary(int restart_count, int node_rank) {
 //                                    and reason; every other launcher stops on seeing it
 //   /acc/job/restart                 the restart count every node moves to (compare_set k -> k+1)
 //   /acc/job/attempt_<k>/arrived     the attempt barrier: each node adds 1 before attempt k
+//   /acc/job/attempt_<k>/ready       set by the last node to arrive at attempt k's barrier, or by
+//                                    a node that ends the job before attempt k starts
+//   /acc/job/attempt_<k>/over        set when nothing more happens in attempt k: a node moves the
+//                                    job past it, ends the job, or is the last to arrive at the
+//                                    exit barrier. The nodes wait on these two keys (a store WAIT,
+//                                    an event) rather than looking at the counters in turn.
 //   /acc/job/exit/arrived            the exit barrier: each node adds 1 when its workers are done
 //   /acc/trace/attempt_<k>/rank_<r>  rank r's collective trace (progress_file.h), put by its
 //                                    node's launcher when a hang report is built
@@ -70,6 +76,14 @@ inline std::string job_restart() {
 
 inline std::string attempt_barrier(int restart_count) {
   return "/acc/job/attempt_" + std::to_string(restart_count) + "/arrived";
+}
+
+inline std::string attempt_ready(int restart_count) {
+  return "/acc/job/attempt_" + std::to_string(restart_count) + "/ready";
+}
+
+inline std::string attempt_over(int restart_count) {
+  return "/acc/job/attempt_" + std::to_string(restart_count) + "/over";
 }
 
 inline std::string exit_barrier() {

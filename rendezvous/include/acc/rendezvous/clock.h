@@ -6,8 +6,12 @@
 // windows to pass.
 
 #include <chrono>
+#include <string>
+#include <vector>
 
 namespace acc::rendezvous {
+
+class KeyValueStore;
 
 class Clock {
  public:
@@ -22,6 +26,14 @@ class Clock {
   // its time there instead of blocking. Thread-safe.
   virtual void sleep_until(time_point deadline) const = 0;
   void sleep_for(duration length) const { sleep_until(now() + length); }
+
+  // Blocks until every key of `keys` exists in `store` (true) or now() reaches `deadline`
+  // (false). This clock's: a store WAIT, which the keys' setting ends at once, so that a wait
+  // that looks for a stop signal between slices still sees the keys the moment they are set. A
+  // fake clock may look once and move its time to the deadline instead. Throws what the store
+  // throws, except TimeoutError.
+  virtual bool wait_for_keys(KeyValueStore& store, const std::vector<std::string>& keys,
+                             time_point deadline) const;
 
   // std::chrono::steady_clock's time and std::this_thread's sleeps; one object for the process,
   // never destroyed.

@@ -119,6 +119,21 @@ class ElasticRendezvous {
   // (its workers failed), so this node should stop its workers and join. One store operation.
   bool superseded();
 
+  // True when a participant of this node's round said that it failed (open_next_round, or
+  // next_rendezvous(true)): the next round counts a restart. One store operation.
+  bool round_failed();
+
+  // The key that is set when the round after this node's opens (or the run closes): a node whose
+  // workers run waits on it (a store WAIT, an event) to learn of a failure elsewhere at once.
+  // Valid after next_rendezvous().
+  std::string next_round_key() const;
+
+  // This node's round failed (its workers did): opens the next round now, unless another node
+  // did, so that the other participants, waiting on next_round_key(), stop their workers and meet
+  // again while this node stops its own. next_rendezvous(true) then joins that round. Four store
+  // operations at most; throws as next_rendezvous().
+  void open_next_round();
+
   // The key prefix of this node's run, "rdzv/<run_id>/<generation>/", for the caller's own keys
   // of the run (which must not outlive it either). Valid after next_rendezvous() or close_run().
   std::string run_scope() const { return key(""); }

@@ -72,6 +72,17 @@ class StoreClient : public KeyValueStore {
   // stays usable since the wait is cancelled on the server).
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   void wait(const std::vector<std::string>& keys) { wait(keys, options_.timeout); }
+  // A wait whose end is an event for the caller's own poll loop: sends WAIT for `keys` and
+  // returns at once. fd() becomes readable when every key exists (or the connection breaks);
+  // then wait_ended() reads the reply. No other request may go on this client meanwhile, so a
+  // watch keeps a connection of its own; dropping the client cancels the wait (the server drops
+  // a closed connection's waits). Throws NetworkError when the connection is broken.
+  void begin_wait(const std::vector<std::string>& keys);
+  // Never blocks: true once the reply to begin_wait() came (the keys exist), false while it has
+  // not. Throws NetworkError when the connection broke meanwhile (the store is gone).
+  bool wait_ended();
+  // The connection's descriptor, for poll(); -1 after an error closed it.
+  int fd() const { return fd_; }
   // True when every key exists now; never blocks on the keys.
   bool check(const std::vector<std::string>& keys) override;
   // Waits for all keys (as get()), then returns their values in order.

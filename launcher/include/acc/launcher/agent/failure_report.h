@@ -22,6 +22,7 @@ struct WorkerOutcome {
   std::string error_message;             // from the error file
   std::string traceback;                 // from the error file
   std::vector<std::string> stderr_tail;  // its last stderr lines
+  std::string cause;                     // why, in one line (failure_cause.h); may be empty
   bool root_cause = false;
   bool stopped_by_launcher = false;  // ended by our SIGTERM/SIGKILL after another failure
 };

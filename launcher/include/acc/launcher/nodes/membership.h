@@ -21,6 +21,8 @@ class StoreServer;
 
 namespace acc::launcher {
 
+class StoreWatch;
+
 // How a job ended, as the node that ended it tells the others (static multi-node jobs publish it
 // in node 0's store, store_keys::job_end()). Plain data.
 struct JobEnd {
@@ -78,6 +80,16 @@ class Membership {
 
   // How often changed() wants calling while the workers run; zero: never.
   virtual std::chrono::milliseconds poll_interval() const { return {}; }
+
+  // While the workers of the last join()'s attempt run: a descriptor that becomes readable the
+  // moment another node does what watch() reports (its workers failed, it ended the job, it
+  // opened a new round), so that the agent calls watch() then rather than at its next
+  // poll_interval(); -1 when there is none (one node; an etcd store, polled). The first call
+  // after a join() opens it (one connection to the store); it stays valid until the next join().
+  // Throws NetworkError or TimeoutError when the store cannot be reached.
+  virtual int event_fd() { return -1; }
+  // The descriptor was readable: true when watch() should run now (once per event).
+  virtual bool take_event() { return false; }
 
   // Keeps this node alive in the job and looks around: true when nodes joined or left, so the
   // group must stop and join again (which does not use up a restart).
@@ -171,6 +183,9 @@ class StaticMembership : public Membership {
   // every node (up to --rdzv_conf join_timeout, 600 s: TimeoutError).
   Round join(int restart_count) override;
   std::chrono::milliseconds poll_interval() const override;
+  // Several nodes: readable when another node restarts or ends the job (attempt_over's key).
+  int event_fd() override;
+  bool take_event() override;
   JobEvent watch(int restart_count) override;
   void keep_alive() override;
   JobEvent restart_job(int restart_count) override;
@@ -186,8 +201,10 @@ class StaticMembership : public Membership {
   const LaunchPlan& plan_;
   const rendezvous::Clock& clock_;
   std::unique_ptr<rendezvous::StoreServer> store_;
-  std::unique_ptr<Link> link_;    // several nodes only
-  std::string socket_interface_;  // Round::socket_interface; several nodes only
+  std::unique_ptr<Link> link_;         // several nodes only
+  std::unique_ptr<StoreWatch> watch_;  // event_fd()'s, for attempt_
+  int attempt_ = 0;                    // the last join()'s restart count
+  std::string socket_interface_;       // Round::socket_interface; several nodes only
 };
 
 // The membership the plan asks for: elastic for --rdzv_backend c10d or etcd-v2, else static.

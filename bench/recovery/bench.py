@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Recovery: the time from a worker's failure to the next attempt's last worker, acc-launch
+against torchrun of PyTorch 2.x, side by side in one invocation (runs interleaved, median of N).
+
+Each scenario runs the job with --max_restarts 1. In attempt 0 every worker appends its start to
+a shared file, and rank 1 fails (exit 1) once every worker has started; the other workers sleep
+until they are stopped. The figure is the time from rank 1's failure (stamped just before its
+exit) to the start of the last worker of the next attempt (stamped as its first act), so it holds
+what the launchers do between the two: seeing the exit, stopping the workers of every node, the
+new round, spawning.
+
+  one node        : --nproc_per_node 4, shell workers
+  2 nodes static  : two launchers on loopback, --nnodes 2 --node_rank R --master_addr 127.0.0.1
+                    (acc-launch only: torchrun's static rendezvous restarts the failing node
+                    alone, so there is no second node's stop to time)
+  2 nodes c10d    : two launchers on loopback, --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d
+  3 nodes c10d    : three such launchers (6 workers)
+  2 nodes c10d netns : two launchers in network namespaces of their own, joined by a veth pair
+                    (10.231.9.1 and .2, --local_addr each); needs root
+  2 nodes c10d py : the same as 2 nodes c10d with Python workers of PyTorch 2.x that init_process_group (gloo)
+                    and all_reduce: the figure ends when the last rank of the next attempt is
+                    past its first all_reduce, so it holds the workers' start-up too, whose
+                    parts (interpreter, import torch, init_process_group, first all_reduce) are
+                    printed beside it
+
+With ACC_TIMELINE=1 in acc-launch's environment its phases (joined, started, exited, ...) are in
+its stderr; --phases prints them for the last run of each scenario.
+
+Usage: bench.py ACC_LAUNCH [--runs N] [--torch2-python PY] [--timeout S] [--scenarios a,b]
+"""
+import argparse
+import os
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+DEFAULT_TORCH2_PYTHON = os.environ.get("ACC_TORCH2_PYTHON") or "/opt/acc-launch/peers-venv/bin/python"
+
+# Appends its start, fails once as rank 1 when every worker of attempt 0 is up, else sleeps until
+# stopped (attempt 0) or ends (the next attempt). `exec`: a stop signal reaches the sleep itself.
+SHELL_WORKER = r"""
+d=$1; n=$2
+echo "$(date +%s%N) $RANK" >> "$d/starts"
+if [ -e "$d/failed_at" ]; then exit 0; fi
+if [ "$RANK" = 1 ] && mkdir "$d/failing" 2>/dev/null; then
+  while [ "$(wc -l < "$d/starts")" -lt "$n" ]; do sleep 0.05; done
+  sleep 0.3
+  date +%s%N > "$d/failed_at"
+  exit 1
+fi
+exec sleep 120
+"""
+
+PYTHON_WORKER = r"""
+import os, sys, time
+t0 = time.time_ns()
+d, n = sys.argv[1], int(sys.argv[2])
+import torch
+import torch.distributed as dist
+t1 = time.time_ns()
+dist.init_process_group("gloo")
+t2 = time.time_ns()
+x = torch.ones(1)
+dist.all_reduce(x)
+t3 = time.time_ns()
+with open(os.path.join(d, "starts"), "a") as f:
+    f.write(f"{t0} {os.environ['RANK']} {t1} {t2} {t3}\n")
+if os.path.exists(os.path.join(d, "failed_at")):
+    dist.destroy_process_group()
+    sys.exit(0)
+if os.environ["RANK"] == "1":
+    os.mkdir(os.path.join(d, "failing"))
+    time.sleep(0.5)
+    with open(os.path.join(d, "failed_at"), "w") as f:
+        f.write(str(time.time_ns()))
+    os._exit(1)
+time.sleep(120)
+"""
+
+
+class BenchError(Exception):
+    """A run that failed or passed its time limit: one line, then exit 1."""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load_average():
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def launch(cmds, timeout, envs, stderr_paths):
+    """Starts every command (one per node) in a session of its own, waits for all; raises
+    BenchError on a timeout or a failure."""
+    procs = []
+    for cmd, env, err in zip(cmds, envs, stderr_paths):
+        with open(err, "w") as f:
+            procs.append(subprocess.Popen(cmd, start_new_session=True, env=env,
+                                          stdout=subprocess.DEVNULL, stderr=f))
+    deadline = time.monotonic() + timeout
+    codes = []
+    for p, cmd in zip(procs, cmds):
+        try:
+            codes.append(p.wait(max(0.1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                try:
+                    os.killpg(q.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                q.wait()
+            tails = ""
+            for err in stderr_paths:
+                with open(err) as f:
+                    tails += f.read()[-3000:]
+            raise BenchError(f"timed out after {timeout:g} s: {shlex.join(cmd)}\n{tails}")
+    for code, cmd, err in zip(codes, cmds, stderr_paths):
+        if code != 0:
+            with open(err) as f:
+                tail = f.read()[-2000:]
+            raise BenchError(f"exit code {code}: {shlex.join(cmd)}\n{tail}")
+
+
+def measure(d, workers):
+    """(ms from the failure to the last start of the next attempt, the next attempt's rows)."""
+    with open(os.path.join(d, "failed_at")) as f:
+        failed = int(f.read())
+    with open(os.path.join(d, "starts")) as f:
+        rows = [[int(x) for x in line.split()] for line in f if line.strip()]
+    after = [r for r in rows if r[0] > failed]
+    if len(after) < workers:
+        raise BenchError(f"{len(after)} of {workers} workers started after the failure in {d}")
+    after.sort()
+    after = after[:workers]
+    # A shell row: its start, its rank; a Python row's last field: past its first all_reduce.
+    last = max(r[4] if len(r) == 5 else r[0] for r in after)
+    return (last - failed) / 1e6, after, failed
+
+
+def commands(launcher, scenario, d, script, torch_python, port):
+    """One command per node."""
+    acc = launcher == "acc-launch"
+    python = scenario.endswith("py")
+    if python:
+        prog = [torch_python, script, d]
+        worker_flags = [] if acc else []
+    else:
+        prog = ["/bin/sh", script, d]
+    if scenario == "one node":
+        return [[*LAUNCHERS[launcher], "--nproc_per_node", "4", "--max_restarts", "1",
+                 "--no_python", *prog, "4"]]
+    if scenario == "2 nodes static":
+        return [[*LAUNCHERS[launcher], "--nnodes", "2", "--node_rank", str(r), "--nproc_per_node",
+                 "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
+                 "--max_restarts", "1", "--no_python", *prog, "4"] for r in range(2)]
+    nodes = nodes_of(scenario)
+    if scenario.endswith("netns"):
+        # Node i in namespace i at 10.231.9.(i+1), the rendezvous at node 0's address.
+        return [["ip", "netns", "exec", netns_name(i), *LAUNCHERS[launcher], "--nnodes",
+                 str(nodes), "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+                 "--rdzv_endpoint", "10.231.9.1:29531", "--rdzv_id", "bench", "--local_addr",
+                 f"10.231.9.{i + 1}", "--max_restarts", "1", "--no_python", *prog,
+                 str(2 * nodes)] for i in range(nodes)]
+    return [[*LAUNCHERS[launcher], "--nnodes", str(nodes), "--nproc_per_node", "2",
+             "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id",
+             "bench", "--max_restarts", "1", "--no_python", *prog, str(2 * nodes)]
+            for _ in range(nodes)]
+
+
+def netns_name(i):
+    return f"accrec{os.getpid()}n{i}"
+
+
+class Namespaces:
+    """Two network namespaces joined by a veth pair (10.231.9.1 and .2), for one run; removed
+    with whatever still runs in them."""
+
+    def __enter__(self):
+        names = [netns_name(0), netns_name(1)]
+        veth = [f"ar{os.getpid()}a"[:15], f"ar{os.getpid()}b"[:15]]
+        steps = [["ip", "netns", "add", names[0]], ["ip", "netns", "add", names[1]],
+                 ["ip", "link", "add", veth[0], "netns", names[0], "type", "veth", "peer",
+                  "name", veth[1], "netns", names[1]]]
+        for i in range(2):
+            steps += [["ip", "-n", names[i], "addr", "add", f"10.231.9.{i + 1}/24", "dev",
+                       veth[i]],
+                      ["ip", "-n", names[i], "link", "set", "lo", "up"],
+                      ["ip", "-n", names[i], "link", "set", veth[i], "up"]]
+        for step in steps:
+            if subprocess.run(step, stderr=subprocess.DEVNULL).returncode != 0:
+                self.__exit__()
+                raise BenchError(f"cannot make the network namespaces ({shlex.join(step)}): "
+                                 "run as root, or leave the netns scenario out")
+        return self
+
+    def __exit__(self, *_):
+        for i in range(2):
+            pids = subprocess.run(["ip", "netns", "pids", netns_name(i)], capture_output=True,
+                                  text=True).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            subprocess.run(["ip", "netns", "del", netns_name(i)], stderr=subprocess.DEVNULL)
+
+
+def nodes_of(scenario):
+    return 1 if scenario == "one node" else int(scenario.split()[0])
+
+
+
+def workers_of(scenario):
+    return 4 if scenario == "one node" else 2 * nodes_of(scenario)
+
+
+LAUNCHERS = {}
+
+
+def one_run(launcher, scenario, args, env):
+    with tempfile.TemporaryDirectory(prefix="recovery-") as d:
+        python = scenario.endswith("py")
+        script = os.path.join(d, "worker.py" if python else "worker.sh")
+        with open(script, "w") as f:
+            f.write(PYTHON_WORKER if python else SHELL_WORKER)
+        cmds = commands(launcher, scenario, d, script, args.torch2_python, free_port())
+        errs = [os.path.join(d, f"stderr-{i}") for i in range(len(cmds))]
+        if scenario.endswith("netns"):
+            with Namespaces():
+                launch(cmds, args.timeout, [env] * len(cmds), errs)
+        else:
+            launch(cmds, args.timeout, [env] * len(cmds), errs)
+        ms, rows, failed = measure(d, workers_of(scenario))
+        phases = []
+        for e in errs:
+            with open(e) as f:
+                phases += [line.rstrip() for line in f if "timeline" in line.lower()]
+        return ms, rows, failed, phases
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("acc_launch")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--torch2-python", default=DEFAULT_TORCH2_PYTHON)
+    parser.add_argument("--timeout", type=float, default=60)
+    parser.add_argument("--scenarios", default="one node,2 nodes static,2 nodes c10d,"
+                        "3 nodes c10d,2 nodes c10d netns,2 nodes c10d py")
+    parser.add_argument("--no-torchrun", action="store_true")
+    parser.add_argument("--phases", action="store_true",
+                        help="print acc-launch's ACC_TIMELINE line of the last run per scenario")
+    args = parser.parse_args()
+    LAUNCHERS["acc-launch"] = [args.acc_launch]
+    LAUNCHERS["torchrun"] = [args.torch2_python, "-m", "torch.distributed.run"]
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    try:
+        with tempfile.TemporaryDirectory(prefix="recovery-torchrun-") as tmp:
+            peer_env = dict(os.environ, TMPDIR=tmp, LOGLEVEL="WARNING")
+            ours_env = dict(os.environ, ACC_TIMELINE="1")
+            print(f"recovery: median of {args.runs} runs each, interleaved; load average before: "
+                  f"{load_average()}")
+            print(f"{'scenario':<18} {'acc-launch ms':>14} {'torchrun ms':>12}  torchrun / acc-launch")
+            for scenario in scenarios:
+                launchers = ["acc-launch"]
+                if not (args.no_torchrun or scenario == "2 nodes static"):
+                    launchers.append("torchrun")
+                times = {name: [] for name in launchers}
+                broken = {}
+                parts = {name: [] for name in launchers}
+                last_phases = []
+                for i in range(args.runs):
+                    order = launchers if i % 2 == 0 else launchers[::-1]
+                    for name in order:
+                        if name in broken:
+                            continue
+                        try:
+                            ms, rows, failed, phases = one_run(
+                                name, scenario, args,
+                                ours_env if name == "acc-launch" else peer_env)
+                        except BenchError as e:
+                            if name == "acc-launch":
+                                raise
+                            # A peer that does not recover is a result, not a bench failure.
+                            lines = str(e).splitlines()
+                            errors = [l for l in lines if "Error" in l]
+                            broken[name] = (lines[0][:60] + " ... " +
+                                            (errors[-1][:200] if errors else ""))
+                            continue
+                        times[name].append(ms)
+                        if len(rows[0]) == 5:
+                            # interpreter start to import done, init_process_group, all_reduce
+                            # row: start, rank, imported, initialised, past the all_reduce
+                            parts[name].append([statistics.median((r[b] - r[a]) / 1e6
+                                                                  for r in rows)
+                                                for a, b in ((0, 2), (2, 3), (3, 4))] +
+                                               [(max(r[0] for r in rows) - failed) / 1e6])
+                        if name == "acc-launch":
+                            last_phases = phases
+                ours = statistics.median(times["acc-launch"])
+                theirs = statistics.median(times["torchrun"]) if times.get("torchrun") else None
+                row = f"{scenario:<18} {ours:>14.1f} "
+                row += f"{theirs:>12.1f}  {theirs / ours:.1f}x" if theirs else f"{'-':>12}"
+                print(row + "   (runs: " + ", ".join(
+                    f"{n} " + " ".join(f"{t:.0f}" for t in times[n]) for n in launchers) + ")")
+                for name, why in broken.items():
+                    print(f"  {name} did not recover: {why}")
+                for name in launchers:
+                    if parts[name]:
+                        med = [statistics.median(p[k] for p in parts[name]) for k in range(4)]
+                        print(f"  {name}: last spawn {med[3]:.0f} ms after the failure; each "
+                              f"worker: import torch {med[0]:.0f} ms, init_process_group "
+                              f"{med[1]:.0f} ms, first all_reduce {med[2]:.0f} ms (medians)")
+                if args.phases:
+                    for line in last_phases:
+                        print("  " + line)
+            print(f"load average after: {load_average()}")
+    except BenchError as e:
+        print(f"bench.py: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
