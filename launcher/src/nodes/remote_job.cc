@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "acc/common/error.h"
 #include "acc/common/unique_fd.h"
@@ -127,6 +129,7 @@ class RemoteJob : private Supervisor::Listener {
       return 128 + interrupted_by_;
     }
     if (!root_cause_) return 0;
+    root_cause_ = origin(*root_cause_);
     const int status = remote_exit_status(root_cause_->status);
     log::error("node " + std::to_string(root_cause_->node.node_rank) + " (" +
                root_cause_->node.host + ") failed" +
@@ -155,9 +158,27 @@ class RemoteJob : private Supervisor::Listener {
     request.argv = remote.argv;
     request.env = settings_.env;
     request.stdin_fd = stdin_read.get();
+    session.err.tail = &session.err_lines;
     SpawnedProcess spawned = supervisor_.spawn(session, std::move(request), settings_.path);
     stdin_read.reset();
     os_.await_exec(spawned);
+  }
+
+  // The node whose failure ended the job. The first ssh to end non-zero may be another node's:
+  // a failure reaches every node at once, and a node ended by another's failure exits with the
+  // same status, after its line "node N (host H) ended the job: ..." (describe_job_end).
+  Session* origin(Session& first_failed) {
+    static constexpr std::string_view kMarker = "error: node ";
+    for (auto line = first_failed.err_lines.rbegin(); line != first_failed.err_lines.rend();
+         ++line) {
+      const std::size_t at = line->find(kMarker);
+      if (at == std::string::npos || line->find(" ended the job: ") == std::string::npos) continue;
+      const int node = std::atoi(line->c_str() + at + kMarker.size());
+      for (auto& session : sessions_)
+        if (session->node.node_rank == node && session->status != 0) return session.get();
+      break;
+    }
+    return &first_failed;
   }
 
   // End of file on every node's stdin: each stops its workers and exits (--stop_on_stdin_eof);
