@@ -460,7 +460,8 @@ def main():
                 row = f"{scenario:<18} {ours:>14.1f} "
                 row += f"{theirs:>12.1f}  {theirs / ours:.1f}x" if theirs else f"{'-':>12}"
                 print(row + "   (runs: " + ", ".join(
-                    f"{n} " + " ".join(f"{t:.0f}" for t in times[n]) for n in launchers) + ")")
+                    f"{n} " + " ".join(f"{t:.0f}" for t in times[n])
+                    for n in launchers if times[n]) + ")")
                 for name, why in broken.items():
                     print(f"  {name} did not recover: {why}")
                 if scenario == "node lost":
