@@ -26,6 +26,10 @@ new round, spawning.
                     whole session: the node is gone); the figure runs from the kill to the last
                     worker of the surviving node's next attempt, and is bounded below by the
                     keep-alive window (3 s) by design: a silent node is only known as gone then
+  node lost py    : the same with Python workers of PyTorch 2.x in a training loop (a gloo
+                    all_reduce every 10 ms): the survivors' collective fails when node 1 goes, so
+                    both launchers restart on their workers' failure; the figure ends when the
+                    last rank of the next attempt is past its first all_reduce
   2 nodes c10d py : the same as 2 nodes c10d with Python workers of PyTorch 2.x that init_process_group (gloo)
                     and all_reduce: the figure ends when the last rank of the next attempt is
                     past its first all_reduce, so it holds the workers' start-up too, whose
@@ -104,6 +108,30 @@ if [ -e "$d/failed_at" ]; then exit 0; fi
 exec sleep 120
 """
 
+# "node lost py": the next attempt's ranks end past their first all_reduce; attempt 0's train
+# until a collective fails (node 1 killed) and exit 1 with its error.
+LOST_PY_WORKER = r"""
+import os, sys, time
+t0 = time.time_ns()
+d = sys.argv[1]
+import torch
+import torch.distributed as dist
+t1 = time.time_ns()
+dist.init_process_group("gloo")
+t2 = time.time_ns()
+x = torch.ones(1)
+dist.all_reduce(x)
+t3 = time.time_ns()
+with open(os.path.join(d, "starts"), "a") as f:
+    f.write(f"{t0} {os.environ['RANK']} {t1} {t2} {t3}\n")
+if os.path.exists(os.path.join(d, "failed_at")):
+    dist.destroy_process_group()
+    sys.exit(0)
+while True:
+    dist.all_reduce(x)
+    time.sleep(0.01)
+"""
+
 KEEP_ALIVE = "keep_alive_interval=1,keep_alive_max_attempt=3"
 KEEP_ALIVE_WINDOW_MS = 3000
 LOST_WAIT_S = 15  # five keep-alive windows
@@ -178,6 +206,12 @@ def launch(cmds, timeout, envs, stderr_paths):
             codes.append(p.wait(max(0.1, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
             for q in procs:
+                # torchrun 2.x starts each worker in a session of its own: those too.
+                for pid in descendants(q.pid) if q.poll() is None else []:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
                 try:
                     os.killpg(q.pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -232,11 +266,12 @@ def commands(launcher, scenario, d, script, torch_python, port, etcd=None):
                  "--rdzv_backend", "etcd-v2", "--rdzv_endpoint", etcd, "--rdzv_id",
                  f"bench{os.getpid()}", "--max_restarts", "1", "--no_python", *prog, "4"]
                 for _ in range(2)]
-    if scenario == "node lost":
+    if scenario.startswith("node lost"):
+        prog = [torch_python, script, d] if python else ["/bin/sh", script, d]
         return [[*LAUNCHERS[launcher], "--nnodes", "1:2", "--nproc_per_node", "2",
                  "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id",
                  "bench", "--rdzv_conf", f"{KEEP_ALIVE},last_call_timeout=1,is_host={1 - i}",
-                 "--max_restarts", "1", "--no_python", "/bin/sh", script, d] for i in range(2)]
+                 "--max_restarts", "1", "--no_python", *prog] for i in range(2)]
     nodes = nodes_of(scenario)
     if scenario.endswith("netns"):
         # Node i in namespace i at 10.231.9.(i+1), the rendezvous at node 0's address.
@@ -290,18 +325,37 @@ class Namespaces:
 
 
 def nodes_of(scenario):
-    if scenario == "node lost":
+    if scenario.startswith("node lost"):
         return 2
     return 1 if scenario == "one node" else int(scenario.split()[0])
 
 
 def workers_of(scenario):
-    if scenario == "node lost":
+    if scenario.startswith("node lost"):
         return 2  # the surviving node's, in the next attempt
     return 4 if scenario == "one node" else 2 * nodes_of(scenario)
 
 
-def lose_a_node(cmds, timeout, env, errs, d):
+def descendants(pid):
+    """Every process under `pid` now (children, theirs, ...), from /proc."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def lose_a_node(cmds, timeout, env, errs, d, wait_s):
     """Both nodes at once, node 0 serving the c10d store (is_host=1: the node lost must not be
     that one); once all 4 workers run, node 1's session is SIGKILLed (stamped just before). Node
     0 must then run its next attempt and end with 0 within LOST_WAIT_S."""
@@ -324,22 +378,34 @@ def lose_a_node(cmds, timeout, env, errs, d):
         else:
             raise BenchError("the 4 workers of attempt 0 did not start")
         time.sleep(0.3)
+        # The launcher's session and every process under it (torchrun 2.x starts each worker in
+        # a session of its own): the whole node goes at once.
+        doomed = descendants(procs[1].pid)
         with open(os.path.join(d, "failed_at"), "w") as f:
             f.write(str(time.time_ns()))
         os.killpg(procs[1].pid, signal.SIGKILL)
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         procs[1].wait()
         try:
-            code = procs[0].wait(min(timeout, LOST_WAIT_S))
+            code = procs[0].wait(wait_s)
         except subprocess.TimeoutExpired:
-            raise BenchError(f"node 0 had not started a next attempt {min(timeout, LOST_WAIT_S):g} "
-                             "s after node 1 was killed (its workers, which fail in no "
-                             "collective, kept running)")
+            raise BenchError(f"node 0 had not ended its next attempt {wait_s:g} s after node 1 "
+                             "was killed (its workers kept running)")
         if code != 0:
             with open(errs[0]) as f:
                 raise BenchError(f"exit code {code}: {shlex.join(cmds[0])}\n{f.read()[-2000:]}")
     finally:
         for p in procs:
             if p.poll() is None:
+                for pid in descendants(p.pid):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
                 try:
                     os.killpg(p.pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -355,7 +421,8 @@ def one_run(launcher, scenario, args, env):
         python = scenario.endswith("py")
         script = os.path.join(d, "worker.py" if python else "worker.sh")
         with open(script, "w") as f:
-            f.write(PYTHON_WORKER if python else
+            f.write(LOST_PY_WORKER if scenario == "node lost py" else
+                    PYTHON_WORKER if python else
                     LOST_WORKER if scenario == "node lost" else SHELL_WORKER)
         errs = [os.path.join(d, f"stderr-{i}") for i in range(nodes_of(scenario))]
         if scenario == "2 nodes etcd":
@@ -363,9 +430,10 @@ def one_run(launcher, scenario, args, env):
                 cmds = commands(launcher, scenario, d, script, args.torch2_python, free_port(),
                                 etcd.client)
                 launch(cmds, args.timeout, [env] * len(cmds), errs)
-        elif scenario == "node lost":
+        elif scenario.startswith("node lost"):
             cmds = commands(launcher, scenario, d, script, args.torch2_python, free_port())
-            lose_a_node(cmds, args.timeout, env, errs, d)
+            lose_a_node(cmds, args.timeout, env, errs, d,
+                        args.timeout if python else min(args.timeout, LOST_WAIT_S))
         elif scenario.endswith("netns"):
             cmds = commands(launcher, scenario, d, script, args.torch2_python, free_port())
             with Namespaces():
@@ -374,6 +442,8 @@ def one_run(launcher, scenario, args, env):
             cmds = commands(launcher, scenario, d, script, args.torch2_python, free_port())
             launch(cmds, args.timeout, [env] * len(cmds), errs)
         ms, rows, failed = measure(d, workers_of(scenario))
+        # The last worker's spawn (a Python row's figure also holds its start-up).
+        last_start = (max(r[0] for r in rows) - failed) / 1e6
         phases = []
         for i, e in enumerate(errs):
             with open(e) as f:
@@ -384,8 +454,9 @@ def one_run(launcher, scenario, args, env):
                             p.startswith(f"node {i}: ") for p in phases):
                         # (once per node: the job-end summary repeats the line)
                         x, stop, rdzv, spawn = (float(m.group(k)) for k in range(2, 6))
-                        phases.append(f"node {i}: detection {ms - x:.1f} ms (the figure less "
-                                      f"the launcher's {x:.1f} ms), stop {stop:.1f} ms, "
+                        phases.append(f"node {i}: detection {last_start - x:.1f} ms (the last "
+                                      f"worker's start less the launcher's {x:.1f} ms), stop "
+                                      f"{stop:.1f} ms, "
                                       f"rendezvous {rdzv:.1f} ms, spawn {spawn:.1f} ms")
         return ms, rows, failed, phases
 
@@ -464,7 +535,10 @@ def main():
                     for n in launchers if times[n]) + ")")
                 for name, why in broken.items():
                     print(f"  {name} did not recover: {why}")
-                if scenario == "node lost":
+                if scenario == "node lost py":
+                    print("  (detected by the survivors' failing all_reduce, then the last call "
+                          "of a round below --nnodes' maximum, 1000 ms)")
+                elif scenario == "node lost":
                     print(f"  (by design at least the keep-alive window, {KEEP_ALIVE_WINDOW_MS} ms "
                           f"({KEEP_ALIVE}), up to one interval more to the next look, and the "
                           "last call of a round below --nnodes' maximum, 1000 ms)")
