@@ -225,7 +225,7 @@ def launch(cmds, timeout, envs, stderr_paths):
     for code, cmd, err in zip(codes, cmds, stderr_paths):
         if code != 0:
             with open(err) as f:
-                tail = f.read()[-2000:]
+                tail = f.read()[-4000:]
             raise BenchError(f"exit code {code}: {shlex.join(cmd)}\n{tail}")
 
 
@@ -397,7 +397,7 @@ def lose_a_node(cmds, timeout, env, errs, d, wait_s):
                              "was killed (its workers kept running)")
         if code != 0:
             with open(errs[0]) as f:
-                raise BenchError(f"exit code {code}: {shlex.join(cmds[0])}\n{f.read()[-2000:]}")
+                raise BenchError(f"exit code {code}: {shlex.join(cmds[0])}\n{f.read()[-4000:]}")
     finally:
         for p in procs:
             if p.poll() is None:
@@ -468,7 +468,7 @@ def main():
     parser.add_argument("--torch2-python", default=DEFAULT_TORCH2_PYTHON)
     parser.add_argument("--timeout", type=float, default=60)
     parser.add_argument("--scenarios", default="one node,2 nodes static,2 nodes c10d,"
-                        "3 nodes c10d,2 nodes etcd,node lost,2 nodes c10d netns,2 nodes c10d py")
+                        "3 nodes c10d,2 nodes etcd,node lost,2 nodes c10d netns,2 nodes c10d py,node lost py")
     parser.add_argument("--no-torchrun", action="store_true")
     parser.add_argument("--phases", action="store_true",
                         help="print acc-launch's ACC_TIMELINE line of the last run per scenario")
@@ -511,7 +511,9 @@ def main():
                                 raise
                             # A peer that does not recover is a result, not a bench failure.
                             lines = str(e).splitlines()
-                            errors = [l for l in lines if "Error" in l or "had not" in l]
+                            # The workers' own error rather than torchrun's ChildFailedError.
+                            errors = [l for l in lines if ("Error" in l or "had not" in l) and
+                                      "ChildFailedError" not in l and "raise " not in l]
                             broken[name] = lines[0] if len(lines) == 1 else (
                                 lines[0][:60] + " ... " +
                                             (errors[-1][:200] if errors else ""))
