@@ -254,6 +254,15 @@ bool EtcdWatch::read_stream() {
          body_.find("\"error\"") != std::string::npos;
 }
 
+void EtcdWatch::take_over(EtcdWatch& other) {
+  ::dup3(other.fd_, fd_, O_CLOEXEC);
+  done_ = false;
+  received_.clear();
+  body_.clear();
+  parsed_ = 0;
+  in_body_ = false;
+}
+
 void EtcdWatch::quiet() {
   done_ = true;
   // dup3 onto the same number: the caller's poll set stays valid and never wakes again.
@@ -400,6 +409,10 @@ std::string EtcdClient::watch_request(std::string_view key, const std::optional<
   std::string start = std::to_string(revision + 1);
   if (entry && !entry->mod_revision.empty()) start = entry->mod_revision;
   return Json{{"create_request", {{"key", encoded_key(key)}, {"start_revision", start}}}}.dump();
+}
+
+void EtcdClient::rewatch(EtcdWatch& watch, std::string_view key, milliseconds connect_timeout) {
+  watch.take_over(*this->watch(key, connect_timeout));
 }
 
 std::unique_ptr<EtcdWatch> EtcdClient::watch(std::string_view key, milliseconds connect_timeout) {

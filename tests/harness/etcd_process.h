@@ -30,22 +30,30 @@ class EtcdProcess {
 
   EtcdProcess() = default;
   ~EtcdProcess() {
+    kill();
+    if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_);
+  }
+
+  // SIGKILLs the member (its data stays, for start() again on the same ports).
+  void kill() {
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
     }
     if (drain_.joinable()) drain_.join();
-    if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_);
   }
   EtcdProcess(const EtcdProcess&) = delete;
   EtcdProcess& operator=(const EtcdProcess&) = delete;
 
-  // Starts etcd and reads its log until it serves clients (true) or exits (false; `log` holds
-  // what it wrote).
+  // Starts etcd (again, after kill(): the same member, ports and data) and reads its log until
+  // it serves clients (true) or exits (false; `log` holds what it wrote).
   bool start(std::string& log) {
-    char dir[] = "/tmp/acc-etcd-test-XXXXXX";
-    if (!::mkdtemp(dir)) return false;
-    data_dir_ = dir;
+    if (data_dir_.empty()) {
+      char dir[] = "/tmp/acc-etcd-test-XXXXXX";
+      if (!::mkdtemp(dir)) return false;
+      data_dir_ = dir;
+    }
     endpoint_ = client_port_.address();
     const std::string peer = "http://" + peer_port_.address();
     const std::string client = "http://" + endpoint_;

@@ -199,5 +199,31 @@ TEST_F(ElasticMembershipOnEtcdTest, AFailureOnOneNodeWakesTheOtherAtOnceWithoutT
   EXPECT_EQ(again_b.get().restart_count, 1);
 }
 
+TEST_F(ElasticMembershipOnEtcdTest, AWatchWhoseMemberRestartedIsStartedAgainAndStillWakesTheNode) {
+  auto joined_a = std::async(std::launch::async, [this] { return a_->join(0); });
+  auto joined_b = std::async(std::launch::async, [this] { return b_->join(0); });
+  ASSERT_EQ(joined_a.wait_for(kHangGuard), std::future_status::ready);
+  ASSERT_EQ(joined_b.wait_for(kHangGuard), std::future_status::ready);
+  joined_a.get();
+  joined_b.get();
+  const int fd = b_->event_fd();
+  ASSERT_GE(fd, 0);
+  while (readable(fd, 300)) EXPECT_FALSE(b_->take_event());
+  // The member goes and comes back: node b's stream ends, with nothing to meet about.
+  etcd_.kill();
+  std::string log;
+  ASSERT_TRUE(etcd_.start(log)) << "etcd did not come back:\n" << log;
+  ASSERT_TRUE(readable(fd, 10'000));
+  EXPECT_TRUE(b_->take_event());
+  EXPECT_EQ(b_->watch(0).kind, JobEvent::Kind::kNone);
+  // Its next look started the watch again on the same descriptor: a failure on node a wakes it.
+  while (readable(fd, 300)) EXPECT_FALSE(b_->take_event());
+  a_->restart_job(0);
+  bool taken = false;
+  for (int i = 0; i < 5 && !taken; ++i) taken = readable(fd, 10'000) && b_->take_event();
+  ASSERT_TRUE(taken) << "the watch was not started again: the node would wait for a keep-alive";
+  EXPECT_EQ(b_->watch(0).kind, JobEvent::Kind::kMeetAgain);
+}
+
 }  // namespace
 }  // namespace acc::launcher

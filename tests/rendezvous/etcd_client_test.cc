@@ -486,5 +486,26 @@ TEST_F(EtcdClientTest, AWaitEndsOnTheWriteWithoutPollingTheStore) {
   waited.get();
 }
 
+TEST_F(EtcdClientTest, AnEndedWatchStartedAgainKeepsItsDescriptorAndFiresOnTheNextWrite) {
+  auto watcher = client();
+  auto writer = client();
+  auto watch = watcher->watch("next", 5s);
+  const int fd = watch->fd();
+  writer->set("next", "1");
+  bool fired = false;
+  for (int i = 0; i < 5 && !fired && readable(fd, 10s); ++i) fired = watch->fired();
+  ASSERT_TRUE(fired);
+  ASSERT_TRUE(watch->ended());
+  writer->set("later", "x");  // the store moves on; the key's own write is before the rewatch
+  watcher->rewatch(*watch, "gone", 5s);
+  EXPECT_EQ(watch->fd(), fd) << "the descriptor a poll loop holds stays valid";
+  EXPECT_FALSE(watch->ended());
+  for (int i = 0; i < 3 && readable(fd, 300ms); ++i) EXPECT_FALSE(watch->fired());
+  writer->set("gone", "1");
+  fired = false;
+  for (int i = 0; i < 5 && !fired && readable(fd, 10s); ++i) fired = watch->fired();
+  EXPECT_TRUE(fired) << "the new stream wakes the same descriptor";
+}
+
 }  // namespace
 }  // namespace acc::rendezvous

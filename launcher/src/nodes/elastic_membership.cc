@@ -345,6 +345,16 @@ bool ElasticMembership::changed() {
   }
   if (store) store->set_timeout(read_timeout_);
   last_reply_ = clock_.now();
+  if (why.empty() && etcd_watch_ && etcd_watch_->ended()) {
+    // The stream ended with nothing to meet about (its member went: a leader change, a restart):
+    // watch again on the descriptor the agent polls, rather than wait for keep-alives from now.
+    try {
+      dynamic_cast<rendezvous::EtcdClient&>(*client_).rewatch(
+          *etcd_watch_, rendezvous_->next_round_key(), keep_alive_interval_);
+    } catch (const Error&) {
+      // No member answers now: the next heartbeat tries again.
+    }
+  }
   if (!why.empty()) log::info(why);
   last_change_ = why;
   return !why.empty();

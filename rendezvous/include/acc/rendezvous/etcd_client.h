@@ -43,6 +43,8 @@ class EtcdWatch {
   // Never blocks: true once, when the key was written or the stream ended (the caller then
   // reads the store and learns which); false otherwise (etcd only confirmed the watch).
   bool fired();
+  // fired() has said true: EtcdClient::rewatch() may start it again.
+  bool ended() const { return done_; }
 
  private:
   friend class EtcdClient;
@@ -50,6 +52,9 @@ class EtcdWatch {
   // when the member cannot be reached.
   EtcdWatch(const std::string& address, const std::string& request,
             std::chrono::milliseconds timeout);
+  // Takes `other`'s connection onto this watch's descriptor number, so that a poll set holding
+  // fd() watches the new stream.
+  void take_over(EtcdWatch& other);
   // Takes what the stream holds now; true when it says the key changed or it ended.
   bool read_stream();
   void quiet();
@@ -102,6 +107,10 @@ class EtcdClient : public KeyValueStore {
   // once when the key exists already (from its last write), else when it is written. One read
   // and one connection, at most `connect_timeout` for the connection; NetworkError as call().
   std::unique_ptr<EtcdWatch> watch(std::string_view key, std::chrono::milliseconds connect_timeout);
+  // Starts an ended watch again on `key` from now on, as watch() does, keeping its descriptor
+  // (a stream that broke, with the member it came from: a leader change, a restart). Throws as
+  // watch(); the watch stays ended then.
+  void rewatch(EtcdWatch& watch, std::string_view key, std::chrono::milliseconds connect_timeout);
 
  private:
   // A key's value and the revision that last modified it (defined in etcd_client.cc).
