@@ -2,10 +2,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "acc/common/backoff.h"
+#include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 #include "acc/common/random.h"
 #include "acc/common/strings.h"
@@ -103,7 +112,162 @@ std::string key_list(const std::vector<std::string>& keys) {
   return out;
 }
 
+// The revision in a reply's header ("header": {"revision": "N"}); 0 when absent.
+std::int64_t header_revision(const Json& reply) {
+  const Json* header = find_member(reply, "header");
+  const std::string text = header ? text_of(*header, "revision", "0") : "0";
+  try {
+    return std::stoll(text);
+  } catch (const std::exception&) {
+    throw StoreError("etcd sent a revision that is not a number: " + text);
+  }
+}
+
+// A socket connected to host:port within `timeout`, blocking; NetworkError naming `address`.
+int connect_within(const std::string& address, milliseconds timeout) {
+  const Endpoint endpoint = parse_endpoint(address, 2379, "etcd endpoint");
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(endpoint.port);
+  if (const int rc = ::getaddrinfo(endpoint.host.c_str(), port.c_str(), &hints, &found); rc != 0)
+    throw NetworkError("etcd at " + address + ": " + ::gai_strerror(rc));
+  std::string failure = "no address";
+  int fd = -1;
+  for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) {
+      failure = std::strerror(errno);
+      continue;
+    }
+    int error = 0;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      error = errno;
+      if (error == EINPROGRESS) {
+        pollfd p{fd, POLLOUT, 0};
+        const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+        socklen_t length = sizeof error;
+        if (ready == 1)
+          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+        else
+          error = ETIMEDOUT;
+      }
+    }
+    if (error != 0) {
+      failure = std::strerror(error);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) throw NetworkError("etcd at " + address + ": watch: connect failed: " + failure);
+  // Blocking for the request (a few hundred bytes: the socket buffer takes them at once).
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
 }  // namespace
+
+EtcdWatch::EtcdWatch(const std::string& address, const std::string& request, milliseconds timeout) {
+  int pipe_fds[2];
+  ACC_CHECK(::pipe2(pipe_fds, O_CLOEXEC) == 0, SystemError,
+            "cannot make a pipe: ", std::strerror(errno));
+  quiet_read_ = pipe_fds[0];
+  quiet_write_ = pipe_fds[1];
+  try {
+    fd_ = connect_within(address, timeout);
+  } catch (...) {
+    ::close(quiet_read_);
+    ::close(quiet_write_);
+    throw;
+  }
+  const Endpoint endpoint = parse_endpoint(address, 2379, "etcd endpoint");
+  const std::string message =
+      acc::detail::concat("POST /v3/watch HTTP/1.1\r\nHost: ", endpoint.host,
+                          "\r\nContent-Type: application/json\r\nContent-Length: ", request.size(),
+                          "\r\n\r\n", request);
+  size_t sent = 0;
+  while (sent < message.size()) {
+    const ssize_t n = ::send(fd_, message.data() + sent, message.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd_);
+      ::close(quiet_read_);
+      ::close(quiet_write_);
+      throw NetworkError("etcd at " + address + ": watch: request failed: " + why);
+    }
+    sent += static_cast<size_t>(n);
+  }
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
+}
+
+EtcdWatch::~EtcdWatch() {
+  ::close(fd_);
+  ::close(quiet_read_);
+  ::close(quiet_write_);
+}
+
+bool EtcdWatch::fired() {
+  if (done_) return false;
+  if (!read_stream()) return false;
+  quiet();
+  return true;
+}
+
+bool EtcdWatch::read_stream() {
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+    if (n > 0) {
+      received_.append(buffer, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return true;  // the member closed the stream or the connection broke
+  }
+  if (!in_body_) {
+    const size_t end = received_.find("\r\n\r\n");
+    if (end == std::string::npos) return false;
+    // "HTTP/1.1 200 OK": anything else (the gateway's error) ends the watch.
+    if (received_.compare(0, 12, "HTTP/1.1 200") != 0 && received_.compare(0, 12, "HTTP/1.0 200"))
+      return true;
+    in_body_ = true;
+    parsed_ = end + 4;
+  }
+  // The stream's chunks ("<hex size>\r\n<data>\r\n"), one JSON message each.
+  for (;;) {
+    const size_t line_end = received_.find("\r\n", parsed_);
+    if (line_end == std::string::npos) break;
+    const size_t size = std::strtoul(received_.c_str() + parsed_, nullptr, 16);
+    if (size == 0) return true;  // the last chunk: the stream ended
+    if (received_.size() < line_end + 2 + size + 2) break;
+    body_.append(received_, line_end + 2, size);
+    parsed_ = line_end + 2 + size + 2;
+  }
+  // {"result": {..., "created": true}} confirms the watch; one with "events" (the key written)
+  // or "canceled" (a compacted revision, an error) ends it. Keys and values are base64 and never
+  // hold a quote, so the names are found as they are.
+  return body_.find("\"events\"") != std::string::npos ||
+         body_.find("\"canceled\"") != std::string::npos ||
+         body_.find("\"error\"") != std::string::npos;
+}
+
+void EtcdWatch::take_over(EtcdWatch& other) {
+  ::dup3(other.fd_, fd_, O_CLOEXEC);
+  done_ = false;
+  received_.clear();
+  body_.clear();
+  parsed_ = 0;
+  in_body_ = false;
+}
+
+void EtcdWatch::quiet() {
+  done_ = true;
+  // dup3 onto the same number: the caller's poll set stays valid and never wakes again.
+  ::dup3(quiet_read_, fd_, O_CLOEXEC);
+}
 
 std::optional<EtcdClient::Entry> EtcdClient::Entry::in(const Json& response) {
   const Json* range = find_member(response, "response_range");
@@ -183,8 +347,8 @@ void EtcdClient::set(std::string_view key, std::string_view value) {
   call("/v3/kv/put", Json{{"key", encoded_key(key)}, {"value", base64_encode(value)}}.dump());
 }
 
-std::vector<std::optional<EtcdClient::Entry>> EtcdClient::read(
-    const std::vector<std::string>& keys) {
+std::vector<std::optional<EtcdClient::Entry>> EtcdClient::read(const std::vector<std::string>& keys,
+                                                               std::int64_t* revision) {
   std::vector<std::optional<Entry>> entries;
   for (size_t first = 0; first < keys.size(); first += kOpsPerTxn) {
     Json ranges = Json::array();
@@ -195,6 +359,8 @@ std::vector<std::optional<EtcdClient::Entry>> EtcdClient::read(
     ACC_CHECK(results.size() == ranges.size(), StoreError, "etcd answered ", results.size(),
               " of the ", ranges.size(), " reads of one transaction");
     for (const Json& result : results) entries.push_back(Entry::in(result));
+    // The first transaction's: a write after it may be one the later ones did not see.
+    if (revision && first == 0) *revision = header_revision(reply);
   }
   return entries;
 }
@@ -202,10 +368,13 @@ std::vector<std::optional<EtcdClient::Entry>> EtcdClient::read(
 std::vector<std::string> EtcdClient::await(const std::vector<std::string>& keys,
                                            milliseconds timeout) {
   const auto deadline = SteadyClock::now() + timeout;
-  Backoff backoff(kFirstPause, kLongestPause);
+  Backoff backoff(kFirstPause, kLongestPause);  // only between watches that cannot connect
   for (;;) {
-    auto entries = read(keys);
-    if (std::all_of(entries.begin(), entries.end(), [](const auto& e) { return e.has_value(); })) {
+    std::int64_t revision = 0;
+    auto entries = read(keys, &revision);
+    const auto missing =
+        std::find_if(entries.begin(), entries.end(), [](const auto& e) { return !e.has_value(); });
+    if (missing == entries.end()) {
       std::vector<std::string> values;
       for (auto& entry : entries) values.push_back(std::move(entry->value));
       return values;
@@ -213,8 +382,44 @@ std::vector<std::string> EtcdClient::await(const std::vector<std::string>& keys,
     if (SteadyClock::now() >= deadline)
       throw TimeoutError(acc::detail::concat("etcd: ", key_list(keys), " not set within ",
                                              timeout.count(), " ms"));
-    backoff.sleep(deadline);
+    // Watch the first missing key from the revision just read: a write after the read fires it,
+    // so none is missed between the two. Then read all of them again.
+    const std::string& key = keys[static_cast<size_t>(missing - entries.begin())];
+    std::unique_ptr<EtcdWatch> watching;
+    try {
+      watching.reset(
+          new EtcdWatch(endpoint(), watch_request(key, std::nullopt, revision),
+                        std::clamp(remaining(deadline), milliseconds(1), kAttemptTimeout)));
+    } catch (const NetworkError&) {
+      // The member went between the read and the watch: the next read moves on to another.
+      backoff.sleep(deadline);
+      continue;
+    }
+    for (;;) {
+      pollfd p{watching->fd(), POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(remaining(deadline).count()));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0 || watching->fired()) break;
+    }
   }
+}
+
+std::string EtcdClient::watch_request(std::string_view key, const std::optional<Entry>& entry,
+                                      std::int64_t revision) const {
+  std::string start = std::to_string(revision + 1);
+  if (entry && !entry->mod_revision.empty()) start = entry->mod_revision;
+  return Json{{"create_request", {{"key", encoded_key(key)}, {"start_revision", start}}}}.dump();
+}
+
+void EtcdClient::rewatch(EtcdWatch& watch, std::string_view key, milliseconds connect_timeout) {
+  watch.take_over(*this->watch(key, connect_timeout));
+}
+
+std::unique_ptr<EtcdWatch> EtcdClient::watch(std::string_view key, milliseconds connect_timeout) {
+  std::int64_t revision = 0;
+  const std::optional<Entry> entry = read({std::string(key)}, &revision).front();
+  return std::unique_ptr<EtcdWatch>(
+      new EtcdWatch(endpoint(), watch_request(key, entry, revision), connect_timeout));
 }
 
 std::string EtcdClient::get(std::string_view key) {

@@ -1,6 +1,8 @@
 // Elastic membership (--rdzv_backend c10d) of two nodes in one process, over a rendezvous store
 // the test serves on a loopback port 0, each node on a fake clock of its own: they agree on a
 // round, and a node that stops beating is seen exactly one keep-alive window after its last beat.
+// The same two nodes over a real etcd (--rdzv_backend etcd-v2, where etcd-server is installed):
+// a failure on one wakes the other through its descriptor, without a keep-alive tick.
 // The store's waits on keys run in real time, so only what no such wait decides is timed here;
 // joins, spares and lost stores are tested end to end in tests/integration/elastic.
 
@@ -15,6 +17,7 @@
 #include <string>
 
 #include "acc/rendezvous/store_server.h"
+#include "etcd_process.h"
 #include "fake_clock.h"
 
 namespace acc::launcher {
@@ -133,6 +136,93 @@ TEST_F(ElasticMembershipTest, AFailureOnOneNodeWakesTheOtherAtOnceWithoutTheCloc
   ASSERT_EQ(joined_b.wait_for(kHangGuard), std::future_status::ready);
   EXPECT_EQ(joined_a.get().restart_count, 1);
   EXPECT_EQ(joined_b.get().restart_count, 1);
+}
+
+// The same, with the nodes meeting on etcd: the descriptor is an etcd watch.
+class ElasticMembershipOnEtcdTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!acc::testing::EtcdProcess::installed())
+      GTEST_SKIP() << "no " << acc::testing::EtcdProcess::binary()
+                   << " (Debian's etcd-server; or set ACC_ETCD)";
+    std::string log;
+    ASSERT_TRUE(etcd_.start(log)) << "etcd exited before it served:\n" << log;
+    for (LaunchPlan* plan : {&plan_a_, &plan_b_}) {
+      *plan = elastic_node(0, plan == &plan_a_ ? "127.0.0.1" : "127.0.0.2");
+      plan->rdzv_backend = "etcd-v2";
+      plan->rdzv_host.clear();
+      plan->rdzv_port = 0;
+      plan->etcd_endpoints = {etcd_.endpoint()};
+    }
+    a_ = std::make_unique<ElasticMembership>(plan_a_, "node-a", clock_a_);
+    b_ = std::make_unique<ElasticMembership>(plan_b_, "node-b", clock_b_);
+  }
+
+  acc::testing::EtcdProcess etcd_;
+  LaunchPlan plan_a_;
+  LaunchPlan plan_b_;
+  FakeClock clock_a_;
+  FakeClock clock_b_;
+  std::unique_ptr<ElasticMembership> a_;
+  std::unique_ptr<ElasticMembership> b_;
+};
+
+TEST_F(ElasticMembershipOnEtcdTest, AFailureOnOneNodeWakesTheOtherAtOnceWithoutTheClockMoving) {
+  auto joined_a = std::async(std::launch::async, [this] { return a_->join(0); });
+  auto joined_b = std::async(std::launch::async, [this] { return b_->join(0); });
+  ASSERT_EQ(joined_a.wait_for(kHangGuard), std::future_status::ready);
+  ASSERT_EQ(joined_b.wait_for(kHangGuard), std::future_status::ready);
+  EXPECT_EQ(joined_a.get().nnodes, 2);
+  EXPECT_EQ(joined_b.get().nnodes, 2);
+  const int fd = b_->event_fd();
+  ASSERT_GE(fd, 0) << "an etcd rendezvous has a descriptor too, not the keep-alive's polls";
+  // etcd confirms the watch: that may wake the loop, but is no event.
+  while (readable(fd, 300)) EXPECT_FALSE(b_->take_event());
+  const auto before = clock_b_.elapsed();
+  const JobEvent restart = a_->restart_job(0);
+  EXPECT_EQ(restart.kind, JobEvent::Kind::kRestart);
+  bool taken = false;
+  for (int i = 0; i < 5 && !taken; ++i)
+    taken = readable(fd, static_cast<int>(std::chrono::milliseconds(kHangGuard).count())) &&
+            b_->take_event();
+  ASSERT_TRUE(taken);
+  const JobEvent seen = b_->watch(0);
+  EXPECT_EQ(seen.kind, JobEvent::Kind::kMeetAgain);
+  EXPECT_EQ(seen.why, "another node's workers failed; meeting again");
+  EXPECT_EQ(clock_b_.elapsed(), before) << "seen without waiting for a keep-alive tick";
+  EXPECT_FALSE(readable(fd, 0)) << "quiet once taken";
+  auto again_a = std::async(std::launch::async, [this] { return a_->join(1); });
+  auto again_b = std::async(std::launch::async, [this] { return b_->join(0); });
+  ASSERT_EQ(again_a.wait_for(kHangGuard), std::future_status::ready);
+  ASSERT_EQ(again_b.wait_for(kHangGuard), std::future_status::ready);
+  EXPECT_EQ(again_a.get().restart_count, 1);
+  EXPECT_EQ(again_b.get().restart_count, 1);
+}
+
+TEST_F(ElasticMembershipOnEtcdTest, AWatchWhoseMemberRestartedIsStartedAgainAndStillWakesTheNode) {
+  auto joined_a = std::async(std::launch::async, [this] { return a_->join(0); });
+  auto joined_b = std::async(std::launch::async, [this] { return b_->join(0); });
+  ASSERT_EQ(joined_a.wait_for(kHangGuard), std::future_status::ready);
+  ASSERT_EQ(joined_b.wait_for(kHangGuard), std::future_status::ready);
+  joined_a.get();
+  joined_b.get();
+  const int fd = b_->event_fd();
+  ASSERT_GE(fd, 0);
+  while (readable(fd, 300)) EXPECT_FALSE(b_->take_event());
+  // The member goes and comes back: node b's stream ends, with nothing to meet about.
+  etcd_.kill();
+  std::string log;
+  ASSERT_TRUE(etcd_.start(log)) << "etcd did not come back:\n" << log;
+  ASSERT_TRUE(readable(fd, 10'000));
+  EXPECT_TRUE(b_->take_event());
+  EXPECT_EQ(b_->watch(0).kind, JobEvent::Kind::kNone);
+  // Its next look started the watch again on the same descriptor: a failure on node a wakes it.
+  while (readable(fd, 300)) EXPECT_FALSE(b_->take_event());
+  a_->restart_job(0);
+  bool taken = false;
+  for (int i = 0; i < 5 && !taken; ++i) taken = readable(fd, 10'000) && b_->take_event();
+  ASSERT_TRUE(taken) << "the watch was not started again: the node would wait for a keep-alive";
+  EXPECT_EQ(b_->watch(0).kind, JobEvent::Kind::kMeetAgain);
 }
 
 }  // namespace

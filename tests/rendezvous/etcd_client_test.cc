@@ -1,7 +1,9 @@
 #include "acc/rendezvous/etcd_client.h"
 
 #include <gtest/gtest.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -397,6 +399,112 @@ TEST_F(EtcdClientTest, ThreeNodesMeetInOneRoundWithDistinctRanks) {
     ranks.insert(info.node_rank);
   }
   EXPECT_EQ(ranks.size(), 3u);
+}
+
+bool readable(int fd, std::chrono::milliseconds timeout) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(timeout.count())) == 1 && (p.revents & POLLIN);
+}
+
+// The transactions etcd has served (its /metrics, grpc_server_handled_total of Txn, code OK):
+// every read of this client is one.
+long transactions_served(const std::string& endpoint) {
+  const auto colon = endpoint.rfind(':');
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(endpoint.substr(0, colon).c_str(), endpoint.substr(colon + 1).c_str(), &hints,
+                    &found) != 0)
+    return -1;
+  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool connected = ::connect(fd, found->ai_addr, found->ai_addrlen) == 0;
+  ::freeaddrinfo(found);
+  std::string reply;
+  if (connected) {
+    const std::string request = "GET /metrics HTTP/1.0\r\nHost: etcd\r\n\r\n";
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(request.size())) {
+      char buffer[65536];
+      ssize_t n;
+      while ((n = ::recv(fd, buffer, sizeof buffer, 0)) > 0) reply.append(buffer, n);
+    }
+  }
+  ::close(fd);
+  const std::string name =
+      "grpc_server_handled_total{grpc_code=\"OK\",grpc_method=\"Txn\",grpc_service=\"etcdserverpb."
+      "KV\",grpc_type=\"unary\"} ";
+  const auto at = reply.find(name);
+  return at == std::string::npos ? -1 : std::atol(reply.c_str() + at + name.size());
+}
+
+TEST_F(EtcdClientTest, AWatchFiresWhenAnotherClientWritesTheKeyAndIsQuietBefore) {
+  auto watcher = client();
+  auto writer = client();
+  auto watch = watcher->watch("next", 5s);
+  ASSERT_GE(watch->fd(), 0);
+  // etcd confirms the watch ("created"): the descriptor may wake for it, but it has not fired.
+  for (int i = 0; i < 3 && readable(watch->fd(), 300ms); ++i) EXPECT_FALSE(watch->fired());
+  EXPECT_FALSE(readable(watch->fd(), 200ms)) << "nothing written: nothing more to read";
+  writer->set("other", "x");
+  EXPECT_FALSE(readable(watch->fd(), 200ms)) << "another key does not wake it";
+  writer->set("next", "open");
+  ASSERT_TRUE(readable(watch->fd(), 10s));
+  bool fired = watch->fired();
+  // The confirmation and the event may come in two reads.
+  for (int i = 0; i < 5 && !fired && readable(watch->fd(), 2s); ++i) fired = watch->fired();
+  EXPECT_TRUE(fired);
+  EXPECT_FALSE(readable(watch->fd(), 100ms)) << "quiet once fired, so a poll loop does not spin";
+  EXPECT_FALSE(watch->fired()) << "fires once";
+}
+
+TEST_F(EtcdClientTest, AWatchOnAKeyThatIsAlreadySetFiresAtOnce) {
+  auto etcd = client();
+  etcd->set("next", "open");
+  etcd->set("other", "x");  // the store's revision moves past the key's own
+  auto watch = etcd->watch("next", 5s);
+  bool fired = false;
+  for (int i = 0; i < 5 && !fired && readable(watch->fd(), 5s); ++i) fired = watch->fired();
+  EXPECT_TRUE(fired) << "a key set before the watch began is not missed";
+}
+
+TEST_F(EtcdClientTest, AWaitEndsOnTheWriteWithoutPollingTheStore) {
+  auto waiter = client();
+  auto writer = client();
+  const long before = transactions_served(endpoint_);
+  ASSERT_GE(before, 0) << "etcd's /metrics has no Txn count";
+  // A wait that runs out: 1.5 s of a poll every 100 ms would be 15 reads or more.
+  EXPECT_THROW(waiter->wait({"never"}, 1500ms), TimeoutError);
+  const long reads = transactions_served(endpoint_) - before;
+  EXPECT_LE(reads, 3) << "a wait reads the key, watches it, and reads again at its end only";
+  // And a wait ends when the key is written.
+  auto waited = std::async(std::launch::async, [&] { waiter->wait({"a", "b"}, 20s); });
+  EXPECT_EQ(waited.wait_for(300ms), std::future_status::timeout);
+  writer->set("b", "1");
+  EXPECT_EQ(waited.wait_for(300ms), std::future_status::timeout) << "a is not set yet";
+  writer->set("a", "1");
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  waited.get();
+}
+
+TEST_F(EtcdClientTest, AnEndedWatchStartedAgainKeepsItsDescriptorAndFiresOnTheNextWrite) {
+  auto watcher = client();
+  auto writer = client();
+  auto watch = watcher->watch("next", 5s);
+  const int fd = watch->fd();
+  writer->set("next", "1");
+  bool fired = false;
+  for (int i = 0; i < 5 && !fired && readable(fd, 10s); ++i) fired = watch->fired();
+  ASSERT_TRUE(fired);
+  ASSERT_TRUE(watch->ended());
+  writer->set("later", "x");  // the store moves on; the key's own write is before the rewatch
+  watcher->rewatch(*watch, "gone", 5s);
+  EXPECT_EQ(watch->fd(), fd) << "the descriptor a poll loop holds stays valid";
+  EXPECT_FALSE(watch->ended());
+  for (int i = 0; i < 3 && readable(fd, 300ms); ++i) EXPECT_FALSE(watch->fired());
+  writer->set("gone", "1");
+  fired = false;
+  for (int i = 0; i < 5 && !fired && readable(fd, 10s); ++i) fired = watch->fired();
+  EXPECT_TRUE(fired) << "the new stream wakes the same descriptor";
 }
 
 }  // namespace

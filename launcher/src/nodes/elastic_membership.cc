@@ -193,6 +193,7 @@ Round ElasticMembership::join(int restart_count) {
 Endpoint ElasticMembership::join_round(int restart_count) {
   worker_store_.reset();  // the last round's; its workers are gone
   watch_.reset();
+  etcd_watch_.reset();
   // A restart the agent counted, or a node of the round that went silent: the round failed.
   const bool failed = restart_count > restarts_seen_ || failure_seen_;
   restarts_seen_ = restart_count;
@@ -268,7 +269,17 @@ bool ElasticMembership::every_node_reaches(const Endpoint& store) {
 }
 
 int ElasticMembership::event_fd() {
-  if (plan_.rdzv_backend == "etcd-v2" || !rendezvous_) return -1;
+  if (!rendezvous_) return -1;
+  if (auto* etcd = dynamic_cast<rendezvous::EtcdClient*>(client_.get())) {
+    if (!etcd_watch_) {
+      try {
+        etcd_watch_ = etcd->watch(rendezvous_->next_round_key(), keep_alive_interval_);
+      } catch (const Error&) {
+        return -1;  // no member answers: the next heartbeat says so
+      }
+    }
+    return etcd_watch_->fd();
+  }
   if (!watch_) {
     try {
       watch_ = std::make_unique<StoreWatch>(plan_.rdzv_host, plan_.rdzv_port,
@@ -282,6 +293,7 @@ int ElasticMembership::event_fd() {
 }
 
 bool ElasticMembership::take_event() {
+  if (etcd_watch_) return etcd_watch_->fired();
   return watch_ && watch_->fired();
 }
 
@@ -333,6 +345,16 @@ bool ElasticMembership::changed() {
   }
   if (store) store->set_timeout(read_timeout_);
   last_reply_ = clock_.now();
+  if (why.empty() && etcd_watch_ && etcd_watch_->ended()) {
+    // The stream ended with nothing to meet about (its member went: a leader change, a restart):
+    // watch again on the descriptor the agent polls, rather than wait for keep-alives from now.
+    try {
+      dynamic_cast<rendezvous::EtcdClient&>(*client_).rewatch(
+          *etcd_watch_, rendezvous_->next_round_key(), keep_alive_interval_);
+    } catch (const Error&) {
+      // No member answers now: the next heartbeat tries again.
+    }
+  }
   if (!why.empty()) log::info(why);
   last_change_ = why;
   return !why.empty();

@@ -15,6 +15,7 @@
 
 namespace acc::rendezvous {
 class ElasticRendezvous;
+class EtcdWatch;
 class KeyValueStore;
 class StoreServer;
 }  // namespace acc::rendezvous
@@ -46,8 +47,8 @@ class ElasticMembership : public Membership {
   bool changed() override;
   // changed(), with its reason as the event's `why`.
   JobEvent watch(int restart_count) override;
-  // Our store (c10d): readable when the round after this node's opens (another node's workers
-  // failed, or nodes meet again). etcd: none (-1), the keep-alive interval's polls find it.
+  // Readable when the round after this node's opens (another node's workers failed, or nodes
+  // meet again): a store WAIT on our store (c10d), an etcd watch (etcd-v2).
   int event_fd() override;
   bool take_event() override;
   // Opens the next round at once, so that the other nodes stop their workers while this one
@@ -84,7 +85,8 @@ class ElasticMembership : public Membership {
   std::unique_ptr<rendezvous::KeyValueStore> client_;
   std::unique_ptr<rendezvous::ElasticRendezvous> rendezvous_;
   std::unique_ptr<rendezvous::StoreServer> worker_store_;
-  std::unique_ptr<StoreWatch> watch_;  // event_fd()'s, for round_
+  std::unique_ptr<StoreWatch> watch_;                  // event_fd()'s, for round_ (c10d)
+  std::unique_ptr<rendezvous::EtcdWatch> etcd_watch_;  // event_fd()'s, for round_ (etcd-v2)
   std::int64_t round_ = 0;
   int num_nodes_ = 0;
   int node_rank_ = 0;      // in round_

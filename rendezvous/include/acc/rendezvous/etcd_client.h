@@ -3,8 +3,9 @@
 // The rendezvous store on an etcd cluster (--rdzv_backend etcd-v2): the KeyValueStore operations
 // over etcd's v3 API, through its HTTP/JSON gateway (POST /v3/kv/range, /v3/kv/put, /v3/kv/txn;
 // keys and values in base64). Sets are puts, add and compare_set are transactions that compare
-// the key's revision (or value) before they write, and waits poll with a growing pause (5 ms to
-// 100 ms). Keys get options.key_prefix in front.
+// the key's revision (or value) before they write, and waits are etcd watches (POST /v3/watch, a
+// stream the member answers when a key is written): a wait ends when the key is set, not at a
+// poll period. Keys get options.key_prefix in front.
 //
 // Several members can be given: the client talks to one at a time and moves on to the next when
 // it cannot be reached or answers with a server error (no leader during an election, a member
@@ -25,6 +26,48 @@
 namespace acc::rendezvous {
 
 class HttpConnection;
+
+// A watch on one etcd key, on a connection of its own, for a caller's poll loop: the agent's
+// loop, which waits on its workers, also waits on fd(), so that a key another node writes wakes
+// it at once. Made by EtcdClient::watch(); no thread.
+class EtcdWatch {
+ public:
+  ~EtcdWatch();
+  EtcdWatch(const EtcdWatch&) = delete;
+  EtcdWatch& operator=(const EtcdWatch&) = delete;
+
+  // Readable when the key has been written (or deleted) since the watch began, or the stream
+  // ended or broke. The same descriptor for the watch's life: once fired() has said so, it is
+  // never readable again (a pipe nobody writes), so a poll loop that keeps it does not spin.
+  int fd() const { return fd_; }
+  // Never blocks: true once, when the key was written or the stream ended (the caller then
+  // reads the store and learns which); false otherwise (etcd only confirmed the watch).
+  bool fired();
+  // fired() has said true: EtcdClient::rewatch() may start it again.
+  bool ended() const { return done_; }
+
+ private:
+  friend class EtcdClient;
+  // Connected to `address` (host:port) within `timeout`, the watch request sent; NetworkError
+  // when the member cannot be reached.
+  EtcdWatch(const std::string& address, const std::string& request,
+            std::chrono::milliseconds timeout);
+  // Takes `other`'s connection onto this watch's descriptor number, so that a poll set holding
+  // fd() watches the new stream.
+  void take_over(EtcdWatch& other);
+  // Takes what the stream holds now; true when it says the key changed or it ended.
+  bool read_stream();
+  void quiet();
+
+  int fd_ = -1;  // the socket, then a duplicate of quiet_'s read end
+  int quiet_read_ = -1;
+  int quiet_write_ = -1;
+  bool done_ = false;
+  std::string received_;  // the reply as it came: status line, headers, chunks
+  std::string body_;      // the chunks' data
+  size_t parsed_ = 0;     // how much of received_ is in body_ (or headers) already
+  bool in_body_ = false;
+};
 
 struct EtcdClientOptions {
   std::vector<std::string> endpoints;  // the members' client URLs as host:port, tried in turn
@@ -60,15 +103,31 @@ class EtcdClient : public KeyValueStore {
   // The member this client talks to now (host:port).
   const std::string& endpoint() const;
 
+  // A watch on `key` from now on, on a connection of its own to the current member: it fires at
+  // once when the key exists already (from its last write), else when it is written. One read
+  // and one connection, at most `connect_timeout` for the connection; NetworkError as call().
+  std::unique_ptr<EtcdWatch> watch(std::string_view key, std::chrono::milliseconds connect_timeout);
+  // Starts an ended watch again on `key` from now on, as watch() does, keeping its descriptor
+  // (a stream that broke, with the member it came from: a leader change, a restart). Throws as
+  // watch(); the watch stays ended then.
+  void rewatch(EtcdWatch& watch, std::string_view key, std::chrono::milliseconds connect_timeout);
+
  private:
   // A key's value and the revision that last modified it (defined in etcd_client.cc).
   struct Entry;
   // POSTs `body` to `path` on the current member, moving on through the members (with a pause
   // after each full turn) until one answers 200 or options_.timeout passes. Returns the body.
   std::string call(std::string_view path, const std::string& body);
-  // Every key's entry now, in one transaction per 100 keys (etcd allows 128 operations in one).
-  std::vector<std::optional<Entry>> read(const std::vector<std::string>& keys);
-  // Polls read() until every key exists; TimeoutError after `timeout`.
+  // Every key's entry now, in one transaction per 100 keys (etcd allows 128 operations in one);
+  // `revision`, when given, gets the store's revision the first transaction read at.
+  std::vector<std::optional<Entry>> read(const std::vector<std::string>& keys,
+                                         std::int64_t* revision = nullptr);
+  // The watch request's body for `key`: from the key's last write when it exists, else from the
+  // revision after `revision`.
+  std::string watch_request(std::string_view key, const std::optional<Entry>& entry,
+                            std::int64_t revision) const;
+  // Waits until every key exists, on a watch of the first missing one at a time; TimeoutError
+  // after `timeout`.
   std::vector<std::string> await(const std::vector<std::string>& keys,
                                  std::chrono::milliseconds timeout);
   // The key with options_.key_prefix in front, in base64 as the gateway takes it.
