@@ -20,6 +20,7 @@
 
 #include "acc/common/error.h"
 #include "acc/rendezvous/elastic_rendezvous.h"
+#include "etcd_process.h"
 #include "refusing_port.h"
 
 namespace acc::rendezvous {
@@ -27,88 +28,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Debian's etcd-server, or the etcd binary named by ACC_ETCD.
-std::string etcd_binary() {
-  const char* chosen = std::getenv("ACC_ETCD");
-  return chosen && *chosen ? chosen : "/usr/bin/etcd";
-}
-
-// One real single-member etcd on loopback for each test (each test runs in its own process),
-// its data dir removed at the end. Skips the test where etcd-server is not installed.
+// One real single-member etcd on loopback for each test (each test runs in its own process).
+// Skips the test where etcd-server is not installed.
 class EtcdClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access(etcd_binary().c_str(), X_OK) != 0)
-      GTEST_SKIP() << "no " << etcd_binary() << " (Debian's etcd-server; or set ACC_ETCD)";
-    char dir[] = "/tmp/acc-etcd-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr);
-    data_dir_ = dir;
+    if (!acc::testing::EtcdProcess::installed())
+      GTEST_SKIP() << "no " << acc::testing::EtcdProcess::binary()
+                   << " (Debian's etcd-server; or set ACC_ETCD)";
     std::string log;
-    ASSERT_TRUE(start_etcd(log)) << "etcd exited before it served:\n" << log;
-  }
-
-  // Starts etcd and reads its log until it serves clients (true) or exits (false, `log` holds
-  // what it wrote). A thread keeps draining the log into data_dir_/log afterwards. Its ports are
-  // held by the fixture (etcd cannot listen on port 0: its HTTP gateway dials the configured
-  // address); etcd, as every Go listener, binds with SO_REUSEADDR and listens on them.
-  bool start_etcd(std::string& log) {
-    endpoint_ = client_port_.address();
-    const std::string peer = "http://" + peer_port_.address();
-    const std::string client = "http://" + endpoint_;
-    int out[2];
-    if (::pipe(out) != 0) return false;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDERR_FILENO);
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::close(out[1]);
-      const std::string cluster = "m=" + peer;
-      const std::string binary = etcd_binary();
-      ::execl(binary.c_str(), binary.c_str(), "--name", "m", "--data-dir",
-              (data_dir_ + "/m.etcd").c_str(), "--listen-client-urls", client.c_str(),
-              "--advertise-client-urls", client.c_str(), "--listen-peer-urls", peer.c_str(),
-              "--initial-advertise-peer-urls", peer.c_str(), "--initial-cluster", cluster.c_str(),
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    FILE* stream = ::fdopen(out[0], "r");
-    log.clear();
-    char line[4096];
-    bool serving = false;
-    while (!serving && std::fgets(line, sizeof line, stream)) {
-      log += line;
-      serving = std::strstr(line, "serving insecure client requests on") != nullptr;
-    }
-    if (!serving) {
-      std::fclose(stream);
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-      std::filesystem::remove_all(data_dir_ + "/m.etcd");
-      return false;
-    }
-    // etcd blocks once a pipe it logs to is full: keep reading until it exits.
-    drain_ = std::thread([stream, path = data_dir_ + "/log", head = log] {
-      FILE* file = std::fopen(path.c_str(), "w");
-      if (file) std::fputs(head.c_str(), file);
-      char buffer[4096];
-      size_t n;
-      while ((n = std::fread(buffer, 1, sizeof buffer, stream)) > 0)
-        if (file) std::fwrite(buffer, 1, n, file);
-      if (file) std::fclose(file);
-      std::fclose(stream);
-    });
-    return true;
-  }
-
-  void TearDown() override {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (drain_.joinable()) drain_.join();
-    if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_);
+    ASSERT_TRUE(etcd_.start(log)) << "etcd exited before it served:\n" << log;
+    endpoint_ = etcd_.endpoint();
   }
 
   // A client of the test's etcd (its constructor waits until etcd answers).
@@ -120,11 +50,7 @@ class EtcdClientTest : public ::testing::Test {
     return std::make_unique<EtcdClient>(options);
   }
 
-  pid_t pid_ = -1;
-  std::thread drain_;
-  std::string data_dir_;
-  acc::testing::RefusingPort client_port_;
-  acc::testing::RefusingPort peer_port_;
+  acc::testing::EtcdProcess etcd_;
   std::string endpoint_;
 };
 
