@@ -44,9 +44,11 @@ failure it saw), stop, rendezvous, spawn.
 Usage: bench.py ACC_LAUNCH [--runs N] [--torch2-python PY] [--timeout S] [--scenarios a,b]
 """
 import argparse
+import glob
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -416,7 +418,21 @@ def lose_a_node(cmds, timeout, env, errs, d, wait_s):
 LAUNCHERS = {}
 
 
+# Where acc-launch makes its run directories (docs/launch.md, "The run directory"); the launcher a
+# "node lost" run SIGKILLs cannot remove its own.
+RUN_DIRS = "/dev/shm/acc-launch-bench_*"
+
+
 def one_run(launcher, scenario, args, env):
+    before = set(glob.glob(RUN_DIRS))
+    try:
+        return run_in_temporary_dir(launcher, scenario, args, env)
+    finally:
+        for left in set(glob.glob(RUN_DIRS)) - before:
+            shutil.rmtree(left, ignore_errors=True)
+
+
+def run_in_temporary_dir(launcher, scenario, args, env):
     with tempfile.TemporaryDirectory(prefix="recovery-") as d:
         python = scenario.endswith("py")
         script = os.path.join(d, "worker.py" if python else "worker.sh")
