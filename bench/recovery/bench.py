@@ -74,10 +74,13 @@ fi
 exec sleep 120
 """
 
-PYTHON_WORKER = r"""
+# Both Python workers' start: the times of the interpreter, `import torch`, init_process_group and
+# the first all_reduce appended to "starts"; in the attempt after the failure (the bench stamped
+# it) the worker ends there.
+PYTHON_WORKER_START = r"""
 import os, sys, time
 t0 = time.time_ns()
-d, n = sys.argv[1], int(sys.argv[2])
+d = sys.argv[1]
 import torch
 import torch.distributed as dist
 t1 = time.time_ns()
@@ -91,6 +94,9 @@ with open(os.path.join(d, "starts"), "a") as f:
 if os.path.exists(os.path.join(d, "failed_at")):
     dist.destroy_process_group()
     sys.exit(0)
+"""
+
+PYTHON_WORKER = PYTHON_WORKER_START + r"""
 if os.environ["RANK"] == "1":
     os.mkdir(os.path.join(d, "failing"))
     time.sleep(0.5)
@@ -112,23 +118,7 @@ exec sleep 120
 
 # "node lost py": the next attempt's ranks end past their first all_reduce; attempt 0's train
 # until a collective fails (node 1 killed) and exit 1 with its error.
-LOST_PY_WORKER = r"""
-import os, sys, time
-t0 = time.time_ns()
-d = sys.argv[1]
-import torch
-import torch.distributed as dist
-t1 = time.time_ns()
-dist.init_process_group("gloo")
-t2 = time.time_ns()
-x = torch.ones(1)
-dist.all_reduce(x)
-t3 = time.time_ns()
-with open(os.path.join(d, "starts"), "a") as f:
-    f.write(f"{t0} {os.environ['RANK']} {t1} {t2} {t3}\n")
-if os.path.exists(os.path.join(d, "failed_at")):
-    dist.destroy_process_group()
-    sys.exit(0)
+LOST_PY_WORKER = PYTHON_WORKER_START + r"""
 while True:
     dist.all_reduce(x)
     time.sleep(0.01)

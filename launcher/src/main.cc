@@ -84,8 +84,8 @@ void raise_open_file_limit(const LaunchPlan& plan) {
   if (hard != RLIM_INFINITY && hard < static_cast<rlim_t>(need)) {
     long long nr_open = 0;
     std::ifstream("/proc/sys/fs/nr_open") >> nr_open;
-    rlimit raised{static_cast<rlim_t>(std::min(need, std::max<long long>(nr_open, 0))),
-                  static_cast<rlim_t>(std::min(need, std::max<long long>(nr_open, 0)))};
+    const auto most = static_cast<rlim_t>(std::min(need, std::max<long long>(nr_open, 0)));
+    rlimit raised{most, most};
     if (raised.rlim_max > hard && ::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
       log::info("open files: raised the hard limit from {} to {} for the store's {} workers", hard,
                 raised.rlim_max, nodes * plan.nproc_per_node);
