@@ -24,6 +24,7 @@ bool Clock::wait_for_keys(KeyValueStore& store, const std::vector<std::string>& 
 const Clock& Clock::steady() {
   struct Steady final : Clock {
     time_point now() const override { return std::chrono::steady_clock::now(); }
+    wall_time_point wall_now() const override { return std::chrono::system_clock::now(); }
     void sleep_until(time_point deadline) const override {
       std::this_thread::sleep_until(deadline);
     }

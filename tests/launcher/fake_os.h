@@ -155,7 +155,13 @@ class FakeOs : public Os {
     return {'S', "do_epoll_wait"};
   }
 
-  Clock::time_point now() override { return now_; }
+  time_point now() const override { return now_; }
+  // A date that moves as now() does, from an arbitrary start.
+  wall_time_point wall_now() const override {
+    return wall_time_point(std::chrono::seconds(1'800'000'000)) + (now_ - start_);
+  }
+  // Moves the time to `deadline` at once: a sleep takes no wall-clock time.
+  void sleep_until(time_point deadline) const override { now_ = std::max(now_, deadline); }
 
   // Delivers what is due; returns when a pipe is ready or a signal is pending, else jumps the
   // clock to the next scripted event or `deadline`. With neither, the agent would wait forever
@@ -257,7 +263,7 @@ class FakeOs : public Os {
 
   // Far from zero, as a steady clock is, so that no deadline arithmetic goes below it.
   Clock::time_point start_ = Clock::time_point(std::chrono::hours(1000));
-  Clock::time_point now_ = start_;
+  mutable Clock::time_point now_ = start_;  // mutable for sleep_until, const as the Clock's
   std::vector<std::unique_ptr<Process>> processes_;
   std::vector<std::pair<Clock::time_point, int>> launcher_signals_;
   std::vector<int> pending_;

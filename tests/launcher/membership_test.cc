@@ -209,6 +209,7 @@ TEST(StaticMembershipTest, AnEndPublishedElsewhereWakesTheEventDescriptorToo) {
 class StillClock final : public rendezvous::Clock {
  public:
   time_point now() const override { return now_; }
+  wall_time_point wall_now() const override { return wall_time_point() + (now_ - time_point()); }
   void sleep_until(time_point deadline) const override {
     ++sleeps;
     now_ = std::max(now_, deadline);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "acc/launcher/plan/plan.h"
+#include "fake_clock.h"
 #include "launcher_harness.h"
 #include "process/proc.h"
 
@@ -55,24 +56,23 @@ struct Fixture {
     watch = std::make_unique<StallWatch>(
         plan, round,
         std::vector<StallWatch::Worker>{{0, 0, kPid0, dir.path()}, {1, 1, kPid1, dir.path()}},
-        timeout, [this](const std::string& line) { notices.push_back(line); },
-        [this] { return now; }, proc);
+        timeout, [this](const std::string& line) { notices.push_back(line); }, clock, proc);
   }
 
-  milliseconds elapsed() const { return std::chrono::duration_cast<milliseconds>(now - start); }
+  milliseconds elapsed() const { return clock.elapsed_ms(); }
 
   // Jumps from wake to wake (as the agent's wait does), running `before_tick` at each, until the
   // watch reports a stall or `limit` of fake time has passed; returns when it stalled.
   std::optional<milliseconds> run_until_stall(milliseconds limit,
                                               const std::function<void()>& before_tick = {}) {
-    const Clock::time_point end = now + limit;
+    const Clock::time_point end = clock.now() + limit;
     for (;;) {
       const Clock::time_point wake = watch->next_wake();
       if (wake > end) {
-        now = end;
+        clock.sleep_until(end);
         return std::nullopt;
       }
-      now = std::max(now, wake);
+      clock.sleep_until(wake);
       if (before_tick) before_tick();
       if (watch->tick()) return elapsed();
     }
@@ -82,15 +82,14 @@ struct Fixture {
   LaunchPlan plan;
   Round round;
   FakeProc proc;
-  const Clock::time_point start = Clock::time_point() + 1h;
-  Clock::time_point now = start;
+  testing::FakeClock clock;
   std::vector<std::string> notices;
   std::unique_ptr<StallWatch> watch;
 };
 
 TEST(StallWatchTest, AQuietIdleGroupIsStalledExactlyOneTimeoutAfterItsLastProgress) {
   Fixture f(2s);
-  f.now += 1500ms;
+  f.clock.advance(1500ms);
   f.watch->progress(0);
   f.watch->progress(1);
   EXPECT_EQ(f.run_until_stall(10s), 3500ms);
@@ -156,7 +155,7 @@ TEST(StallWatchTest, AGoneWorkerIsNotSampledAndTheRestDecide) {
 // start-up limit, and one timeout after the last rank's first progress once every rank started.
 TEST(StallWatchTest, AStallComesOneTimeoutAfterTheLastRankStartedNotDuringStartUp) {
   Fixture f(2s, 60s);
-  f.now += 1s;
+  f.clock.advance(1s);
   f.watch->progress(0);
   EXPECT_EQ(f.run_until_stall(5s), std::nullopt) << "rank 1 is still starting up";
   f.watch->progress(1);  // at 6 s

@@ -127,6 +127,11 @@ Clock::time_point MemoryStore::now() const {
   return now_;
 }
 
+Clock::wall_time_point MemoryStore::wall_now() const {
+  // A date that moves with the store's time, from an arbitrary start.
+  return wall_time_point(std::chrono::hours(24 * 365 * 57)) + (now() - time_point());
+}
+
 void MemoryStore::sleep_until(time_point deadline) const {
   Lock lock(mutex_);
   const std::uint64_t id = next_waiter_++;

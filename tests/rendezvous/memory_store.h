@@ -38,6 +38,8 @@ class MemoryStore final : public KeyValueStore, public Clock {
 
   // The store's time: starts at an arbitrary point and moves only by advance().
   time_point now() const override;
+  // A date that moves as now() does.
+  wall_time_point wall_now() const override;
   // Blocks until advance() brings the store's time to `deadline`, counted by await_blocked() as
   // a call blocked on keys is; after close(), throws StoreError as they do.
   void sleep_until(time_point deadline) const override;

@@ -402,7 +402,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (stop_stalled_at_)
       wake = std::min(wake.value_or(Clock::time_point::max()), *stop_stalled_at_);
     if (auto expiry = file_timer_ ? file_timer_->regions().next_expiry() : std::nullopt) {
-      const auto left = std::chrono::duration<double>(std::max(0.0, *expiry - wall_seconds()));
+      const auto left = std::chrono::duration<double>(std::max(0.0, *expiry - wall_seconds(os_)));
       const auto at = os_.now() + std::chrono::ceil<std::chrono::milliseconds>(left);
       wake = std::min(wake.value_or(Clock::time_point::max()), at);
     }
@@ -530,9 +530,9 @@ class Agent::Impl : public WorkerGroup::Listener {
     environment_["TORCHELASTIC_TIMER_FILE"] = path;
   }
 
-  static double wall_seconds() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
+  // The date as torchelastic's timer and health check give theirs: seconds since the epoch.
+  static double wall_seconds(const rendezvous::Clock& clock) {
+    return std::chrono::duration<double>(clock.wall_now().time_since_epoch()).count();
   }
 
   // An expired region: its signal to its pid (torchrun's agent does the same), one line naming
@@ -540,7 +540,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   void check_file_timer() {
     if (!file_timer_) return;
     for (const FileTimerRegions::Expiry& expiry :
-         file_timer_->regions().take_expired(wall_seconds())) {
+         file_timer_->regions().take_expired(wall_seconds(os_))) {
       std::string who = "pid " + std::to_string(expiry.pid) + " (not a worker of this node)";
       for (const auto& w : group_->workers())
         if (w->pid == expiry.pid)
@@ -629,7 +629,10 @@ class Agent::Impl : public WorkerGroup::Listener {
     health_server_ = std::make_unique<HttpServer>(
         "", *plan_.health_check_port,
         [this](const std::string&) {
-          return health_check_reply(worker_progress_->look(), wall_seconds(),
+          // The server's thread: the machine's clock, which any thread may read (the Os is the
+          // agent thread's).
+          return health_check_reply(worker_progress_->look(),
+                                    wall_seconds(rendezvous::Clock::steady()),
                                     worker_progress_->timeout());
         },
         "the health check on port " + std::to_string(*plan_.health_check_port) +
@@ -742,7 +745,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       watched.push_back({w->rank, w->spec.local_rank, w->pid, w->dir});
     stall_watch_ = std::make_unique<StallWatch>(
         plan_, round_, std::move(watched), plan_.stall_timeout,
-        [this](const std::string& m) { notice(m); }, [this] { return os_.now(); });
+        [this](const std::string& m) { notice(m); }, os_);
   }
 
   void on_stall() {

@@ -121,7 +121,7 @@ void WorkerGroup::setup_stream(Worker& worker, Stream& stream, int which, const 
   stream.prefix = prefix;
   stream.console_fd = redirected || !shown ? -1 : console;
   stream.local_rank = local_rank;
-  stream.now = [this] { return os_.now(); };
+  stream.clock = &os_;
   stream.dedup = stream.console_fd < 0 || !dedup_ ? nullptr : dedup_->for_console(console);
   if (stream.dedup) stream.dedup->add_source(local_rank);
   if (redirected || teed || !plan_.log_dir.empty()) {
@@ -173,7 +173,7 @@ void WorkerGroup::on_output(bool last) {
 
 void WorkerGroup::on_exit(Child& child) {
   Worker& worker = static_cast<Worker&>(child);
-  worker.exit_time = std::chrono::system_clock::now();
+  worker.exit_time = os_.wall_now();
   if (worker.failed() && !stopping()) {
     root_cause_ = &worker;
     stop(SIGTERM);

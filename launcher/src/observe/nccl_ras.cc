@@ -16,8 +16,6 @@
 namespace acc::launcher {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 std::string trim(const std::string& s) {
   const size_t first = s.find_first_not_of(" \t\r");
   if (first == std::string::npos) return "";
@@ -124,8 +122,8 @@ RasStatus parse_ras_status(std::string_view text) {
   return status;
 }
 
-std::optional<std::string> query_ras(const std::string& address,
-                                     std::chrono::milliseconds timeout) {
+std::optional<std::string> query_ras(const std::string& address, std::chrono::milliseconds timeout,
+                                     const rendezvous::Clock& clock) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) return std::nullopt;
   const std::string host = address.substr(0, colon), port = address.substr(colon + 1);
@@ -133,7 +131,7 @@ std::optional<std::string> query_ras(const std::string& address,
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return std::nullopt;
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = clock.now() + timeout;
   UniqueFd fd;
   for (addrinfo* a = found; a && !fd; a = a->ai_next) {
     UniqueFd s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
@@ -150,8 +148,7 @@ std::optional<std::string> query_ras(const std::string& address,
   std::string reply;
   char buffer[4096];
   for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.now());
     if (left.count() <= 0) return std::nullopt;
     pollfd p{fd.get(), POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;

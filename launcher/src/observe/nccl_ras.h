@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "acc/rendezvous/clock.h"
+
 namespace acc::launcher {
 
 inline constexpr char kRasDefaultAddress[] = "localhost:28028";
@@ -48,7 +50,8 @@ RasStatus parse_ras_status(std::string_view text);
 // Connects to `address` ("host:port"), sends the handshake and STATUS, and returns the reply's
 // report; nullopt when nothing listens there or the reply did not finish within `timeout`. Never
 // throws.
-std::optional<std::string> query_ras(const std::string& address, std::chrono::milliseconds timeout);
+std::optional<std::string> query_ras(const std::string& address, std::chrono::milliseconds timeout,
+                                     const rendezvous::Clock& clock = rendezvous::Clock::steady());
 
 // The hang report's section, ending in a newline.
 std::string ras_section(const RasStatus& status, const std::string& address);

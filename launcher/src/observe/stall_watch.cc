@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <set>
-#include <thread>
 
 #include "acc/common/error.h"
 #include "acc/common/progress_file.h"
@@ -103,8 +102,8 @@ void publish_on_demand_report(const std::string& report) {
 
 StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
                        milliseconds timeout, std::function<void(const std::string&)> notice,
-                       std::function<Clock::time_point()> clock, proc::Reader& proc)
-    : clock_(std::move(clock)),
+                       const Clock& clock, proc::Reader& proc)
+    : clock_(clock),
       proc_(proc),
       plan_(plan),
       round_(round),
@@ -333,12 +332,11 @@ std::string StallWatch::with_other_nodes(const std::string& report) {
     client->set(node_summary_key(round_.restart_count, round_.node_rank), summary);
     if (round_.node_rank != 0) return report;
     // The other nodes stall at about the same time; their summaries come after their stacks.
-    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    const auto deadline = clock_.now() + std::chrono::seconds(2);
     for (int node = 1; node < round_.nnodes; ++node) {
       const std::string key = node_summary_key(round_.restart_count, node);
-      while (!client->check({key}) && Clock::now() < deadline)
-        std::this_thread::sleep_for(milliseconds(50));
-      if (client->check({key})) summaries[static_cast<size_t>(node)] = client->get(key);
+      if (clock_.wait_for_keys(*client, {key}, deadline))
+        summaries[static_cast<size_t>(node)] = client->get(key);
     }
   } catch (const std::exception&) {
     store_.reset();

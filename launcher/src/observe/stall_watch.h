@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "acc/launcher/plan/plan.h"
+#include "acc/rendezvous/clock.h"
 #include "observe/collective_match.h"
 #include "observe/stall_monitor.h"
 #include "observe/straggler_watch.h"
@@ -53,7 +54,7 @@ void publish_on_demand_report(const std::string& report);
 
 class StallWatch {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = rendezvous::Clock;
   struct Worker {
     int rank = 0;
     int local_rank = 0;
@@ -64,14 +65,13 @@ class StallWatch {
   // `timeout` zero: no stall detection, only the sections' deadlines and on-demand reports. The
   // start-up limit is the plan's stall_init_timeout. `notice` prints a one-line message for
   // the user (the busy group's).
-  // `clock` is the agent's (its Os's), so that its deadlines and this watch's ticks are on one
-  // clock (a fake one in the agent's tests). The workers' state and CPU time come from `proc`
-  // (scripted in this watch's tests), which must outlive the watch.
+  // `clock` is the agent's (its Os), so that its deadlines and this watch's ticks are on one
+  // clock (a fake one in the agent's tests); it must outlive the watch. The workers' state and CPU
+  // time come from `proc` (scripted in this watch's tests), which must outlive the watch.
   StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
              std::chrono::milliseconds timeout,
              std::function<void(const std::string&)> notice = nullptr,
-             std::function<Clock::time_point()> clock = Clock::now,
-             proc::Reader& proc = proc::Reader::machine());
+             const Clock& clock = Clock::steady(), proc::Reader& proc = proc::Reader::machine());
   ~StallWatch();
 
   // Worker `index` (its place in the agent's list) wrote a line.
@@ -118,9 +118,9 @@ class StallWatch {
   // Node 0: the traces of every rank, its own as read here, the others' from the store.
   std::vector<RankTrace> gathered_traces(const std::vector<RankTrace>& local);
 
-  Clock::time_point clock_now() const { return clock_(); }
+  Clock::time_point clock_now() const { return clock_.now(); }
 
-  std::function<Clock::time_point()> clock_;
+  const Clock& clock_;
   proc::Reader& proc_;
   const LaunchPlan& plan_;
   Round round_;

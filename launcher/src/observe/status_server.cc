@@ -27,11 +27,12 @@ struct StatusExchange::Connection {
   std::unique_ptr<rendezvous::StoreClient> client;
 };
 
-StatusExchange::StatusExchange(StatusBoard& board) : board_(board) {}
+StatusExchange::StatusExchange(StatusBoard& board, const rendezvous::Clock& clock)
+    : board_(board), clock_(clock) {}
 StatusExchange::~StatusExchange() = default;
 
 void StatusExchange::run() {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.now();
   if (now < next_run_) return;
   next_run_ = now + kExchangePeriod;
   const StatusBoard::JobStore store = board_.job_store();

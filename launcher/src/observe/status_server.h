@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "acc/rendezvous/clock.h"
 #include "observe/job_status.h"
 
 namespace acc::launcher {
@@ -30,15 +31,18 @@ std::string status_url(const std::string& host, int port);
 class StatusExchange {
  public:
   static constexpr std::chrono::seconds kExchangePeriod{2};
-  explicit StatusExchange(StatusBoard& board);
+  // `clock` must outlive the exchange.
+  explicit StatusExchange(StatusBoard& board,
+                          const rendezvous::Clock& clock = rendezvous::Clock::steady());
   ~StatusExchange();
   void run();
 
  private:
   struct Connection;
   StatusBoard& board_;
+  const rendezvous::Clock& clock_;
   std::unique_ptr<Connection> connection_;
-  std::chrono::steady_clock::time_point next_run_;
+  rendezvous::Clock::time_point next_run_;
 };
 
 // Where the launcher with pid `launcher_pid` writes its status URL (a file of this user's).

@@ -10,12 +10,13 @@
 #include <cstring>
 #include <string>
 
+#include "acc/rendezvous/clock.h"
 #include "output/console.h"
 
 namespace acc::launcher::timeline {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = rendezvous::Clock;
 
 struct Mark {
   const char* step;
@@ -28,7 +29,7 @@ std::size_t count = 0;
 }  // namespace
 
 void mark(const char* step) {
-  if (count < marks.size()) marks[count++] = {step, Clock::now()};
+  if (count < marks.size()) marks[count++] = {step, Clock::steady().now()};
 }
 
 void report() {

@@ -12,7 +12,7 @@ void Stream::on_line(std::string_view line) {
   if (on_progress) on_progress();
   if (file_fd) write_all(file_fd.get(), line);
   if (console_fd >= 0 && dedup) {
-    dedup->add(local_rank, line, now());
+    dedup->add(local_rank, line, clock->now());
   } else if (console_fd >= 0) {
     // PyTorch >= 2 prefixes an uncaught exception's lines with "[rank<N>]: " itself (its
     // excepthook, from init_process_group on): a line that starts with our prefix already gets

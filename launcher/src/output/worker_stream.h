@@ -15,6 +15,7 @@
 #include "acc/common/unique_fd.h"
 #include "acc/launcher/output/line_dedup.h"
 #include "acc/launcher/output/line_splitter.h"
+#include "acc/rendezvous/clock.h"
 
 namespace acc::launcher {
 
@@ -34,7 +35,7 @@ struct Stream {
   std::function<void()> on_progress;  // a line is progress for the stall watch
   // The agent's clock (its Os's), which stamps the lines --dedup_lines holds back, so that their
   // window is on the clock the agent wakes by (a fake one in the agent's tests).
-  std::function<std::chrono::steady_clock::time_point()> now = std::chrono::steady_clock::now;
+  const rendezvous::Clock* clock = &rendezvous::Clock::steady();
   LineSplitter splitter{[this](std::string_view line) { on_line(line); }};
 
   void on_line(std::string_view line);

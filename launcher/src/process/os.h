@@ -1,12 +1,13 @@
 #pragma once
 
 // The launcher's process boundary, in one interface (leveldb's Env): starting a worker,
-// signalling its group, seeing and reaping exits, what /proc says about a process, the clock,
-// and the wait for the next event. RealOs (real_os.h) is the machine; tests drive the agent
-// over a scripted fake (tests/launcher/fake_os.h), so failures, restarts and workers that will
-// not die are tested without real processes or wall-clock windows.
+// signalling its group, seeing and reaping exits, what /proc says about a process, the clock
+// (an Os is the launcher's rendezvous::Clock, so whatever the agent hands its Os as a clock reads
+// the agent's time), and the wait for the next event. RealOs (real_os.h) is the machine; tests
+// drive the agent over a scripted fake (tests/launcher/fake_os.h), so failures, restarts and
+// workers that will not die are tested without real processes or wall-clock windows.
 //
-// Not thread-safe: one thread (the agent's) owns an Os.
+// Not thread-safe, the clock's methods included: one thread (the agent's) owns an Os.
 
 #include <poll.h>
 #include <sys/types.h>
@@ -16,16 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "acc/rendezvous/clock.h"
 #include "process/spawn.h"
 
 namespace acc::launcher {
 
-class Os {
+class Os : public rendezvous::Clock {
  public:
-  using Clock = std::chrono::steady_clock;
-
-  virtual ~Os() = default;
-
   // Takes over SIGCHLD and `signals` (they reach wait() instead of killing the launcher),
   // ignores SIGPIPE, and makes the launcher the reaper of its workers' orphans. Call once,
   // before the first spawn. Throws SystemError.
@@ -69,13 +67,10 @@ class Os {
   };
   virtual ProcessState process_state(pid_t pid) = 0;
 
-  virtual Clock::time_point now() = 0;
-
   // Waits until one of `fds` is ready (their revents set), a taken signal arrives, or
   // `deadline` passes (none: no limit). Returns the signals that arrived, SIGCHLD among them
   // when a child exited. Throws SystemError.
-  virtual std::vector<int> wait(std::vector<pollfd>& fds,
-                                std::optional<Clock::time_point> deadline) = 0;
+  virtual std::vector<int> wait(std::vector<pollfd>& fds, std::optional<time_point> deadline) = 0;
 };
 
 }  // namespace acc::launcher

@@ -106,19 +106,26 @@ Os::ProcessState RealOs::process_state(pid_t pid) {
   return result;
 }
 
-Os::Clock::time_point RealOs::now() {
-  return Clock::now();
+Os::time_point RealOs::now() const {
+  return Clock::steady().now();
 }
 
-std::vector<int> RealOs::wait(std::vector<pollfd>& fds, std::optional<Clock::time_point> deadline) {
+Os::wall_time_point RealOs::wall_now() const {
+  return Clock::steady().wall_now();
+}
+
+void RealOs::sleep_until(time_point deadline) const {
+  Clock::steady().sleep_until(deadline);
+}
+
+std::vector<int> RealOs::wait(std::vector<pollfd>& fds, std::optional<time_point> deadline) {
   std::vector<pollfd> all{{signal_fd_.get(), POLLIN, 0}};
   all.insert(all.end(), fds.begin(), fds.end());
   int timeout = -1;
   if (deadline) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - now());
     // Rounded up, so that a wake for a deadline never comes just before it.
-    timeout = static_cast<int>(std::max<int64_t>(0, left.count() + (*deadline > Clock::now())));
+    timeout = static_cast<int>(std::max<int64_t>(0, left.count() + (*deadline > now())));
   }
   const int ready = ::poll(all.data(), all.size(), timeout);
   if (ready < 0 && errno != EINTR) throw SystemError(std::string("poll: ") + strerror(errno));

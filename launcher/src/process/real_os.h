@@ -1,7 +1,7 @@
 #pragma once
 
 // The Os of the machine: vfork/exec (spawn.h), kill, waitid/waitpid, signalfd and poll, /proc,
-// the steady clock, and the watchdog (watchdog.h) that kills the workers' groups should the
+// the machine's clock, and the watchdog (watchdog.h) that kills the workers' groups should the
 // launcher itself be killed.
 
 #include <memory>
@@ -28,9 +28,11 @@ class RealOs : public Os {
   int reap(pid_t pid, long* peak_rss_kib = nullptr) override;
   std::vector<pid_t> orphans() override;
   ProcessState process_state(pid_t pid) override;
-  Clock::time_point now() override;
-  std::vector<int> wait(std::vector<pollfd>& fds,
-                        std::optional<Clock::time_point> deadline) override;
+  // The clock is the machine's one (rendezvous::Clock::steady()).
+  time_point now() const override;
+  wall_time_point wall_now() const override;
+  void sleep_until(time_point deadline) const override;
+  std::vector<int> wait(std::vector<pollfd>& fds, std::optional<time_point> deadline) override;
 
  private:
   UniqueFd signal_fd_;

@@ -1,9 +1,10 @@
 #pragma once
 
-// A rendezvous::Clock whose time moves only when a test advances it or when a caller sleeps: a
-// sleep moves the time straight to its end, so a unit that waits 600 s for a join timeout, one
-// second between pre-flight tries or 100 ms between looks at a barrier runs in no wall-clock time,
-// and the test asserts the exact time its deadline fired at instead of a wall-clock window.
+// The tests' rendezvous::Clock, for every test binary (header-only): its time moves only when a
+// test advances it or when a caller sleeps. A sleep moves the time straight to its end, so a unit
+// that waits 600 s for a join timeout, one second between pre-flight tries or 100 ms between looks
+// at a barrier runs in no wall-clock time, and the test asserts the exact time its deadline fired
+// at instead of a wall-clock window.
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +16,7 @@
 #include "acc/rendezvous/clock.h"
 #include "acc/rendezvous/key_value_store.h"
 
-namespace acc::launcher::testing {
+namespace acc::testing {
 
 // Thread-safe. on_sleep runs on the sleeping thread, without the clock's lock held.
 class FakeClock final : public rendezvous::Clock {
@@ -26,6 +27,9 @@ class FakeClock final : public rendezvous::Clock {
     std::lock_guard<std::mutex> lock(mutex_);
     return now_;
   }
+
+  // A date that moves as now() does, from an arbitrary start.
+  wall_time_point wall_now() const override { return kWallStart + (now() - start_); }
 
   void sleep_until(time_point deadline) const override {
     time_point reached;
@@ -58,6 +62,9 @@ class FakeClock final : public rendezvous::Clock {
     return std::chrono::duration_cast<std::chrono::milliseconds>(elapsed());
   }
 
+  // The date wall_now() says at the clock's start.
+  static constexpr wall_time_point kWallStart{std::chrono::seconds(1'800'000'000)};
+
   int sleeps() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return sleeps_;
@@ -74,4 +81,9 @@ class FakeClock final : public rendezvous::Clock {
   mutable int sleeps_ = 0;
 };
 
+}  // namespace acc::testing
+
+namespace acc::launcher::testing {
+// The launcher's tests name it testing::FakeClock beside their FakeOs.
+using acc::testing::FakeClock;
 }  // namespace acc::launcher::testing
