@@ -3,7 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include "acc/common/error.h"
 #include "acc/common/random.h"
 #include "acc/common/strings.h"
+#include "acc/rendezvous/tcp_connect.h"
 #include "base64.h"
 #include "http_connection.h"
 
@@ -126,44 +126,14 @@ std::int64_t header_revision(const Json& reply) {
 // A socket connected to host:port within `timeout`, blocking; NetworkError naming `address`.
 int connect_within(const std::string& address, milliseconds timeout) {
   const Endpoint endpoint = parse_endpoint(address, 2379, "etcd endpoint");
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const std::string port = std::to_string(endpoint.port);
-  if (const int rc = ::getaddrinfo(endpoint.host.c_str(), port.c_str(), &hints, &found); rc != 0)
-    throw NetworkError("etcd at " + address + ": " + ::gai_strerror(rc));
-  std::string failure = "no address";
-  int fd = -1;
-  for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) {
-      failure = std::strerror(errno);
-      continue;
-    }
-    int error = 0;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      error = errno;
-      if (error == EINPROGRESS) {
-        pollfd p{fd, POLLOUT, 0};
-        const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
-        socklen_t length = sizeof error;
-        if (ready == 1)
-          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
-        else
-          error = ETIMEDOUT;
-      }
-    }
-    if (error != 0) {
-      failure = std::strerror(error);
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  if (fd < 0) throw NetworkError("etcd at " + address + ": watch: connect failed: " + failure);
-  // Blocking for the request (a few hundred bytes: the socket buffer takes them at once).
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  return fd;
+  const TcpResolution resolved = resolve_tcp(endpoint.host, endpoint.port);
+  if (resolved.status != 0) throw NetworkError("etcd at " + address + ": " + resolved.error());
+  const Clock& clock = Clock::steady();
+  TcpConnection connection = connect_tcp(resolved.addresses, clock.now() + timeout, clock);
+  if (!connection.fd)
+    throw NetworkError("etcd at " + address +
+                       ": watch: connect failed: " + std::strerror(connection.error));
+  return connection.fd.release();
 }
 
 }  // namespace

@@ -1,9 +1,5 @@
 #include "acc/rendezvous/store_client.h"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,9 +8,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "acc/common/backoff.h"
 #include "acc/common/error.h"
 #include "acc/rendezvous/protocol.h"
+#include "acc/rendezvous/tcp_connect.h"
 
 namespace acc::rendezvous {
 namespace {
@@ -28,31 +24,6 @@ int remaining_ms(SteadyClock::time_point deadline) {
   return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
 }
 
-// One non-blocking connect attempt to `address`, bounded by `deadline`. Returns the socket
-// (blocking, close-on-exec) or -1.
-int try_connect(const addrinfo& address, SteadyClock::time_point deadline) {
-  int fd = ::socket(address.ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -1;
-  int rc = ::connect(fd, address.ai_addr, address.ai_addrlen);
-  if (rc < 0 && errno == EINPROGRESS) {
-    pollfd p{fd, POLLOUT, 0};
-    int error = 0;
-    socklen_t length = sizeof(error);
-    if (::poll(&p, 1, remaining_ms(deadline)) == 1 &&
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0) {
-      rc = 0;
-    }
-  }
-  if (rc < 0) {
-    ::close(fd);
-    return -1;
-  }
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
-
 std::string describe(const std::vector<std::string>& keys) {
   std::string out;
   for (const auto& key : keys) out += (out.empty() ? "" : ", ") + key;
@@ -63,25 +34,14 @@ std::string describe(const std::vector<std::string>& keys) {
 
 StoreClient::StoreClient(StoreClientOptions options) : options_(std::move(options)) {
   std::string where = options_.host + ":" + std::to_string(options_.port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* addresses = nullptr;
-  int rc = ::getaddrinfo(options_.host.c_str(), std::to_string(options_.port).c_str(), &hints,
-                         &addresses);
-  ACC_CHECK(rc == 0, NetworkError, "cannot resolve store host '", options_.host,
-            "': ", ::gai_strerror(rc));
-  auto deadline = SteadyClock::now() + options_.connect_timeout;
+  const TcpResolution resolved = resolve_tcp(options_.host, options_.port);
+  ACC_CHECK(resolved.status == 0, NetworkError, "cannot resolve store host '", options_.host,
+            "': ", resolved.error());
+  const Clock& clock = Clock::steady();
   // The server may not be up yet (another node starts it): try again, soon at first.
-  Backoff backoff(milliseconds(50), milliseconds(1000));
-  while (fd_ < 0) {
-    for (addrinfo* a = addresses; a != nullptr && fd_ < 0; a = a->ai_next) {
-      fd_ = try_connect(*a, deadline);
-    }
-    if (fd_ >= 0 || SteadyClock::now() >= deadline) break;
-    backoff.sleep(deadline);
-  }
-  ::freeaddrinfo(addresses);
+  fd_ = connect_tcp_until(resolved.addresses, clock.now() + options_.connect_timeout, clock,
+                          milliseconds(50), milliseconds(1000))
+            .fd.release();
   ACC_CHECK(fd_ >= 0, TimeoutError, "no store server answered at ", where, " within ",
             options_.connect_timeout.count(), " ms; is it running and reachable?");
 

@@ -2,7 +2,6 @@
 #include "acc/launcher/host/python_torch.h"
 
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
 #include "acc/launcher/host/topology.h"
+#include "acc/rendezvous/tcp_connect.h"
 
 extern char** environ;
 
@@ -325,17 +325,12 @@ HostInfo detect_host(const std::string& root_dir) {
 }
 
 bool is_local_address(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
-  bool local = false;
-  for (addrinfo* a = found; a && !local; a = a->ai_next) {
-    const UniqueFd fd(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    if (fd) local = ::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0;
+  for (const rendezvous::TcpAddress& a : rendezvous::resolve_tcp(host, 0).addresses) {
+    const UniqueFd fd(::socket(a.address.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (fd && ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&a.address), a.length) == 0)
+      return true;
   }
-  ::freeaddrinfo(found);
-  return local;
+  return false;
 }
 
 int pick_free_port() {

@@ -1,9 +1,5 @@
 #include "nodes/preflight.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -12,12 +8,13 @@
 #include <cstring>
 #include <future>
 #include <memory>
+#include <thread>
 
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
-#include "acc/common/unique_fd.h"
 #include "acc/launcher/host/host.h"
 #include "acc/rendezvous/clock.h"
+#include "acc/rendezvous/tcp_connect.h"
 #include "nodes/store_address.h"
 #include "output/log.h"
 
@@ -51,30 +48,16 @@ void pause_until(const rendezvous::Clock& clock, rendezvous::Clock::time_point u
   throw_if_stopped(stop);
 }
 
-struct Resolved {
-  int rc = 0;
-  std::vector<std::pair<sockaddr_storage, socklen_t>> addresses;
-};
-
 // getaddrinfo cannot be interrupted and may wait seconds for DNS: it runs in a thread of its own
 // (signals stay blocked there, as in the launcher's thread), and a stop or the bound leaves it.
-std::optional<Resolved> resolve(const Endpoint& endpoint, const rendezvous::Clock& clock,
-                                rendezvous::Clock::time_point deadline, const StopCheck& stop) {
-  auto promise = std::make_shared<std::promise<Resolved>>();
-  std::future<Resolved> future = promise->get_future();
-  std::thread([promise, host = endpoint.host, port = std::to_string(endpoint.port)] {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    Resolved resolved;
-    resolved.rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found);
-    for (addrinfo* a = resolved.rc == 0 ? found : nullptr; a; a = a->ai_next) {
-      sockaddr_storage address{};
-      std::memcpy(&address, a->ai_addr, a->ai_addrlen);
-      resolved.addresses.emplace_back(address, a->ai_addrlen);
-    }
-    if (found) ::freeaddrinfo(found);
-    promise->set_value(std::move(resolved));
+std::optional<rendezvous::TcpResolution> resolve(const Endpoint& endpoint,
+                                                 const rendezvous::Clock& clock,
+                                                 rendezvous::Clock::time_point deadline,
+                                                 const StopCheck& stop) {
+  auto promise = std::make_shared<std::promise<rendezvous::TcpResolution>>();
+  std::future<rendezvous::TcpResolution> future = promise->get_future();
+  std::thread([promise, host = endpoint.host, port = endpoint.port] {
+    promise->set_value(rendezvous::resolve_tcp(host, port));
   }).detach();
   while (future.wait_for(kSlice) != std::future_status::ready) {
     throw_if_stopped(stop);
@@ -99,28 +82,16 @@ ReachResult connect_error(int error) {
   return failure(Reach::kOther, std::strerror(error));
 }
 
-// One non-blocking connect, polled in slices so that a stop is seen.
-ReachResult connect_once(const sockaddr_storage& address, socklen_t length,
-                         const rendezvous::Clock& clock, rendezvous::Clock::time_point deadline,
-                         const StopCheck& stop) {
-  UniqueFd fd(::socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd) return failure(Reach::kOther, std::string("socket: ") + std::strerror(errno));
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), length) == 0) return {};
-  if (errno != EINPROGRESS) return connect_error(errno);
-  for (;;) {
-    throw_if_stopped(stop);
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - clock.now());
-    if (left.count() <= 0)
-      return failure(Reach::kTimedOut,
-                     "timed out: nothing answered (a firewall may drop the connection)");
-    pollfd writable{fd.get(), POLLOUT, 0};
-    const int ready = ::poll(&writable, 1, static_cast<int>(std::min(left, kSlice).count()));
-    if (ready <= 0) continue;
-    int error = 0;
-    socklen_t size = sizeof(error);
-    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &size);
-    return error == 0 ? ReachResult{} : connect_error(error);
-  }
+// One connect, waited for in slices so that a stop is seen.
+ReachResult connect_once(const rendezvous::TcpAddress& address, const rendezvous::Clock& clock,
+                         rendezvous::Clock::time_point deadline, const StopCheck& stop) {
+  const rendezvous::TcpConnection connection = rendezvous::connect_tcp(
+      address, deadline, clock, kSlice, [&stop] { throw_if_stopped(stop); });
+  if (connection.fd) return {};
+  if (connection.timed_out)
+    return failure(Reach::kTimedOut,
+                   "timed out: nothing answered (a firewall may drop the connection)");
+  return connect_error(connection.error);
 }
 
 // Whether a loopback name is a mistake: on a multi-node job, for the store another node hosts. An
@@ -170,26 +141,27 @@ std::vector<PreflightTarget> preflight_targets(const LaunchPlan& plan) {
 ReachResult try_reach(const Endpoint& endpoint, bool multi_node, milliseconds timeout,
                       const StopCheck& stop, const rendezvous::Clock& clock) {
   const auto deadline = clock.now() + timeout;
-  const std::optional<Resolved> resolved = resolve(endpoint, clock, deadline, stop);
+  const std::optional<rendezvous::TcpResolution> resolved =
+      resolve(endpoint, clock, deadline, stop);
   if (!resolved)
     return failure(Reach::kUnresolved, "the name " + endpoint.host + " did not resolve within " +
                                            decimal_seconds(timeout) + " s (DNS does not answer)");
-  if (resolved->rc != 0 || resolved->addresses.empty())
-    return failure(Reach::kUnresolved, "the name " + endpoint.host + " does not resolve (" +
-                                           ::gai_strerror(resolved->rc) + ")");
+  if (resolved->status != 0 || resolved->addresses.empty())
+    return failure(Reach::kUnresolved,
+                   "the name " + endpoint.host + " does not resolve (" + resolved->error() + ")");
   const bool all_loopback = std::all_of(
       resolved->addresses.begin(), resolved->addresses.end(),
-      [](const auto& address) { return is_loopback_address(address_text(address.first)); });
+      [](const auto& address) { return is_loopback_address(address_text(address.address)); });
   if (multi_node && all_loopback && !names_this_machine(endpoint.host))
     return failure(Reach::kLoopback,
                    "the name " + endpoint.host + " resolves to " +
-                       address_text(resolved->addresses.front().first) +
+                       address_text(resolved->addresses.front().address) +
                        " here, a loopback address, on a multi-node job: this node would reach "
                        "itself, not the node that hosts the store (a Debian /etc/hosts maps the "
                        "machine's own name to 127.0.1.1); give an address the other nodes reach");
   ReachResult last;
-  for (const auto& [address, length] : resolved->addresses) {
-    last = connect_once(address, length, clock, deadline, stop);
+  for (const rendezvous::TcpAddress& address : resolved->addresses) {
+    last = connect_once(address, clock, deadline, stop);
     if (last.reach == Reach::kReached) return last;
   }
   return last;

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -12,6 +11,7 @@
 
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
+#include "acc/rendezvous/tcp_connect.h"
 
 namespace acc::launcher {
 namespace {
@@ -33,16 +33,12 @@ std::string hostname_problem(const AddressFacts& facts) {
 }
 
 std::vector<std::string> resolve(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
   std::vector<std::string> addresses;
-  if (host.empty() || ::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return addresses;
-  for (addrinfo* a = found; a; a = a->ai_next) {
-    std::string text = numeric_address(*a->ai_addr);
+  if (host.empty()) return addresses;
+  for (const rendezvous::TcpAddress& a : rendezvous::resolve_tcp(host, 0).addresses) {
+    std::string text = numeric_address(reinterpret_cast<const sockaddr&>(a.address));
     if (!text.empty() && !contains(addresses, text)) addresses.push_back(std::move(text));
   }
-  ::freeaddrinfo(found);
   return addresses;
 }
 
@@ -76,20 +72,18 @@ std::vector<std::string> interface_addresses() {
 
 // connect() on a UDP socket only picks the route and the source address; nothing is sent.
 std::string route_source(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (host.empty() || ::getaddrinfo(host.c_str(), "9", &hints, &found) != 0) return "";
+  if (host.empty()) return "";
   std::string source;
-  for (addrinfo* a = found; a && source.empty(); a = a->ai_next) {
-    const UniqueFd fd(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    if (!fd || ::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) continue;
+  for (const rendezvous::TcpAddress& a : rendezvous::resolve_tcp(host, 9).addresses) {
+    const UniqueFd fd(::socket(a.address.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!fd || ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&a.address), a.length) != 0)
+      continue;
     sockaddr_storage local{};
     socklen_t length = sizeof(local);
     if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length) == 0)
       source = numeric_address(reinterpret_cast<const sockaddr&>(local));
+    if (!source.empty()) break;
   }
-  ::freeaddrinfo(found);
   return source;
 }
 

@@ -1,6 +1,5 @@
 #include "observe/nccl_ras.h"
 
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,7 +10,9 @@
 #include <map>
 #include <sstream>
 
+#include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
+#include "acc/rendezvous/tcp_connect.h"
 
 namespace acc::launcher {
 namespace {
@@ -126,19 +127,12 @@ std::optional<std::string> query_ras(const std::string& address, std::chrono::mi
                                      const rendezvous::Clock& clock) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) return std::nullopt;
-  const std::string host = address.substr(0, colon), port = address.substr(colon + 1);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return std::nullopt;
+  const std::optional<int> port = parse_int(address.substr(colon + 1));
+  if (!port) return std::nullopt;
+  const rendezvous::TcpResolution resolved =
+      rendezvous::resolve_tcp(address.substr(0, colon), *port);
   const auto deadline = clock.now() + timeout;
-  UniqueFd fd;
-  for (addrinfo* a = found; a && !fd; a = a->ai_next) {
-    UniqueFd s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-    // Loopback: a refused connection answers at once, so a blocking connect cannot hang.
-    if (s && ::connect(s.get(), a->ai_addr, a->ai_addrlen) == 0) fd = std::move(s);
-  }
-  ::freeaddrinfo(found);
+  const UniqueFd fd = rendezvous::connect_tcp(resolved.addresses, deadline, clock).fd;
   if (!fd) return std::nullopt;
   const std::string request = "CLIENT PROTOCOL 2\nSTATUS\n";
   if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
