@@ -199,6 +199,8 @@ void NodeLoop::on_round_event(int i, std::uint32_t events) {
          node.sim.on_reply(node.in, node.out)) {
   }
   flush(i);
+  if (node.sim.joined() && outcomes_[i].joined_ns == 0)
+    outcomes_[i].joined_ns = Clock::now().time_since_epoch().count();
   if (node.sim.step() == Step::kDone || node.sim.step() == Step::kFailed) settle(i);
 }
 
