@@ -26,7 +26,6 @@ Reply reply_of(SimulatedNode::Step step, int nodes) {
     case Step::kJoin:
       return {8, 0};
     case Step::kCheckResolved:
-    case Step::kCheckOpen:
     case Step::kAwaitClose:
     case Step::kGetClosedWait:
     case Step::kSlotsWait:
@@ -77,7 +76,6 @@ const char* SimulatedNode::step_name(Step step) {
   static const char* const kNames[kSteps] = {"in the handshake",
                                              "connected, not begun",
                                              "in COMPARE_SET generation",
-                                             "in CHECK run_closed",
                                              "in CHECK run_closed",
                                              "in COMPARE_SET round",
                                              "in ADD joined",
@@ -171,16 +169,11 @@ void SimulatedNode::advance(const std::vector<std::string>& values, std::int64_t
       send({Op::kCheck, {key("run_closed")}, {}, 0}, out);
       return;
     case Step::kCheckResolved:
-    case Step::kCheckOpen:
+      // Open: next_rendezvous() does not check again. (Closed, it would start a new generation.)
       if (number == rendezvous::kCheckReady)
         return fail("the run is closed (the simulation covers an open run only)");
-      if (step_ == Step::kCheckOpen) {
-        step_ = Step::kRound;
-        send({Op::kCompareSet, {key("round")}, {"", "0"}, 0}, out);
-      } else {
-        step_ = Step::kCheckOpen;
-        send({Op::kCheck, {key("run_closed")}, {}, 0}, out);
-      }
+      step_ = Step::kRound;
+      send({Op::kCompareSet, {key("round")}, {"", "0"}, 0}, out);
       return;
     case Step::kRound:
       round_ = std::atoll(values[0].c_str());

@@ -7,7 +7,7 @@
 // loop; faithfulness_test records both on the wire and compares them.
 //
 // The round, per node (keys under "/rdzv/<run>/", g the generation, r the round, s the slot):
-//   COMPARE_SET generation "" "0"; CHECK [g/run_closed] twice        resolve_generation, check_open
+//   COMPARE_SET generation "" "0"; CHECK [g/run_closed]              resolve_generation
 //   COMPARE_SET g/round "" "0"; ADD g/r/joined 1 -> s + 1           current_round; the arrival slot
 //   SET g/r/slot/s ID; the Nth: COMPARE_SET g/r/closed "" "N"        the node's id; the round full
 //   WAIT [g/r/closed]; WAIT + MULTI_GET [g/r/closed] -> N            await_close
@@ -35,7 +35,6 @@ class SimulatedNode {
     kConnected,      // handshake done, round not begun
     kGeneration,     // COMPARE_SET generation: a value
     kCheckResolved,  // CHECK run_closed (resolve_generation): a byte
-    kCheckOpen,      // CHECK run_closed (check_open): a byte
     kRound,          // COMPARE_SET round: a value
     kJoin,           // ADD joined 1: an i64
     kCloseRound,     // COMPARE_SET closed (the Nth arrival): a value
