@@ -167,6 +167,7 @@ void NodeLoop::settle(int i) {
   NodeOutcome& outcome = outcomes_[i];
   outcome.step = static_cast<std::int32_t>(node.sim.step());
   outcome.requests = static_cast<std::int32_t>(node.sim.requests());
+  outcome.slot = node.sim.slot();
   outcome.bytes += node.sim.bytes_sent();
   if (node.sim.step() == Step::kDone) {
     outcome.rank = node.sim.rank();

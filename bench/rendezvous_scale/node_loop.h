@@ -21,6 +21,7 @@ struct NodeOutcome {
   std::int32_t num_nodes = 0;
   std::int32_t step = 0;  // SimulatedNode::Step at the end
   std::int32_t requests = 0;
+  std::int32_t slot = -1;      // its arrival slot; slot 0 sorts the ids and publishes the ranks
   std::int64_t bytes = 0;      // sent and received in the round (the handshake's not counted)
   std::int64_t joined_ns = 0;  // when its ADD's answer (its slot) came: steady_clock's count
   std::int64_t done_ns = 0;  // when it was placed: steady_clock's count, the same in every process

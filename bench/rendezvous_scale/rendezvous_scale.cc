@@ -237,10 +237,11 @@ bool measure(const Options& options, int count, int block) {
   std::int64_t placed_ns = start;
   bool ok = connected && collect(running, Clock::now() + options.timeout + std::chrono::seconds(10),
                                  placed_ns, error);
-  std::int64_t last_ns = start, joined_ns = start;
+  std::int64_t last_ns = start, joined_ns = start, published_ns = start;
   for (int i = 0; i < count; ++i) {
     last_ns = std::max(last_ns, outcomes[i].done_ns);
     joined_ns = std::max(joined_ns, outcomes[i].joined_ns);
+    if (outcomes[i].slot == 0) published_ns = outcomes[i].done_ns;
   }
   if (ok) error = check_ranks(outcomes, count);
   ok = ok && error.empty();
@@ -280,11 +281,12 @@ bool measure(const Options& options, int count, int block) {
     }
     std::printf(
         "%7d  acc-launch  connect %7.3f s  round %7.3f s  requests/node %5.2f (max %3lld)"
-        "  bytes/node %7.1f (max %lld)  last join %.3f s  server CPU %.2f s  clients' CPU "
+        "  bytes/node %7.1f (max %lld)  last join %.3f s  ranks out %.3f s  server CPU %.2f s  "
+        "clients' CPU "
         "%.2f s  load %s\n",
         count, seconds(connected_ns - start_connect), seconds(last_ns - start), requests / count,
-        most_requests, traffic / count, most_bytes, seconds(joined_ns - start), server_cpu,
-        clients_cpu, acc::bench::load_average().c_str());
+        most_requests, traffic / count, most_bytes, seconds(joined_ns - start),
+        seconds(published_ns - start), server_cpu, clients_cpu, acc::bench::load_average().c_str());
   }
   std::fflush(stdout);
   ::munmap(shared, bytes);
