@@ -194,6 +194,9 @@ void NodeLoop::on_round_event(int i, std::uint32_t events) {
       first_error_ = "node " + std::to_string(options_.first + i) + ": the server closed the " +
                      "connection " + SimulatedNode::step_name(node.sim.step());
     ::epoll_ctl(epoll_, EPOLL_CTL_DEL, node.fd, nullptr);
+    ::close(node.fd);
+    node.fd = -1;
+    ++settled_;  // not placed, and never will be: the round need not wait for it
     return;
   }
   while (node.sim.step() != Step::kDone && node.sim.step() != Step::kFailed &&
