@@ -176,18 +176,27 @@ void NodeLoop::settle(int i) {
   } else if (first_error_.empty()) {
     first_error_ = "node " + std::to_string(options_.first + i) + ": " + node.sim.error();
   }
+  node.settled = true;
   ++settled_;
 }
 
 void NodeLoop::on_round_event(int i, std::uint32_t events) {
   Node& node = nodes_[static_cast<std::size_t>(i)];
-  const Step step = node.sim.step();
-  if (node.fd < 0 || step == Step::kDone || step == Step::kFailed) {
-    // Bytes or an end where none is due: the server going away after the round.
-    if (node.fd >= 0) ::epoll_ctl(epoll_, EPOLL_CTL_DEL, node.fd, nullptr);
+  if (node.fd < 0) return;
+  if (events & EPOLLOUT) flush(i);
+  const auto finished = [&] {
+    return node.sim.step() == Step::kDone || node.sim.step() == Step::kFailed;
+  };
+  if (finished()) {
+    // Its last requests may still be going out (the first arrival's ranks: megabytes); a node
+    // is placed once they are all written, as the blocking client returns from its send.
+    if (!node.settled && node.out.empty()) settle(i);
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && node.out.empty()) {
+      // Bytes or an end where none is due: the server going away after the round.
+      ::epoll_ctl(epoll_, EPOLL_CTL_DEL, node.fd, nullptr);
+    }
     return;
   }
-  if (events & EPOLLOUT) flush(i);
   if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
   if (!receive(i)) {
     if (first_error_.empty())
@@ -196,16 +205,18 @@ void NodeLoop::on_round_event(int i, std::uint32_t events) {
     ::epoll_ctl(epoll_, EPOLL_CTL_DEL, node.fd, nullptr);
     ::close(node.fd);
     node.fd = -1;
+    node.settled = true;
     ++settled_;  // not placed, and never will be: the round need not wait for it
     return;
   }
-  while (node.sim.step() != Step::kDone && node.sim.step() != Step::kFailed &&
-         node.sim.on_reply(node.in, node.out)) {
+  while (!finished() && node.sim.on_reply(node.in, node.out)) {
   }
   flush(i);
   if (node.sim.joined() && outcomes_[i].joined_ns == 0)
     outcomes_[i].joined_ns = Clock::now().time_since_epoch().count();
-  if (node.sim.step() == Step::kDone || node.sim.step() == Step::kFailed) settle(i);
+  if (node.sim.slot() > 0 && node.sim.step() > Step::kRankWait && outcomes_[i].ranked_ns == 0)
+    outcomes_[i].ranked_ns = Clock::now().time_since_epoch().count();
+  if (finished() && node.out.empty()) settle(i);
 }
 
 std::string NodeLoop::run_round(Clock::time_point deadline) {

@@ -23,6 +23,7 @@ struct NodeOutcome {
   std::int32_t requests = 0;
   std::int32_t slot = -1;      // its arrival slot; slot 0 sorts the ids and publishes the ranks
   std::int64_t bytes = 0;      // sent and received in the round (the handshake's not counted)
+  std::int64_t ranked_ns = 0;  // when the WAIT for its rank ended (not slot 0): steady_clock
   std::int64_t joined_ns = 0;  // when its ADD's answer (its slot) came: steady_clock's count
   std::int64_t done_ns = 0;  // when it was placed: steady_clock's count, the same in every process
 };
@@ -65,6 +66,7 @@ class NodeLoop {
     int retries = 0;
     bool connecting = false;  // connect() in progress
     bool writing = false;     // EPOLLOUT armed: bytes of `out` wait for room
+    bool settled = false;     // placed or failed, its last request written: counted in settled_
     std::size_t out_at = 0;
     std::string in, out;
     SimulatedNode sim;

@@ -238,10 +238,14 @@ bool measure(const Options& options, int count, int block) {
   bool ok = connected && collect(running, Clock::now() + options.timeout + std::chrono::seconds(10),
                                  placed_ns, error);
   std::int64_t last_ns = start, joined_ns = start, published_ns = start;
+  std::int64_t first_ranked_ns = 0;
   for (int i = 0; i < count; ++i) {
     last_ns = std::max(last_ns, outcomes[i].done_ns);
     joined_ns = std::max(joined_ns, outcomes[i].joined_ns);
     if (outcomes[i].slot == 0) published_ns = outcomes[i].done_ns;
+    if (outcomes[i].ranked_ns != 0 &&
+        (first_ranked_ns == 0 || outcomes[i].ranked_ns < first_ranked_ns))
+      first_ranked_ns = outcomes[i].ranked_ns;
   }
   if (ok) error = check_ranks(outcomes, count);
   ok = ok && error.empty();
@@ -281,12 +285,12 @@ bool measure(const Options& options, int count, int block) {
     }
     std::printf(
         "%7d  acc-launch  connect %7.3f s  round %7.3f s  requests/node %5.2f (max %3lld)"
-        "  bytes/node %7.1f (max %lld)  last join %.3f s  ranks out %.3f s  server CPU %.2f s  "
-        "clients' CPU "
-        "%.2f s  load %s\n",
+        "  bytes/node %7.1f (max %lld)  last join %.3f s  ranks out %.3f s  first rank read %.3f s"
+        "  server CPU %.2f s  clients' CPU %.2f s  load %s\n",
         count, seconds(connected_ns - start_connect), seconds(last_ns - start), requests / count,
         most_requests, traffic / count, most_bytes, seconds(joined_ns - start),
-        seconds(published_ns - start), server_cpu, clients_cpu, acc::bench::load_average().c_str());
+        seconds(published_ns - start), first_ranked_ns ? seconds(first_ranked_ns - start) : 0.0,
+        server_cpu, clients_cpu, acc::bench::load_average().c_str());
   }
   std::fflush(stdout);
   ::munmap(shared, bytes);
