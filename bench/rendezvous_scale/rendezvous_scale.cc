@@ -1,67 +1,78 @@
-// One elastic rendezvous round of N simulated nodes over real TCP: each node is a thread with its
-// own connection (StoreClient) running ElasticRendezvous::next_rendezvous() against the real
-// `acc-launch rendezvous serve` in another process, with --nnodes N:N. Prints, per N, the time to
-// connect every node, the time from the round's start to the last node holding its rank, and
-// each node's store requests and bytes (measured by its client), then checks that the ranks are
-// 0..N-1 once each.
+// One elastic rendezvous round of N simulated nodes over real TCP, against the real
+// `acc-launch rendezvous serve` in another process, with --nnodes N:N. Each node is a
+// SimulatedNode over its own connection: on the wire, request for request, what
+// ElasticRendezvous::next_rendezvous() sends over a StoreClient (faithfulness_test compares the
+// two). The nodes are driven by epoll loops, one per client process of at most 16,000
+// connections (under the per-process descriptor limit), from source addresses 127.<b>.x.y so
+// that ports do not run out. Every node connects and shakes hands first; then all begin the
+// round together.
 //
-// Usage: rendezvous_scale ACC_LAUNCH [--nodes 100,1000,10000] [--timeout-s 60]
+// Prints, per N: the time to connect every node, the time from the round's start to the last
+// node placed, each node's store requests and bytes in the round (mean and max), the server's
+// CPU seconds and the load average; then checks that the ranks are 0..N-1 once each.
+//
+// Usage: rendezvous_scale ACC_LAUNCH [--nodes 100,1000,10000] [--timeout-s 60] [--window 500]
+// Exit: 0 when every count's round completed with correct ranks, 1 otherwise, 2 on bad usage.
 
-#include <pthread.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <mutex>
+#include <new>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "acc/rendezvous/elastic_rendezvous.h"
-#include "acc/rendezvous/store_client.h"
+#include "loopback.h"
+#include "node_loop.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-namespace rdzv = acc::rendezvous;
+using acc::bench::NodeOutcome;
+using acc::bench::SimulatedNode;
 
 // `acc-launch rendezvous serve` on a free port, stopped by the destructor.
 class Server {
  public:
   explicit Server(const std::string& launcher) {
     int out[2];
-    if (pipe(out) != 0) throw std::runtime_error("pipe failed");
-    pid_ = fork();
+    if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
     if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      execl(launcher.c_str(), launcher.c_str(), "rendezvous", "serve", "--host", "127.0.0.1",
-            "--port", "0", static_cast<char*>(nullptr));
+      ::dup2(out[1], STDOUT_FILENO);
+      ::execl(launcher.c_str(), launcher.c_str(), "rendezvous", "serve", "--host", "127.0.0.1",
+              "--port", "0", static_cast<char*>(nullptr));
       std::perror("exec acc-launch");
-      _exit(127);
+      ::_exit(127);
     }
-    close(out[1]);
+    ::close(out[1]);
     std::string line;
     char c = 0;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    close(out[0]);
+    while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+    ::close(out[0]);
     // "acc-launch rendezvous: store listening on 127.0.0.1:PORT (...)"
-    const auto colon = line.find("127.0.0.1:");
-    if (colon == std::string::npos) throw std::runtime_error("the server said: " + line);
-    port_ = std::atoi(line.c_str() + colon + 10);
+    const auto at = line.find("127.0.0.1:");
+    if (at == std::string::npos) throw std::runtime_error("the server said: " + line);
+    port_ = std::atoi(line.c_str() + at + 10);
   }
   ~Server() {
-    kill(pid_, SIGTERM);
-    waitpid(pid_, nullptr, 0);
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
   }
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
   int port() const { return port_; }
 
  private:
@@ -69,185 +80,221 @@ class Server {
   int port_ = 0;
 };
 
-// Every node connects, then all start together. Blocking waits, not polling: ten thousand
-// threads polling a flag would starve the ones still connecting.
-struct StartLine {
-  std::mutex mutex;
-  std::condition_variable changed;
-  int connected = 0;
-  bool go = false;
+// What a client process tells the driver, once connected and once its nodes are done.
+struct Report {
+  std::int64_t at_ns = 0;  // steady_clock: when it got there
+  char error[240] = {};    // empty: every node connected, or placed
 };
 
-struct Node {
-  int index = 0;
-  int port = 0;
-  int nodes = 0;
-  std::chrono::milliseconds timeout{60'000};
-  StartLine* start = nullptr;
-  // Results.
-  bool ok = false;
-  std::string error;
-  rdzv::RendezvousInfo info;
-  Clock::time_point connected_at, done_at;
-  rdzv::StoreClient::Traffic traffic;
+struct Client {
+  pid_t pid = -1;
+  int report = -1;  // read end
 };
 
-void* run_node(void* arg) {
-  auto& node = *static_cast<Node*>(arg);
-  try {
-    rdzv::StoreClientOptions options;
-    options.port = node.port;
-    options.connect_timeout = node.timeout;
-    options.timeout = node.timeout;
-    rdzv::StoreClient client(options);
-    node.connected_at = Clock::now();
-    {
-      std::unique_lock lock(node.start->mutex);
-      ++node.start->connected;
-      node.start->changed.notify_all();
-      node.start->changed.wait(lock, [&] { return node.start->go; });
-    }
-    const auto before = client.traffic();
-    rdzv::RendezvousOptions ro;
-    ro.run_id = "scale";
-    ro.min_nodes = ro.max_nodes = node.nodes;
-    ro.join_timeout = node.timeout;
-    rdzv::ElasticRendezvous rendezvous(client, ro,
-                                       "10.0." + std::to_string(node.index / 250) + "." +
-                                           std::to_string(node.index % 250) + ":" +
-                                           std::to_string(1000 + node.index));
-    node.info = rendezvous.next_rendezvous();
-    node.done_at = Clock::now();
-    node.traffic.requests = client.traffic().requests - before.requests;
-    node.traffic.bytes_sent = client.traffic().bytes_sent - before.bytes_sent;
-    node.traffic.bytes_received = client.traffic().bytes_received - before.bytes_received;
-    node.ok = true;
-  } catch (const std::exception& e) {
-    node.error = e.what();
-  }
-  return nullptr;
+double seconds(std::int64_t ns) {
+  return static_cast<double>(ns) / 1e9;
 }
 
-double seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
+std::int64_t now_ns() {
+  return Clock::now().time_since_epoch().count();
 }
 
-struct Stats {
-  double mean = 0;
-  std::int64_t max = 0;
-};
-
-template <typename F>
-Stats stats(const std::vector<Node>& nodes, F field) {
-  Stats s;
-  for (const auto& n : nodes) {
-    s.mean += static_cast<double>(field(n));
-    s.max = std::max<std::int64_t>(s.max, field(n));
-  }
-  s.mean /= static_cast<double>(nodes.size());
-  return s;
+double children_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_CHILDREN, &usage);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return s(usage.ru_utime) + s(usage.ru_stime);
 }
 
-// Returns false when the round did not complete correctly.
-// A count this process cannot hold (a descriptor and a thread per node) or the server cannot (a
-// descriptor per node) is one line naming the limit instead of a failed round. The server raises
-// its soft open-file limit to the same hard one.
-bool fits(int count) {
-  rlimit files{};
-  getrlimit(RLIMIT_NOFILE, &files);
-  long long pid_max = 0;
-  if (FILE* f = std::fopen("/proc/sys/kernel/pid_max", "r")) {
-    if (std::fscanf(f, "%lld", &pid_max) != 1) pid_max = 0;
-    std::fclose(f);
-  }
-  if (files.rlim_max != RLIM_INFINITY && static_cast<long long>(files.rlim_max) < count + 64LL) {
-    std::printf(
-        "%7d  acc-launch  not run: a node per connection needs %d open files in one process, "
-        "the hard limit is %llu (raising it takes CAP_SYS_RESOURCE)\n",
-        count, count + 64, static_cast<unsigned long long>(files.rlim_max));
-    return false;
-  }
-  if (pid_max > 0 && pid_max < count + 1024LL) {
-    std::printf("%7d  acc-launch  not run: a thread per node, and kernel.pid_max is %lld\n", count,
-                pid_max);
-    return false;
-  }
-  return true;
+void send_report(int fd, const std::string& error) {
+  Report report;
+  report.at_ns = now_ns();
+  std::snprintf(report.error, sizeof(report.error), "%s", error.c_str());
+  [[maybe_unused]] auto n = ::write(fd, &report, sizeof(report));
 }
 
-bool measure(const std::string& launcher, int count, std::chrono::milliseconds timeout) {
-  if (!fits(count)) return false;
-  Server server(launcher);
-  StartLine line;
-  std::vector<Node> nodes(static_cast<std::size_t>(count));
-  std::vector<pthread_t> threads(nodes.size());
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 128 * 1024);
-  const auto start_connect = Clock::now();
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    nodes[i].index = static_cast<int>(i);
-    nodes[i].port = server.port();
-    nodes[i].nodes = count;
-    nodes[i].timeout = timeout;
-    nodes[i].start = &line;
-    if (pthread_create(&threads[i], &attr, run_node, &nodes[i]) != 0) {
-      std::fprintf(stderr, "rendezvous_scale: cannot start thread %zu: %s\n", i,
-                   std::strerror(errno));
-      std::exit(1);
-    }
-  }
-  Clock::time_point start;
+// A client process: connects its nodes, reports, waits for the start (the go pipe's end), runs
+// the round, reports, and holds its connections until released (the release pipe's end).
+[[noreturn]] void client_main(const acc::bench::NodeLoopOptions& options, NodeOutcome* outcomes,
+                              std::chrono::seconds timeout, int report, int go, int release) {
   {
-    std::unique_lock lock(line.mutex);
-    line.changed.wait_for(lock, timeout, [&] { return line.connected == count; });
-    start = Clock::now();
-    line.go = true;
-    line.changed.notify_all();
+    acc::bench::NodeLoop loop(options, outcomes);
+    send_report(report, loop.connect(Clock::now() + timeout));
+    char byte;
+    while (::read(go, &byte, 1) > 0) {
+    }
+    send_report(report, loop.run_round(Clock::now() + timeout));
+    pollfd released{release, POLLIN, 0};
+    ::poll(&released, 1, 60'000);
   }
-  for (auto& t : threads) pthread_join(t, nullptr);
-  pthread_attr_destroy(&attr);
+  ::_exit(0);
+}
 
-  std::vector<int> seen(nodes.size(), 0);
-  bool ok = true;
-  Clock::time_point last = start;
-  for (const auto& n : nodes) {
-    if (!n.ok) {
-      if (ok) std::fprintf(stderr, "rendezvous_scale: node %d: %s\n", n.index, n.error.c_str());
-      ok = false;
+// Reads one Report from each client by `deadline`; the latest time and the first error.
+bool collect(std::vector<Client>& clients, Clock::time_point deadline, std::int64_t& last,
+             std::string& error) {
+  bool all = true;
+  for (Client& client : clients) {
+    pollfd ready{client.report, POLLIN, 0};
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    Report report;
+    if (::poll(&ready, 1, static_cast<int>(std::max<long long>(left, 0))) != 1 ||
+        ::read(client.report, &report, sizeof(report)) != sizeof(report)) {
+      all = false;
+      if (error.empty()) error = "a client process did not report in time";
       continue;
     }
-    last = std::max(last, n.done_at);
-    if (n.info.num_nodes != count || n.info.node_rank < 0 || n.info.node_rank >= count ||
-        seen[static_cast<std::size_t>(n.info.node_rank)]++ != 0) {
-      std::fprintf(stderr, "rendezvous_scale: node %d got rank %d of %d\n", n.index,
-                   n.info.node_rank, n.info.num_nodes);
-      ok = false;
+    last = std::max(last, report.at_ns);
+    if (report.error[0] != 0) {
+      all = false;
+      if (error.empty()) error = report.error;
     }
   }
-  Clock::time_point connected_all = start_connect;
-  for (const auto& n : nodes) connected_all = std::max(connected_all, n.connected_at);
-  if (!ok) {
-    std::printf("%7d  acc-launch: FAILED (see stderr)\n", count);
-    return false;
-  }
-  const auto requests = stats(nodes, [](const Node& n) { return n.traffic.requests; });
-  const auto bytes =
-      stats(nodes, [](const Node& n) { return n.traffic.bytes_sent + n.traffic.bytes_received; });
-  std::printf(
-      "%7d  acc-launch  connect %7.3f s  round %7.3f s  requests/node %5.2f (max %3lld)"
-      "  bytes/node %7.1f (max %5lld)\n",
-      count, seconds(connected_all - start_connect), seconds(last - start), requests.mean,
-      static_cast<long long>(requests.max), bytes.mean, static_cast<long long>(bytes.max));
-  std::fflush(stdout);
-  return true;
+  return all;
 }
 
-void raise_fd_limit() {
-  rlimit limit{};
-  getrlimit(RLIMIT_NOFILE, &limit);
-  limit.rlim_cur = limit.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &limit);
+// "12 in WAIT closed, 3 in ADD joined": where the nodes of an unfinished round stopped.
+std::string where(const NodeOutcome* outcomes, int count) {
+  int at[SimulatedNode::kSteps] = {};
+  for (int i = 0; i < count; ++i) ++at[std::clamp(outcomes[i].step, 0, SimulatedNode::kSteps - 1)];
+  std::string text;
+  for (int s = 0; s < SimulatedNode::kSteps; ++s) {
+    if (at[s] == 0 || s == static_cast<int>(SimulatedNode::Step::kDone)) continue;
+    text += (text.empty() ? "" : ", ") + std::to_string(at[s]) + " " +
+            SimulatedNode::step_name(static_cast<SimulatedNode::Step>(s));
+  }
+  return text;
+}
+
+// The ranks 0..count-1 once each, every node told count: "" or what is wrong.
+std::string check_ranks(const NodeOutcome* outcomes, int count) {
+  std::vector<char> seen(static_cast<std::size_t>(count), 0);
+  for (int i = 0; i < count; ++i) {
+    const NodeOutcome& n = outcomes[i];
+    if (n.num_nodes != count || n.rank < 0 || n.rank >= count ||
+        seen[static_cast<std::size_t>(n.rank)]++ != 0) {
+      return "node " + std::to_string(i) + " got rank " + std::to_string(n.rank) + " of " +
+             std::to_string(n.num_nodes);
+    }
+  }
+  return "";
+}
+
+struct Options {
+  std::string launcher;
+  std::vector<int> counts = {100, 1000, 10000};
+  std::chrono::seconds timeout{60};
+  int window = 500;
+};
+
+bool measure(const Options& options, int count, int block) {
+  const std::size_t bytes = sizeof(NodeOutcome) * static_cast<std::size_t>(count);
+  void* shared = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) throw std::runtime_error("mmap failed");
+  auto* outcomes = static_cast<NodeOutcome*>(shared);
+  for (int i = 0; i < count; ++i) new (&outcomes[i]) NodeOutcome();
+
+  std::optional<Server> server(std::in_place, options.launcher);
+  const int per_client = acc::bench::connections_per_process();
+  const int clients = (count + per_client - 1) / per_client;
+  int go[2], release[2];
+  if (::pipe2(go, O_CLOEXEC) != 0 || ::pipe2(release, O_CLOEXEC) != 0) std::abort();
+  std::vector<Client> running;
+  const double clients_before = children_cpu_seconds();
+  const std::int64_t start_connect = now_ns();
+  for (int c = 0; c < clients; ++c) {
+    acc::bench::NodeLoopOptions loop;
+    loop.port = server->port();
+    loop.block = block;
+    loop.first = c * per_client;
+    loop.count = std::min(per_client, count - loop.first);
+    loop.nodes = count;
+    loop.window = std::max(1, options.window / clients);
+    int report[2];
+    if (::pipe2(report, O_CLOEXEC) != 0) std::abort();
+    const pid_t pid = ::fork();
+    if (pid < 0) std::abort();
+    if (pid == 0) {
+      ::close(report[0]);
+      ::close(go[1]);
+      ::close(release[1]);
+      for (const Client& other : running) ::close(other.report);
+      client_main(loop, outcomes + loop.first, options.timeout, report[1], go[0], release[0]);
+    }
+    ::close(report[1]);
+    running.push_back({pid, report[0]});
+  }
+  ::close(go[0]);
+  ::close(release[0]);
+
+  std::int64_t connected_ns = start_connect;
+  std::string error;
+  const bool connected = collect(running, Clock::now() + options.timeout + std::chrono::seconds(10),
+                                 connected_ns, error);
+  const std::int64_t start = now_ns();
+  ::close(go[1]);  // every client begins its round
+  std::int64_t placed_ns = start;
+  bool ok = connected && collect(running, Clock::now() + options.timeout + std::chrono::seconds(10),
+                                 placed_ns, error);
+  std::int64_t last_ns = start, joined_ns = start, published_ns = start;
+  std::int64_t first_ranked_ns = 0;
+  for (int i = 0; i < count; ++i) {
+    last_ns = std::max(last_ns, outcomes[i].done_ns);
+    joined_ns = std::max(joined_ns, outcomes[i].joined_ns);
+    if (outcomes[i].slot == 0) published_ns = outcomes[i].done_ns;
+    if (outcomes[i].ranked_ns != 0 &&
+        (first_ranked_ns == 0 || outcomes[i].ranked_ns < first_ranked_ns))
+      first_ranked_ns = outcomes[i].ranked_ns;
+  }
+  if (ok) error = check_ranks(outcomes, count);
+  ok = ok && error.empty();
+
+  ::close(release[1]);
+  for (Client& client : running) {
+    ::close(client.report);
+    bool gone = false;
+    for (int i = 0; i < 1000 && !gone; ++i) {
+      gone = ::waitpid(client.pid, nullptr, WNOHANG) == client.pid;
+      if (!gone) ::usleep(10'000);
+    }
+    if (!gone) {
+      ::kill(client.pid, SIGKILL);
+      ::waitpid(client.pid, nullptr, 0);
+    }
+  }
+  const double cpu_before = children_cpu_seconds();
+  const double clients_cpu = cpu_before - clients_before;
+  server.reset();
+  const double server_cpu = children_cpu_seconds() - cpu_before;
+
+  if (!ok) {
+    const std::string waiting = where(outcomes, count);
+    std::printf("%7d  acc-launch  did not finish in %lld s: %s%s%s; server CPU %.2f s  load %s\n",
+                count, static_cast<long long>(options.timeout.count()), error.c_str(),
+                waiting.empty() ? "" : "; still waiting: ", waiting.c_str(), server_cpu,
+                acc::bench::load_average().c_str());
+  } else {
+    double requests = 0, traffic = 0;
+    long long most_requests = 0, most_bytes = 0;
+    for (int i = 0; i < count; ++i) {
+      requests += outcomes[i].requests;
+      traffic += static_cast<double>(outcomes[i].bytes);
+      most_requests = std::max<long long>(most_requests, outcomes[i].requests);
+      most_bytes = std::max<long long>(most_bytes, outcomes[i].bytes);
+    }
+    std::printf(
+        "%7d  acc-launch  connect %7.3f s  round %7.3f s  requests/node %5.2f (max %3lld)"
+        "  bytes/node %7.1f (max %lld)  last join %.3f s  ranks out %.3f s  first rank read %.3f s"
+        "  server CPU %.2f s  clients' CPU %.2f s  load %s\n",
+        count, seconds(connected_ns - start_connect), seconds(last_ns - start), requests / count,
+        most_requests, traffic / count, most_bytes, seconds(joined_ns - start),
+        seconds(published_ns - start), first_ranked_ns ? seconds(first_ranked_ns - start) : 0.0,
+        server_cpu, clients_cpu, acc::bench::load_average().c_str());
+  }
+  std::fflush(stdout);
+  ::munmap(shared, bytes);
+  return ok;
 }
 
 }  // namespace
@@ -255,26 +302,41 @@ void raise_fd_limit() {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: rendezvous_scale ACC_LAUNCH [--nodes 100,1000,10000] "
-                 "[--timeout-s 60]\n");
+                 "usage: rendezvous_scale ACC_LAUNCH [--nodes 100,1000,10000] [--timeout-s 60] "
+                 "[--window 500]\n");
     return 2;
   }
-  const std::string launcher = argv[1];
-  std::vector<int> counts = {100, 1000, 10000};
-  std::chrono::milliseconds timeout{60'000};
+  Options options;
+  options.launcher = argv[1];
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--nodes") {
-      counts.clear();
+      options.counts.clear();
       std::stringstream list(argv[i + 1]);
-      for (std::string item; std::getline(list, item, ',');) counts.push_back(std::stoi(item));
+      for (std::string item; std::getline(list, item, ',');)
+        options.counts.push_back(std::stoi(item));
     } else if (flag == "--timeout-s") {
-      timeout = std::chrono::seconds(std::stoi(argv[i + 1]));
+      options.timeout = std::chrono::seconds(std::stoi(argv[i + 1]));
+    } else if (flag == "--window") {
+      options.window = std::stoi(argv[i + 1]);
+    } else {
+      std::fprintf(stderr, "rendezvous_scale: unknown flag %s\n", flag.c_str());
+      return 2;
     }
   }
-  raise_fd_limit();
-  signal(SIGPIPE, SIG_IGN);
+  acc::bench::raise_fd_limit();
+  ::signal(SIGPIPE, SIG_IGN);
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  std::printf(
+      "rendezvous_scale: one round, --nnodes N:N, every node its own TCP connection; "
+      "RLIMIT_NOFILE %llu (hard %llu); client processes of up to %d nodes; handshake window %d\n",
+      static_cast<unsigned long long>(limit.rlim_cur),
+      static_cast<unsigned long long>(limit.rlim_max), acc::bench::connections_per_process(),
+      options.window);
+  std::fflush(stdout);
   bool ok = true;
-  for (int count : counts) ok = measure(launcher, count, timeout) && ok;
+  int block = 1;  // each count its own source addresses: 127.<block>.0.x
+  for (int count : options.counts) ok = measure(options, count, block++) && ok;
   return ok ? 0 : 1;
 }

@@ -1,35 +1,74 @@
 #!/usr/bin/env bash
-# One elastic rendezvous round of N simulated nodes over real TCP, N = 100, 1,000, 10,000:
-# acc-launch's rendezvous (rendezvous_scale against `acc-launch rendezvous serve`) and torchrun's
-# (torch_rendezvous.py: DynamicRendezvousHandler over PyTorch's TCPStore), side by side.
-#   bench/rendezvous_scale/run.sh [BUILD_DIR]   (NODES=30,100,1000,10000 PEER_MAX=1000 CAP_S=60)
-# The peer runs up to PEER_MAX nodes (it simulates each node as a Python thread with its own
-# TCPStore client; beyond that it measures this script's machine more than torchrun).
+# One elastic rendezvous round of N simulated nodes over real TCP: acc-launch's rendezvous
+# (rendezvous_scale: epoll-driven nodes doing on the wire what ElasticRendezvous does, against
+# `acc-launch rendezvous serve`) and torchrun's (torch_rendezvous.py: DynamicRendezvousHandler
+# over PyTorch's TCPStore, a Python thread per node), side by side. Not part of `make test`.
+#
+# Usage: bench/rendezvous_scale/run.sh [BUILD_DIR]
+#   NODES=100,1000,10000,100000  the counts     PEER_MAX=1000  torchrun's largest count
+#   CAP_S=90                     each round's bound, and torchrun's
+#   PYTHON=/usr/bin/python3      the Python whose torch runs torchrun's handler
+# torchrun's peer simulates each node as a Python thread with its own TCPStore client: beyond
+# PEER_MAX it measures this script's machine more than torchrun.
+#
+# It runs in a network namespace of its own with only loopback up where it can (as
+# bench/store_scale/run.sh: the nodes' ports and the listener's queue are nobody else's).
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-nodes=${NODES:-30,100,1000,10000}
+nodes=${NODES:-100,1000,10000,100000}
 peer_max=${PEER_MAX:-1000}
-cap_s=${CAP_S:-60}
+cap_s=${CAP_S:-90}
 python=${PYTHON:-/usr/bin/python3}
+say() { echo "bench/rendezvous_scale/run.sh: $*" >&2; }
 if [ ! -f "$build/build.ninja" ] && [ ! -f "$build/Makefile" ]; then
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    $(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache) >/dev/null
 fi
-cmake --build "$build" -j"$(nproc)" --target rendezvous_scale acc-launch >/dev/null
-echo "rendezvous_scale: one round, --nnodes N:N, every node its own TCP connection ($(nproc) cores)"
+cmake --build "$build" --target rendezvous_scale acc-launch >/dev/null
+
+# The client processes hold at most 16,000 connections each; the server spreads its connections
+# over threads with descriptor tables of their own (rendezvous/src/store_shard.h), so neither
+# needs a hard limit above the machine's. The soft limit goes up to the hard one.
+ulimit -n "$(ulimit -Hn)"
+
+netns=()
+if unshare -n true 2>/dev/null; then
+  netns=(unshare -n)
+elif unshare -rn true 2>/dev/null; then
+  netns=(unshare -rn)
+else
+  say "cannot make a network namespace: on the machine's loopback"
+fi
+# bounded SECONDS COMMAND...: the command in the namespace, killed after SECONDS.
+bounded() {
+  local seconds=$1
+  shift
+  if [ ${#netns[@]} -gt 0 ]; then
+    # shellcheck disable=SC2016 # expanded in the namespace's shell
+    timeout -k 5 "$seconds" "${netns[@]}" sh -c 'ip link set lo up && exec "$@"' sh "$@"
+  else
+    timeout -k 5 "$seconds" "$@"
+  fi
+}
+
+echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
+rc=0
 for n in ${nodes//,/ }; do
-  ours=$("$build/bench/rendezvous_scale/rendezvous_scale" "$build/launcher/acc-launch" \
-    --nodes "$n" --timeout-s "$cap_s")
-  echo "$ours"
+  ours=$(bounded $((2 * cap_s + 60)) "$build/bench/rendezvous_scale/rendezvous_scale" \
+    "$build/launcher/acc-launch" --nodes "$n" --timeout-s "$cap_s" | tail -n +2) || rc=1
+  echo "${ours:-$(printf '%7d  acc-launch  no result (timed out or failed)' "$n")}"
   if [ "$n" -gt "$peer_max" ]; then
     printf '%7d  torchrun    not run (above PEER_MAX=%d)\n' "$n" "$peer_max"
     continue
   fi
-  theirs=$("$python" bench/rendezvous_scale/torch_rendezvous.py --nodes "$n" --cap-s "$cap_s")
-  echo "$theirs"
+  theirs=$(bounded $((cap_s + 120)) "$python" bench/rendezvous_scale/torch_rendezvous.py \
+    --nodes "$n" --cap-s "$cap_s" 2>/dev/null) || true
+  echo "${theirs:-$(printf '%7d  torchrun    no result' "$n")}  load $(cut -d' ' -f1-3 /proc/loadavg)"
   awk -v a="$ours" -v b="$theirs" -v n="$n" 'BEGIN {
     if (match(a, /round +[0-9.]+/) && (x = substr(a, RSTART + 6, RLENGTH - 6) + 0) > 0 &&
         match(b, /round +[0-9.]+/) && (y = substr(b, RSTART + 6, RLENGTH - 6) + 0) > 0)
       printf "%7d  ratio       torchrun/acc-launch round time %.1fx\n", n, y / x
   }'
 done
+exit "$rc"

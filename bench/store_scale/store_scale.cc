@@ -59,7 +59,11 @@
 #include <string>
 #include <vector>
 
+#include "loopback.h"
+
 namespace {
+
+using acc::bench::load_average;
 
 using Clock = std::chrono::steady_clock;
 
@@ -97,13 +101,6 @@ long long rss_bytes(pid_t pid) {
 
 long long slab_bytes() {
   return kb_field("/proc/meminfo", "Slab");
-}
-
-std::string load_average() {
-  std::ifstream file("/proc/loadavg");
-  std::string a, b, c;
-  file >> a >> b >> c;
-  return a + " " + b + " " + c;
 }
 
 // --- The server under test, in a process of its own.
@@ -198,8 +195,6 @@ void put_string(std::string& out, const std::string& s) {
   put_raw<std::uint64_t>(out, s.size());
   out += s;
 }
-
-constexpr int kRanksPerAddress = 2'000;
 
 const std::string kInitKey = "init/";
 const std::string kBarrierKey = "/default_pg/store_based_barrier_key:0";
@@ -356,16 +351,6 @@ class Run {
   }
 
  private:
-  // Source address of rank i: 127.<block>.<hi>.<lo>, kRanksPerAddress ranks each. Far fewer
-  // than an address's ~28,000 ephemeral ports: the kernel looks for a free port by probing the
-  // range, and with 16,000 of an address's ports taken the clients' connects cost 8 times the
-  // CPU of 10,000 ranks (5.2 s against 0.6 s).
-  in_addr_t source_of(int i) const {
-    const int address = (first_ + i) / kRanksPerAddress;
-    return htonl((127u << 24) | (static_cast<unsigned>(source_block_) << 16) |
-                 (static_cast<unsigned>(address + 1)));
-  }
-
   void start_connects() {
     while (!pending_.empty() && in_handshake_ < window_) {
       const int i = pending_.front();
@@ -376,33 +361,22 @@ class Run {
 
   void connect_rank(int i) {
     Rank& rank = ranks_[static_cast<std::size_t>(i)];
-    rank.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (rank.fd < 0) return fail(i, "socket: " + std::string(std::strerror(errno)));
-    int on = 1;
-    ::setsockopt(rank.fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &on, sizeof(on));
-    ::setsockopt(rank.fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-    sockaddr_in source{};
-    source.sin_family = AF_INET;
-    source.sin_addr.s_addr = source_of(i);
-    if (::bind(rank.fd, reinterpret_cast<sockaddr*>(&source), sizeof(source)) != 0) {
-      return fail(i, "bind: " + std::string(std::strerror(errno)));
-    }
-    sockaddr_in server{};
-    server.sin_family = AF_INET;
-    server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    server.sin_port = htons(static_cast<std::uint16_t>(port_));
+    std::string error;
+    rank.fd = acc::bench::start_connect(acc::bench::loopback_source(source_block_, first_ + i),
+                                        port_, error);
     ++in_handshake_;
     rank.step = Step::kConnecting;
     rank.have = 0;
+    if (rank.fd < 0) {
+      // A connect refused at once is worth a retry; a socket or address that fails is not.
+      if (error.rfind("connect:", 0) == 0) return retry_or_fail(i, error);
+      return fail(i, error);
+    }
     epoll_event event{};
     event.events = EPOLLOUT | EPOLLIN;
     event.data.u32 = static_cast<std::uint32_t>(i);
     if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, rank.fd, &event) != 0) {
       return fail(i, "epoll_ctl: " + std::string(std::strerror(errno)));
-    }
-    if (::connect(rank.fd, reinterpret_cast<sockaddr*>(&server), sizeof(server)) != 0 &&
-        errno != EINPROGRESS) {
-      return retry_or_fail(i, "connect: " + std::string(std::strerror(errno)));
     }
   }
 
@@ -592,10 +566,7 @@ struct Report {
 // The ranks are spread over client processes of at most this many connections each, under the
 // per-process descriptor limit (RLIMIT_NOFILE, which the hard limit caps): one epoll thread each.
 int ranks_per_client() {
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  const long long usable = static_cast<long long>(limit.rlim_cur) - 128;
-  return static_cast<int>(std::clamp<long long>(usable, 1, 16'000));
+  return acc::bench::connections_per_process();
 }
 
 struct Client {
@@ -740,13 +711,6 @@ std::string phrase(const Result& r, int ranks, int timeout_s) {
   return text;
 }
 
-void raise_fd_limit() {
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  limit.rlim_cur = limit.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &limit);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -787,7 +751,7 @@ int main(int argc, char** argv) {
                  "[--window 500]\n");
     return 2;
   }
-  raise_fd_limit();
+  acc::bench::raise_fd_limit();
   ::signal(SIGPIPE, SIG_IGN);
   rlimit limit{};
   ::getrlimit(RLIMIT_NOFILE, &limit);

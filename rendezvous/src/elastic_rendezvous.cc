@@ -36,15 +36,17 @@ std::string ElasticRendezvous::round_key(std::int64_t round, std::string_view na
   return key(std::to_string(round) + "/" + std::string(name));
 }
 
-void ElasticRendezvous::resolve_generation() {
-  if (generation_) return;
+bool ElasticRendezvous::resolve_generation() {
+  if (generation_) return false;
   // Created at 0 on first use. A closed generation is a finished run: this node, which never
   // took part in it, starts the next one; of several doing so, the first moves the counter.
   std::int64_t generation = std::stoll(store_.compare_set(run_key("generation"), "", "0"));
-  if (store_.check({run_key(std::to_string(generation) + "/run_closed")}))
+  const bool closed = store_.check({run_key(std::to_string(generation) + "/run_closed")});
+  if (closed)
     generation = std::stoll(store_.compare_set(run_key("generation"), std::to_string(generation),
                                                std::to_string(generation + 1)));
   generation_ = generation;
+  return !closed;
 }
 
 std::int64_t ElasticRendezvous::current_round() {
@@ -80,11 +82,12 @@ void ElasticRendezvous::wait_until(const std::vector<std::string>& keys,
 }
 
 RendezvousInfo ElasticRendezvous::next_rendezvous(bool failed) {
-  resolve_generation();
+  // A first call has just checked its generation open: not again (a request per node per join).
+  const bool checked_open = resolve_generation();
   // Before anything that could open the next round: the node that opens it must have said that
   // its round failed, so that whoever counts the next round's restarts sees it.
   if (failed && last_) store_.set(round_key(last_->round, "failed"), "1");
-  check_open();
+  if (!checked_open) check_open();
   auto deadline = clock_.now() + options_.join_timeout;
   std::int64_t round = current_round();
   if (last_ && last_->round >= round) {

@@ -18,9 +18,12 @@
 // clang-format off
 #include <boost/asio.hpp>
 // clang-format on
+#include <array>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,6 +34,7 @@
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 #include "send_ring.h"
+#include "store_shard.h"
 #include "store_state.h"
 
 namespace acc::rendezvous {
@@ -68,6 +72,12 @@ constexpr std::size_t kKeptBufferBytes = 256 * 1024;
 // a set of their own behind Asio, a round still cost two epoll_waits and an epoll_ctl (Asio re-arms
 // a descriptor it waits on), which at 8 clients was 0.8 system calls per request
 // (bench/README.md, "Store server CPU per operation").
+//
+// Such a loop is a shard (store_shard.h): its thread has a descriptor table of its own, and the
+// connections it accepted. Shard 0 starts with the server; the shard that runs out of descriptors
+// stops accepting and starts the next. The key-value state is one, under a mutex; a reply that a
+// request causes on another shard's connection (a WAIT's wake-up, a WATCH_KEY notification) goes
+// into that shard's inbox, under the same mutex, and its eventfd wakes it.
 struct Connection {
   Connection(int fd, ConnectionId id) : fd(fd), id(id) {}
 
@@ -129,68 +139,20 @@ tcp::endpoint resolve_endpoint(const std::string& host, int port) {
   return results.begin()->endpoint();
 }
 
-}  // namespace
+struct Server;
 
-struct StoreServer::Impl : detail::ReplySink {
-  explicit Impl(StoreServerOptions opts)
-      : options(std::move(opts)),
-        state(options.max_keys, options.max_reply_bytes),
-        read_buffer(std::make_unique_for_overwrite<char[]>(kReadBufferBytes)) {
-    if (!options.log) {
-      options.log = [](std::string_view line) {
-        std::fprintf(stderr, "acc-launch store: %.*s\n", static_cast<int>(line.size()),
-                     line.data());
-      };
-    }
-    if (options.raise_fd_limit) raise_fd_limit();
-    epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
-    ACC_CHECK(epoll_fd >= 0, NetworkError, "cannot create an epoll set: ", std::strerror(errno));
-    wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    sweep_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    accept_retry_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    ACC_CHECK(wake_fd >= 0 && sweep_fd >= 0 && accept_retry_fd >= 0, NetworkError,
-              "cannot create the store server's event descriptors: ", std::strerror(errno));
-    listen();
-  }
+struct Shard : detail::ReplySink {
+  Shard(Server& server, unsigned index);
 
-  ~Impl() {
-    for (int fd : {listen_fd, epoll_fd, wake_fd, sweep_fd, accept_retry_fd}) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
-
-  // A plain socket: Asio's acceptor would start Asio's reactor (an epoll set, an eventfd and a
-  // timerfd of its own) that the loop below never uses.
-  void listen() {
-    const tcp::endpoint endpoint = resolve_endpoint(options.host, options.port);
-    const std::string where = format_endpoint(options.host, options.port);
-    listen_fd = ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                         IPPROTO_TCP);
-    ACC_CHECK(listen_fd >= 0, NetworkError, "cannot open a socket for ", where, ": ",
-              std::strerror(errno));
-    int on = 1;
-    ::setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    if (endpoint.address().is_v6() && endpoint.address().is_unspecified()) {
-      int off = 0;
-      ::setsockopt(listen_fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
-    }
-    const int bound = ::bind(listen_fd, endpoint.data(), static_cast<socklen_t>(endpoint.size()));
-    ACC_CHECK(bound == 0 || errno != EADDRINUSE, NetworkError, "address ", where,
-              " is already in use; stop the process that holds it or choose another port");
-    ACC_CHECK(bound == 0, NetworkError, "cannot listen on ", where, ": ", std::strerror(errno));
-    ACC_CHECK(::listen(listen_fd, SOMAXCONN) == 0, NetworkError, "cannot listen on ", where, ": ",
-              std::strerror(errno));
-    sockaddr_storage local{};
-    socklen_t length = sizeof(local);
-    ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&local), &length);
-    bound_port =
-        ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(local).sin6_port
-                                          : reinterpret_cast<const sockaddr_in&>(local).sin_port);
-    bound_address = format_endpoint(options.host.empty() ? "0.0.0.0" : options.host, bound_port);
-  }
+  // The shard's thread: its own descriptor table, its epoll set and timers, then the loop until
+  // stop(). `ready` gets an empty string once it serves, or what failed.
+  void serve(std::promise<std::string> ready);
+  // Everything but the loop's first round, in the shard's own thread and table.
+  std::string set_up();
 
   // --- ReplySink: called by StoreState while it applies a request.
   std::string* buffer_for(ConnectionId id) override {
+    if (detail::shard_of(id) != index) return foreign_buffer(id);
     auto it = connections.find(id);
     if (it == connections.end() || it->second->closed) return nullptr;
     Connection& conn = *it->second;
@@ -284,6 +246,7 @@ struct StoreServer::Impl : detail::ReplySink {
         break;
       case kWakeTag: {
         [[maybe_unused]] auto n = ::read(wake_fd, &count, sizeof(count));
+        { StateLock lock(*this); }  // takes the replies other shards left in the inbox
         if (stop_requested.load()) stopping = true;
         break;
       }
@@ -305,6 +268,12 @@ struct StoreServer::Impl : detail::ReplySink {
       int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
+        // Out of this table's descriptors: the next shard, with a table of its own, accepts
+        // from now on. (ENFILE is the whole system's limit: another table does not help.)
+        if (errno == EMFILE && start_next_shard()) {
+          ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+          return;
+        }
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
           // Out of descriptors: the listener leaves the set for 100 ms instead of spinning on
           // a readiness that stays. Said once until an accept succeeds again, not at each retry,
@@ -328,7 +297,7 @@ struct StoreServer::Impl : detail::ReplySink {
 
   std::string out_of_descriptors_message(int error) const {
     std::string text = "cannot accept a connection: " + std::string(std::strerror(error)) + " (" +
-                       std::to_string(connections.size()) + " connections open";
+                       std::to_string(total_connections.load()) + " connections open";
     rlimit limit{};
     if ((error == EMFILE || error == ENFILE) && ::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
       text += "; open-file limit " + std::to_string(limit.rlim_cur) + ", hard limit " +
@@ -344,7 +313,8 @@ struct StoreServer::Impl : detail::ReplySink {
   void add_connection(int fd) {
     int on = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-    auto conn = std::make_shared<Connection>(fd, next_id++);
+    auto conn = std::make_shared<Connection>(fd, next_id);
+    next_id += detail::kMaxShards;
     epoll_event event{};
     event.events = EPOLLIN;
     event.data.u64 = conn->id;
@@ -363,7 +333,7 @@ struct StoreServer::Impl : detail::ReplySink {
       conn->peer = "?";
     }
     connections.emplace(conn->id, conn);
-    num_connections.store(connections.size(), std::memory_order_relaxed);
+    total_connections.fetch_add(1, std::memory_order_relaxed);
   }
 
   // Reads what the connection has (up to kReadsPerEvent buffers) and applies the whole requests
@@ -403,6 +373,7 @@ struct StoreServer::Impl : detail::ReplySink {
       pos = detection.consumed;
     }
     std::string error;
+    std::optional<StateLock> lock;  // taken at the first request, for all of this read's
     while (pos < in.size() && !conn.closed) {
       // Back-pressure: a client that does not read its replies gets no more of them. Its
       // requests wait here, and the rest in the kernel once reading is paused.
@@ -414,6 +385,7 @@ struct StoreServer::Impl : detail::ReplySink {
       if (result.status == ParseStatus::kIncomplete) break;
       if (result.status == ParseStatus::kError) return close(conn, result.error);
       pos += result.consumed;
+      if (!lock) lock.emplace(*this);
       if (!state.apply(conn.id, conn.dialect, request, *this, error)) return close(conn, error);
     }
     if (pos > 0) {
@@ -528,9 +500,14 @@ struct StoreServer::Impl : detail::ReplySink {
     // Out of the epoll set before the close: a worker forked meanwhile may still hold the socket.
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, conn.fd, nullptr);
     ::close(conn.fd);
-    state.drop_connection(conn.id);
+    if (state_locked) {
+      state.drop_connection(conn.id);
+    } else {
+      StateLock lock(*this);
+      state.drop_connection(conn.id);
+    }
     connections.erase(conn.id);  // may destroy conn's owner last reference after handlers run
-    num_connections.store(connections.size(), std::memory_order_relaxed);
+    total_connections.fetch_sub(1, std::memory_order_relaxed);
   }
 
   std::chrono::milliseconds sweep_interval() const {
@@ -556,30 +533,48 @@ struct StoreServer::Impl : detail::ReplySink {
     }
   }
 
-  // Wakes the loop to close everything and end; once. Under control_mutex.
-  void ask_loop_to_stop() {
-    if (stop_requested.exchange(true)) return;
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof(one));
-  }
-
   void close_all() {
     stopping = true;
-    if (listen_fd >= 0) ::close(listen_fd);
-    listen_fd = -1;
     std::vector<std::shared_ptr<Connection>> all;
     for (auto& [id, conn] : connections) all.push_back(conn);
     for (auto& conn : all) close(*conn, {});
   }
 
-  StoreServerOptions options;
-  int listen_fd = -1;        // the listener, non-blocking, in the epoll set
-  int epoll_fd = -1;         // the listener, the connections, wake_fd and the timers
-  int wake_fd = -1;          // an eventfd: stop() from another thread
-  int sweep_fd = -1;         // a periodic timerfd: the stall sweep
-  int accept_retry_fd = -1;  // a one-shot timerfd: the listener back after running out of fds
+  Server& server;
+  const StoreServerOptions& options;
+  detail::StoreState& state;  // under state_locked
+  const unsigned index;       // in Server::shards, and the low bits of its connections' ids
+  const int listen_fd;        // the server's listener, in the epoll set of the shard that accepts
+  const int wake_fd;          // an eventfd: stop(), or replies in the inbox
+  std::atomic<bool>& stop_requested;
+  std::atomic<std::size_t>& total_connections;  // of all shards
+  int epoll_fd = -1;           // the listener while this shard accepts, the connections, the rest
+  int sweep_fd = -1;           // a periodic timerfd: the stall sweep
+  int accept_retry_fd = -1;    // a one-shot timerfd: the listener back after running out of fds
+  bool private_table = false;  // the thread has a descriptor table of its own
   bool out_of_descriptors = false;  // accepts fail for want of descriptors; logged once
-  detail::StoreState state;
+
+  // Holds Server::state_mutex: the state is this thread's to apply to, and the replies that other
+  // shards left in the inbox are taken first, so that a connection's replies keep the order in
+  // which the state made them. On release, wakes the shards this one left replies for.
+  class StateLock {
+   public:
+    explicit StateLock(Shard& shard);
+    ~StateLock();
+    StateLock(const StateLock&) = delete;
+    StateLock& operator=(const StateLock&) = delete;
+
+   private:
+    Shard& shard_;
+  };
+  bool state_locked = false;
+  // Replies for this shard's connections made by other shards' requests, with the id of the
+  // connection each is for. Under Server::state_mutex.
+  std::vector<std::pair<ConnectionId, std::string>> inbox;
+  std::vector<std::pair<ConnectionId, std::string>> incoming;  // the inbox being taken
+  std::uint32_t to_wake = 0;  // shards (bits) this one left replies for while it held the state
+  std::string* foreign_buffer(ConnectionId id);
+  bool start_next_shard();
   // Not zeroed: its pages are touched by the first recv, not when a launch that no worker
   // connects to makes the server.
   std::unique_ptr<char[]> read_buffer;
@@ -596,20 +591,280 @@ struct StoreServer::Impl : detail::ReplySink {
   }
   detail::BatchingChoice batching{thread_preemptions};
   std::vector<std::shared_ptr<Connection>> held;  // requests_held, and room again for replies
-  ConnectionId next_id = kFirstConnectionId;
-  int bound_port = 0;
-  std::string bound_address;
+  ConnectionId next_id;
   // When the round being served began: the requests' and replies' times, to the stall sweep's
   // precision, for one clock read per round instead of several per request.
   SteadyClock::time_point round_time;
   bool stopping = false;  // loop thread only
+};
+
+// What the shards share: the options, the listener, the state and its mutex, every shard's
+// wake-up eventfd, and the shards' threads.
+struct Server {
+  explicit Server(StoreServerOptions opts)
+      : options(std::move(opts)), state(options.max_keys, options.max_reply_bytes) {
+    if (!options.log) {
+      options.log = [](std::string_view line) {
+        std::fprintf(stderr, "acc-launch store: %.*s\n", static_cast<int>(line.size()),
+                     line.data());
+      };
+    }
+    if (options.raise_fd_limit) raise_fd_limit();
+    // Every shard's eventfd exists before the first shard's thread copies the descriptor table,
+    // so that each table has all of them: a shard wakes another by writing its descriptor.
+    wake_fds.fill(-1);
+    for (int& fd : wake_fds) {
+      fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+      if (fd < 0) close_descriptors();
+      ACC_CHECK(fd >= 0, NetworkError,
+                "cannot create the store server's event descriptors: ", std::strerror(errno));
+    }
+    try {
+      listen();
+    } catch (...) {
+      close_descriptors();
+      throw;
+    }
+  }
+
+  ~Server() { close_descriptors(); }
+
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // In the table of the thread that made the server (the shards close their own copies).
+  void close_descriptors() {
+    for (int& fd : wake_fds) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+    if (listen_fd >= 0) ::close(listen_fd);
+    listen_fd = -1;
+  }
+
+  // A plain socket: Asio's acceptor would start Asio's reactor (an epoll set, an eventfd and a
+  // timerfd of its own) that the loop never uses.
+  void listen() {
+    const tcp::endpoint endpoint = resolve_endpoint(options.host, options.port);
+    const std::string where = format_endpoint(options.host, options.port);
+    listen_fd = ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                         IPPROTO_TCP);
+    ACC_CHECK(listen_fd >= 0, NetworkError, "cannot open a socket for ", where, ": ",
+              std::strerror(errno));
+    int on = 1;
+    ::setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (endpoint.address().is_v6() && endpoint.address().is_unspecified()) {
+      int off = 0;
+      ::setsockopt(listen_fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+    }
+    const int bound = ::bind(listen_fd, endpoint.data(), static_cast<socklen_t>(endpoint.size()));
+    ACC_CHECK(bound == 0 || errno != EADDRINUSE, NetworkError, "address ", where,
+              " is already in use; stop the process that holds it or choose another port");
+    ACC_CHECK(bound == 0, NetworkError, "cannot listen on ", where, ": ", std::strerror(errno));
+    ACC_CHECK(::listen(listen_fd, SOMAXCONN) == 0, NetworkError, "cannot listen on ", where, ": ",
+              std::strerror(errno));
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&local), &length);
+    bound_port =
+        ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(local).sin6_port
+                                          : reinterpret_cast<const sockaddr_in&>(local).sin_port);
+    bound_address = format_endpoint(options.host.empty() ? "0.0.0.0" : options.host, bound_port);
+  }
+
+  // Makes shard `index` and its thread, and waits until it serves. Under control_mutex. Returns
+  // an empty string, or what failed (its thread has ended then, or is ending: stop() joins it).
+  std::string start_shard(unsigned index) {
+    shards[index] = std::make_unique<Shard>(*this, index);
+    std::promise<std::string> ready;
+    std::future<std::string> served = ready.get_future();
+    ++running_shards;
+    threads[index] = std::thread([shard = shards[index].get(), ready = std::move(ready)]() mutable {
+      shard->serve(std::move(ready));
+    });
+    return served.get();
+  }
+
+  // Starts shard 0 for start() and run(); throws what it failed with.
+  void start_first_shard() {
+    std::string error;
+    {
+      std::lock_guard lock(control_mutex);
+      ACC_ASSERT(!running && !stopped);
+      running = true;
+      error = start_shard(0);
+    }
+    if (error.empty()) return;
+    stop();
+    throw NetworkError("cannot start the store server: " + error);
+  }
+
+  // From shard `index`'s thread, out of descriptors: starts the next shard. False if there is
+  // none to start (the last, stopping, or it failed before).
+  bool start_shard_after(unsigned index) {
+    std::lock_guard lock(control_mutex);
+    if (stop_requested.load() || index + 1 >= detail::kMaxShards || shards[index + 1]) return false;
+    std::string error = start_shard(index + 1);
+    if (error.empty()) return true;
+    options.log("cannot start another store thread for more connections: " + error);
+    return false;
+  }
+
+  // A shard's thread, at its end.
+  void shard_ended() {
+    std::lock_guard lock(control_mutex);
+    --running_shards;
+    ended.notify_all();
+  }
+
+  // Wakes every shard to close everything and end; once. Under control_mutex.
+  void ask_loop_to_stop() {
+    if (stop_requested.exchange(true)) return;
+    std::uint64_t one = 1;
+    for (int fd : wake_fds) [[maybe_unused]] auto n = ::write(fd, &one, sizeof(one));
+  }
+
+  void stop() {
+    std::vector<std::thread> to_join;
+    bool all = true;
+    {
+      std::lock_guard lock(control_mutex);
+      if (stopped) return;
+      stopped = true;
+      if (running) ask_loop_to_stop();
+      for (auto& thread : threads) {
+        if (!thread.joinable()) continue;
+        if (thread.get_id() == std::this_thread::get_id()) {
+          all = false;
+          continue;
+        }
+        to_join.push_back(std::move(thread));
+      }
+    }
+    for (auto& thread : to_join) thread.join();
+    // The listener's last copy: the port is free once stop() returns.
+    if (all && listen_fd >= 0) {
+      ::close(listen_fd);
+      listen_fd = -1;
+    }
+  }
+
+  StoreServerOptions options;
+  detail::StoreState state;  // under state_mutex
+  std::mutex state_mutex;    // the state, and every shard's inbox
+  int listen_fd = -1;        // non-blocking; in the epoll set of the shard that accepts
+  std::array<int, detail::kMaxShards> wake_fds{};
+  int bound_port = 0;
+  std::string bound_address;
   std::atomic<bool> stop_requested{false};
   std::atomic<std::size_t> num_connections{0};
+  // Written once each, under control_mutex, before the shard's thread starts; read by other
+  // shards (a reply to one of its connections) only after that.
+  std::array<std::unique_ptr<Shard>, detail::kMaxShards> shards;
 
-  std::mutex control_mutex;  // guards running, stopped, thread
+  std::mutex control_mutex;  // guards running, stopped, threads, running_shards
   bool running = false;
   bool stopped = false;
-  std::thread thread;
+  std::array<std::thread, detail::kMaxShards> threads;
+  int running_shards = 0;
+  std::condition_variable ended;  // running_shards went down
+};
+
+Shard::Shard(Server& server, unsigned index)
+    : server(server),
+      options(server.options),
+      state(server.state),
+      index(index),
+      listen_fd(server.listen_fd),
+      wake_fd(server.wake_fds[index]),
+      stop_requested(server.stop_requested),
+      total_connections(server.num_connections),
+      read_buffer(std::make_unique_for_overwrite<char[]>(kReadBufferBytes)),
+      next_id(kFirstConnectionId + index) {}
+
+std::string Shard::set_up() {
+  // Keeps the server's listener and every shard's eventfd; the rest of the copied table (the
+  // launcher's descriptors, or the previous shard's connections) is closed in this one.
+  std::vector<int> keep(server.wake_fds.begin(), server.wake_fds.end());
+  keep.push_back(listen_fd);
+  // Where the kernel or a seccomp profile refuses unshare, shard 0 serves from the process's own
+  // table as before, and no further shard can have a table of its own.
+  private_table = detail::use_own_descriptor_table(keep).empty();
+  if (!private_table && index > 0) {
+    return "a thread cannot have a descriptor table of its own here (unshare(CLONE_FILES) is "
+           "refused)";
+  }
+  epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+  sweep_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  accept_retry_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (epoll_fd < 0 || sweep_fd < 0 || accept_retry_fd < 0) {
+    return "cannot create the store server's event descriptors: " +
+           std::string(std::strerror(errno));
+  }
+  try {
+    arm();
+  } catch (const NetworkError& error) {
+    return error.what();
+  }
+  return {};
+}
+
+void Shard::serve(std::promise<std::string> ready) {
+  // How ps and top name the thread: the first as before, the others numbered.
+  const std::string name = index == 0 ? "acc-store" : "acc-store-" + std::to_string(index);
+  ::pthread_setname_np(::pthread_self(), name.c_str());
+  std::string error = set_up();
+  const bool serving = error.empty();
+  ready.set_value(std::move(error));
+  if (serving) loop();
+  // Its descriptors, closed here while the table is still the thread's (the thread's exit would
+  // release a private table only after join() returns).
+  ring.reset();
+  for (int fd : {epoll_fd, sweep_fd, accept_retry_fd}) {
+    if (fd >= 0) ::close(fd);
+  }
+  if (private_table) ::close(listen_fd);
+  server.shard_ended();
+}
+
+Shard::StateLock::StateLock(Shard& shard) : shard_(shard) {
+  shard_.server.state_mutex.lock();
+  shard_.state_locked = true;
+  if (shard_.inbox.empty()) return;
+  shard_.incoming.swap(shard_.inbox);
+  for (auto& [id, bytes] : shard_.incoming) {
+    if (std::string* buffer = shard_.buffer_for(id)) buffer->append(bytes);
+  }
+  shard_.incoming.clear();
+}
+
+Shard::StateLock::~StateLock() {
+  shard_.state_locked = false;
+  shard_.server.state_mutex.unlock();
+  for (unsigned i = 0; shard_.to_wake != 0; ++i, shard_.to_wake >>= 1) {
+    std::uint64_t one = 1;
+    if (shard_.to_wake & 1u) [[maybe_unused]]
+      auto n = ::write(shard_.server.wake_fds[i], &one, 8);
+  }
+}
+
+std::string* Shard::foreign_buffer(ConnectionId id) {
+  const unsigned owner = detail::shard_of(id);
+  Shard* shard = server.shards[owner].get();
+  if (shard == nullptr) return nullptr;
+  shard->inbox.emplace_back(id, std::string());
+  to_wake |= 1u << owner;
+  return &shard->inbox.back().second;
+}
+
+bool Shard::start_next_shard() {
+  return server.start_shard_after(index);
+}
+
+}  // namespace
+
+struct StoreServer::Impl : Server {
+  using Server::Server;
 };
 
 StoreServer::StoreServer(StoreServerOptions options)
@@ -632,25 +887,18 @@ std::size_t StoreServer::num_connections() const {
 }
 
 void StoreServer::start() {
-  std::lock_guard lock(impl_->control_mutex);
-  ACC_ASSERT(!impl_->running && !impl_->stopped);
-  impl_->running = true;
-  impl_->arm();
-  impl_->thread = std::thread([impl = impl_.get()] {
-    ::pthread_setname_np(::pthread_self(), "acc-store");  // how ps and top name the thread
-    impl->loop();
-  });
+  impl_->start_first_shard();
 }
 
 void StoreServer::run() {
   {
     std::lock_guard lock(impl_->control_mutex);
-    ACC_ASSERT(!impl_->running);
     if (impl_->stopped) return;
-    impl_->running = true;
-    impl_->arm();
   }
-  impl_->loop();
+  impl_->start_first_shard();
+  std::unique_lock lock(impl_->control_mutex);
+  impl_->ended.wait(lock,
+                    [&] { return impl_->stop_requested.load() && impl_->running_shards == 0; });
 }
 
 void StoreServer::request_stop() {
@@ -659,21 +907,7 @@ void StoreServer::request_stop() {
 }
 
 void StoreServer::stop() {
-  std::thread to_join;
-  {
-    std::lock_guard lock(impl_->control_mutex);
-    if (impl_->stopped) return;
-    impl_->stopped = true;
-    if (impl_->running) {
-      impl_->ask_loop_to_stop();
-      if (impl_->thread.joinable() && impl_->thread.get_id() != std::this_thread::get_id()) {
-        to_join = std::move(impl_->thread);
-      }
-    } else {
-      impl_->close_all();
-    }
-  }
-  if (to_join.joinable()) to_join.join();
+  impl_->stop();
 }
 
 }  // namespace acc::rendezvous

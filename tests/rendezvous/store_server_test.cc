@@ -7,13 +7,16 @@
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -385,7 +388,7 @@ TEST(StoreServerTest, RequestStopClosesEverythingWithoutWaitingAndStopJoins) {
   EXPECT_EQ(server.num_connections(), 0u);
 }
 
-TEST(StoreServerTest, RunServesOnTheCallingThreadUntilStop) {
+TEST(StoreServerTest, RunServesUntilStop) {
   StoreServer server(loopback());
   std::thread loop([&] { server.run(); });
   StoreClient client = connect(server);
@@ -518,83 +521,174 @@ TEST(StoreServerTest, WatcherThatReadsNoNotificationsIsClosedPastThePendingBound
 
 // Descriptors held until destroyed: every free number under the soft RLIMIT_NOFILE, lowered to
 // just above the highest one open, so that the next accept fails with EMFILE.
-class NoFreeDescriptors {
+// A StoreServer in a child process whose open-file limit, soft and hard, is `limit`: one that no
+// process can raise, as on a machine whose root lacks CAP_SYS_RESOURCE. The child holds only its
+// standard streams: stdin is the control pipe (the server stops when it closes), stdout gives the
+// port, stderr the server's log lines.
+class LimitedServer {
  public:
-  NoFreeDescriptors() {
-    ::getrlimit(RLIMIT_NOFILE, &saved_);
-    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    held_.push_back(null);
-    int highest = 0;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd"))
-      highest = std::max(highest, std::atoi(entry.path().filename().c_str()));
-    rlimit low = saved_;
-    low.rlim_cur = static_cast<rlim_t>(highest) + 1;
-    ::setrlimit(RLIMIT_NOFILE, &low);
-    for (int fd; (fd = ::dup(null)) >= 0;) held_.push_back(fd);  // the holes below it
+  explicit LimitedServer(rlim_t limit) {
+    int control[2], port[2], log[2];
+    if (::pipe2(control, O_CLOEXEC) != 0 || ::pipe2(port, O_CLOEXEC) != 0 ||
+        ::pipe2(log, O_CLOEXEC) != 0) {
+      return;
+    }
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(control[0], 0);
+      ::dup2(port[1], 1);
+      ::dup2(log[1], 2);
+      ::close_range(3, ~0u, 0);
+      rlimit low{limit, limit};
+      ::setrlimit(RLIMIT_NOFILE, &low);
+      StoreServerOptions options;
+      options.host = "127.0.0.1";
+      int bound = -1;
+      try {
+        StoreServer server(options);
+        server.start();
+        bound = server.port();
+        (void)!::write(1, &bound, sizeof(bound));
+        for (char byte; ::read(0, &byte, 1) > 0;) {
+        }
+        server.stop();
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "%s\n", error.what());
+        (void)!::write(1, &bound, sizeof(bound));
+      }
+      ::_exit(0);
+    }
+    ::close(control[0]);
+    ::close(port[1]);
+    ::close(log[1]);
+    control_ = control[1];
+    log_ = log[0];
+    if (::read(port[0], &port_, sizeof(port_)) != sizeof(port_)) port_ = -1;
+    ::close(port[0]);
   }
-  ~NoFreeDescriptors() {
-    for (int fd : held_) ::close(fd);
-    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  ~LimitedServer() {
+    if (control_ >= 0) ::close(control_);  // the child stops its server and exits
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+    if (log_ >= 0) ::close(log_);
+  }
+  LimitedServer(const LimitedServer&) = delete;
+  LimitedServer& operator=(const LimitedServer&) = delete;
+
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+
+  // The log so far, after waiting up to `timeout` for `text` in it.
+  std::string log(std::string_view text, std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (text.empty() || log_text_.find(text) == std::string::npos) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{log_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) != 1) break;
+      char buffer[4096];
+      ssize_t n = ::read(log_, buffer, sizeof(buffer));
+      if (n <= 0) break;
+      log_text_.append(buffer, static_cast<std::size_t>(n));
+    }
+    return log_text_;
+  }
+
+  // The names of the child's threads that serve the store.
+  std::vector<std::string> store_threads() const {
+    std::vector<std::string> names;
+    const auto tasks = std::filesystem::path("/proc") / std::to_string(pid_) / "task";
+    for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name.starts_with("acc-store")) names.push_back(name);
+    }
+    return names;
   }
 
  private:
-  rlimit saved_{};
-  std::vector<int> held_;
+  pid_t pid_ = -1;
+  int port_ = -1;
+  int control_ = -1;
+  int log_ = -1;
+  std::string log_text_;
 };
 
-bool connect_to(int fd, int port) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+// The test process holds the clients: its soft limit up to its hard one.
+void raise_own_fd_limit() {
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = limit.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-TEST(StoreServerTest, RunningOutOfDescriptorsIsOneLineWithTheLimitThenClientsAreAcceptedLater) {
-  std::mutex mutex;
-  std::vector<std::string> lines;
-  StoreServerOptions options = loopback();
-  options.raise_fd_limit = false;
-  options.log = [&](std::string_view line) {
-    std::lock_guard lock(mutex);
-    lines.emplace_back(line);
-  };
-  StoreServer server(options);
-  server.start();
-  auto logged = [&] {
-    std::lock_guard lock(mutex);
-    return lines;
-  };
-  auto wait_for_connections = [&](std::size_t count) {
-    for (int i = 0; i < 500 && server.num_connections() < count; ++i)
-      std::this_thread::sleep_for(10ms);
-    return server.num_connections();
-  };
-  // Sockets made first: connecting one takes no descriptor, so the kernel completes their
-  // handshakes into the listener's queue while the server has none left to accept them with.
-  std::vector<int> clients;
-  for (int i = 0; i < 4; ++i) clients.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  {
-    NoFreeDescriptors none;
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(connect_to(clients[i], server.port()));
-    std::this_thread::sleep_for(500ms);  // five of the listener's 100 ms retries
-    EXPECT_EQ(server.num_connections(), 0u);
+std::unique_ptr<StoreClient> connect_to(int port) {
+  StoreClientOptions options;
+  options.port = port;
+  options.connect_timeout = 10s;
+  options.timeout = 20s;
+  return std::make_unique<StoreClient>(options);
+}
+
+TEST(StoreServerTest, AtAnOpenFileLimitOf64AServerHolds300ConnectionsInThreadsOfTheirOwnTables) {
+  raise_own_fd_limit();
+  LimitedServer server(64);
+  ASSERT_GT(server.port(), 0) << server.log({}, 1s);
+  std::vector<std::unique_ptr<StoreClient>> clients;
+  for (int i = 0; i < 300; ++i) {
+    clients.push_back(connect_to(server.port()));
+    ASSERT_EQ(clients.back()->add("joined", 1), i + 1);
   }
-  ASSERT_EQ(logged().size(), 1u) << "one line for the episode, not one per retry";
-  EXPECT_NE(logged()[0].find("Too many open files (0 connections open; open-file limit "),
-            std::string::npos)
-      << logged()[0];
-  EXPECT_NE(logged()[0].find("ulimit -Hn"), std::string::npos) << logged()[0];
-  EXPECT_EQ(wait_for_connections(3), 3u) << "accepted once descriptors are free again";
-  {
-    NoFreeDescriptors none;  // a second episode is said again
-    ASSERT_TRUE(connect_to(clients[3], server.port()));
-    std::this_thread::sleep_for(300ms);
+  // Each thread's table holds fewer than 64 descriptors: 300 connections took several.
+  const auto threads = server.store_threads();
+  EXPECT_GE(threads.size(), 6u);
+  EXPECT_EQ(std::count(threads.begin(), threads.end(), "acc-store"), 1);
+  // The state is one, and a wait is woken across threads both ways: the first client's by the
+  // last one's set, and the last one's by the first one's.
+  StoreClient& first = *clients.front();
+  StoreClient& last = *clients.back();
+  first.begin_wait({"from-last"});
+  last.begin_wait({"from-first"});
+  last.set("from-last", "1");
+  first.set("from-first", "1");
+  for (StoreClient* client : {&first, &last}) {
+    pollfd p{client->fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10'000), 1);
+    EXPECT_TRUE(client->wait_ended());
   }
-  EXPECT_EQ(wait_for_connections(4), 4u);
-  ASSERT_EQ(logged().size(), 2u);
-  EXPECT_NE(logged()[1].find("(3 connections open;"), std::string::npos) << logged()[1];
-  for (int fd : clients) ::close(fd);
+  EXPECT_EQ(clients[150]->get("joined"), "300");
+  EXPECT_EQ(server.log({}, 0ms), "") << "no descriptor ran out";
+}
+
+TEST(StoreServerTest,
+     OutOfDescriptorsInEveryThreadIsOneLineWithTheLimitThenClientsAreAcceptedLater) {
+  raise_own_fd_limit();
+  LimitedServer server(32);
+  ASSERT_GT(server.port(), 0) << server.log({}, 1s);
+  // Far more than 16 threads of at most 32 descriptors each can take: the rest wait in the
+  // listener's queue. Each sends an ADD, answered once its connection is accepted.
+  std::deque<RawSocket> clients;
+  for (int i = 0; i < 600; ++i) {
+    clients.emplace_back(server.port());
+    ASSERT_TRUE(clients.back().send(legacy({Op::kAdd, {"/n"}, {}, 1})));
+  }
+  const std::string line = server.log("Too many open files (", 20s);
+  ASSERT_NE(line.find("Too many open files ("), std::string::npos) << line;
+  EXPECT_NE(line.find(" connections open; open-file limit 32, hard limit 32)"), std::string::npos)
+      << line;
+  EXPECT_NE(line.find("ulimit -Hn"), std::string::npos) << line;
+  std::this_thread::sleep_for(500ms);  // five of the listener's 100 ms retries
+  const std::string later = server.log({}, 0ms);
+  EXPECT_EQ(std::count(later.begin(), later.end(), '\n'), 1)
+      << "one line for the episode, not one per retry: " << later;
+  EXPECT_EQ(clients.back().receive(8, 200ms), "") << "not accepted yet";
+  // The accepted ones leave; the last thread's descriptors come free and it accepts again.
+  std::size_t accepted = 0;
+  while (accepted < clients.size() && clients[accepted].receive(8, 50ms).size() == 8) ++accepted;
+  ASSERT_GT(accepted, 16u);
+  ASSERT_LT(accepted, 400u);
+  for (std::size_t i = 0; i < accepted; ++i) clients.pop_front();
+  EXPECT_EQ(clients.front().receive(8, 10s).size(), 8u) << "accepted once descriptors are free";
 }
 
 }  // namespace

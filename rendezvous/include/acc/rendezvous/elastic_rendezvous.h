@@ -147,7 +147,9 @@ class ElasticRendezvous {
  private:
   std::string key(std::string_view name) const;
   std::string run_key(std::string_view name) const;  // outside any generation
-  void resolve_generation();
+  // True when it has just found this node's generation open (one CHECK that check_open() would
+  // repeat); false when it had resolved it before, or moved to a new one.
+  bool resolve_generation();
   // store_.wait in slices of at most 100 ms with the stop check between them; TimeoutError at
   // `deadline` (Clock::time_point::max(): none).
   void wait_until(const std::vector<std::string>& keys, Clock::time_point deadline);

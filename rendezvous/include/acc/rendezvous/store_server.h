@@ -7,7 +7,10 @@
 //
 // One thread with its own epoll loop, non-blocking: a malformed, oversized or stalled
 // connection is closed alone and the others go on. Every socket it opens is close-on-exec, so a
-// process that forks and execs workers while the server runs leaks none of them.
+// process that forks and execs workers while the server runs leaks none of them. That thread has
+// a descriptor table of its own (unshare(CLONE_FILES)): its connections take none of the calling
+// process's descriptors. When it runs out of descriptors (RLIMIT_NOFILE, per table), another
+// thread with a table of its own takes the next connections, up to 16; the store stays one.
 
 #include <chrono>
 #include <cstddef>
@@ -79,7 +82,8 @@ class StoreServer {
 
   // Serves on a background thread and returns at once. Call at most once, and not with run().
   void start();
-  // Serves on the calling thread; blocks until stop() is called from another thread.
+  // Serves until stop() is called from another thread, blocking the calling thread (the loops run
+  // on threads of their own, each with its own descriptor table).
   void run();
   // Closes the listener and every connection, and joins the background thread if start() made
   // one. Thread-safe, idempotent, does not throw. Not async-signal-safe: from a signal, wake a
