@@ -57,6 +57,25 @@ std::string i64(std::int64_t value) {
   return out;
 }
 
+// The lines a server logs, kept for the test to read; `options` logs into it.
+class LogLines {
+ public:
+  explicit LogLines(StoreServerOptions& options) {
+    options.log = [this](std::string_view line) {
+      std::lock_guard lock(mutex_);
+      lines_.emplace_back(line);
+    };
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
 TEST(StoreServerTest, WaitReturnsWhenAnotherClientSetsTheKey) {
   StoreServer server(loopback());
   server.start();
@@ -316,13 +335,8 @@ TEST(StoreServerTest, ClientThatStopsReadingIsClosedAfterTheStallTimeout) {
 // shrunken receive window: the kernel's buffers take replies for a while, then it is closed
 // within the stall timeout (and a little more for the kernel to stop taking bytes).
 TEST(StoreServerTest, ClientThatSendsGetsOfABigValueAndNeverReadsIsClosedWithinTheStallTimeout) {
-  std::mutex mutex;
-  std::vector<std::string> lines;
   StoreServerOptions options = loopback(1s);
-  options.log = [&](std::string_view line) {
-    std::lock_guard lock(mutex);
-    lines.emplace_back(line);
-  };
+  LogLines log(options);
   StoreServer server(options);
   server.start();
   StoreClient writer = connect(server);
@@ -344,7 +358,7 @@ TEST(StoreServerTest, ClientThatSendsGetsOfABigValueAndNeverReadsIsClosedWithinT
   EXPECT_EQ(server.num_connections(), 1u);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   EXPECT_EQ(writer.add("n", 1), 1);
-  std::lock_guard lock(mutex);
+  const std::vector<std::string> lines = log.lines();
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("it does not read its replies"), std::string::npos) << lines[0];
 }
@@ -555,14 +569,9 @@ TEST(StoreServerTest, WatcherThatReadsNoNotificationsIsClosedPastThePendingBound
 
 // Many watchers that read nothing, over the bound at one SET: one line sums their closes.
 TEST(StoreServerTest, WatchersClosedTogetherForTheSameCauseAreOneLine) {
-  std::mutex mutex;
-  std::vector<std::string> lines;
   StoreServerOptions options = loopback();
   options.max_pending_reply_bytes = 1 << 20;
-  options.log = [&](std::string_view line) {
-    std::lock_guard lock(mutex);
-    lines.emplace_back(line);
-  };
+  LogLines log(options);
   StoreServer server(options);
   server.start();
   constexpr int kWatchers = 40;
@@ -578,7 +587,7 @@ TEST(StoreServerTest, WatchersClosedTogetherForTheSameCauseAreOneLine) {
   ASSERT_TRUE(writer.check({"w"}));
   EXPECT_EQ(server.num_connections(), 1u);
   EXPECT_EQ(writer.add("n", 1), 1);  // a round after the closes' round, which logs them at its end
-  std::lock_guard lock(mutex);
+  const std::vector<std::string> lines = log.lines();
   ASSERT_EQ(lines.size(), 1u) << (lines.empty() ? "" : lines[0] + "\n..." + lines.back());
   EXPECT_NE(lines[0].find("closed 40 connections for the same cause, the first from 127.0.0.1:"),
             std::string::npos)
