@@ -428,6 +428,7 @@ struct Shard : detail::ReplySink {
       try_write(conn);
     }
     flushing.clear();
+    if (!round_closes.empty()) log_closes();
   }
 
   void send_together(std::vector<std::shared_ptr<Connection>>& batch) {
@@ -493,10 +494,36 @@ struct Shard : detail::ReplySink {
     conn.reading = want_in;
   }
 
+  // The round's closes that have a reason, one entry per cause (the reason up to its figures):
+  // logged when the round's replies are out, one line per cause, so that a burst (every watcher
+  // of a key past its bound at one SET, a sweep of many stalled clients) is one line, not one per
+  // connection.
+  struct Closes {
+    std::string cause, peer, reason;  // the first connection's peer and reason
+    std::size_t count = 0;
+  };
+  std::vector<Closes> round_closes;
+
+  void log_closes() {
+    for (const Closes& c : round_closes) {
+      options.log(c.count == 1 ? "closed connection from " + c.peer + ": " + c.reason
+                               : "closed " + std::to_string(c.count) +
+                                     " connections for the same cause, the first from " + c.peer +
+                                     ": " + c.reason);
+    }
+    round_closes.clear();
+  }
+
   void close(Connection& conn, const std::string& reason) {
     if (conn.closed) return;
     conn.closed = true;
-    if (!reason.empty()) options.log("closed connection from " + conn.peer + ": " + reason);
+    if (!reason.empty()) {
+      const std::string cause = reason.substr(0, reason.find('('));
+      auto it = std::find_if(round_closes.begin(), round_closes.end(),
+                             [&](const Closes& c) { return c.cause == cause; });
+      if (it == round_closes.end()) it = round_closes.insert(it, {cause, conn.peer, reason, 0});
+      ++it->count;
+    }
     // Out of the epoll set before the close: a worker forked meanwhile may still hold the socket.
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, conn.fd, nullptr);
     ::close(conn.fd);
@@ -538,6 +565,7 @@ struct Shard : detail::ReplySink {
     std::vector<std::shared_ptr<Connection>> all;
     for (auto& [id, conn] : connections) all.push_back(conn);
     for (auto& conn : all) close(*conn, {});
+    if (!round_closes.empty()) log_closes();  // a round that stop() cut short
   }
 
   Server& server;

@@ -1,14 +1,12 @@
 #pragma once
 
-// An io_uring, mapped into this process by raw system calls (liburing is not a dependency): a
-// submission queue to fill, io_uring_enter, a completion queue to read. The store server's
-// SendRing is built on it, and store_bench's all-io_uring yardstick. Where io_uring is missing or
-// forbidden (old kernels, kernel.io_uring_disabled, container seccomp profiles) ok() is false.
-// Not thread-safe; the ring's descriptor is close-on-exec.
+// An io_uring through liburing (linked from its archive: acc-launch loads no liburing.so): a
+// submission queue to fill, a submit that may wait, a completion queue to read. The store
+// server's SendRing is built on it, and store_bench's all-io_uring yardstick. Where io_uring is
+// missing or forbidden (old kernels, kernel.io_uring_disabled, container seccomp profiles) ok() is
+// false. Not thread-safe; the ring's descriptor is close-on-exec.
 
-#include <linux/io_uring.h>
-
-#include <cstddef>
+#include <liburing.h>
 
 namespace acc::rendezvous::detail {
 
@@ -21,8 +19,8 @@ class Uring {
   Uring(const Uring&) = delete;
   Uring& operator=(const Uring&) = delete;
 
-  bool ok() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
+  bool ok() const { return ok_; }
+  int fd() const { return ok_ ? ring_.ring_fd : -1; }
   // Submissions that fit in the queue, and those queued and not yet taken by enter().
   unsigned entries() const { return entries_; }
   unsigned queued() const { return queued_; }
@@ -36,35 +34,20 @@ class Uring {
   long enter(unsigned wait);
 
   // The oldest completion not yet popped, or nullptr.
-  const io_uring_cqe* next_completion() const {
-    const unsigned head = *cq_head_;
-    if (head == __atomic_load_n(cq_tail_, __ATOMIC_ACQUIRE)) return nullptr;
-    return &cqes_[head & cq_mask_];
+  const io_uring_cqe* next_completion() {
+    io_uring_cqe* cqe = nullptr;
+    return io_uring_peek_cqe(&ring_, &cqe) == 0 ? cqe : nullptr;
   }
-  void pop_completion() { __atomic_store_n(cq_head_, *cq_head_ + 1, __ATOMIC_RELEASE); }
+  void pop_completion() { io_uring_cq_advance(&ring_, 1); }
 
   // Unmaps the rings and closes the descriptor; ok() turns false.
   void close();
 
  private:
-  void* map(std::size_t bytes, long offset);
-
-  int fd_ = -1;
+  io_uring ring_{};
+  bool ok_ = false;
   unsigned entries_ = 0;
   unsigned queued_ = 0;
-  void* sq_ring_ = nullptr;
-  std::size_t sq_ring_bytes_ = 0;
-  void* cq_ring_ = nullptr;
-  std::size_t cq_ring_bytes_ = 0;
-  io_uring_sqe* sqes_ = nullptr;
-  std::size_t sqes_bytes_ = 0;
-  unsigned* sq_tail_ = nullptr;
-  unsigned sq_mask_ = 0;
-  unsigned* sq_array_ = nullptr;
-  unsigned* cq_head_ = nullptr;
-  unsigned* cq_tail_ = nullptr;
-  unsigned cq_mask_ = 0;
-  io_uring_cqe* cqes_ = nullptr;
 };
 
 }  // namespace acc::rendezvous::detail

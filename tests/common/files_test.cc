@@ -60,6 +60,14 @@ TEST_F(FilesTest, RemovingWhatIsNotThereIsNoErrorAndAFileIsRemovedAlone) {
   EXPECT_TRUE(fs::exists(dir_));
 }
 
+TEST_F(FilesTest, ATreeThatCannotBeRemovedIsFalseWithTheErrno) {
+  write(dir_ / "file", "f");
+  errno = 0;
+  EXPECT_FALSE(remove_tree(dir_ / "file" / "below"));
+  EXPECT_EQ(errno, ENOTDIR);
+  EXPECT_TRUE(fs::exists(dir_ / "file"));
+}
+
 TEST_F(FilesTest, WriteFileCreatesOrTruncatesAndSaysWhyItCannot) {
   const std::string path = (dir_ / "hook.py").string();
   ASSERT_EQ(write_file(path, "a longer first text\n"), 0);

@@ -3,10 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "launcher_harness.h"
@@ -109,6 +113,11 @@ std::vector<BadInput> bad_inputs() {
            "one worker a slot; drop --num_processes or change the hostfile"},
       {"ConfigFileWithNestedAliases", with({"--config_file", files().laughs}), 2,
        files().laughs + ":[0-9]+:[0-9]+: more than 100000 values once its aliases .*"},
+      {"ConfigValidateADirectory",
+       {"config", "validate", dir},
+       2,
+       "the config file " + dir +
+           " is a directory; name the config file itself, or write one with `acc-launch config`"},
       {"ConfigValidateWithNestedAliases",
        {"config", "validate", files().laughs},
        2,
@@ -183,6 +192,7 @@ TEST_P(BadInputTest, GetsOneLineAndTheDocumentedExitCode) {
       std::regex_match(lines[0], std::regex("acc-launch: error: " + pattern_of(input.line))))
       << lines[0] << "\n  expected: acc-launch: error: " << input.line;
   EXPECT_EQ(lines[0].find("--max-restarts"), std::string::npos);
+  EXPECT_TRUE(reap_until_no_children(std::chrono::seconds(2))) << "something was left running";
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, BadInputTest, ::testing::ValuesIn(bad_inputs()),
@@ -208,6 +218,53 @@ TEST(BadInputTest, ConfigQuestionnaireGivesUpOnAnInputThatNeverAnswers) {
                            "written \\(run acc-launch config again\\)")))
       << lines[0];
   EXPECT_EQ(lines[1], "exit=2") << "124 would be the hang guard";
+}
+
+// The text of `path` once it holds `marker`; "" after `timeout`.
+std::string wait_for_text(const std::string& path, const std::string& marker,
+                          std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const std::string text = read_text(path);
+    if (text.find(marker) != std::string::npos) return text;
+    if (std::chrono::steady_clock::now() > deadline) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// The store of an elastic job (`acc-launch rendezvous serve`) is killed while the workers run:
+// one error line naming the store and what became of it, the network exit code (3), nothing
+// left running. (Its one other line is the round's, printed when the round formed.)
+TEST(BadInputTest, AStoreThatFailsDuringTheJobIsOneErrorLine) {
+  const TempDir store_dir, job_dir;
+  const pid_t store = start_launcher({"rendezvous", "serve", "--host", "127.0.0.1", "--port", "0"},
+                                     store_dir.path());
+  const std::string listening =
+      wait_for_text(store_dir.path() + "/launcher.out", "\n", std::chrono::seconds(20));
+  std::smatch port;
+  const bool found = std::regex_search(listening, port, std::regex("127\\.0\\.0\\.1:([0-9]+)"));
+  EXPECT_TRUE(found) << listening;
+  pid_t job = -1;
+  if (found) {
+    job = start_launcher({"--nnodes", "1:2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+                          "127.0.0.1:" + port[1].str(), "--rdzv_conf", "last_call_timeout=0",
+                          "--no_python", "/bin/sleep", "60"},
+                         job_dir.path());
+    EXPECT_NE(wait_for_text(job_dir.path() + "/launcher.err", "rendezvous round 0",
+                            std::chrono::seconds(30)),
+              "");
+  }
+  ::kill(store, SIGKILL);  // in every case: the test leaves nothing running
+  EXPECT_EQ(wait_launcher(store), 128 + SIGKILL);
+  if (job < 0) return;
+  EXPECT_EQ(wait_launcher(job, std::chrono::seconds(30)), 3);
+  const std::string err = read_text(job_dir.path() + "/launcher.err");
+  const std::vector<std::string> lines = lines_of(err);
+  ASSERT_EQ(lines.size(), 2u) << err;
+  EXPECT_EQ(lines[0], "acc-launch: rendezvous round 0: node 0 of 1");
+  EXPECT_EQ(lines[1], "acc-launch: error: lost the job's rendezvous: store 127.0.0.1:" +
+                          port[1].str() + ": the store server closed the connection");
+  EXPECT_TRUE(reap_until_no_children(std::chrono::seconds(5))) << "something was left running";
 }
 
 }  // namespace

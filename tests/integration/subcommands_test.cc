@@ -1,10 +1,16 @@
-// The subcommands' command lines (config, env, test, stacks, rendezvous serve) and the launcher's
-// own messages (--log_level, ACC_LOG_LEVEL, --quiet), through the real acc-launch binary.
+// The subcommands' command lines (config, env, test, stacks, rendezvous serve, top) and the
+// launcher's own messages (--log_level, ACC_LOG_LEVEL, --quiet), through the real acc-launch
+// binary.
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -186,6 +192,88 @@ TEST(LauncherMessagesTest, TheErrorLineShowsEvenWhenEverythingElseIsOff) {
   EXPECT_NE(run.exit_code, 0);
   EXPECT_EQ(count_lines(run.err), 1u) << run.err;
   EXPECT_EQ(run.err.rfind("acc-launch: error: ", 0), 0u) << run.err;
+}
+
+// A loopback listener with a backlog of `backlog` that never accepts: the kernel completes
+// connections for it (up to the backlog) and nobody answers them.
+class SilentListener {
+ public:
+  explicit SilentListener(int backlog) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&address), length);
+    ::listen(fd_, backlog);
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    url_ = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/";
+  }
+  ~SilentListener() {
+    for (int fd : clients_) ::close(fd);
+    ::close(fd_);
+  }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+  const std::string& url() const { return url_; }
+  // Connections of this process that fill its queue, so that the next one's SYN is dropped.
+  void fill_the_queue(int connections) {
+    for (int i = 0; i < connections; ++i) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      sockaddr_in address{};
+      socklen_t length = sizeof(address);
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+      ::connect(fd, reinterpret_cast<sockaddr*>(&address), length);
+      clients_.push_back(fd);
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  std::string url_;
+  std::vector<int> clients_;
+};
+
+// `acc-launch top --once --url URL`: one line on stderr matching `line` (after the prefix), exit
+// code 3 (a NetworkError), within a few seconds of its 2 s timeouts, nothing left running.
+void expect_top_fails_in_time(const std::string& url, const std::string& line) {
+  const auto start = std::chrono::steady_clock::now();
+  const LaunchRun run = run_launcher({"top", "--once", "--url", url}, {}, std::chrono::seconds(30));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  const std::vector<std::string> lines = lines_of(run.err);
+  ASSERT_EQ(lines.size(), 1u) << run.err;
+  EXPECT_TRUE(std::regex_match(lines[0], std::regex("acc-launch: error: acc-launch top: " + line)))
+      << lines[0];
+  EXPECT_GE(took, std::chrono::milliseconds(1900));
+  EXPECT_LT(took, std::chrono::seconds(10));
+  EXPECT_TRUE(reap_until_no_children(std::chrono::seconds(2))) << "something was left running";
+}
+
+TEST(TopTest, AStatusEndpointThatAcceptsAndNeverAnswersIsOneLineWithinTheTimeout) {
+  const SilentListener listener(16);
+  expect_top_fails_in_time(listener.url(),
+                           "http://127\\.0\\.0\\.1:[0-9]+/ accepted the connection but did "
+                           "not answer /api/job within 2 s; is that a launcher's --status_port\\?");
+}
+
+TEST(TopTest, AnEndpointThatNeverCompletesTheConnectionIsOneLineWithinTheTimeout) {
+  SilentListener listener(0);
+  listener.fill_the_queue(3);  // its SYNs are dropped from here on
+  expect_top_fails_in_time(listener.url(),
+                           "http://127\\.0\\.0\\.1:[0-9]+/ did not accept a connection within 2 "
+                           "s; check the address, or give the --url the launcher printed");
+}
+
+TEST(TopTest, AnEndpointWhereNobodyListensMeansTheJobHasEnded) {
+  std::string url;
+  {
+    const SilentListener listener(1);
+    url = listener.url();
+  }  // closed: the port refuses from here on
+  const LaunchRun run = run_launcher({"top", "--once", "--url", url});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "acc-launch top: " + url + " no longer answers: the job has ended\n");
 }
 
 }  // namespace

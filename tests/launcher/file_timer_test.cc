@@ -38,6 +38,12 @@ TEST(FileTimerTest, RefusesWhatIsNotARequest) {
   EXPECT_FALSE(parse_file_timer_request(R"({"pid": 1, "scope_id": "x"})"));
   EXPECT_FALSE(parse_file_timer_request(R"({"pid": 0, "scope_id": "x", "expiration_time": 1})"));
   EXPECT_FALSE(parse_file_timer_request(R"([1, 2, 3])"));
+  // JSON only: YAML's flow style without quotes, wrong types, text after the object.
+  EXPECT_FALSE(parse_file_timer_request("{pid: 1, scope_id: x, expiration_time: 1}"));
+  EXPECT_FALSE(parse_file_timer_request(R"({"pid": "1", "scope_id": "x", "expiration_time": 1})"));
+  EXPECT_FALSE(parse_file_timer_request(R"({"pid": 1, "scope_id": 2, "expiration_time": 1})"));
+  EXPECT_FALSE(parse_file_timer_request(R"({"pid": 1, "scope_id": "x", "expiration_time": "1"})"));
+  EXPECT_FALSE(parse_file_timer_request(R"({"pid": 1, "scope_id": "x", "expiration_time": 1} x)"));
 }
 
 TEST(FileTimerTest, AReleasedRegionNeverFires) {

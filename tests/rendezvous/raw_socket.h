@@ -43,6 +43,7 @@ class RawSocket {
   RawSocket(RawSocket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
 
   bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
 
   bool send(std::string_view bytes) {
     while (!bytes.empty()) {

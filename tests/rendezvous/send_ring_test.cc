@@ -96,6 +96,17 @@ TEST(BatchingChoiceTest, AMeasurementThatDisagreesMakesTheNextChecksFrequentAgai
   EXPECT_FALSE(server.run_epoch());  // after 30 batched epochs again, not 240
 }
 
+// What the store server does where io_uring is missing or forbidden: the ring is off, the
+// server sends one by one. A ring of no entries is one the kernel refuses everywhere.
+TEST(UringTest, ARingTheKernelRefusesIsOffAndClosesSafely) {
+  Uring ring(0);
+  EXPECT_FALSE(ring.ok());
+  EXPECT_EQ(ring.fd(), -1);
+  ring.close();
+  EXPECT_FALSE(ring.ok());
+  EXPECT_FALSE(SendRing(0).ok());
+}
+
 TEST(UringTest, QueuedSendsAreSubmittedTogetherAndEachCompletesWithItsTag) {
   Uring ring(4);
   if (!ring.ok()) GTEST_SKIP() << "io_uring is not available here";

@@ -60,6 +60,25 @@ std::string i64(std::int64_t value) {
   return out;
 }
 
+// The lines a server logs, kept for the test to read; `options` logs into it.
+class LogLines {
+ public:
+  explicit LogLines(StoreServerOptions& options) {
+    options.log = [this](std::string_view line) {
+      std::lock_guard lock(mutex_);
+      lines_.emplace_back(line);
+    };
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
 TEST(StoreServerTest, WaitReturnsWhenAnotherClientSetsTheKey) {
   StoreServer server(loopback());
   server.start();
@@ -315,6 +334,38 @@ TEST(StoreServerTest, ClientThatStopsReadingIsClosedAfterTheStallTimeout) {
   EXPECT_EQ(writer.add("n", 1), 1);
 }
 
+// The careless client of an 8 MiB value: GETs sent on and on, no reply ever read, and no
+// shrunken receive window: the kernel's buffers take replies for a while, then it is closed
+// within the stall timeout (and a little more for the kernel to stop taking bytes).
+TEST(StoreServerTest, ClientThatSendsGetsOfABigValueAndNeverReadsIsClosedWithinTheStallTimeout) {
+  StoreServerOptions options = loopback(1s);
+  LogLines log(options);
+  StoreServer server(options);
+  server.start();
+  StoreClient writer = connect(server);
+  writer.set("big", std::string(8 << 20, 'x'));
+  ASSERT_TRUE(writer.check({"big"}));
+  RawSocket reader(server.port());
+  ASSERT_TRUE(reader.send(legacy({Op::kAdd, {"/m"}, {}, 1})));
+  ASSERT_EQ(reader.receive(8, 5s), i64(1));  // accepted and served
+  const std::string get = legacy({Op::kGet, {"/big"}, {}, 0});
+  const auto start = std::chrono::steady_clock::now();
+  ::fcntl(reader.fd(), F_SETFL, ::fcntl(reader.fd(), F_GETFL) | O_NONBLOCK);
+  std::string unsent;  // whole GETs, however the full socket cuts them
+  while (server.num_connections() > 1 && std::chrono::steady_clock::now() < start + 20s) {
+    if (unsent.size() < get.size()) unsent += get;
+    const ssize_t n = ::send(reader.fd(), unsent.data(), unsent.size(), MSG_NOSIGNAL);
+    if (n > 0) unsent.erase(0, static_cast<std::size_t>(n));
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(server.num_connections(), 1u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_EQ(writer.add("n", 1), 1);
+  const std::vector<std::string> lines = log.lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("it does not read its replies"), std::string::npos) << lines[0];
+}
+
 TEST(StoreServerTest, RepliesLargerThanTheSocketBuffersAllArriveWhenTheClientReadsThem) {
   StoreServer server(loopback());
   server.start();
@@ -517,6 +568,34 @@ TEST(StoreServerTest, WatcherThatReadsNoNotificationsIsClosedPastThePendingBound
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_NE(lines[0].find("its replies are not being read"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("over the limit of 4194304"), std::string::npos) << lines[0];
+}
+
+// Many watchers that read nothing, over the bound at one SET: one line sums their closes.
+TEST(StoreServerTest, WatchersClosedTogetherForTheSameCauseAreOneLine) {
+  StoreServerOptions options = loopback();
+  options.max_pending_reply_bytes = 1 << 20;
+  LogLines log(options);
+  StoreServer server(options);
+  server.start();
+  constexpr int kWatchers = 40;
+  std::vector<RawSocket> watchers;
+  for (int i = 0; i < kWatchers; ++i) {
+    watchers.emplace_back(server.port(), 4096);
+    ASSERT_TRUE(watchers.back().send(legacy({Op::kWatchKey, {"/w"}, {}, 0})));
+    ASSERT_EQ(watchers.back().receive(1, 5s),
+              std::string(1, static_cast<char>(kWatchCallbackRegistered)));
+  }
+  StoreClient writer = connect(server);
+  writer.set("w", std::string(8 << 20, 'w'));  // 8 MiB to each: past the bound at once
+  ASSERT_TRUE(writer.check({"w"}));
+  EXPECT_EQ(server.num_connections(), 1u);
+  EXPECT_EQ(writer.add("n", 1), 1);  // a round after the closes' round, which logs them at its end
+  const std::vector<std::string> lines = log.lines();
+  ASSERT_EQ(lines.size(), 1u) << (lines.empty() ? "" : lines[0] + "\n..." + lines.back());
+  EXPECT_NE(lines[0].find("closed 40 connections for the same cause, the first from 127.0.0.1:"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find("its replies are not being read"), std::string::npos) << lines[0];
 }
 
 // Descriptors held until destroyed: every free number under the soft RLIMIT_NOFILE, lowered to

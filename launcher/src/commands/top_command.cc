@@ -4,12 +4,15 @@
 // place each --interval seconds; q quits. Without --url it reads the URL a launcher of this user
 // on this machine published; --once prints the table once (for scripts).
 
-#include <netdb.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -30,10 +33,17 @@
 namespace acc::launcher {
 namespace {
 
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
-constexpr int kConnectTimeoutMs = 2000;
+// For the connection, and again for the request and its reply: a launcher answers in
+// milliseconds.
+constexpr std::chrono::seconds kTimeout{2};
 
 struct Url {
+  std::string text;  // as given
   std::string host;
   std::string port;
 };
@@ -46,6 +56,7 @@ Url parse_url(const std::string& url) {
   std::string rest = url.substr(prefix.size());
   rest = rest.substr(0, rest.find('/'));
   Url out;
+  out.text = url;
   if (!rest.empty() && rest[0] == '[') {
     const size_t close = rest.find(']');
     ACC_CHECK(close != std::string::npos, ConfigError, "acc-launch top: --url '", url,
@@ -62,42 +73,49 @@ Url parse_url(const std::string& url) {
   return out;
 }
 
-// GET `path` from `url`'s server; the body of a 200 reply, nullopt when nobody answers (the
-// launcher has gone). Throws NetworkError for any other reply.
+// GET `path` from `url`'s server, its connection and its reply each within kTimeout; the body of
+// a 200 reply, nullopt when nobody answers there (the launcher has gone: refused, or closed
+// without a reply). Throws NetworkError for a server that does not connect or answer in time,
+// and for any reply but a 200.
 std::optional<std::string> http_get(const Url& url, const std::string& path) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(url.host.c_str(), url.port.c_str(), &hints, &found) != 0 || !found)
+  asio::io_context io;
+  beast::error_code ec;
+  tcp::resolver resolver(io);
+  const auto endpoints = resolver.resolve(url.host, url.port, ec);
+  if (ec) return std::nullopt;
+  beast::tcp_stream stream(io);
+  stream.expires_after(kTimeout);
+  stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+  io.run();
+  const std::string seconds = std::to_string(kTimeout.count()) + " s";
+  ACC_CHECK(ec != beast::error::timeout, NetworkError, "acc-launch top: ", url.text,
+            " did not accept a connection within ", seconds,
+            "; check the address, or give the --url the launcher printed");
+  if (ec) return std::nullopt;
+  http::request<http::empty_body> request{http::verb::get, path, 11};
+  request.set(http::field::host, url.host);
+  request.keep_alive(false);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> response;
+  stream.expires_after(kTimeout);
+  http::async_write(stream, request, [&](beast::error_code e, size_t) {
+    ec = e;
+    if (!e)
+      http::async_read(stream, buffer, response, [&](beast::error_code r, size_t) { ec = r; });
+  });
+  io.restart();
+  io.run();
+  ACC_CHECK(ec != beast::error::timeout, NetworkError, "acc-launch top: ", url.text,
+            " accepted the connection but did not answer ", path, " within ", seconds,
+            "; is that a launcher's --status_port?");
+  if (ec == http::error::end_of_stream || ec == asio::error::connection_reset ||
+      ec == asio::error::eof || ec == asio::error::broken_pipe)
     return std::nullopt;
-  int fd = -1;
-  for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  if (fd < 0) return std::nullopt;
-  const std::string request =
-      "GET " + path + " HTTP/1.1\r\nHost: " + url.host + "\r\nConnection: close\r\n\r\n";
-  write_all(fd, request);
-  std::string reply;
-  char buffer[65536];
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, kConnectTimeoutMs) <= 0) break;
-    const ssize_t got = ::read(fd, buffer, sizeof(buffer));
-    if (got <= 0) break;
-    reply.append(buffer, static_cast<size_t>(got));
-  }
-  ::close(fd);
-  if (reply.empty()) return std::nullopt;
-  ACC_CHECK(starts_with(reply, "HTTP/1.1 200"), NetworkError, "acc-launch top: ", path,
-            " answered '", one_line(reply.substr(0, reply.find("\r\n"))), "', not 200");
-  const size_t body = reply.find("\r\n\r\n");
-  return body == std::string::npos ? "" : reply.substr(body + 4);
+  ACC_CHECK(!ec, NetworkError, "acc-launch top: ", url.text, " answered ", path,
+            " with what is not HTTP (", ec.message(), "); is that a launcher's --status_port?");
+  ACC_CHECK(response.result_int() == 200, NetworkError, "acc-launch top: ", path, " answered '",
+            response.result_int(), " ", one_line(std::string(response.reason())), "', not 200");
+  return std::move(response.body());
 }
 
 // The URL of the one launcher of this user here that serves its status.

@@ -3,32 +3,35 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "acc/common/error.h"
 
 namespace acc::launcher {
 
 std::optional<FileTimerRequest> parse_file_timer_request(std::string_view line) {
-  try {
-    // JSON is YAML's flow style: yaml-cpp, which the launcher has for configs, reads it.
-    const YAML::Node root = YAML::Load(std::string(line));
-    if (!root.IsMap() || !root["pid"] || !root["scope_id"] || !root["expiration_time"])
-      return std::nullopt;
-    FileTimerRequest request;
-    request.pid = root["pid"].as<int>();
-    request.scope_id = root["scope_id"].as<std::string>();
-    request.expiration_time = root["expiration_time"].as<double>();
-    request.signal = root["signal"] ? root["signal"].as<int>() : 0;
-    if (request.pid <= 0) return std::nullopt;
-    return request;
-  } catch (const std::exception&) {
+  // Without exceptions: a bad line is dropped, as torchrun's agent drops one it cannot parse.
+  const nlohmann::json root = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!root.is_object()) return std::nullopt;  // also a line that is not JSON (discarded)
+  const auto pid = root.find("pid");
+  const auto scope_id = root.find("scope_id");
+  const auto expiration_time = root.find("expiration_time");
+  const auto signal = root.find("signal");
+  if (pid == root.end() || !pid->is_number_integer() || scope_id == root.end() ||
+      !scope_id->is_string() || expiration_time == root.end() || !expiration_time->is_number() ||
+      (signal != root.end() && !signal->is_number_integer()))
     return std::nullopt;
-  }
+  FileTimerRequest request;
+  request.pid = pid->get<int>();
+  request.scope_id = scope_id->get<std::string>();
+  request.expiration_time = expiration_time->get<double>();
+  request.signal = signal != root.end() ? signal->get<int>() : 0;
+  if (request.pid <= 0) return std::nullopt;
+  return request;
 }
 
 void FileTimerRegions::apply(const FileTimerRequest& request) {

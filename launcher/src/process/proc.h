@@ -49,7 +49,8 @@ bool has_open(int pid, const std::string& path);
 
 // What the stall watch samples of its workers at each poll (state and CPU time, and the parents
 // of a process NVML finds busy), behind an interface so that its tests script a worker's CPU time
-// and state with a fake (tests/launcher/fake_proc.h) instead of burning CPU for a window.
+// and state with a fake (FakeProc in tests/launcher/stall_watch_test.cc) instead of burning CPU
+// for a window.
 class Reader {
  public:
   virtual ~Reader() = default;

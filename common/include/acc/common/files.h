@@ -18,7 +18,8 @@ int write_file(const std::string& path, std::string_view text);
 
 // Removes `path` and, for a directory, everything under it, without following symbolic links
 // (a link is removed, not what it points to). True when nothing is left at `path`; a tree that
-// is not there is no error. Never throws.
+// is not there is no error. False with errno from the first entry that could not be removed.
+// Never throws. Safe in a LibTorch program (it does not use std::filesystem).
 bool remove_tree(const std::string& path);
 
 }  // namespace acc
