@@ -1,12 +1,14 @@
 // The precedence of every setting that more than one layer gives (plan/option_sources.h):
 // command line > scheduler > config file > default, through the real layers: the command line
 // parsed (cli.cc), a scheduler's facts proposed (cluster.h), a config file merged
-// (config_merge.h), then the plan built.
+// (config_merge.h), then the plan built, or on the head of a fan-out the nodes' command lines
+// (fanout.h).
 
 #include "acc/launcher/plan/option_sources.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "acc/config/cluster_config.h"
 #include "acc/launcher/cli/cli.h"
 #include "acc/launcher/nodes/cluster.h"
+#include "acc/launcher/nodes/fanout.h"
 #include "acc/launcher/plan/plan.h"
 #include "plan/config_merge.h"
 
@@ -275,6 +278,105 @@ TEST(OptionSourcesTest, EverySettingOfSeveralLayersTakesTheHighestLayersValue) {
     } catch (const Error& e) {
       ADD_FAILURE() << where << ": " << e.what();
     }
+  }
+}
+
+// The head of a fan-out over two hosts of 4 slots (w1, w2) with one more layer: the command line
+// (with the --hostfile), the config file, or nothing but the hostfile, whose word the head takes
+// as a scheduler's (cluster.h fanout_facts). `expected` is what the head forwards on node 1's
+// command line; `source`, the layer of the head's setting. A new job id is "fresh".
+struct FanoutRow {
+  const char* setting;   // the flag the head writes for a node
+  Strings command_line;  // flags besides --hostfile; empty: none
+  const char* config;    // lines of a config file; nullptr: no file
+  std::string expected;
+  Source source;
+};
+
+const FanoutRow kFanoutRows[] = {
+    // The workers: a hostfile's slots, one worker a slot; the command line's count must agree, a
+    // config file's total is below the hostfile's.
+    {"nproc_per_node", {"--nproc_per_node", "4"}, "num_processes: 6\n", "4", Source::kCommandLine},
+    {"nproc_per_node", {"--num_processes", "8"}, nullptr, "4", Source::kCommandLine},
+    {"nproc_per_node", {}, "num_processes: 6\n", "4", Source::kScheduler},
+    {"nproc_per_node", {}, nullptr, "4", Source::kScheduler},
+    {"nnodes", {}, "num_machines: 4\nnum_processes: 16\n", "2", Source::kScheduler},
+    // The store's address: the command line's in either spelling, else the first host; a config
+    // file's main_process_ip is below it.
+    {"master_addr",
+     {"--master_addr", "10.0.0.1"},
+     "num_machines: 2\nmain_process_ip: 10.0.0.3\n",
+     "10.0.0.1",
+     Source::kCommandLine},
+    {"master_addr", {"--main_process_ip", "10.0.0.1"}, nullptr, "10.0.0.1", Source::kCommandLine},
+    {"master_addr", {}, "num_machines: 2\nmain_process_ip: 10.0.0.3\n", "w1", Source::kScheduler},
+    // The store's port: as a layer names it, else derived from the job id (a hostfile names none).
+    {"master_port",
+     {"--master_port", "29600"},
+     "main_process_port: 29800\n",
+     "29600",
+     Source::kCommandLine},
+    {"master_port", {"--main_process_port", "29600"}, nullptr, "29600", Source::kCommandLine},
+    {"master_port", {}, "main_process_port: 29800\n", "29800", Source::kConfigFile},
+    {"master_port",
+     {"--rdzv_id", "job7"},
+     nullptr,
+     std::to_string(port_for_job("job7")),
+     Source::kDefault},
+    // The job id: the command line's, else a new one.
+    {"rdzv_id", {"--rdzv_id", "mine"}, "main_process_port: 29800\n", "mine", Source::kCommandLine},
+    {"rdzv_id", {}, nullptr, "fresh", Source::kDefault},
+};
+
+// The value that follows `flag` in a node's command line.
+std::string forwarded(const Strings& argv, const std::string& flag) {
+  const auto at = std::find(argv.begin(), argv.end(), flag);
+  return at == argv.end() || at + 1 == argv.end() ? "(not forwarded)" : *(at + 1);
+}
+
+TEST(OptionSourcesTest, TheFanOutHeadForwardsEachSettingFromItsHighestLayer) {
+  const std::vector<HostfileEntry> hosts = {{"w1", 4}, {"w2", 4}};
+  for (const FanoutRow& row : kFanoutRows) {
+    std::string where = row.setting;
+    for (const std::string& word : row.command_line) where += " " + word;
+    if (row.config) where += " +config " + std::string(row.config);
+    Strings command_line = {"--hostfile", "hosts"};
+    command_line.insert(command_line.end(), row.command_line.begin(), row.command_line.end());
+    try {
+      const LaunchOptions options =
+          layered(Row{row.setting, command_line, fanout_facts(select_hosts(hosts, "", "")),
+                      row.config, row.expected, row.source});
+      ASSERT_TRUE(wants_fanout(options)) << where;
+      const std::vector<RemoteNode> nodes = select_nodes(hosts, "", "");
+      check_slots_agree(options, nodes);
+      const FanoutJob job = resolve_fanout_job(options, nodes, "fresh");
+      const Strings argv = node_launcher_argv(job, nodes[1]);
+      EXPECT_EQ(forwarded(argv, "--" + std::string(row.setting)), row.expected) << where;
+      EXPECT_STREQ(name_of(setting_source(options, row.setting)), name_of(row.source)) << where;
+    } catch (const Error& e) {
+      ADD_FAILURE() << where << ": " << e.what();
+    }
+  }
+}
+
+// Hosts of different sizes: every node starts its own slots, whatever the layers above say of a
+// per-node count, and the head needs no count from a config file.
+TEST(OptionSourcesTest, TheFanOutHeadGivesEachNodeItsOwnSlots) {
+  const std::vector<HostfileEntry> hosts = {{"w1", 1}, {"w2", 3}};
+  for (const char* config : {static_cast<const char*>(nullptr), "mixed_precision: bf16\n"}) {
+    const LaunchOptions options = layered(Row{"nproc_per_node",
+                                              {"--hostfile", "hosts", "--num_processes", "4"},
+                                              fanout_facts(select_hosts(hosts, "", "")),
+                                              config,
+                                              "",
+                                              Source::kDefault});
+    const std::vector<RemoteNode> nodes = select_nodes(hosts, "", "");
+    check_slots_agree(options, nodes);
+    const FanoutJob job = resolve_fanout_job(options, nodes, "fresh");
+    EXPECT_EQ(forwarded(node_launcher_argv(job, nodes[0]), "--nproc_per_node"), "1");
+    EXPECT_EQ(forwarded(node_launcher_argv(job, nodes[1]), "--nproc_per_node"), "3");
+    EXPECT_EQ(forwarded(node_launcher_argv(job, nodes[1]), "--node_slots"), "1,3");
+    EXPECT_EQ(job.master_addr, "w1");
   }
 }
 
