@@ -57,6 +57,16 @@ HostInfo eight_cpus() {
   return host;
 }
 
+// A row as a failure names it: the setting, the flags, and the other layers it has.
+std::string where_of(const char* setting, const Strings& command_line, bool scheduler,
+                     const char* config) {
+  std::string where = setting;
+  for (const std::string& word : command_line) where += " " + word;
+  if (scheduler) where += " +scheduler";
+  if (config) where += " +config " + std::string(config);
+  return where;
+}
+
 // The layers of `row`, applied as main() applies them.
 LaunchOptions layered(const Row& row) {
   Strings args = row.command_line;
@@ -96,180 +106,170 @@ std::string plan_value(const std::string& setting, const LaunchOptions& o, const
   return "";
 }
 
+// Every setting of several layers, each pair of its layers. Context a row needs to be a valid
+// launch is in its own layer (a node rank below the nodes).
+const Row kRows[] = {
+    // Node count: torchrun's --nnodes, Accelerate's --num_machines / num_machines.
+    {"nnodes", {"--nnodes", "2"}, {.nnodes = "4"}, nullptr, "2", Source::kCommandLine},
+    {"nnodes", {"--num_machines", "2"}, {.nnodes = "4"}, nullptr, "2", Source::kCommandLine},
+    {"nnodes", {}, {.nnodes = "4"}, "num_machines: 2\n", "4", Source::kScheduler},
+    {"nnodes", {"--nnodes", "4"}, {}, "num_machines: 2\n", "4", Source::kCommandLine},
+    {"nnodes", {"--num_machines", "4"}, {}, "num_machines: 2\n", "4", Source::kCommandLine},
+    {"nnodes", {}, {}, "num_machines: 2\n", "2", Source::kConfigFile},
+    // Node rank: --node_rank, --machine_rank / machine_rank.
+    {"node_rank",
+     {"--nnodes", "4", "--node_rank", "1"},
+     {.node_rank = 2},
+     nullptr,
+     "1",
+     Source::kCommandLine},
+    {"node_rank",
+     {"--nnodes", "4", "--machine_rank", "1"},
+     {.node_rank = 2},
+     nullptr,
+     "1",
+     Source::kCommandLine},
+    {"node_rank",
+     {},
+     {.nnodes = "4", .node_rank = 2},
+     "num_machines: 4\nmachine_rank: 3\n",
+     "2",
+     Source::kScheduler},
+    {"node_rank",
+     {"--node_rank", "1"},
+     {},
+     "num_machines: 4\nmachine_rank: 3\n",
+     "1",
+     Source::kCommandLine},
+    {"node_rank", {}, {}, "num_machines: 4\nmachine_rank: 3\n", "3", Source::kConfigFile},
+    // Workers: --nproc_per_node, Accelerate's total --num_processes / num_processes.
+    {"nproc_per_node",
+     {"--nproc_per_node", "2"},
+     {.nproc_per_node = "4"},
+     nullptr,
+     "2",
+     Source::kCommandLine},
+    {"nproc_per_node",
+     {"--num_processes", "2"},
+     {.nproc_per_node = "4"},
+     nullptr,
+     "2",
+     Source::kCommandLine},
+    {"nproc_per_node", {}, {.nproc_per_node = "4"}, "num_processes: 6\n", "4", Source::kScheduler},
+    {"nproc_per_node",
+     {"--nproc_per_node", "2"},
+     {},
+     "num_processes: 6\n",
+     "2",
+     Source::kCommandLine},
+    {"nproc_per_node", {}, {}, "num_processes: 6\n", "6", Source::kConfigFile},
+    // The store's address: --master_addr, --main_process_ip / main_process_ip (with several
+    // machines: Accelerate reads it only then).
+    {"master_addr",
+     {"--master_addr", "10.0.0.1"},
+     {.master_addr = "10.0.0.2"},
+     nullptr,
+     "10.0.0.1",
+     Source::kCommandLine},
+    {"master_addr",
+     {"--main_process_ip", "10.0.0.1"},
+     {.master_addr = "10.0.0.2"},
+     nullptr,
+     "10.0.0.1",
+     Source::kCommandLine},
+    {"master_addr",
+     {},
+     {.master_addr = "10.0.0.2"},
+     "num_machines: 2\nmain_process_ip: 10.0.0.3\n",
+     "10.0.0.2",
+     Source::kScheduler},
+    {"master_addr",
+     {"--master_addr", "10.0.0.1"},
+     {},
+     "num_machines: 2\nmain_process_ip: 10.0.0.3\n",
+     "10.0.0.1",
+     Source::kCommandLine},
+    {"master_addr",
+     {},
+     {},
+     "num_machines: 2\nmain_process_ip: 10.0.0.3\n",
+     "10.0.0.3",
+     Source::kConfigFile},
+    // The store's port: --master_port, --main_process_port / main_process_port.
+    {"master_port",
+     {"--master_port", "29600"},
+     {.master_port = 29700},
+     nullptr,
+     "29600",
+     Source::kCommandLine},
+    {"master_port",
+     {"--main_process_port", "29600"},
+     {.master_port = 29700},
+     nullptr,
+     "29600",
+     Source::kCommandLine},
+    {"master_port",
+     {},
+     {.master_port = 29700},
+     "main_process_port: 29800\n",
+     "29700",
+     Source::kScheduler},
+    {"master_port",
+     {"--master_port", "29600"},
+     {},
+     "main_process_port: 29800\n",
+     "29600",
+     Source::kCommandLine},
+    {"master_port", {}, {}, "main_process_port: 29800\n", "29800", Source::kConfigFile},
+    // The job id: the command line or a scheduler (SLURM's job id).
+    {"rdzv_id", {"--rdzv_id", "mine"}, {.rdzv_id = "4711"}, nullptr, "mine", Source::kCommandLine},
+    {"rdzv_id", {}, {.rdzv_id = "4711"}, nullptr, "4711", Source::kScheduler},
+    // GPUs: --gpu_ids, a hostfile's picked slots, the file's gpu_ids.
+    {"gpu_ids", {"--gpu_ids", "0"}, {.gpu_ids = "1,2"}, nullptr, "0", Source::kCommandLine},
+    {"gpu_ids",
+     {},
+     {.gpu_ids = "1,2"},
+     "gpu_ids: 2,3\nnum_processes: 2\n",
+     "1,2",
+     Source::kScheduler},
+    {"gpu_ids",
+     {"--gpu_ids", "0"},
+     {},
+     "gpu_ids: 2,3\nnum_processes: 2\n",
+     "0",
+     Source::kCommandLine},
+    {"gpu_ids", {}, {}, "gpu_ids: 2,3\nnum_processes: 2\n", "2,3", Source::kConfigFile},
+    // The command line or the file only.
+    {"mixed_precision",
+     {"--mixed_precision", "fp16"},
+     {},
+     "mixed_precision: bf16\n",
+     "fp16",
+     Source::kCommandLine},
+    {"mixed_precision", {}, {}, "mixed_precision: bf16\n", "bf16", Source::kConfigFile},
+    {"rdzv_backend",
+     {"--rdzv_backend", "static", "--rdzv_endpoint", "head:29400"},
+     {},
+     "rdzv_backend: c10d\n",
+     "static",
+     Source::kCommandLine},
+    {"rdzv_backend",
+     {"--rdzv_endpoint", "head:29400"},
+     {},
+     "rdzv_backend: c10d\n",
+     "c10d",
+     Source::kConfigFile},
+    {"debug", {}, {}, "debug: true\n", "true", Source::kConfigFile},
+    {"cpu", {}, {}, "distributed_type: MULTI_CPU\n", "true", Source::kConfigFile},
+};
+
 TEST(OptionSourcesTest, EverySettingOfSeveralLayersTakesTheHighestLayersValue) {
-  // Context a row needs to be a valid launch is in its own layer (a node rank below the nodes).
-  const Row rows[] = {
-      // Node count: torchrun's --nnodes, Accelerate's --num_machines / num_machines.
-      {"nnodes", {"--nnodes", "2"}, {.nnodes = "4"}, nullptr, "2", Source::kCommandLine},
-      {"nnodes", {"--num_machines", "2"}, {.nnodes = "4"}, nullptr, "2", Source::kCommandLine},
-      {"nnodes", {}, {.nnodes = "4"}, "num_machines: 2\n", "4", Source::kScheduler},
-      {"nnodes", {"--nnodes", "4"}, {}, "num_machines: 2\n", "4", Source::kCommandLine},
-      {"nnodes", {"--num_machines", "4"}, {}, "num_machines: 2\n", "4", Source::kCommandLine},
-      {"nnodes", {}, {}, "num_machines: 2\n", "2", Source::kConfigFile},
-      // Node rank: --node_rank, --machine_rank / machine_rank.
-      {"node_rank",
-       {"--nnodes", "4", "--node_rank", "1"},
-       {.node_rank = 2},
-       nullptr,
-       "1",
-       Source::kCommandLine},
-      {"node_rank",
-       {"--nnodes", "4", "--machine_rank", "1"},
-       {.node_rank = 2},
-       nullptr,
-       "1",
-       Source::kCommandLine},
-      {"node_rank",
-       {},
-       {.nnodes = "4", .node_rank = 2},
-       "num_machines: 4\nmachine_rank: 3\n",
-       "2",
-       Source::kScheduler},
-      {"node_rank",
-       {"--node_rank", "1"},
-       {},
-       "num_machines: 4\nmachine_rank: 3\n",
-       "1",
-       Source::kCommandLine},
-      {"node_rank", {}, {}, "num_machines: 4\nmachine_rank: 3\n", "3", Source::kConfigFile},
-      // Workers: --nproc_per_node, Accelerate's total --num_processes / num_processes.
-      {"nproc_per_node",
-       {"--nproc_per_node", "2"},
-       {.nproc_per_node = "4"},
-       nullptr,
-       "2",
-       Source::kCommandLine},
-      {"nproc_per_node",
-       {"--num_processes", "2"},
-       {.nproc_per_node = "4"},
-       nullptr,
-       "2",
-       Source::kCommandLine},
-      {"nproc_per_node",
-       {},
-       {.nproc_per_node = "4"},
-       "num_processes: 6\n",
-       "4",
-       Source::kScheduler},
-      {"nproc_per_node",
-       {"--nproc_per_node", "2"},
-       {},
-       "num_processes: 6\n",
-       "2",
-       Source::kCommandLine},
-      {"nproc_per_node", {}, {}, "num_processes: 6\n", "6", Source::kConfigFile},
-      // The store's address: --master_addr, --main_process_ip / main_process_ip (with several
-      // machines: Accelerate reads it only then).
-      {"master_addr",
-       {"--master_addr", "10.0.0.1"},
-       {.master_addr = "10.0.0.2"},
-       nullptr,
-       "10.0.0.1",
-       Source::kCommandLine},
-      {"master_addr",
-       {"--main_process_ip", "10.0.0.1"},
-       {.master_addr = "10.0.0.2"},
-       nullptr,
-       "10.0.0.1",
-       Source::kCommandLine},
-      {"master_addr",
-       {},
-       {.master_addr = "10.0.0.2"},
-       "num_machines: 2\nmain_process_ip: 10.0.0.3\n",
-       "10.0.0.2",
-       Source::kScheduler},
-      {"master_addr",
-       {"--master_addr", "10.0.0.1"},
-       {},
-       "num_machines: 2\nmain_process_ip: 10.0.0.3\n",
-       "10.0.0.1",
-       Source::kCommandLine},
-      {"master_addr",
-       {},
-       {},
-       "num_machines: 2\nmain_process_ip: 10.0.0.3\n",
-       "10.0.0.3",
-       Source::kConfigFile},
-      // The store's port: --master_port, --main_process_port / main_process_port.
-      {"master_port",
-       {"--master_port", "29600"},
-       {.master_port = 29700},
-       nullptr,
-       "29600",
-       Source::kCommandLine},
-      {"master_port",
-       {"--main_process_port", "29600"},
-       {.master_port = 29700},
-       nullptr,
-       "29600",
-       Source::kCommandLine},
-      {"master_port",
-       {},
-       {.master_port = 29700},
-       "main_process_port: 29800\n",
-       "29700",
-       Source::kScheduler},
-      {"master_port",
-       {"--master_port", "29600"},
-       {},
-       "main_process_port: 29800\n",
-       "29600",
-       Source::kCommandLine},
-      {"master_port", {}, {}, "main_process_port: 29800\n", "29800", Source::kConfigFile},
-      // The job id: the command line or a scheduler (SLURM's job id).
-      {"rdzv_id",
-       {"--rdzv_id", "mine"},
-       {.rdzv_id = "4711"},
-       nullptr,
-       "mine",
-       Source::kCommandLine},
-      {"rdzv_id", {}, {.rdzv_id = "4711"}, nullptr, "4711", Source::kScheduler},
-      // GPUs: --gpu_ids, a hostfile's picked slots, the file's gpu_ids.
-      {"gpu_ids", {"--gpu_ids", "0"}, {.gpu_ids = "1,2"}, nullptr, "0", Source::kCommandLine},
-      {"gpu_ids",
-       {},
-       {.gpu_ids = "1,2"},
-       "gpu_ids: 2,3\nnum_processes: 2\n",
-       "1,2",
-       Source::kScheduler},
-      {"gpu_ids",
-       {"--gpu_ids", "0"},
-       {},
-       "gpu_ids: 2,3\nnum_processes: 2\n",
-       "0",
-       Source::kCommandLine},
-      {"gpu_ids", {}, {}, "gpu_ids: 2,3\nnum_processes: 2\n", "2,3", Source::kConfigFile},
-      // The command line or the file only.
-      {"mixed_precision",
-       {"--mixed_precision", "fp16"},
-       {},
-       "mixed_precision: bf16\n",
-       "fp16",
-       Source::kCommandLine},
-      {"mixed_precision", {}, {}, "mixed_precision: bf16\n", "bf16", Source::kConfigFile},
-      {"rdzv_backend",
-       {"--rdzv_backend", "static", "--rdzv_endpoint", "head:29400"},
-       {},
-       "rdzv_backend: c10d\n",
-       "static",
-       Source::kCommandLine},
-      {"rdzv_backend",
-       {"--rdzv_endpoint", "head:29400"},
-       {},
-       "rdzv_backend: c10d\n",
-       "c10d",
-       Source::kConfigFile},
-      {"debug", {}, {}, "debug: true\n", "true", Source::kConfigFile},
-      {"cpu", {}, {}, "distributed_type: MULTI_CPU\n", "true", Source::kConfigFile},
-  };
-  for (const Row& row : rows) {
-    std::string where = row.setting;
-    for (const std::string& word : row.command_line) where += " " + word;
-    if (row.scheduler.nnodes || row.scheduler.node_rank || row.scheduler.nproc_per_node ||
-        row.scheduler.master_addr || row.scheduler.master_port || row.scheduler.rdzv_id ||
-        row.scheduler.gpu_ids)
-      where += " +scheduler";
-    if (row.config) where += " +config " + std::string(row.config);
+  for (const Row& row : kRows) {
+    const bool scheduler = row.scheduler.nnodes || row.scheduler.node_rank ||
+                           row.scheduler.nproc_per_node || row.scheduler.master_addr ||
+                           row.scheduler.master_port || row.scheduler.rdzv_id ||
+                           row.scheduler.gpu_ids;
+    const std::string where = where_of(row.setting, row.command_line, scheduler, row.config);
     try {
       const LaunchOptions options = layered(row);
       const LaunchPlan plan = build_plan(options, eight_cpus());
@@ -337,9 +337,7 @@ std::string forwarded(const Strings& argv, const std::string& flag) {
 TEST(OptionSourcesTest, TheFanOutHeadForwardsEachSettingFromItsHighestLayer) {
   const std::vector<HostfileEntry> hosts = {{"w1", 4}, {"w2", 4}};
   for (const FanoutRow& row : kFanoutRows) {
-    std::string where = row.setting;
-    for (const std::string& word : row.command_line) where += " " + word;
-    if (row.config) where += " +config " + std::string(row.config);
+    const std::string where = where_of(row.setting, row.command_line, false, row.config);
     Strings command_line = {"--hostfile", "hosts"};
     command_line.insert(command_line.end(), row.command_line.begin(), row.command_line.end());
     try {
