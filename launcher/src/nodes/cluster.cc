@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <numeric>
 #include <sstream>
 
 #include "acc/common/error.h"
@@ -188,13 +189,11 @@ ClusterFacts hostfile_job_facts(const std::vector<SelectedHost>& hosts) {
 
 ClusterFacts fanout_facts(const std::vector<SelectedHost>& hosts) {
   ClusterFacts facts = hostfile_job_facts(hosts);
-  int total = 0;
   std::vector<std::string> slots;
-  for (const SelectedHost& host : hosts) {
-    total += static_cast<int>(host.slots.size());
-    slots.push_back(std::to_string(host.slots.size()));
-  }
-  facts.num_processes = total;
+  for (const SelectedHost& host : hosts) slots.push_back(std::to_string(host.slots.size()));
+  facts.num_processes = std::accumulate(
+      hosts.begin(), hosts.end(), 0,
+      [](int sum, const SelectedHost& host) { return sum + static_cast<int>(host.slots.size()); });
   if (std::all_of(hosts.begin(), hosts.end(),
                   [&](const SelectedHost& h) { return h.slots.size() == hosts[0].slots.size(); }))
     facts.nproc_per_node = slots.front();
