@@ -42,16 +42,15 @@ int fail(int code, const std::string& message) {
 // to the head of a fan-out, what the hostfile says about the job.
 ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
   ClusterFacts facts;
-  if (wants_fanout(options)) {
-    facts = fanout_facts(acc::select_hosts(acc::read_hostfile(options.hostfile),
-                                           options.include_hosts, options.exclude_hosts));
-  } else if (!options.hostfile.empty()) {
+  if (!options.hostfile.empty()) {
     auto hosts = acc::select_hosts(acc::read_hostfile(options.hostfile), options.include_hosts,
                                    options.exclude_hosts);
-    facts = hostfile_facts(hosts, host.hostname,
-                           options.source_of("node_rank") == Source::kCommandLine
-                               ? std::optional(options.node_rank)
-                               : std::nullopt);
+    facts = wants_fanout(options)
+                ? fanout_facts(hosts)
+                : hostfile_facts(hosts, host.hostname,
+                                 options.source_of("node_rank") == Source::kCommandLine
+                                     ? std::optional(options.node_rank)
+                                     : std::nullopt);
   } else {
     facts = detect_cluster(host.environment, resolve_slurm_node_address);
   }

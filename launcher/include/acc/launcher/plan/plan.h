@@ -148,8 +148,9 @@ int rdzv_count(const LaunchPlan& plan, const std::string& key, int fallback);
 // store by it, and pre-flight skips checking a store this node is about to serve.
 bool hosts_rendezvous_store(const LaunchPlan& plan);
 
-// The workers on one node: the one place that decides nproc_per_node, for a node's plan and for
-// every node a fan-out head starts (fanout.h). From the spelling whose source is higher
+// The workers on one node: the one place that decides nproc_per_node, for every node's plan (on
+// a node a fan-out head starts, from the hostfile slots the head writes as its --nproc_per_node:
+// fanout.h). From the spelling whose source is higher
 // (option_sources.h): torchrun's --nproc_per_node (auto, cpu and gpu count `host`'s devices), or
 // Accelerate's total --num_processes shared over `nnodes`; given both on the command line, they
 // must agree. Throws ConfigError for a count out of range or not divisible.
