@@ -257,6 +257,35 @@ std::vector<std::string> split_ids(const std::string& text) {
   return parts;
 }
 
+// gpu_ids: "all", or a list of ids with enough for each machine's processes.
+void check_gpu_ids(const Value& root, Checker& checker, int num_processes, int num_machines) {
+  const Value* ids = root.find("gpu_ids");
+  if (!ids || ids->kind != Value::Kind::kString || ids->text == "all") return;
+  const std::vector<std::string> parts = split_ids(ids->text);
+  bool ok = !parts.empty();
+  for (const std::string& p : parts)
+    ok = ok && !p.empty() && std::all_of(p.begin(), p.end(), [](unsigned char c) {
+           return std::isdigit(c) || c == ' ';
+         });
+  if (!ok) {
+    checker.problem(ids->mark, "gpu_ids",
+                    "'" + ids->text + "' is not a GPU list; use all or ids such as 0,1");
+  } else {
+    const Value* type = root.find("distributed_type");
+    const std::string t = type ? type->text : "";
+    const bool several =
+        is_multi_device_type(t) || t == "FSDP" || t == "DEEPSPEED" || t == "MEGATRON_LM";
+    const int per_machine =
+        num_processes > 0 && num_machines > 0 ? num_processes / num_machines : 0;
+    if (several && per_machine > static_cast<int>(parts.size()))
+      checker.problem(ids->mark, "gpu_ids",
+                      "lists " + std::to_string(parts.size()) + " GPU(s) but each machine runs " +
+                          std::to_string(per_machine) +
+                          " processes (num_processes / num_machines); list " +
+                          std::to_string(per_machine) + " ids or use all");
+  }
+}
+
 void check_cross_fields(const Value& root, Checker& checker) {
   const int num_processes = int_or(root, "num_processes", -1);
   const int num_machines = int_or(root, "num_machines", 1);
@@ -299,33 +328,7 @@ void check_cross_fields(const Value& root, Checker& checker) {
                       "0 (a free port) works on one machine only; give the port every machine "
                       "will use, e.g. 29500");
   }
-  if (const Value* ids = root.find("gpu_ids"); ids && ids->kind == Value::Kind::kString) {
-    if (ids->text != "all") {
-      const std::vector<std::string> parts = split_ids(ids->text);
-      bool ok = !parts.empty();
-      for (const std::string& p : parts)
-        ok = ok && !p.empty() && std::all_of(p.begin(), p.end(), [](unsigned char c) {
-               return std::isdigit(c) || c == ' ';
-             });
-      if (!ok) {
-        checker.problem(ids->mark, "gpu_ids",
-                        "'" + ids->text + "' is not a GPU list; use all or ids such as 0,1");
-      } else {
-        const Value* type = root.find("distributed_type");
-        const std::string t = type ? type->text : "";
-        const bool several =
-            is_multi_device_type(t) || t == "FSDP" || t == "DEEPSPEED" || t == "MEGATRON_LM";
-        const int per_machine =
-            num_processes > 0 && num_machines > 0 ? num_processes / num_machines : 0;
-        if (several && per_machine > static_cast<int>(parts.size()))
-          checker.problem(ids->mark, "gpu_ids",
-                          "lists " + std::to_string(parts.size()) +
-                              " GPU(s) but each machine runs " + std::to_string(per_machine) +
-                              " processes (num_processes / num_machines); list " +
-                              std::to_string(per_machine) + " ids or use all");
-      }
-    }
-  }
+  check_gpu_ids(root, checker, num_processes, num_machines);
   const Value* type = root.find("distributed_type");
   if (type && type->text == "FSDP") {
     const Value& fsdp = root.find("fsdp_config") ? *root.find("fsdp_config") : Value::map();

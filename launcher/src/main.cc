@@ -17,6 +17,7 @@
 #include "acc/launcher/cli/cli.h"
 #include "acc/launcher/host/host.h"
 #include "acc/launcher/nodes/cluster.h"
+#include "acc/launcher/nodes/fanout.h"
 #include "acc/launcher/plan/option_sources.h"
 #include "acc/launcher/plan/plan.h"
 #include "commands/commands.h"
@@ -37,16 +38,19 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
-// What a hostfile, or else the scheduler we run under, says about this node's place in the job.
+// What a hostfile, or else the scheduler we run under, says about this node's place in the job;
+// to the head of a fan-out, what the hostfile says about the job.
 ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
   ClusterFacts facts;
   if (!options.hostfile.empty()) {
     auto hosts = acc::select_hosts(acc::read_hostfile(options.hostfile), options.include_hosts,
                                    options.exclude_hosts);
-    facts = hostfile_facts(hosts, host.hostname,
-                           options.source_of("node_rank") == Source::kCommandLine
-                               ? std::optional(options.node_rank)
-                               : std::nullopt);
+    facts = wants_fanout(options)
+                ? fanout_facts(hosts)
+                : hostfile_facts(hosts, host.hostname,
+                                 options.source_of("node_rank") == Source::kCommandLine
+                                     ? std::optional(options.node_rank)
+                                     : std::nullopt);
   } else {
     facts = detect_cluster(host.environment, resolve_slurm_node_address);
   }
@@ -119,11 +123,12 @@ int launch(const std::vector<std::string>& args) {
   HostInfo host = detect_host();
   timeline::mark("host");
   log::debug("host {}: {} GPU(s)", host.hostname, host.gpu_count);
-  if (auto status = fan_out_if_asked(parsed.options, host)) return *status;
   // The scheduler's and the config file's words, kept where they outrank what is set
-  // (option_sources.h: command line > scheduler > config file > default).
+  // (option_sources.h: command line > scheduler > config file > default), on a single node and on
+  // the head of a fan-out alike: the head forwards what they decide.
   apply_proposals(scheduler_proposals(cluster_facts(parsed.options, host)), parsed.options);
   apply_config_file(parsed.options, MergeEnvironment::from_host(host));
+  if (auto status = fan_out_if_asked(parsed.options, host)) return *status;
   LaunchPlan plan = build_plan(parsed.options, host);
   timeline::mark("planned");
   if (!plan.dry_run) check_script(plan);

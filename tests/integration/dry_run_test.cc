@@ -138,5 +138,27 @@ TEST(DryRunTest, SaysWhichPythonTheWorkersRunAndWhy) {
   EXPECT_NE(run.out.find("command: /usr/bin/python3 -u train.py"), std::string::npos) << run.out;
 }
 
+// The head of a fan-out applies the config file before it fans out, as a single node does: the
+// port the file names is the one every node is told; the hostfile's first host is the store, and
+// the file's address, a lower layer, is not.
+TEST(DryRunTest, AFanOutHeadTellsEveryNodeThePortItsConfigFileNames) {
+  const TempDir dir;
+  const std::string hosts = dir.file("hosts", "w1 slots=2\nw2 slots=2\n");
+  const std::string config =
+      dir.file("c.yaml",
+               "distributed_type: MULTI_GPU\nnum_machines: 2\nnum_processes: 4\n"
+               "main_process_ip: 10.0.0.3\nmain_process_port: 29800\n");
+  const LaunchRun run = run_launcher(
+      {"--dry_run", "--hostfile", hosts, "--config_file", config, "--no_python", "train"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> lines = lines_of(run.out);
+  ASSERT_EQ(lines.size(), 2u) << run.out;
+  for (const std::string& line : lines) {
+    EXPECT_NE(line.find(" --master_port 29800 "), std::string::npos) << line;
+    EXPECT_NE(line.find(" --master_addr w1 "), std::string::npos) << line;
+    EXPECT_NE(line.find(" --nproc_per_node 2 "), std::string::npos) << line;
+  }
+}
+
 }  // namespace
 }  // namespace acc::testing

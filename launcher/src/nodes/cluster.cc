@@ -2,12 +2,14 @@
 
 #include <netdb.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <numeric>
 #include <sstream>
 
 #include "acc/common/error.h"
@@ -171,12 +173,38 @@ ClusterFacts detect_cluster(const std::map<std::string, std::string>& environmen
   return f.facts;
 }
 
-ClusterFacts hostfile_facts(const std::vector<SelectedHost>& hosts, const std::string& this_host,
-                            std::optional<int> node_rank) {
+namespace {
+
+// What every node of a hostfile's job shares: the node count, and machine 0's address, the
+// first host kept.
+ClusterFacts hostfile_job_facts(const std::vector<SelectedHost>& hosts) {
   ClusterFacts facts;
   facts.scheduler = "hostfile";
   facts.nnodes = std::to_string(hosts.size());
   facts.master_addr = hosts.front().host;
+  return facts;
+}
+
+}  // namespace
+
+ClusterFacts fanout_facts(const std::vector<SelectedHost>& hosts) {
+  ClusterFacts facts = hostfile_job_facts(hosts);
+  std::vector<std::string> slots;
+  for (const SelectedHost& host : hosts) slots.push_back(std::to_string(host.slots.size()));
+  facts.num_processes = std::accumulate(
+      hosts.begin(), hosts.end(), 0,
+      [](int sum, const SelectedHost& host) { return sum + static_cast<int>(host.slots.size()); });
+  if (std::all_of(hosts.begin(), hosts.end(),
+                  [&](const SelectedHost& h) { return h.slots.size() == hosts[0].slots.size(); }))
+    facts.nproc_per_node = slots.front();
+  facts.sources.push_back("nnodes=" + *facts.nnodes + ", slots=" + join(slots, ",") +
+                          ", master_addr=" + *facts.master_addr + " (hostfile)");
+  return facts;
+}
+
+ClusterFacts hostfile_facts(const std::vector<SelectedHost>& hosts, const std::string& this_host,
+                            std::optional<int> node_rank) {
+  ClusterFacts facts = hostfile_job_facts(hosts);
   if (!node_rank) {
     for (size_t i = 0; i < hosts.size() && !node_rank; ++i)
       if (hosts[i].host == this_host) node_rank = static_cast<int>(i);
@@ -212,6 +240,7 @@ OptionProposals scheduler_proposals(const ClusterFacts& facts) {
   proposals.nnodes = facts.nnodes;
   proposals.node_rank = facts.node_rank;
   proposals.nproc_per_node = facts.nproc_per_node;
+  proposals.num_processes = facts.num_processes;
   proposals.master_addr = facts.master_addr;
   proposals.master_port = facts.master_port;
   proposals.rdzv_id = facts.rdzv_id;

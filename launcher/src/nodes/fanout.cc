@@ -9,6 +9,8 @@
 #include "acc/common/error.h"
 #include "acc/common/hostfile.h"
 #include "acc/common/strings.h"
+#include "acc/launcher/plan/option_sources.h"
+#include "acc/launcher/plan/plan.h"
 #include "output/console.h"
 
 namespace acc::launcher {
@@ -95,6 +97,24 @@ std::vector<std::string> forwarded_launcher_args(const LaunchOptions& options) {
       kept.push_back(option.value == "true" ? flag : flag + "=" + option.value);
   }
   return kept;
+}
+
+FanoutJob resolve_fanout_job(const LaunchOptions& options, const std::vector<RemoteNode>& nodes,
+                             const std::string& new_id) {
+  FanoutJob job;
+  job.nnodes = static_cast<int>(nodes.size());
+  job.node_slots = node_slots_of(nodes);
+  job.master_addr = resolve_master_addr(options);
+  job.rdzv_id = options.source_of("rdzv_id") != Source::kDefault ? options.rdzv_id : new_id;
+  // The port every node agrees on without a word: the one named, else derived from the job id,
+  // as a free port (0) cannot be agreed on.
+  const std::optional<int> named = named_store_port(options);
+  job.master_port = named && *named != 0 ? *named : port_for_job(job.rdzv_id);
+  job.own_prefix = options.source_of("log_line_prefix_template") == Source::kCommandLine;
+  job.forwarded_args = forwarded_launcher_args(options);
+  job.program = {options.program};
+  job.program.insert(job.program.end(), options.program_args.begin(), options.program_args.end());
+  return job;
 }
 
 std::vector<std::pair<std::string, std::string>> parse_env_file(const std::string& text,

@@ -17,7 +17,6 @@
 #include "acc/common/random.h"
 #include "acc/launcher/nodes/cluster.h"
 #include "acc/launcher/nodes/fanout.h"
-#include "acc/launcher/plan/option_sources.h"
 #include "nodes/remote_job.h"
 #include "output/console.h"
 #include "output/log.h"
@@ -59,31 +58,13 @@ std::string new_rdzv_id() {
   return id;
 }
 
-std::vector<std::string> program_of(const LaunchOptions& options) {
-  std::vector<std::string> program = {options.program};
-  program.insert(program.end(), options.program_args.begin(), options.program_args.end());
-  return program;
-}
-
 FanoutJob make_job(const LaunchOptions& options, const std::vector<RemoteNode>& nodes,
                    const HostInfo& host) {
-  const std::map<std::string, std::string>& environment = host.environment;
-  FanoutJob job;
+  FanoutJob job = resolve_fanout_job(options, nodes, new_rdzv_id());
   job.launcher_path = fs::read_symlink("/proc/self/exe").string();
   job.working_dir = host.cwd;
-  job.nnodes = static_cast<int>(nodes.size());
-  auto given = [&](const char* name) { return options.source_of(name) == Source::kCommandLine; };
-  job.master_addr = given("master_addr") ? options.master_addr : nodes.front().host;
-  job.rdzv_id = given("rdzv_id") ? options.rdzv_id : new_rdzv_id();
-  // The port every node agrees on without a word: the one named (option_sources.h), else derived
-  // from the job id, as a free port (0) cannot be agreed on.
-  const std::optional<int> named = named_store_port(options);
-  job.master_port = named && *named != 0 ? *named : port_for_job(job.rdzv_id);
-  job.node_slots = node_slots_of(nodes);
-  job.own_prefix = given("log_line_prefix_template");
-  job.env = env_to_pass(environment, options.env_passthrough, env_file_entries(environment));
-  job.program = program_of(options);
-  job.forwarded_args = forwarded_launcher_args(options);
+  job.env =
+      env_to_pass(host.environment, options.env_passthrough, env_file_entries(host.environment));
   return job;
 }
 

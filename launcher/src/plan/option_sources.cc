@@ -4,6 +4,7 @@
 #include <string_view>
 #include <utility>
 
+#include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 
 namespace acc::launcher {
@@ -73,11 +74,13 @@ void apply_proposals(const OptionProposals& p, LaunchOptions& o) {
 
 std::optional<int> named_store_port(const LaunchOptions& o) {
   // Both set only when both were given on the command line: apply_proposals keeps one spelling.
-  if (!o.main_process_port) return o.master_port;
-  ACC_CHECK(!o.master_port || *o.master_port == *o.main_process_port, ConfigError,
-            "--main_process_port ", *o.main_process_port, " contradicts --master_port ",
-            *o.master_port, "; give one of them");
-  return o.main_process_port;
+  ACC_CHECK(!o.master_port || !o.main_process_port || *o.master_port == *o.main_process_port,
+            ConfigError, "--main_process_port ", o.main_process_port.value_or(0),
+            " contradicts --master_port ", o.master_port.value_or(0), "; give one of them");
+  // torchrun: a static endpoint host[:port] stands for master_addr:master_port.
+  if (!o.rdzv_endpoint.empty() && o.rdzv_backend == "static")
+    return parse_endpoint(o.rdzv_endpoint, 0, "--rdzv_endpoint").port;
+  return o.main_process_port ? o.main_process_port : o.master_port;
 }
 
 }  // namespace acc::launcher

@@ -55,26 +55,6 @@ int per_node_of_total(int total, int nnodes) {
   return per_node;
 }
 
-// The workers on this node, from the spelling whose source is higher (option_sources.h: the
-// command line, a scheduler or hostfile, the config file, the default): torchrun's
-// --nproc_per_node (auto, cpu and gpu count the host's devices), or Accelerate's total
-// --num_processes shared over the nodes. Given both on the command line, they must agree.
-int resolve_workers_per_node(const LaunchOptions& o, const HostInfo& host, int nnodes) {
-  if (!o.num_processes) return resolve_nproc_per_node(o, host);
-  const Source per_node = o.source_of("nproc_per_node");
-  const Source total = o.source_of("num_processes");
-  if (per_node == Source::kCommandLine && total == Source::kCommandLine) {
-    const int n = resolve_nproc_per_node(o, host);
-    ACC_CHECK(per_node_of_total(*o.num_processes, nnodes) == n, ConfigError, "--num_processes ",
-              *o.num_processes, " contradicts --nproc_per_node ", o.nproc_per_node,
-              "; give one of them");
-    return n;
-  }
-  // A total set at the same level wins: --nproc_per_node always has a value, its default.
-  return total >= per_node ? per_node_of_total(*o.num_processes, nnodes)
-                           : resolve_nproc_per_node(o, host);
-}
-
 // nnodes is "N" or "MIN:MAX".
 std::pair<int, int> resolve_nnodes(const std::string& value) {
   std::vector<std::string> parts = split(value, ':');
@@ -242,24 +222,41 @@ std::optional<std::string> free_port_rendezvous(const LaunchOptions& o,
   return parse_endpoint(host_part, 29400, "--rdzv_endpoint").host;
 }
 
-void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
+// The options with Accelerate's spellings of the node count and rank folded into torchrun's, and
+// Accelerate's multi-machine address as the rendezvous endpoint where it stands for one.
+LaunchOptions merged_spellings(const LaunchOptions& o) {
   LaunchOptions merged = o;
   merged.rdzv_endpoint = accelerate_rdzv_endpoint(o);
   if (o.num_machines)
     fold(o, std::optional(std::to_string(*o.num_machines)), "num_machines", "nnodes", merged.nnodes,
          o.nnodes);
   fold(o, o.machine_rank, "machine_rank", "node_rank", merged.node_rank, o.node_rank);
-  fold(o, o.main_process_ip, "main_process_ip", "master_addr", merged.master_addr, o.master_addr);
-  std::optional<int> port_given = named_store_port(o);
+  return merged;
+}
 
+// The store's port: a free one (0) where each attempt may pick its own (one node, a standalone
+// or elastic job), else the one a layer named (named_store_port), else torchrun's 29500.
+int resolve_master_port(const LaunchOptions& o, const LaunchPlan& plan, bool standalone) {
+  const std::optional<int> port_given = named_store_port(o);
+  const bool elastic = plan.rdzv_backend != "static";
+  // A free port, chosen at launch (torchrun >= 2.4 does the same).
+  if (standalone || (!port_given && plan.nnodes == 1) || elastic) return 0;
+  const int port = port_given.value_or(29500);
+  ACC_CHECK(port != 0 || plan.nnodes == 1, ConfigError,
+            "--master_port 0: a free port can only be chosen on a single node; give the port "
+            "every node will use");
+  return port;
+}
+
+void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
+  const LaunchOptions merged = merged_spellings(o);
   const bool etcd = o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2";  // torchrun's names
   ACC_CHECK(o.rdzv_backend == "static" || o.rdzv_backend == "c10d" || etcd, ConfigError,
             "--rdzv_backend ", o.rdzv_backend, ": expected static, c10d or etcd-v2");
   ACC_CHECK(!o.standalone || resolve_nnodes(merged.nnodes) == std::pair(1, 1), ConfigError,
             "--standalone runs one node, but --nnodes is ", merged.nnodes,
             "; leave out one of them");
-  const std::optional<std::string> free_port_host = free_port_rendezvous(o, merged);
-  const bool standalone = o.standalone || free_port_host;
+  const bool standalone = o.standalone || free_port_rendezvous(o, merged);
   plan.rdzv_backend = standalone ? "static" : etcd ? "etcd-v2" : o.rdzv_backend;
   const bool elastic = plan.rdzv_backend != "static";
   std::tie(plan.min_nodes, plan.max_nodes) =
@@ -283,24 +280,8 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
             ConfigError, "--nnodes ", merged.nnodes, ": ", plan.nnodes, " nodes of ",
             plan.nproc_per_node, " workers are more ranks than a job can number");
   plan.world_size = plan.nnodes * plan.nproc_per_node;
-
-  plan.master_addr = o.standalone                    ? "127.0.0.1"
-                     : free_port_host == "localhost" ? "127.0.0.1"
-                     : free_port_host                ? *free_port_host
-                                      : parse_host(merged.master_addr, "--master_addr");
-  if (!o.rdzv_endpoint.empty() && o.rdzv_backend == "static") {
-    // torchrun: a static endpoint host[:port] stands for master_addr:master_port.
-    const Endpoint endpoint = parse_endpoint(o.rdzv_endpoint, 0, "--rdzv_endpoint");
-    plan.master_addr = endpoint.host;
-    port_given = endpoint.port;
-  }
-  if (standalone || (!port_given && plan.nnodes == 1) || elastic)
-    plan.master_port = 0;  // a free port, chosen at launch (torchrun >= 2.4 does the same)
-  else
-    plan.master_port = port_given.value_or(29500);
-  ACC_CHECK(plan.master_port != 0 || plan.nnodes == 1 || elastic, ConfigError,
-            "--master_port 0: a free port can only be chosen on a single node; give the port "
-            "every node will use");
+  plan.master_addr = resolve_master_addr(o);
+  plan.master_port = resolve_master_port(o, plan, standalone);
 }
 
 // On a node of a fan-out over hosts of different sizes (--node_slots, fanout.h): every node's
@@ -479,7 +460,53 @@ void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPla
         o.omp_threads_hint);
 }
 
+std::chrono::milliseconds milliseconds_of(double seconds) {
+  return std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(seconds));
+}
+
+// The flags given in seconds, as the plan keeps them.
+void resolve_timeouts(const LaunchOptions& o, LaunchPlan& plan) {
+  plan.shutdown_timeout = milliseconds_of(o.shutdown_timeout);
+  plan.kill_timeout = milliseconds_of(o.kill_timeout);
+  plan.exit_barrier_timeout = milliseconds_of(o.exit_barrier_timeout);
+  plan.stall_timeout = milliseconds_of(o.stall_timeout);
+  plan.stall_init_timeout = std::max(plan.stall_timeout, milliseconds_of(o.stall_init_timeout));
+  plan.preflight_timeout = milliseconds_of(o.preflight_timeout);
+  plan.straggler_window = milliseconds_of(o.straggler_window);
+  plan.health_check_timeout = milliseconds_of(o.health_check_timeout);
+}
+
 }  // namespace
+
+int resolve_workers_per_node(const LaunchOptions& o, const HostInfo& host, int nnodes) {
+  if (!o.num_processes) return resolve_nproc_per_node(o, host);
+  const Source per_node = o.source_of("nproc_per_node");
+  const Source total = o.source_of("num_processes");
+  if (per_node == Source::kCommandLine && total == Source::kCommandLine) {
+    const int n = resolve_nproc_per_node(o, host);
+    ACC_CHECK(per_node_of_total(*o.num_processes, nnodes) == n, ConfigError, "--num_processes ",
+              *o.num_processes, " contradicts --nproc_per_node ", o.nproc_per_node,
+              "; give one of them");
+    return n;
+  }
+  // A total set at the same level wins: --nproc_per_node always has a value, its default.
+  return total >= per_node ? per_node_of_total(*o.num_processes, nnodes)
+                           : resolve_nproc_per_node(o, host);
+}
+
+std::string resolve_master_addr(const LaunchOptions& o) {
+  std::string named = o.master_addr;
+  fold(o, o.main_process_ip, "main_process_ip", "master_addr", named, o.master_addr);
+  const std::optional<std::string> free_port_host = free_port_rendezvous(o, merged_spellings(o));
+  std::string address = o.standalone                    ? "127.0.0.1"
+                        : free_port_host == "localhost" ? "127.0.0.1"
+                        : free_port_host                ? *free_port_host
+                                                        : parse_host(named, "--master_addr");
+  // torchrun: a static endpoint host[:port] stands for master_addr:master_port.
+  if (!o.rdzv_endpoint.empty() && o.rdzv_backend == "static")
+    address = parse_endpoint(o.rdzv_endpoint, 0, "--rdzv_endpoint").host;
+  return address;
+}
 
 int StreamSpec::mask_for(int local_rank) const {
   auto it = per_local_rank.find(local_rank);
@@ -545,12 +572,7 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.role = o.role;
   plan.hostname = host.hostname;
   plan.max_restarts = o.max_restarts;
-  plan.shutdown_timeout = std::chrono::round<std::chrono::milliseconds>(
-      std::chrono::duration<double>(o.shutdown_timeout));
-  plan.kill_timeout =
-      std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(o.kill_timeout));
-  plan.exit_barrier_timeout = std::chrono::round<std::chrono::milliseconds>(
-      std::chrono::duration<double>(o.exit_barrier_timeout));
+  resolve_timeouts(o, plan);
   plan.stop_signals = parse_signals(o.signals_to_handle);
   plan.virtual_local_rank = o.virtual_local_rank;
   for (const auto& [flag, value] :
@@ -573,22 +595,11 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   }
   plan.no_python_hook = o.no_python_hook;
   plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
-  plan.stall_timeout =
-      std::chrono::round<std::chrono::milliseconds>(std::chrono::duration<double>(o.stall_timeout));
-  plan.stall_init_timeout =
-      std::max(plan.stall_timeout, std::chrono::round<std::chrono::milliseconds>(
-                                       std::chrono::duration<double>(o.stall_init_timeout)));
   plan.stall_stops_job = o.stall_action != "report";
-  plan.preflight_timeout = std::chrono::round<std::chrono::milliseconds>(
-      std::chrono::duration<double>(o.preflight_timeout));
   plan.retryable_exit_code = resolve_retryable_exit_code(o);
-  plan.straggler_window = std::chrono::round<std::chrono::milliseconds>(
-      std::chrono::duration<double>(o.straggler_window));
   plan.max_no_progress_restarts = o.max_no_progress_restarts;
   plan.no_restart_exit_code = resolve_no_restart_exit_code(o);
   plan.health_check_port = resolve_health_check_port(host);
-  plan.health_check_timeout = std::chrono::round<std::chrono::milliseconds>(
-      std::chrono::duration<double>(o.health_check_timeout));
   ACC_CHECK(plan.health_check_timeout.count() > 0, ConfigError, "--health_check_timeout ",
             o.health_check_timeout, ": expected seconds above 0 (default 60)");
   ACC_CHECK(o.status_port <= 65535, ConfigError, "--status_port ", o.status_port,

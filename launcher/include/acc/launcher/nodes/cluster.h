@@ -25,6 +25,7 @@ struct ClusterFacts {
   std::optional<int> master_port{};
   std::optional<std::string> rdzv_id{};
   std::optional<std::string> gpu_ids{};  // a hostfile's picked slots: "0,2"
+  std::optional<int> num_processes{};    // the workers of every node: a fan-out's slots in all
   std::vector<std::string> sources{};    // "nnodes=2 (SLURM_STEP_NUM_NODES)", for --dry_run and env
 };
 
@@ -48,6 +49,12 @@ std::string resolve_slurm_node_address(const std::string& node);
 // whose slots were picked (--include h:0,2) gets them as its GPUs (gpu_ids), as fan-out gives them.
 ClusterFacts hostfile_facts(const std::vector<SelectedHost>& hosts, const std::string& this_host,
                             std::optional<int> node_rank);
+
+// What the hosts of a hostfile say to the head of a fan-out (fanout.h), which is none of them:
+// the node count, machine 0's address (the first host, as hostfile_facts) and the workers, one a
+// slot (num_processes, and nproc_per_node where every host has the same slots). The head applies
+// them as a scheduler's word before the config file's, as a node does (option_sources.h).
+ClusterFacts fanout_facts(const std::vector<SelectedHost>& hosts);
 
 // The facts as the scheduler's word on the options (Source::kScheduler), for apply_proposals
 // (option_sources.h), which keeps those the command line did not set.

@@ -66,6 +66,17 @@ void check_slots_agree(const LaunchOptions& options, const std::vector<RemoteNod
 // spelling: `--name VALUE`, a switch `--name` (or `--name=VALUE` where one was typed).
 std::vector<std::string> forwarded_launcher_args(const LaunchOptions& options);
 
+// What the head tells every node, less where it runs (launcher_path, working_dir) and the
+// variables it sends (env): the node count and slots, the store, the job id, the forwarded flags
+// and the program. `options` have every layer applied (option_sources.h): the command line, the
+// hostfile's word as a scheduler's (cluster.h fanout_facts), the config file; the plan's own
+// functions decide from them, as on a single node: the store's address by resolve_master_addr
+// (plan.h), its port as a layer named it (named_store_port) or else derived from the job id, as a
+// free port cannot be agreed on; the job id as named, else `new_id`. Each node's workers are its
+// slots (check_slots_agree holds the command line to them). Throws ConfigError as those do.
+FanoutJob resolve_fanout_job(const LaunchOptions& options, const std::vector<RemoteNode>& nodes,
+                             const std::string& new_id);
+
 // KEY=VALUE lines of an ~/.acc-launch_env-style file ('#' comments and blank lines skipped).
 // Throws ConfigError naming path:line for a line without '=' or an invalid name.
 std::vector<std::pair<std::string, std::string>> parse_env_file(const std::string& text,

@@ -47,8 +47,10 @@ Source setting_source(const LaunchOptions& options, const std::string& name);
 void apply_proposals(const OptionProposals& proposals, LaunchOptions& options);
 
 // The store's port as the layers named it: --master_port or Accelerate's --main_process_port (0:
-// a free port); nullopt where none named one. The build of the plan and the fan-out head both
-// take it from here. Throws ConfigError where both are set and differ.
+// a free port), or the port of a static --rdzv_endpoint (torchrun: it stands for
+// master_addr:master_port; 0 where it names none); nullopt where none named one. The build of
+// the plan and the fan-out head both take it from here. Throws ConfigError where both port
+// spellings are set and differ, or for a malformed endpoint.
 std::optional<int> named_store_port(const LaunchOptions& options);
 
 }  // namespace acc::launcher

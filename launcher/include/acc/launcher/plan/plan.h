@@ -148,6 +148,22 @@ int rdzv_count(const LaunchPlan& plan, const std::string& key, int fallback);
 // store by it, and pre-flight skips checking a store this node is about to serve.
 bool hosts_rendezvous_store(const LaunchPlan& plan);
 
+// The workers on one node: the one place that decides nproc_per_node, for every node's plan (on
+// a node a fan-out head starts, from the hostfile slots the head writes as its --nproc_per_node:
+// fanout.h). From the spelling whose source is higher
+// (option_sources.h): torchrun's --nproc_per_node (auto, cpu and gpu count `host`'s devices), or
+// Accelerate's total --num_processes shared over `nnodes`; given both on the command line, they
+// must agree. Throws ConfigError for a count out of range or not divisible.
+int resolve_workers_per_node(const LaunchOptions& options, const HostInfo& host, int nnodes);
+
+// The address of the workers' store (MASTER_ADDR): the one place that decides master_addr, for a
+// node's plan and for the fan-out head. 127.0.0.1 for --standalone; the host of torchrun's
+// single-node `--rdzv_endpoint HOST:0`, or of a static --rdzv_endpoint (it stands for
+// master_addr:master_port); else --master_addr or Accelerate's --main_process_ip, from whichever
+// layer set it (a scheduler's first host, a config file). Throws ConfigError for a malformed host
+// or the two spellings contradicting each other on the command line.
+std::string resolve_master_addr(const LaunchOptions& options);
+
 // Builds the plan. Throws ConfigError (one line naming the flag and the fix) for bad input.
 LaunchPlan build_plan(const LaunchOptions& options, const HostInfo& host);
 
