@@ -742,7 +742,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       watched.push_back({w->rank, w->spec.local_rank, w->pid, w->dir});
     stall_watch_ = std::make_unique<StallWatch>(
         plan_, round_, std::move(watched), plan_.stall_timeout,
-        [this](const std::string& m) { notice(m); }, [this] { return os_.now(); });
+        [this](const std::string& m) { notice(m); }, [this] { return os_.now(); }, os_);
   }
 
   void on_stall() {

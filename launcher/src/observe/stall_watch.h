@@ -20,9 +20,11 @@
 
 #include "acc/launcher/plan/plan.h"
 #include "observe/collective_match.h"
+#include "observe/hang_report.h"
+#include "observe/stack_dump.h"
 #include "observe/stall_monitor.h"
 #include "observe/straggler_watch.h"
-#include "process/proc.h"
+#include "process/os.h"
 
 namespace acc::rendezvous {
 class StoreClient;
@@ -65,13 +67,12 @@ class StallWatch {
   // start-up limit is the plan's stall_init_timeout. `notice` prints a one-line message for
   // the user (the busy group's).
   // `clock` is the agent's (its Os's), so that its deadlines and this watch's ticks are on one
-  // clock (a fake one in the agent's tests). The workers' state and CPU time come from `proc`
-  // (scripted in this watch's tests), which must outlive the watch.
+  // clock (a fake one in the agent's tests). The workers' state and CPU time come from `os`'s
+  // /proc, and their stacks through its processes (both scripted in this watch's tests); `os`
+  // must outlive the watch.
   StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
-             std::chrono::milliseconds timeout,
-             std::function<void(const std::string&)> notice = nullptr,
-             std::function<Clock::time_point()> clock = Clock::now,
-             proc::Reader& proc = proc::Reader::machine());
+             std::chrono::milliseconds timeout, std::function<void(const std::string&)> notice,
+             std::function<Clock::time_point()> clock, Os& os);
   ~StallWatch();
 
   // Worker `index` (its place in the agent's list) wrote a line.
@@ -95,6 +96,12 @@ class StallWatch {
     double timeout_s = 0;
     double open_s = 0;
   };
+
+  // report()'s parts: the workers' state, their and their descendants' stacks, the first line.
+  HangReport snapshot(const std::vector<size_t>& indices, Clock::time_point now, bool stalled);
+  void collect_report_stacks(HangReport& report, const std::vector<size_t>& indices,
+                             std::vector<StackTarget> targets);
+  std::string headed_by_overrun(const std::string& text);
 
   void poll_beats();
   // Progress and sections from the workers' files; true when a section passed its deadline.
@@ -121,6 +128,7 @@ class StallWatch {
   Clock::time_point clock_now() const { return clock_(); }
 
   std::function<Clock::time_point()> clock_;
+  Os& os_;
   proc::Reader& proc_;
   const LaunchPlan& plan_;
   Round round_;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "process/proc.h"
 #include "process/spawn.h"
 
 namespace acc::launcher {
@@ -45,7 +46,9 @@ class Os {
 
   // Sends `sig` to every process of the group `process_group`; one already gone is no error.
   virtual void signal_group(pid_t process_group, int sig) = 0;
-  virtual void signal_process(pid_t pid, int sig) = 0;
+  // Sends `sig` (0: none, a check) to the process `pid`, any process, not only a worker. Returns
+  // whether it could: false when it is gone or not ours to signal.
+  virtual bool signal_process(pid_t pid, int sig) = 0;
 
   // A child that has exited and is not reaped yet, left unreaped (so its pid, and the id of
   // the group it led, cannot be reused while the caller clears the group); none: nullopt.
@@ -68,6 +71,33 @@ class Os {
     std::string wchan;
   };
   virtual ProcessState process_state(pid_t pid) = 0;
+
+  // What /proc says of the other processes, of this program and of this machine (proc.h).
+  virtual proc::Reader& proc() = 0;
+
+  // Programs beside the workers: the debuggers of the stack dump, scontrol, the launcher itself.
+  // The path of `program` as the shell would find it in the launcher's PATH; "" when not found.
+  virtual std::string find_program(const std::string& program) = 0;
+  // Starts `argv` (argv[0] a path) with no signal blocked, stdin from /dev/null, stdout into the
+  // file `stdout_path` (truncated) and stderr to /dev/null. Returns its pid, -1 when it could not
+  // start. Does not block: see exit_status().
+  virtual pid_t start_program(const std::vector<std::string>& argv,
+                              const std::string& stdout_path) = 0;
+  // Runs `argv` (argv[0] a path) with the launcher's stdin, stdout and stderr and waits for it.
+  // Returns its status as waitpid reports it. Throws LaunchError when it cannot start.
+  virtual int run_program(const std::vector<std::string>& argv) = 0;
+  // Runs `argv` (argv[0] a path) with stdin from /dev/null and stderr to /dev/null and returns
+  // what it wrote to stdout, once it has exited; nullopt when it could not start. Blocks.
+  virtual std::optional<std::string> program_output(const std::vector<std::string>& argv) = 0;
+  // The status of the child `pid` (from start_program) as waitpid reports it, reaped, once it has
+  // exited; nullopt while it runs. Never blocks.
+  virtual std::optional<int> exit_status(pid_t pid) = 0;
+  // Replaces the launcher with `argv` (argv[0] as named, `executable` a path). Returns only by
+  // throwing LaunchError, when it cannot.
+  virtual void replace_with(const std::string& executable,
+                            const std::vector<std::string>& argv) = 0;
+  // Blocks the calling thread for `duration`.
+  virtual void sleep_for(std::chrono::milliseconds duration) = 0;
 
   virtual Clock::time_point now() = 0;
 
