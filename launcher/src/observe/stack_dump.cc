@@ -139,8 +139,8 @@ void give_up(Os& os, Collection& c) {
   } else if (c.kind == Collection::Kind::kTool) {
     os.signal_process(c.tool, SIGKILL);
     os.reap(c.tool);
-    os.signal_process(c.target.pid,
-                      SIGCONT);  // a debugger killed while attached may leave it stopped
+    // A debugger killed while attached may leave the worker stopped.
+    os.signal_process(c.target.pid, SIGCONT);
     c.result = proc_stack(os.proc(), c.target.pid, c.tool_name + " took too long");
   }
   c.kind = Collection::Kind::kDone;
