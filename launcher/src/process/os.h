@@ -1,10 +1,13 @@
 #pragma once
 
 // The launcher's process boundary, in one interface (leveldb's Env): starting a worker,
-// signalling its group, seeing and reaping exits, what /proc says about a process, the clock,
-// and the wait for the next event. RealOs (real_os.h) is the machine; tests drive the agent
-// over a scripted fake (tests/launcher/fake_os.h), so failures, restarts and workers that will
-// not die are tested without real processes or wall-clock windows.
+// signalling its group, seeing and reaping exits, what /proc says (proc::Reader), the programs
+// it runs beside the workers (debuggers, scontrol, itself), the clock, and the wait for the next
+// event. RealOs (real_os.h) is the machine; tests drive the agent, the stall watch, the stack
+// dumper and `acc-launch stacks` over a scripted fake (tests/launcher/fake_os.h), so failures,
+// restarts, workers that will not die and debuggers that hang are tested without real processes
+// or wall-clock windows. Nothing else in the launcher kills, waits, spawns or reads /proc
+// (tests/structure/process_seam.sh).
 //
 // Not thread-safe: one thread (the agent's) owns an Os.
 
