@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +27,7 @@
 #include "output/log.h"
 #include "output/timeline.h"
 #include "plan/config_merge.h"
+#include "process/proc.h"
 
 namespace {
 
@@ -86,9 +86,8 @@ void raise_open_file_limit(const LaunchPlan& plan) {
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
   const rlim_t soft = limit.rlim_cur, hard = limit.rlim_max;
   if (hard != RLIM_INFINITY && hard < static_cast<rlim_t>(need)) {
-    long long nr_open = 0;
-    std::ifstream("/proc/sys/fs/nr_open") >> nr_open;
-    const auto most = static_cast<rlim_t>(std::min(need, std::max<long long>(nr_open, 0)));
+    const long long nr_open = proc::Reader::machine().nr_open();
+    const auto most = static_cast<rlim_t>(std::min(need, nr_open));
     rlimit raised{most, most};
     if (raised.rlim_max > hard && ::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
       log::info("open files: raised the hard limit from {} to {} for the store's {} workers", hard,
@@ -113,7 +112,7 @@ void raise_open_file_limit(const LaunchPlan& plan) {
 
 int launch(const std::vector<std::string>& args) {
   timeline::mark("main");
-  ParseResult parsed = parse_launch_args(args);
+  ParseResult parsed = parse_launch_args(args, proc::Reader::machine().executable());
   timeline::mark("parsed");
   if (parsed.exit_now) {
     write_all(parsed.exit_code == 0 ? STDOUT_FILENO : STDERR_FILENO, parsed.message + "\n");

@@ -1,10 +1,12 @@
 #pragma once
 
-// An Os whose processes are scripted and whose clock moves only when the agent waits: a worker
-// prints lines and exits with a code at a time, dies by a signal, ignores SIGTERM, or never dies
-// even after SIGKILL; the launcher receives signals at set times. Output goes through real
-// pipes, so the agent's streams read it as they read a real worker's; nothing else is real.
-// Time jumps straight to the next scripted event or the agent's deadline, so a test of a
+// An Os whose processes are scripted and whose clock moves only when its user waits or sleeps: a
+// worker prints lines and exits with a code at a time, dies by a signal, ignores SIGTERM, or never
+// dies even after SIGKILL; the launcher receives signals at set times; a program beside the
+// workers (a debugger, scontrol) writes its output and exits at a time, or never; /proc is a
+// FakeProc (fake_proc.h) the test sets. Output goes through real pipes (a program's into the real
+// file it was given), so the agent's streams read it as they read a real worker's; nothing else is
+// real. Time jumps straight to the next scripted event or the agent's deadline, so a test of a
 // 30-second grace period takes no wall-clock time and has no window to miss.
 
 #include <fcntl.h>
@@ -22,6 +24,7 @@
 
 #include "acc/common/error.h"
 #include "acc/common/unique_fd.h"
+#include "fake_proc.h"
 #include "process/os.h"
 
 namespace acc::launcher::testing {
@@ -41,6 +44,9 @@ struct Script {
   // Exits with this code when its stdin reaches its end (a remote launcher's ssh,
   // --stop_on_stdin_eof); none: the end of its stdin leaves it running.
   std::optional<int> exits_at_stdin_eof;
+  // A program beside the workers (start_program, run_program, program_output): what it has
+  // written to its stdout when it exits (not when it is killed).
+  std::string output;
 };
 
 class FakeOs : public Os {
@@ -58,6 +64,7 @@ class FakeOs : public Os {
     UniqueFd err;
     UniqueFd in;                                    // the stdin it was given, as a child keeps it
     std::optional<Clock::time_point> stdin_closed;  // when its stdin reached its end
+    std::string output_path;                        // start_program's file for its stdout
 
     std::string env(const std::string& key) const {
       for (const std::string& entry : request.env)
@@ -82,6 +89,23 @@ class FakeOs : public Os {
     script.exit_after = milliseconds(0);
     return script;
   };
+
+  // Decides the script of each program started beside the workers (start_program, run_program,
+  // program_output), from its argv. By default, it exits 0 at once, writing nothing.
+  std::function<Script(const std::vector<std::string>& argv)> helper = [](auto&) {
+    Script script;
+    script.exit_after = milliseconds(0);
+    return script;
+  };
+  // Where find_program finds a program: name -> path; one not here is not installed.
+  std::map<std::string, std::string> installed;
+  // The /proc of the processes the fake did not start (the workers of a stall watch's tests,
+  // other launchers); signal_process reaches those it holds.
+  FakeProc fake_proc;
+  // Runs at each signal sent to a process the fake did not start, before signal_process returns.
+  std::function<void(pid_t pid, int sig)> on_signal;
+  std::vector<std::pair<pid_t, int>> signalled;  // (pid, signal) to processes it did not start
+  std::vector<std::string> replaced_with;        // replace_with's argv
 
   // The launcher receives `sig` `after` the fake's start.
   void signal_launcher(milliseconds after, int sig) {
@@ -124,12 +148,19 @@ class FakeOs : public Os {
 
   void signal_group(pid_t group, int sig) override { signal_process(group, sig); }
 
-  void signal_process(pid_t pid, int sig) override {
+  bool signal_process(pid_t pid, int sig) override {
+    if (!started(pid)) {
+      const bool exists = fake_proc.owner(pid) >= 0;
+      signalled.push_back({pid, sig});
+      if (on_signal) on_signal(pid, sig);
+      return exists;
+    }
     Process& p = find(pid);
-    if (!p.alive) return;
+    if (!p.alive) return false;
     p.received.push_back({sig, now_});
     if (sig == SIGKILL && !p.script.survives_sigkill) die(p, SIGKILL);
     if ((sig == SIGTERM || sig == SIGINT) && !p.script.ignores_sigterm) die(p, sig);
+    return true;
   }
 
   std::optional<pid_t> exited_child() override {
@@ -153,6 +184,49 @@ class FakeOs : public Os {
     if (!p.alive) return {p.reaped ? '?' : 'Z', ""};
     if (p.script.survives_sigkill && p.got(SIGKILL)) return {'D', "nvidia_wait_for_fence"};
     return {'S', "do_epoll_wait"};
+  }
+
+  proc::Reader& proc() override { return fake_proc; }
+
+  std::string find_program(const std::string& program) override {
+    const auto found = installed.find(program);
+    return found == installed.end() ? "" : found->second;
+  }
+
+  pid_t start_program(const std::vector<std::string>& argv,
+                      const std::string& stdout_path) override {
+    Process* p = start_helper(argv);
+    if (!p) return -1;
+    p->output_path = stdout_path;
+    write_file(stdout_path, "");
+    return p->pid;
+  }
+
+  int run_program(const std::vector<std::string>& argv) override {
+    Process* p = start_helper(argv);
+    if (!p) throw LaunchError("cannot run " + argv.front() + ": " + helper(argv).cannot_exec);
+    run_to_exit(*p);
+    return p->status;
+  }
+
+  std::optional<std::string> program_output(const std::vector<std::string>& argv) override {
+    Process* p = start_helper(argv);
+    if (!p) return std::nullopt;
+    run_to_exit(*p);
+    return p->script.output;
+  }
+
+  std::optional<int> exit_status(pid_t pid) override {
+    settle();
+    Process& p = find(pid);
+    if (p.alive || p.reaped) return std::nullopt;
+    p.reaped = true;
+    return p.status;
+  }
+
+  void replace_with(const std::string& executable, const std::vector<std::string>& argv) override {
+    replaced_with = argv;
+    throw LaunchError("fake: the launcher would be " + executable + " now");
   }
 
   time_point now() const override { return now_; }
@@ -189,6 +263,40 @@ class FakeOs : public Os {
     return fds[0];
   }
 
+  bool started(pid_t pid) const {
+    return std::any_of(processes_.begin(), processes_.end(),
+                       [pid](const auto& p) { return p->pid == pid; });
+  }
+
+  // A program beside the workers, started now; null when its script says it cannot start.
+  Process* start_helper(const std::vector<std::string>& argv) {
+    Script script = helper(argv);
+    if (!script.cannot_exec.empty()) return nullptr;
+    auto p = std::make_unique<Process>();
+    p->pid = 1000 + static_cast<pid_t>(processes_.size());
+    p->request.argv = argv;
+    p->script = std::move(script);
+    p->started = now_;
+    processes_.push_back(std::move(p));
+    return processes_.back().get();
+  }
+
+  // Time moves on until `p` exits, as the launcher waits for it; reaps it.
+  void run_to_exit(Process& p) {
+    for (settle(); p.alive; settle()) {
+      const std::optional<Clock::time_point> next = next_event();
+      if (!next) throw std::logic_error("fake: a program runs that never ends");
+      now_ = std::max(now_, *next);
+    }
+    p.reaped = true;
+  }
+
+  static void write_file(const std::string& path, const std::string& text) {
+    const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+      throw std::runtime_error("fake: cannot write " + path);
+  }
+
   Process& find(pid_t pid) const {
     for (auto& p : processes_)
       if (p->pid == pid) return *p;
@@ -216,8 +324,11 @@ class FakeOs : public Os {
         if (p->script.exits_at_stdin_eof) die(*p, *p->script.exits_at_stdin_eof << 8);
         if (!p->alive) continue;
       }
-      if (p->script.exit_after && now_ >= p->started + *p->script.exit_after)
+      if (p->script.exit_after && now_ >= p->started + *p->script.exit_after) {
+        if (!p->output_path.empty() && !p->script.killed_by)
+          write_file(p->output_path, p->script.output);
         die(*p, p->script.killed_by ? p->script.killed_by : p->script.exit_code << 8);
+      }
     }
     for (auto it = launcher_signals_.begin(); it != launcher_signals_.end();) {
       if (it->first > now_) {

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "acc/common/progress_file.h"
+#include "fake_proc.h"
 #include "observe/status_server.h"
 
 namespace acc::launcher {
@@ -133,6 +134,45 @@ TEST_F(StatusBoardTest, GpuBusyComesFromNvmlPerWorkerProcess) {
     board.attempt_started(0, 1, 2, workers_);
     board.sample();
     EXPECT_FALSE(board.status().ranks[0].gpu_busy);
+  }
+  ::unsetenv("ACC_NVML_LIBRARY");
+  ::unsetenv("ACC_FAKE_NVML");
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
+
+// The busy GPU process is followed up its parents as /proc (a fake here) says, through
+// processes that are no worker (a DataLoader's, a launcher script's), to the rank it belongs to.
+TEST_F(StatusBoardTest, GpuBusyOfAWorkersDescendantCountsForThatWorkerAsProcSays) {
+  const pid_t child = ::fork();  // the fake NVML's busy process: a child of this one
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  ::setenv("ACC_NVML_LIBRARY", ACC_FAKE_NVML_LIBRARY, 1);
+  ::setenv("ACC_FAKE_NVML", "busy", 1);
+  testing::FakeProc proc;
+  proc.set(child, "S", 0, 3000);  // the busy one, under a process of its own
+  proc.set(3000, "S", 0, workers_[1].pid);
+  {
+    StatusBoard board("job-1", "host-a", 0, proc);
+    board.attempt_started(0, 1, 2, workers_);
+    board.sample();
+    const JobStatus status = board.status();
+    ASSERT_TRUE(status.ranks[1].gpu_busy);
+    EXPECT_DOUBLE_EQ(*status.ranks[1].gpu_busy, 0.87);
+    ASSERT_TRUE(status.ranks[0].gpu_busy);
+    EXPECT_DOUBLE_EQ(*status.ranks[0].gpu_busy, 0.0);
+  }
+  proc.remove(3000);  // the chain breaks: the busy process belongs to no rank
+  {
+    StatusBoard board("job-1", "host-a", 0, proc);
+    board.attempt_started(0, 1, 2, workers_);
+    board.sample();
+    const JobStatus status = board.status();
+    ASSERT_TRUE(status.ranks[1].gpu_busy);
+    EXPECT_DOUBLE_EQ(*status.ranks[1].gpu_busy, 0.0);
   }
   ::unsetenv("ACC_NVML_LIBRARY");
   ::unsetenv("ACC_FAKE_NVML");

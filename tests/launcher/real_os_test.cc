@@ -1,4 +1,5 @@
-// RealOs's reading of /proc, on a real child process.
+// RealOs on real child processes: its reading of /proc, and the programs it runs beside the
+// workers (a debugger, scontrol, the launcher itself).
 
 #include "process/real_os.h"
 
@@ -9,7 +10,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <thread>
+
+#include "acc/common/error.h"
+#include "launcher_harness.h"
 
 namespace acc::launcher {
 namespace {
@@ -66,6 +74,66 @@ TEST(RealOsTest, OfChildrenThatExitedTogetherTheFirstToExitComesFirst) {
   ASSERT_EQ(os.exited_child(), older);
   EXPECT_EQ(WEXITSTATUS(os.reap(older)), 2);
   EXPECT_EQ(os.exited_child(), std::nullopt);
+}
+
+// scontrol's output comes back whole, without its stderr, and an argument is one word, never
+// parsed by a shell.
+TEST(RealOsTest, ProgramOutputIsItsStdoutAloneWithEachArgumentOneWord) {
+  RealOs os;
+  const std::string sh = os.find_program("sh");
+  ASSERT_FALSE(sh.empty());
+  const std::optional<std::string> output = os.program_output(
+      {sh, "-c", "printf '%s|' \"$@\"; echo oops >&2", "sh", "node 1'; rm -rf x", "b"});
+  ASSERT_TRUE(output);
+  EXPECT_EQ(*output, "node 1'; rm -rf x|b|");
+  EXPECT_FALSE(os.program_output({"/nonexistent/scontrol", "show"}));
+  EXPECT_EQ(os.find_program("no-such-program-acc-launch"), "");
+}
+
+TEST(RealOsTest, RunProgramWaitsForItAndReturnsItsStatus) {
+  RealOs os;
+  const std::string sh = os.find_program("sh");
+  const int status = os.run_program({sh, "-c", "exit 3"});
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  EXPECT_THROW(os.run_program({"/nonexistent/acc-launch"}), LaunchError);
+}
+
+// The debugger's stdout goes to its file; its exit is seen without blocking, once; one that does
+// not end is killed and reaped.
+TEST(RealOsTest, AStartedProgramWritesItsFileAndItsExitIsSeenWithoutBlocking) {
+  acc::testing::TempDir dir;
+  RealOs os;
+  const std::string sh = os.find_program("sh");
+  const std::string file = dir.path() + "/out.txt";
+  const pid_t pid = os.start_program({sh, "-c", "echo done; echo oops >&2"}, file);
+  ASSERT_GT(pid, 0);
+  // Hang guard only.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::optional<int> status;
+  while (!(status = os.exit_status(pid)) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(WIFEXITED(*status));
+  std::stringstream text;
+  text << std::ifstream(file).rdbuf();
+  EXPECT_EQ(text.str(), "done\n");
+
+  const pid_t stuck = os.start_program({sh, "-c", "exec sleep 60"}, dir.path() + "/stuck.txt");
+  ASSERT_GT(stuck, 0);
+  EXPECT_FALSE(os.exit_status(stuck));
+  EXPECT_TRUE(os.signal_process(stuck, SIGKILL));
+  EXPECT_TRUE(WIFSIGNALED(os.reap(stuck)));
+  EXPECT_FALSE(os.signal_process(stuck, 0)) << "reaped: gone";
+  EXPECT_EQ(os.start_program({"/nonexistent/eu-stack"}, file), -1);
+}
+
+TEST(RealOsTest, ProcSaysWhoThisProgramIsAndWhoOwnsAProcess) {
+  RealOs os;
+  EXPECT_EQ(os.proc().executable(), std::filesystem::read_symlink("/proc/self/exe").string());
+  EXPECT_EQ(os.proc().owner(::getpid()), static_cast<long>(::getuid()));
+  EXPECT_EQ(os.proc().owner(5000001), -1) << "above any pid_max: no such process";
+  EXPECT_GT(os.proc().nr_open(), 0);
 }
 
 }  // namespace

@@ -545,13 +545,11 @@ std::string in_users_spelling(std::string message, const std::vector<std::string
 
 // The `python` (else `python3`) in the directory of the running binary, or "". A wheel installs
 // acc-launch into a venv's bin/, beside the venv's python: the interpreter torchrun users expect
-// (torchrun runs under its own). /proc/self/exe names the binary itself, its links resolved; the
+// (torchrun runs under its own). `binary` is the binary itself, its links resolved; the
 // python found there is kept as that path, never resolved, since a venv's python is a symlink
 // that makes the venv only when run through its bin/.
-std::string beside_binary_python() {
-  std::error_code error;
-  const std::filesystem::path binary = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error) return "";
+std::string beside_binary_python(const std::filesystem::path& binary) {
+  if (binary.empty()) return "";
   for (const char* name : {"python", "python3"}) {
     const std::string candidate = (binary.parent_path() / name).string();
     struct stat info {};
@@ -588,7 +586,8 @@ const std::vector<SubcommandHelp>& subcommand_help() {
 
 namespace {
 ParseResult parse(const std::vector<std::string>& args,
-                  const std::function<std::string(CLI::App&)>& render_help);
+                  const std::function<std::string(CLI::App&)>& render_help,
+                  const std::string& launcher_binary = "");
 }  // namespace
 
 HelpResult launch_help(const std::string& topic) {
@@ -632,7 +631,8 @@ namespace {
 
 // parse_launch_args, with what --help prints made by `render_help` (launch_help's topics).
 ParseResult parse(const std::vector<std::string>& args,
-                  const std::function<std::string(CLI::App&)>& render_help) {
+                  const std::function<std::string(CLI::App&)>& render_help,
+                  const std::string& launcher_binary) {
   ParseResult result;
   LaunchOptions& options = result.options;
   apply_torchrun_variables(options);
@@ -672,7 +672,7 @@ ParseResult parse(const std::vector<std::string>& args,
     return usage_error(in_users_spelling(e.what(), args));
   }
   table.record_command_line(app);
-  resolve_python(options, beside_binary_python());
+  resolve_python(options, beside_binary_python(launcher_binary));
   if (const char* hook = std::getenv("ACC_PYTHON_HOOK"); hook && std::string(hook) == "0")
     options.no_python_hook = true;
   if (!options.print_completion.empty()) {
@@ -699,9 +699,11 @@ ParseResult parse(const std::vector<std::string>& args,
 
 }  // namespace
 
-ParseResult parse_launch_args(const std::vector<std::string>& args) {
+ParseResult parse_launch_args(const std::vector<std::string>& args,
+                              const std::string& launcher_binary) {
   return parse(
-      args, [](CLI::App& app) { return help_of_groups(app, help_topics().back().groups, false); });
+      args, [](CLI::App& app) { return help_of_groups(app, help_topics().back().groups, false); },
+      launcher_binary);
 }
 
 namespace {

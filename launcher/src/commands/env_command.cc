@@ -19,6 +19,7 @@
 #include "cli/flag_spelling.h"
 #include "commands/command_line.h"
 #include "commands/commands.h"
+#include "process/proc.h"
 
 namespace acc::launcher {
 namespace {
@@ -79,9 +80,8 @@ std::string found(const std::string& path) {
 }
 
 std::string self_path() {
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? "unknown" : self.string();
+  const std::string self = proc::Reader::machine().executable();
+  return self.empty() ? "unknown" : self;
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 #include <string>
 
 #include "commands/commands.h"
-#include "process/proc.h"
 
 namespace acc::launcher {
 
@@ -17,9 +16,9 @@ bool owned_by_me(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && st.st_uid == ::getuid();
 }
 
-bool is_launcher(int pid) {
-  if (pid == ::getpid() || !owned_by_me("/proc/" + std::to_string(pid))) return false;
-  const std::vector<std::string> args = proc::command_line(pid);
+bool is_launcher(int pid, proc::Reader& proc) {
+  if (pid == ::getpid() || proc.owner(pid) != static_cast<long>(::getuid())) return false;
+  const std::vector<std::string> args = proc.command_line(pid);
   if (args.empty()) return false;
   const std::string& program = args[0];
   const size_t slash = program.rfind('/');
@@ -30,13 +29,13 @@ bool is_launcher(int pid) {
   return args.size() < 2 || kNotLaunchers.count(args[1]) == 0;
 }
 
-std::vector<int> find_launchers() {
+std::vector<int> find_launchers(proc::Reader& proc) {
   std::vector<int> found;
-  for (int pid : proc::processes())
-    if (is_launcher(pid)) found.push_back(pid);
+  for (int pid : proc.processes())
+    if (is_launcher(pid, proc)) found.push_back(pid);
   std::vector<int> launchers;
   for (int pid : found)
-    if (std::find(found.begin(), found.end(), proc::stat(pid).parent) == found.end())
+    if (std::find(found.begin(), found.end(), proc.stat(pid).parent) == found.end())
       launchers.push_back(pid);
   std::sort(launchers.begin(), launchers.end());
   return launchers;

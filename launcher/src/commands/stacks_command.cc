@@ -2,12 +2,13 @@
 // SIGUSR2 to the launcher, which collects its workers' stacks, writes the report to its stderr
 // and to on_demand_report_path(pid), and this command prints that file.
 
+#include "commands/stacks_command.h"
+
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 
 #include "acc/common/error.h"
 #include "acc/common/files.h"
@@ -16,25 +17,26 @@
 #include "commands/launchers.h"
 #include "observe/stall_watch.h"
 #include "output/console.h"
+#include "process/real_os.h"
 
 namespace acc::launcher {
 namespace {
 
-std::string ask_for_report(int pid) {
+std::string ask_for_report(int pid, Os& os) {
   const std::string path = on_demand_report_path(pid);
   ::unlink(path.c_str());
-  ACC_CHECK(::kill(pid, SIGUSR2) == 0, ConfigError, "acc-launch stacks: cannot signal ", pid);
+  ACC_CHECK(os.signal_process(pid, SIGUSR2), ConfigError, "acc-launch stacks: cannot signal ", pid);
   // Stacks take a few seconds at most (stall_watch.cc); the rest is a hang guard.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
+  const auto deadline = os.now() + std::chrono::seconds(30);
+  while (os.now() < deadline) {
     if (owned_by_me(path)) {
       std::string report = read_file(path);
       ::unlink(path.c_str());
       return report;
     }
-    ACC_CHECK(::kill(pid, 0) == 0, LaunchError, "acc-launch stacks: launcher ", pid,
+    ACC_CHECK(os.signal_process(pid, 0), LaunchError, "acc-launch stacks: launcher ", pid,
               " ended before it wrote its report");
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    os.sleep_for(std::chrono::milliseconds(50));
   }
   throw TimeoutError("acc-launch stacks: launcher " + std::to_string(pid) +
                      " wrote no report in 30 s");
@@ -43,6 +45,11 @@ std::string ask_for_report(int pid) {
 }  // namespace
 
 int run_stacks_command(const std::vector<std::string>& args) {
+  RealOs os;
+  return run_stacks_command(args, os);
+}
+
+int run_stacks_command(const std::vector<std::string>& args, Os& os) {
   std::vector<std::string> pids;
   CLI::App app{
       "Print the stack of every worker of a running job (which goes on). Without a pid: "
@@ -57,16 +64,17 @@ int run_stacks_command(const std::vector<std::string>& args) {
     ACC_CHECK(*end == '\0' && pid > 0, ConfigError, "acc-launch stacks: '", arg,
               "' is not a process id: acc-launch stacks [LAUNCHER_PID...]");
     // SIGUSR2 ends a process that does not handle it: send it to our launchers only.
-    ACC_CHECK(is_launcher(static_cast<int>(pid)), ConfigError, "acc-launch stacks: ", pid,
+    ACC_CHECK(is_launcher(static_cast<int>(pid), os.proc()), ConfigError,
+              "acc-launch stacks: ", pid,
               " is not a running acc-launch launcher of yours (see `pgrep -a acc-launch`)");
     launchers.push_back(static_cast<int>(pid));
   }
-  if (launchers.empty()) launchers = find_launchers();
+  if (launchers.empty()) launchers = find_launchers(os.proc());
   ACC_CHECK(!launchers.empty(), ConfigError,
             "acc-launch stacks: no running acc-launch launcher of yours on this machine");
   for (int pid : launchers) {
     if (launchers.size() > 1) write_all(STDOUT_FILENO, "== launcher " + std::to_string(pid) + "\n");
-    write_all(STDOUT_FILENO, ask_for_report(pid));
+    write_all(STDOUT_FILENO, ask_for_report(pid, os));
   }
   return 0;
 }

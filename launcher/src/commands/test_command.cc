@@ -20,6 +20,7 @@
 #include "cli/flag_spelling.h"
 #include "commands/command_line.h"
 #include "commands/commands.h"
+#include "process/real_os.h"
 
 namespace acc::launcher {
 namespace {
@@ -119,9 +120,9 @@ int run_test_command(const std::vector<std::string>& args) {
                  "the config file to launch with (default: Accelerate's)")
       ->type_name("FILE");
   if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
-  std::error_code ec;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  ACC_CHECK(!ec, SystemError, "cannot find this executable through /proc/self/exe: ", ec.message());
+  RealOs os;
+  const std::string self = os.proc().executable();
+  ACC_CHECK(!self.empty(), SystemError, "cannot find this executable through /proc/self/exe");
   std::vector<std::string> argv = {self};
   if (!config_file.empty()) argv.insert(argv.end(), {"--config_file", config_file});
   argv.insert(argv.end(), {"--no_python", self, kTestWorkerCommand});
@@ -129,18 +130,7 @@ int run_test_command(const std::vector<std::string>& args) {
   for (size_t i = 1; i < argv.size(); ++i) std::cout << " " << argv[i];
   std::cout << std::endl;
 
-  const pid_t child = ::fork();
-  ACC_CHECK(child >= 0, SystemError, "fork failed: ", std::strerror(errno));
-  if (child == 0) {
-    std::vector<char*> raw;
-    for (std::string& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    ::execv(self.c_str(), raw.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = os.run_program(argv);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     std::cout << "Test is a success! You are ready for your distributed training!" << std::endl;
     return 0;

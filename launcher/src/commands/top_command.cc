@@ -24,6 +24,7 @@
 
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
+#include "acc/rendezvous/clock.h"
 #include "commands/command_line.h"
 #include "commands/commands.h"
 #include "commands/launchers.h"
@@ -37,7 +38,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
+using Clock = rendezvous::Clock;
 // For the connection, and again for the request and its reply: a launcher answers in
 // milliseconds.
 constexpr std::chrono::seconds kTimeout{2};
@@ -229,8 +230,8 @@ class RawTerminal {
 // Waits `ms` for q; where stdin has ended (no terminal), only waits.
 bool quit_pressed(int ms) {
   static bool stdin_ended = false;
-  const auto until = Clock::now() + std::chrono::milliseconds(ms);
-  for (auto now = Clock::now(); now < until; now = Clock::now()) {
+  const auto until = Clock::steady().now() + std::chrono::milliseconds(ms);
+  for (auto now = Clock::steady().now(); now < until; now = Clock::steady().now()) {
     const int left =
         static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(until - now).count());
     pollfd p{STDIN_FILENO, POLLIN, 0};
@@ -278,7 +279,7 @@ int run_top_command(const std::vector<std::string>& args) {
       return 0;
     }
     const nlohmann::json job = nlohmann::json::parse(*body);
-    const Clock::time_point now = Clock::now();
+    const Clock::time_point now = Clock::steady().now();
     const double elapsed = before ? std::chrono::duration<double>(now - before_at).count() : 0.0;
     const std::string table = render(job, before ? &*before : nullptr, elapsed);
     // --once: the second look, which has rates.

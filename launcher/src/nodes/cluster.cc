@@ -4,16 +4,17 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
+#include "process/real_os.h"
 
 namespace acc::launcher {
 namespace {
@@ -135,16 +136,16 @@ std::string resolve_slurm_node_address(const std::string& node) {
     ::freeaddrinfo(found);
     return node;
   }
-  const std::string command = "scontrol show node -o '" + node + "' 2>/dev/null";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
-  if (!pipe) return node;
-  char buffer[4096];
-  std::string output;
-  while (std::fgets(buffer, sizeof(buffer), pipe.get())) output += buffer;
-  const size_t at = output.find("NodeAddr=");
+  RealOs os;
+  const std::string scontrol = os.find_program("scontrol");
+  if (scontrol.empty()) return node;
+  const std::optional<std::string> output =
+      os.program_output({scontrol, "show", "node", "-o", node});
+  if (!output) return node;
+  const size_t at = output->find("NodeAddr=");
   if (at == std::string::npos) return node;
   const size_t start = at + 9;
-  return output.substr(start, output.find_first_of(" \n", start) - start);
+  return output->substr(start, output->find_first_of(" \n", start) - start);
 }
 
 ClusterFacts detect_cluster(const std::map<std::string, std::string>& environment,

@@ -61,7 +61,9 @@ std::string new_rdzv_id() {
 FanoutJob make_job(const LaunchOptions& options, const std::vector<RemoteNode>& nodes,
                    const HostInfo& host) {
   FanoutJob job = resolve_fanout_job(options, nodes, new_rdzv_id());
-  job.launcher_path = fs::read_symlink("/proc/self/exe").string();
+  job.launcher_path = proc::Reader::machine().executable();
+  ACC_CHECK(!job.launcher_path.empty(), LaunchError,
+            "cannot find this executable through /proc/self/exe");
   job.working_dir = host.cwd;
   job.env =
       env_to_pass(host.environment, options.env_passthrough, env_file_entries(host.environment));
@@ -87,7 +89,7 @@ void start_stdin_watch() {
       const ssize_t got = ::read(STDIN_FILENO, buffer, sizeof(buffer));
       if (got == 0 || (got < 0 && errno != EINTR)) break;
     }
-    ::kill(::getpid(), SIGTERM);
+    RealOs().signal_process(::getpid(), SIGTERM);
   }).detach();
 }
 
@@ -150,12 +152,7 @@ std::optional<int> fan_out_if_asked(const LaunchOptions& options, const HostInfo
       write_all(STDOUT_FILENO, quoted_command(argv) + "\n");
       return 0;
     }
-    const std::string executable = resolve_executable(argv.front(), search);
-    std::vector<char*> c_argv;
-    for (std::string& arg : argv) c_argv.push_back(arg.data());
-    c_argv.push_back(nullptr);
-    ::execv(executable.c_str(), c_argv.data());
-    throw LaunchError("cannot run " + executable + ": " + std::strerror(errno));
+    RealOs().replace_with(resolve_executable(argv.front(), search), argv);
   }
 
   SshSettings ssh{options.ssh_port, options.ssh_options};

@@ -234,7 +234,8 @@ struct StatusBoard::Rank {
   std::optional<double> gpu_busy;
 };
 
-StatusBoard::StatusBoard(std::string job_id, std::string host, int node_rank) {
+StatusBoard::StatusBoard(std::string job_id, std::string host, int node_rank, proc::Reader& proc)
+    : proc_(proc) {
   job_.job_id = std::move(job_id);
   job_.host = std::move(host);
   job_.node_rank = node_rank;
@@ -335,7 +336,7 @@ void StatusBoard::sample() {
       by_pid[rank->worker.pid] = rank.get();
     }
     for (const auto& [pid, percent] : busy) {
-      for (int p = pid; p > 1; p = proc::stat(p).parent) {
+      for (int p = pid; p > 1; p = proc_.stat(p).parent) {
         const auto it = by_pid.find(p);
         if (it == by_pid.end()) continue;
         it->second->gpu_busy = std::max(*it->second->gpu_busy, percent / 100.0);

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "process/proc.h"
+
 namespace acc::progress_file {
 class Reader;
 }
@@ -137,7 +139,10 @@ class StatusBoard {
 
   using JobStore = StatusJobStore;
 
-  StatusBoard(std::string job_id, std::string host, int node_rank);
+  // `proc` (the machine's, a fake in tests) says whose child each busy GPU process is; it must
+  // outlive the board.
+  StatusBoard(std::string job_id, std::string host, int node_rank,
+              proc::Reader& proc = proc::Reader::machine());
   ~StatusBoard();
   StatusBoard(const StatusBoard&) = delete;
   StatusBoard& operator=(const StatusBoard&) = delete;
@@ -164,6 +169,7 @@ class StatusBoard {
 
  private:
   struct Rank;
+  proc::Reader& proc_;
   mutable std::mutex mutex_;
   JobStatus job_;
   std::vector<std::unique_ptr<Rank>> ranks_;

@@ -1,30 +1,20 @@
 #include "observe/stack_dump.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "observe/python_stack_hook.h"
 #include "process/proc.h"
 
 #include "acc/common/strings.h"
 
-extern char** environ;
-
 namespace acc::launcher {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 std::string read_text(const std::string& path, off_t from = 0) {
   std::ifstream file(path, std::ios::binary);
@@ -47,49 +37,18 @@ std::vector<std::string> split_lines(std::string_view text) {
   return lines;
 }
 
-std::string find_on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path ? path : "/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-// The launcher blocks the signals it reads from its signalfd; a tool must start with none blocked.
-pid_t spawn_tool(const std::vector<std::string>& argv, const std::string& output) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> args;
-  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  if (::posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), environ) != 0) pid = -1;
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  return pid;
-}
-
 // Each thread's state and the kernel function it sleeps in: all there is without a debugger.
-WorkerStack proc_stack(int pid, const std::string& why) {
+// acc::trim by name: in a unity build, observe/nccl_ras.cc's own trim (which keeps the newline
+// that ends /proc's comm and wchan) would be the one found.
+WorkerStack proc_stack(proc::Reader& proc, int pid, const std::string& why) {
   WorkerStack stack;
   stack.source = "/proc (" + why + ")";
-  for (int tid : proc::threads(pid)) {
-    const proc::Stat stat = proc::stat(pid, tid);
+  for (int tid : proc.threads(pid)) {
+    const proc::Stat stat = proc.thread_stat(pid, tid);
     const std::string state = stat.ok ? stat.state : "?";
-    std::string wchan = trim(proc::read(pid, "wchan", tid));
+    std::string wchan = acc::trim(proc.thread_file(pid, tid, "wchan"));
     if (wchan.empty() || wchan == "0") wchan = "-";
-    const std::string line = "thread " + trim(proc::read(pid, "comm", tid)) +
+    const std::string line = "thread " + acc::trim(proc.thread_file(pid, tid, "comm")) +
                              (tid == pid ? " (main)" : "") + ": state " + state + ", wchan " +
                              wchan;
     stack.lines.push_back(line);
@@ -111,14 +70,14 @@ struct Collection {
   WorkerStack result;
 };
 
-void start(Collection& c, const std::string& eu_stack, const std::string& all_gdb) {
+void start(Os& os, Collection& c, const std::string& eu_stack, const std::string& all_gdb) {
   const std::string gdb = c.target.descendant ? "" : all_gdb;
   const int pid = c.target.pid;
-  if (proc::catches_signal(pid, stack_dump_signal())) {
+  if (os.proc().catches_signal(pid, stack_dump_signal())) {
     c.kind = Collection::Kind::kPython;
     c.file = python_stack_file(c.target.worker_dir, pid);
     c.start = file_size(c.file);
-    ::kill(pid, stack_dump_signal());
+    os.signal_process(pid, stack_dump_signal());
     return;
   }
   std::vector<std::string> argv;
@@ -140,19 +99,20 @@ void start(Collection& c, const std::string& eu_stack, const std::string& all_gd
   }
   if (!argv.empty()) {
     c.file = c.target.worker_dir + "/native_stack." + std::to_string(pid) + ".txt";
-    c.tool = spawn_tool(argv, c.file);
+    c.tool = os.start_program(argv, c.file);
     if (c.tool > 0) {
       c.kind = Collection::Kind::kTool;
       return;
     }
   }
-  c.result = proc_stack(pid, !argv.empty() ? c.tool_name + " did not start"
-                             : c.target.descendant && !all_gdb.empty()
-                                 ? "no eu-stack; gdb is kept for the workers"
-                                 : "neither eu-stack nor gdb is installed");
+  c.result = proc_stack(os.proc(), pid,
+                        !argv.empty() ? c.tool_name + " did not start"
+                        : c.target.descendant && !all_gdb.empty()
+                            ? "no eu-stack; gdb is kept for the workers"
+                            : "neither eu-stack nor gdb is installed");
 }
 
-void poll(Collection& c) {
+void poll(Os& os, Collection& c) {
   if (c.kind == Collection::Kind::kPython) {
     // faulthandler writes from its signal handler; the dump is whole once the file stops growing.
     const off_t size = file_size(c.file);
@@ -163,24 +123,25 @@ void poll(Collection& c) {
     if (size != c.last_size) c.stable_polls = 0;
     c.last_size = size;
   } else if (c.kind == Collection::Kind::kTool) {
-    int status = 0;
-    if (::waitpid(c.tool, &status, WNOHANG) != c.tool) return;
+    if (!os.exit_status(c.tool)) return;
     const std::string text = read_text(c.file);
     c.result = c.tool_name == "gdb" ? parse_gdb(text) : parse_eu_stack(text, c.target.pid);
     if (c.result.lines.empty())
-      c.result = proc_stack(c.target.pid, c.tool_name + " could not attach (ptrace not allowed?)");
+      c.result = proc_stack(os.proc(), c.target.pid,
+                            c.tool_name + " could not attach (ptrace not allowed?)");
     c.kind = Collection::Kind::kDone;
   }
 }
 
-void give_up(Collection& c) {
+void give_up(Os& os, Collection& c) {
   if (c.kind == Collection::Kind::kPython) {
-    c.result = proc_stack(c.target.pid, "the Python traceback did not come in time");
+    c.result = proc_stack(os.proc(), c.target.pid, "the Python traceback did not come in time");
   } else if (c.kind == Collection::Kind::kTool) {
-    ::kill(c.tool, SIGKILL);
-    ::waitpid(c.tool, nullptr, 0);
-    ::kill(c.target.pid, SIGCONT);  // a debugger killed while attached may leave it stopped
-    c.result = proc_stack(c.target.pid, c.tool_name + " took too long");
+    os.signal_process(c.tool, SIGKILL);
+    os.reap(c.tool);
+    // A debugger killed while attached may leave the worker stopped.
+    os.signal_process(c.target.pid, SIGCONT);
+    c.result = proc_stack(os.proc(), c.target.pid, c.tool_name + " took too long");
   }
   c.kind = Collection::Kind::kDone;
 }
@@ -190,7 +151,7 @@ void give_up(Collection& c) {
 std::string normalize_native_frame(std::string frame) {
   if (starts_with(frame, "#")) {
     const size_t space = frame.find_first_of(" \t");
-    frame = trim(space == std::string::npos ? "" : frame.substr(space));
+    frame = acc::trim(space == std::string::npos ? "" : frame.substr(space));
   }
   if (starts_with(frame, "0x")) {
     const size_t in = frame.find(" in ");
@@ -211,7 +172,7 @@ std::string normalize_native_frame(std::string frame) {
   }
   const size_t args = frame.rfind(" (");
   if (args != std::string::npos) frame.resize(args);
-  frame = trim(frame);
+  frame = acc::trim(frame);
   // A frame without a symbol is only an address, different in every process (ASLR).
   if (starts_with(frame, "0x") || frame.empty()) frame = "??";
   return frame + where;
@@ -220,26 +181,26 @@ std::string normalize_native_frame(std::string frame) {
 }  // namespace
 
 std::vector<WorkerStack> collect_stacks(const std::vector<StackTarget>& targets,
-                                        std::chrono::milliseconds budget) {
-  const auto deadline = Clock::now() + budget;
-  const std::string eu_stack = find_on_path("eu-stack");
-  const std::string gdb = find_on_path("gdb");
+                                        std::chrono::milliseconds budget, Os& os) {
+  const auto deadline = os.now() + budget;
+  const std::string eu_stack = os.find_program("eu-stack");
+  const std::string gdb = os.find_program("gdb");
   std::vector<Collection> collections(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
     collections[i].target = targets[i];
-    start(collections[i], eu_stack, gdb);
+    start(os, collections[i], eu_stack, gdb);
   }
   auto pending = [&] {
     return std::any_of(collections.begin(), collections.end(),
                        [](const Collection& c) { return c.kind != Collection::Kind::kDone; });
   };
-  while (pending() && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    for (Collection& c : collections) poll(c);
+  while (pending() && os.now() < deadline) {
+    os.sleep_for(std::chrono::milliseconds(20));
+    for (Collection& c : collections) poll(os, c);
   }
   std::vector<WorkerStack> stacks;
   for (Collection& c : collections) {
-    give_up(c);
+    give_up(os, c);
     if (c.kind == Collection::Kind::kDone && c.result.source.empty()) c.result.source = "?";
     stacks.push_back(std::move(c.result));
   }
@@ -262,7 +223,7 @@ WorkerStack parse_faulthandler(std::string_view text) {
   stack.source = "python faulthandler";
   bool in_main = false;
   for (const std::string& raw : split_lines(text)) {
-    std::string line = trim(raw);
+    std::string line = acc::trim(raw);
     if (line.empty()) continue;
     if (starts_with(line, "Thread 0x") || starts_with(line, "Current thread 0x")) {
       // The signal runs its handler in the main thread, which faulthandler calls "current".
@@ -282,7 +243,7 @@ WorkerStack parse_gdb(std::string_view text) {
   stack.source = "gdb";
   bool in_main = false;
   for (const std::string& raw : split_lines(text)) {
-    const std::string line = trim(raw);
+    const std::string line = acc::trim(raw);
     if (starts_with(line, "Thread ")) {
       // "Thread 2 (Thread 0x7f.. (LWP 123) "name"):" -> "thread 2 "name":"
       const size_t paren = line.find(" (");
@@ -308,7 +269,7 @@ WorkerStack parse_eu_stack(std::string_view text, int pid) {
   bool in_main = false;
   bool after_frame = false;
   for (const std::string& raw : split_lines(text)) {
-    const std::string line = trim(raw);
+    const std::string line = acc::trim(raw);
     if (starts_with(line, "TID ")) {
       in_main = std::atoi(line.c_str() + 4) == pid;
       stack.lines.push_back(in_main ? "main thread:" : "thread:");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "observe/hang_report.h"
+#include "process/os.h"
 
 namespace acc::launcher {
 
@@ -25,10 +26,11 @@ struct StackTarget {
   bool descendant = false;
 };
 
-// The stacks of all targets, in their order, collected in parallel. Blocks for at most `budget`;
-// a tool that has not finished by then is killed and the /proc view is used. Never throws.
+// The stacks of all targets, in their order, collected in parallel, with the processes, the clock
+// and /proc of `os`. Blocks for at most `budget` of its clock; a tool that has not finished by then
+// is killed and the /proc view is used. Never throws.
 std::vector<WorkerStack> collect_stacks(const std::vector<StackTarget>& targets,
-                                        std::chrono::milliseconds budget);
+                                        std::chrono::milliseconds budget, Os& os);
 
 WorkerStack parse_faulthandler(std::string_view text);
 WorkerStack parse_gdb(std::string_view text);

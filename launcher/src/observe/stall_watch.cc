@@ -102,9 +102,9 @@ void publish_on_demand_report(const std::string& report) {
 
 StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
                        milliseconds timeout, std::function<void(const std::string&)> notice,
-                       const Clock& clock, proc::Reader& proc)
-    : clock_(clock),
-      proc_(proc),
+                       Os& os)
+    : os_(os),
+      proc_(os.proc()),
       plan_(plan),
       round_(round),
       workers_(std::move(workers)),
@@ -332,10 +332,10 @@ std::string StallWatch::with_other_nodes(const std::string& report) {
     client->set(node_summary_key(round_.restart_count, round_.node_rank), summary);
     if (round_.node_rank != 0) return report;
     // The other nodes stall at about the same time; their summaries come after their stacks.
-    const auto deadline = clock_.now() + std::chrono::seconds(2);
+    const auto deadline = os_.now() + std::chrono::seconds(2);
     for (int node = 1; node < round_.nnodes; ++node) {
       const std::string key = node_summary_key(round_.restart_count, node);
-      if (clock_.wait_for_keys(*client, {key}, deadline))
+      if (os_.wait_for_keys(*client, {key}, deadline))
         summaries[static_cast<size_t>(node)] = client->get(key);
     }
   } catch (const std::exception&) {
@@ -357,17 +357,9 @@ std::string StallWatch::with_other_nodes(const std::string& report) {
   return head + report + nodes;
 }
 
-std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
-  const auto now = clock_now();
-  std::vector<StackTarget> targets;
-  std::vector<size_t> indices;
-  std::vector<LocalRank> ranks;
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    if (i < running.size() && !running[i]) continue;
-    targets.push_back({workers_[i].pid, workers_[i].dir});
-    indices.push_back(i);
-    ranks.push_back({workers_[i].rank, workers_[i].pid});
-  }
+// The workers' state and CPU time first: dumping a stack costs the worker some CPU.
+HangReport StallWatch::snapshot(const std::vector<size_t>& indices, Clock::time_point now,
+                                bool stalled) {
   HangReport report;
   report.host = plan_.hostname;
   report.nnodes = round_.nnodes;
@@ -375,16 +367,6 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   for (size_t i = 0; i < workers_.size(); ++i)
     group_last = std::max(group_last, monitor_.last_progress(static_cast<int>(i)));
   if (stalled) report.stalled_for = std::max(seconds(now - group_last), 0.1);
-  // The traces before the stacks, which disturb the workers; shared with node 0 at a stall.
-  report.traces = local_traces(ranks);
-  const bool across_nodes = stalled && round_.nnodes > 1;
-  if (across_nodes) share_traces(report.traces);
-  // NCCL ranks dump their Flight Recorder while the stacks come in.
-  std::vector<FlightRecorderTarget> recorders;
-  for (size_t i : indices)
-    recorders.push_back({workers_[i].rank, workers_[i].dir, workers_[i].pid});
-  const FlightRecorderPoke poke = poke_flight_recorder(recorders);
-  // CPU and state first: dumping a stack costs the worker some CPU.
   for (size_t i : indices) {
     const Worker& w = workers_[i];
     const proc::Stat stat = proc_.stat(w.pid);
@@ -400,29 +382,75 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
     snapshot.progress_count = monitor_.progress_count(static_cast<int>(i));
     report.workers.push_back(std::move(snapshot));
   }
-  // Each worker's descendants (DataLoader workers, ...) after the workers, in one collection.
+  return report;
+}
+
+// Each worker's descendants (DataLoader workers, ...) after the workers, in one collection: the
+// stacks of `targets` (the workers', in `report`'s order, then the descendants') go where they
+// belong.
+void StallWatch::collect_report_stacks(HangReport& report, const std::vector<size_t>& indices,
+                                       std::vector<StackTarget> targets) {
   std::vector<std::pair<size_t, size_t>> descendant_slots;  // (worker, descendant) per target
   for (size_t k = 0; k < indices.size(); ++k) {
     WorkerSnapshot& snapshot = report.workers[k];
-    for (const auto& [pid, parent] : proc::descendants(snapshot.pid)) {
+    for (const auto& [pid, parent] : proc_.descendants(snapshot.pid)) {
       if (snapshot.descendants.size() == kMaxDescendants) break;
-      const proc::Stat stat = proc::stat(pid);
+      const proc::Stat stat = proc_.stat(pid);
       DescendantSnapshot d;
       d.pid = pid;
       d.parent = parent;
       d.state = stat.ok ? stat.state : "?";
-      d.name = proc::name(pid);
+      d.name = proc_.name(pid);
       descendant_slots.emplace_back(k, snapshot.descendants.size());
       snapshot.descendants.push_back(std::move(d));
       targets.push_back({pid, workers_[indices[k]].dir, true});
     }
   }
-  std::vector<WorkerStack> stacks = collect_stacks(targets, kStackBudget);
+  std::vector<WorkerStack> stacks = collect_stacks(targets, kStackBudget, os_);
   for (size_t k = 0; k < indices.size(); ++k) report.workers[k].stack = std::move(stacks[k]);
   for (size_t j = 0; j < descendant_slots.size(); ++j) {
     const auto [worker, slot] = descendant_slots[j];
     report.workers[worker].descendants[slot].stack = std::move(stacks[indices.size() + j]);
   }
+}
+
+// The section named in overrun_ is the cause: it replaces the "no worker made progress" of the
+// report's first line.
+std::string StallWatch::headed_by_overrun(const std::string& text) {
+  const Overrun& o = *overrun_;
+  const size_t end = text.find('\n');
+  const size_t rest = text.find("; ");
+  std::string headed = "acc-launch: hang: rank " + std::to_string(workers_[o.index].rank) + " on " +
+                       plan_.hostname + " is still in its section \"" + o.section + "\" after " +
+                       fixed(o.open_s, 1) + " s (its timeout: " + fixed(o.timeout_s, 1) + " s)" +
+                       (rest < end ? text.substr(rest) : text.substr(end));
+  overrun_.reset();
+  return headed;
+}
+
+std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
+  const auto now = clock_now();
+  std::vector<StackTarget> targets;
+  std::vector<size_t> indices;
+  std::vector<LocalRank> ranks;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (i < running.size() && !running[i]) continue;
+    targets.push_back({workers_[i].pid, workers_[i].dir});
+    indices.push_back(i);
+    ranks.push_back({workers_[i].rank, workers_[i].pid});
+  }
+  // The traces before the stacks, which disturb the workers; shared with node 0 at a stall.
+  const std::vector<RankTrace> traces = local_traces(ranks);
+  const bool across_nodes = stalled && round_.nnodes > 1;
+  if (across_nodes) share_traces(traces);
+  // NCCL ranks dump their Flight Recorder while the stacks come in.
+  std::vector<FlightRecorderTarget> recorders;
+  for (size_t i : indices)
+    recorders.push_back({workers_[i].rank, workers_[i].dir, workers_[i].pid});
+  const FlightRecorderPoke poke = poke_flight_recorder(recorders);
+  HangReport report = snapshot(indices, now, stalled);
+  report.traces = traces;
+  collect_report_stacks(report, indices, std::move(targets));
   if (across_nodes && round_.node_rank == 0) report.traces = gathered_traces(report.traces);
   const std::string stragglers =
       straggler_table(stragglers_.whole_run(),
@@ -437,17 +465,7 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   if (stalled)
     if (const std::string ras = ask_nccl_ras(); !ras.empty()) report.sections.push_back(ras);
   std::string text = format_hang_report(report);
-  if (stalled && overrun_) {
-    // The section names the cause: it replaces the "no worker made progress" of the first line.
-    const Overrun& o = *overrun_;
-    const size_t end = text.find('\n');
-    const size_t rest = text.find("; ");
-    text = "acc-launch: hang: rank " + std::to_string(workers_[o.index].rank) + " on " +
-           plan_.hostname + " is still in its section \"" + o.section + "\" after " +
-           fixed(o.open_s, 1) + " s (its timeout: " + fixed(o.timeout_s, 1) + " s)" +
-           (rest < end ? text.substr(rest) : text.substr(end));
-    overrun_.reset();
-  }
+  if (stalled && overrun_) text = headed_by_overrun(text);
   return across_nodes ? with_other_nodes(text) : text;
 }
 

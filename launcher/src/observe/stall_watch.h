@@ -21,9 +21,11 @@
 #include "acc/launcher/plan/plan.h"
 #include "acc/rendezvous/clock.h"
 #include "observe/collective_match.h"
+#include "observe/hang_report.h"
+#include "observe/stack_dump.h"
 #include "observe/stall_monitor.h"
 #include "observe/straggler_watch.h"
-#include "process/proc.h"
+#include "process/os.h"
 
 namespace acc::rendezvous {
 class StoreClient;
@@ -65,13 +67,13 @@ class StallWatch {
   // `timeout` zero: no stall detection, only the sections' deadlines and on-demand reports. The
   // start-up limit is the plan's stall_init_timeout. `notice` prints a one-line message for
   // the user (the busy group's).
-  // `clock` is the agent's (its Os), so that its deadlines and this watch's ticks are on one
-  // clock (a fake one in the agent's tests); it must outlive the watch. The workers' state and CPU
-  // time come from `proc` (scripted in this watch's tests), which must outlive the watch.
+  // `os` is the agent's: its clock, so that its deadlines and this watch's ticks are on one
+  // clock (a fake one in the agent's tests); its /proc, for the workers' state and CPU time; and
+  // its processes, for their stacks (all scripted in this watch's tests). It must outlive the
+  // watch.
   StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
-             std::chrono::milliseconds timeout,
-             std::function<void(const std::string&)> notice = nullptr,
-             const Clock& clock = Clock::steady(), proc::Reader& proc = proc::Reader::machine());
+             std::chrono::milliseconds timeout, std::function<void(const std::string&)> notice,
+             Os& os);
   ~StallWatch();
 
   // Worker `index` (its place in the agent's list) wrote a line.
@@ -96,6 +98,12 @@ class StallWatch {
     double open_s = 0;
   };
 
+  // report()'s parts: the workers' state, their and their descendants' stacks, the first line.
+  HangReport snapshot(const std::vector<size_t>& indices, Clock::time_point now, bool stalled);
+  void collect_report_stacks(HangReport& report, const std::vector<size_t>& indices,
+                             std::vector<StackTarget> targets);
+  std::string headed_by_overrun(const std::string& text);
+
   void poll_beats();
   // Progress and sections from the workers' files; true when a section passed its deadline.
   bool poll_files();
@@ -118,9 +126,9 @@ class StallWatch {
   // Node 0: the traces of every rank, its own as read here, the others' from the store.
   std::vector<RankTrace> gathered_traces(const std::vector<RankTrace>& local);
 
-  Clock::time_point clock_now() const { return clock_.now(); }
+  Clock::time_point clock_now() const { return os_.now(); }
 
-  const Clock& clock_;
+  Os& os_;
   proc::Reader& proc_;
   const LaunchPlan& plan_;
   Round round_;

@@ -1,11 +1,14 @@
 #pragma once
 
 // The launcher's process boundary, in one interface (leveldb's Env): starting a worker,
-// signalling its group, seeing and reaping exits, what /proc says about a process, the clock
-// (an Os is the launcher's rendezvous::Clock, so whatever the agent hands its Os as a clock reads
-// the agent's time), and the wait for the next event. RealOs (real_os.h) is the machine; tests
-// drive the agent over a scripted fake (tests/launcher/fake_os.h), so failures, restarts and
-// workers that will not die are tested without real processes or wall-clock windows.
+// signalling its group, seeing and reaping exits, what /proc says (proc::Reader), the programs
+// it runs beside the workers (debuggers, scontrol, itself), the clock (an Os is the launcher's
+// rendezvous::Clock, so whatever the agent hands its Os as a clock reads the agent's time), and
+// the wait for the next event. RealOs (real_os.h) is the machine; tests drive the agent, the
+// stall watch, the stack dumper and `acc-launch stacks` over a scripted fake
+// (tests/launcher/fake_os.h), so failures, restarts, workers that will not die and debuggers that
+// hang are tested without real processes or wall-clock windows. Nothing else in the launcher
+// kills, waits, spawns, sleeps, reads the clock or reads /proc (tests/structure/).
 //
 // Not thread-safe, the clock's methods included: one thread (the agent's) owns an Os.
 
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "acc/rendezvous/clock.h"
+#include "process/proc.h"
 #include "process/spawn.h"
 
 namespace acc::launcher {
@@ -43,7 +47,9 @@ class Os : public rendezvous::Clock {
 
   // Sends `sig` to every process of the group `process_group`; one already gone is no error.
   virtual void signal_group(pid_t process_group, int sig) = 0;
-  virtual void signal_process(pid_t pid, int sig) = 0;
+  // Sends `sig` (0: none, a check) to the process `pid`, any process, not only a worker. Returns
+  // whether it could: false when it is gone or not ours to signal.
+  virtual bool signal_process(pid_t pid, int sig) = 0;
 
   // A child that has exited and is not reaped yet, left unreaped (so its pid, and the id of
   // the group it led, cannot be reused while the caller clears the group); none: nullopt.
@@ -67,6 +73,30 @@ class Os : public rendezvous::Clock {
   };
   virtual ProcessState process_state(pid_t pid) = 0;
 
+  // What /proc says of the other processes, of this program and of this machine (proc.h).
+  virtual proc::Reader& proc() = 0;
+
+  // Programs beside the workers: the debuggers of the stack dump, scontrol, the launcher itself.
+  // The path of `program` as the shell would find it in the launcher's PATH; "" when not found.
+  virtual std::string find_program(const std::string& program) = 0;
+  // Starts `argv` (argv[0] a path) with no signal blocked, stdin from /dev/null, stdout into the
+  // file `stdout_path` (truncated) and stderr to /dev/null. Returns its pid, -1 when it could not
+  // start. Does not block: see exit_status().
+  virtual pid_t start_program(const std::vector<std::string>& argv,
+                              const std::string& stdout_path) = 0;
+  // Runs `argv` (argv[0] a path) with the launcher's stdin, stdout and stderr and waits for it.
+  // Returns its status as waitpid reports it. Throws LaunchError when it cannot start.
+  virtual int run_program(const std::vector<std::string>& argv) = 0;
+  // Runs `argv` (argv[0] a path) with stdin from /dev/null and stderr to /dev/null and returns
+  // what it wrote to stdout, once it has exited; nullopt when it could not start. Blocks.
+  virtual std::optional<std::string> program_output(const std::vector<std::string>& argv) = 0;
+  // The status of the child `pid` (from start_program) as waitpid reports it, reaped, once it has
+  // exited; nullopt while it runs. Never blocks.
+  virtual std::optional<int> exit_status(pid_t pid) = 0;
+  // Replaces the launcher with `argv` (argv[0] as named, `executable` a path). Returns only by
+  // throwing LaunchError, when it cannot.
+  virtual void replace_with(const std::string& executable,
+                            const std::vector<std::string>& argv) = 0;
   // Waits until one of `fds` is ready (their revents set), a taken signal arrives, or
   // `deadline` passes (none: no limit). Returns the signals that arrived, SIGCHLD among them
   // when a child exited. Throws SystemError.

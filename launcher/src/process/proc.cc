@@ -1,10 +1,13 @@
 #include "process/proc.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string_view>
@@ -63,14 +66,6 @@ Stat stat(int pid, int tid) {
   result.cpu_seconds =
       (std::strtod(f[11].c_str(), nullptr) + std::strtod(f[12].c_str(), nullptr)) / ticks;
   return result;
-}
-
-Reader& Reader::machine() {
-  struct Machine final : Reader {
-    Stat stat(int pid) override { return proc::stat(pid); }
-  };
-  static Machine* const kMachine = new Machine;
-  return *kMachine;
 }
 
 std::string name(int pid) {
@@ -143,6 +138,49 @@ bool has_open(int pid, const std::string& path) {
       return true;
   }
   return false;
+}
+
+std::vector<int> children(int pid) {
+  std::istringstream in(read(pid, "children", pid));
+  std::vector<int> found;
+  for (int child; in >> child;) found.push_back(child);
+  return found;
+}
+
+Reader& Reader::machine() {
+  struct Machine final : Reader {
+    Stat stat(int pid) override { return proc::stat(pid); }
+    Stat thread_stat(int pid, int tid) override { return proc::stat(pid, tid); }
+    std::string thread_file(int pid, int tid, const std::string& file) override {
+      return proc::read(pid, file, tid);
+    }
+    std::vector<int> threads(int pid) override { return proc::threads(pid); }
+    std::string name(int pid) override { return proc::name(pid); }
+    std::vector<std::string> command_line(int pid) override { return proc::command_line(pid); }
+    bool catches_signal(int pid, int signal) override { return proc::catches_signal(pid, signal); }
+    std::vector<int> processes() override { return proc::processes(); }
+    std::vector<std::pair<int, int>> descendants(int pid) override {
+      return proc::descendants(pid);
+    }
+    std::vector<int> children(int pid) override { return proc::children(pid); }
+    long owner(int pid) override {
+      struct stat st {};
+      return ::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0
+                 ? static_cast<long>(st.st_uid)
+                 : -1;
+    }
+    std::string executable() override {
+      std::error_code error;
+      return std::filesystem::read_symlink("/proc/self/exe", error).string();
+    }
+    long long nr_open() override {
+      long long most = 0;
+      std::ifstream("/proc/sys/fs/nr_open") >> most;
+      return std::max(most, 0LL);
+    }
+  };
+  static Machine* const kMachine = new Machine;
+  return *kMachine;
 }
 
 }  // namespace acc::launcher::proc

@@ -1,9 +1,9 @@
 #pragma once
 
 // What /proc says of a process, read in one place: its stat line (state, parent, CPU time), its
-// name, command line, environment, signal mask and descendants. Every reader of /proc in the
-// launcher (the agent's teardown through RealOs, the stall watch, the hang report, `acc-launch
-// stacks`) goes through these. Never throws: a process that is gone reads as empty.
+// name, command line, environment, signal mask, children and descendants, and what it says of this
+// program and this machine. Every reader of /proc in the launcher goes through these (the units
+// that are unit-tested through Reader below). Never throws: a process that is gone reads as empty.
 
 #include <string>
 #include <utility>
@@ -47,15 +47,36 @@ std::vector<std::pair<int, int>> descendants(int pid);
 // Whether PID has `path` open (one of /proc/PID/fd links to it); false when PID is gone.
 bool has_open(int pid, const std::string& path);
 
-// What the stall watch samples of its workers at each poll (state and CPU time, and the parents
-// of a process NVML finds busy), behind an interface so that its tests script a worker's CPU time
-// and state with a fake (FakeProc in tests/launcher/stall_watch_test.cc) instead of burning CPU
-// for a window.
+// The children of PID that the kernel lists in /proc/PID/task/PID/children (its main thread's:
+// every child of a single-threaded process, and of the launcher, which forks from that thread).
+std::vector<int> children(int pid);
+
+// Everything the launcher reads from /proc, behind one interface, so that the units which read it
+// (the stall watch, the stack dumper, the status sampler, `acc-launch stacks`, the agent's teardown
+// through RealOs) are tested over a scripted fake (tests/launcher/fake_proc.h) rather than over
+// real processes that burn CPU or sleep in the kernel. Each method is its free function above on
+// the machine; none throws: a process that is gone reads as empty.
 class Reader {
  public:
   virtual ~Reader() = default;
-  // As proc::stat(pid). Never throws.
   virtual Stat stat(int pid) = 0;
+  virtual Stat thread_stat(int pid, int tid) = 0;
+  // /proc/PID/task/TID/FILE whole, as read(pid, file, tid).
+  virtual std::string thread_file(int pid, int tid, const std::string& file) = 0;
+  virtual std::vector<int> threads(int pid) = 0;
+  virtual std::string name(int pid) = 0;
+  virtual std::vector<std::string> command_line(int pid) = 0;
+  virtual bool catches_signal(int pid, int signal) = 0;
+  virtual std::vector<int> processes() = 0;
+  virtual std::vector<std::pair<int, int>> descendants(int pid) = 0;
+  virtual std::vector<int> children(int pid) = 0;
+  // The user that owns PID (the owner of /proc/PID); -1 when it is gone.
+  virtual long owner(int pid) = 0;
+  // This program's file, its links resolved (/proc/self/exe); "" when it cannot be read.
+  virtual std::string executable() = 0;
+  // The most files a process may open (/proc/sys/fs/nr_open); 0 when it cannot be read.
+  virtual long long nr_open() = 0;
+
   // This machine's /proc; one object for the process, never destroyed. Thread-safe.
   static Reader& machine();
 };

@@ -9,13 +9,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "acc/common/error.h"
 #include "process/proc.h"
+#include "process/programs.h"
+#include "process/watchdog.h"
 
 namespace acc::launcher {
 
@@ -61,8 +65,8 @@ void RealOs::signal_group(pid_t process_group, int sig) {
   ::kill(-process_group, sig);
 }
 
-void RealOs::signal_process(pid_t pid, int sig) {
-  ::kill(pid, sig);
+bool RealOs::signal_process(pid_t pid, int sig) {
+  return ::kill(pid, sig) == 0;
 }
 
 std::optional<pid_t> RealOs::exited_child() {
@@ -89,9 +93,8 @@ int RealOs::reap(pid_t pid, long* peak_rss_kib) {
 }
 
 std::vector<pid_t> RealOs::orphans() {
-  std::ifstream file("/proc/self/task/" + std::to_string(::getpid()) + "/children");
   std::vector<pid_t> children;
-  for (pid_t pid; file >> pid;)
+  for (pid_t pid : proc::children(::getpid()))
     if (!watchdog_ || pid != watchdog_->pid()) children.push_back(pid);
   return children;
 }
@@ -104,6 +107,39 @@ Os::ProcessState RealOs::process_state(pid_t pid) {
   while (!result.wchan.empty() && result.wchan.back() == '\n') result.wchan.pop_back();
   if (result.wchan == "0") result.wchan.clear();
   return result;
+}
+
+proc::Reader& RealOs::proc() {
+  return proc::Reader::machine();
+}
+
+std::string RealOs::find_program(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  try {
+    return resolve_executable(program, path ? path : "/usr/bin:/bin");
+  } catch (const LaunchError&) {
+    return "";
+  }
+}
+
+pid_t RealOs::start_program(const std::vector<std::string>& argv, const std::string& stdout_path) {
+  return acc::launcher::start_program(argv, stdout_path);
+}
+
+int RealOs::run_program(const std::vector<std::string>& argv) {
+  return acc::launcher::run_program(argv);
+}
+
+std::optional<std::string> RealOs::program_output(const std::vector<std::string>& argv) {
+  return acc::launcher::program_output(argv);
+}
+
+std::optional<int> RealOs::exit_status(pid_t pid) {
+  return acc::launcher::exit_status(pid);
+}
+
+void RealOs::replace_with(const std::string& executable, const std::vector<std::string>& argv) {
+  acc::launcher::replace_with(executable, argv);
 }
 
 Os::time_point RealOs::now() const {

@@ -1,16 +1,17 @@
 #pragma once
 
-// The Os of the machine: vfork/exec (spawn.h), kill, waitid/waitpid, signalfd and poll, /proc,
-// the machine's clock, and the watchdog (watchdog.h) that kills the workers' groups should the
-// launcher itself be killed.
+// The Os of the machine: vfork/exec (spawn.h), posix_spawn and exec (programs.h), kill,
+// waitid/waitpid, signalfd and poll, /proc (proc.h), the machine's clock, and the watchdog
+// (watchdog.h) that kills the workers' groups should the launcher itself be killed.
 
 #include <memory>
 
 #include "acc/common/unique_fd.h"
 #include "process/os.h"
-#include "process/watchdog.h"
 
 namespace acc::launcher {
+
+class Watchdog;
 
 class RealOs : public Os {
  public:
@@ -23,11 +24,19 @@ class RealOs : public Os {
   void forget(pid_t process_group) override;
   void dismiss_watchdog() override;
   void signal_group(pid_t process_group, int sig) override;
-  void signal_process(pid_t pid, int sig) override;
+  bool signal_process(pid_t pid, int sig) override;
   std::optional<pid_t> exited_child() override;
   int reap(pid_t pid, long* peak_rss_kib = nullptr) override;
   std::vector<pid_t> orphans() override;
   ProcessState process_state(pid_t pid) override;
+  proc::Reader& proc() override;
+  std::string find_program(const std::string& program) override;
+  pid_t start_program(const std::vector<std::string>& argv,
+                      const std::string& stdout_path) override;
+  int run_program(const std::vector<std::string>& argv) override;
+  std::optional<std::string> program_output(const std::vector<std::string>& argv) override;
+  std::optional<int> exit_status(pid_t pid) override;
+  void replace_with(const std::string& executable, const std::vector<std::string>& argv) override;
   // The clock is the machine's one (rendezvous::Clock::steady()).
   time_point now() const override;
   wall_time_point wall_now() const override;

@@ -19,9 +19,11 @@ struct ParseResult {
 };
 
 // Parses the arguments after the program name (and after an optional "launch"). Reads the PET_*
-// mirrors, PYTHON_EXEC and ACC_PYTHON_HOOK from the process environment. Never throws for bad
-// input.
-ParseResult parse_launch_args(const std::vector<std::string>& args);
+// mirrors, PYTHON_EXEC and ACC_PYTHON_HOOK from the process environment. `launcher_binary` is the
+// running acc-launch's file (proc::Reader::executable), where a python beside it is the default
+// interpreter; "": none. Never throws for bad input.
+ParseResult parse_launch_args(const std::vector<std::string>& args,
+                              const std::string& launcher_binary = "");
 
 // One subcommand of acc-launch and its line in --help.
 struct SubcommandHelp {
