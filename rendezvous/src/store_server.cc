@@ -269,8 +269,9 @@ struct Shard : detail::ReplySink {
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         // Out of this table's descriptors: the next shard, with a table of its own, accepts
-        // from now on. (ENFILE is the whole system's limit: another table does not help.)
-        if (errno == EMFILE && start_next_shard()) {
+        // from now on. (ENFILE is the whole system's limit: another table does not help; where
+        // this thread could not have a table of its own, neither can the next.)
+        if (errno == EMFILE && private_table && start_next_shard()) {
           ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
           return;
         }
