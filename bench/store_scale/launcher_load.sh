@@ -4,15 +4,16 @@
 # store_scale's N ranks against node 0's store (--attach) while /metrics is scraped every 50 ms.
 # Prints the scrapes' latency idle and under the load, node 0's CPU during it, and whether both
 # launchers (and so their keep-alive through that store) are still up after it.
-# Usage: bench/store_scale/launcher_load.sh [BUILD_DIR] [RANKS, default 19000]
+# Usage: bench/store_scale/launcher_load.sh [BUILD_DIR] [RANKS, default 19000] [TIMEOUT_S, default 60]
 # In a network namespace of its own when it may (see run.sh); every wait bounded; both launchers
 # stopped at the end.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
 ranks=${2:-19000}
+timeout_s=${3:-60}
 if [ -z "${ACC_LOAD_IN_NETNS:-}" ] && unshare -n true 2>/dev/null; then
-  exec env ACC_LOAD_IN_NETNS=1 unshare -n sh -c 'ip link set lo up && exec "$@"' sh bash "$0" "$build" "$ranks"
+  exec env ACC_LOAD_IN_NETNS=1 unshare -n sh -c 'ip link set lo up && exec "$@"' sh bash "$0" "$build" "$ranks" "$timeout_s"
 fi
 ulimit -n "$(ulimit -Hn)"
 cmake --build "$build" --target store_scale acc-launch >/dev/null
@@ -48,7 +49,7 @@ echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores); $ranks
 echo "idle:        $("$python" bench/store_scale/scrape.py "${url}metrics" --count 40)"
 before=$(cpu "$node0")
 "$build/bench/store_scale/store_scale" --acc-launch "$build/launcher/acc-launch" \
-  --attach "$port:$node0" --ranks "$ranks" --timeout-s 60 >"$dir/load" 2>&1 &
+  --attach "$port:$node0" --ranks "$ranks" --timeout-s "$timeout_s" >"$dir/load" 2>&1 &
 load=$!
 pids+=($load)
 echo "under load:  $("$python" bench/store_scale/scrape.py "${url}metrics" --while-pid "$load")"

@@ -8,7 +8,8 @@
 #   BUILD_DIR (default build): where acc-launch and store_scale are built (made here if missing).
 #   ACC_TORCH2_PYTHON (default /opt/acc-launch/peers-venv/bin/python): a Python whose torch is
 #     2.x, for PyTorch's server; without one, PyTorch's column says "not run".
-# The open-file limit: each side holds one descriptor per rank, so the script raises the soft
+# The open-file limit: each side holds one descriptor per rank (per descriptor table: our server's
+# threads each have one of their own, PyTorch's has one), so the script raises the soft
 # limit to the hard one and, where the hard one is short and it may (root), the hard one to what
 # the count needs (within fs.nr_open; no sysctl is changed). The whole run is bounded by `timeout`.
 set -euo pipefail
@@ -50,9 +51,10 @@ if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$need" ]; then
   if [ "$need" -le "$nr_open" ] && ulimit -Hn "$need" 2>/dev/null; then
     say "raised the hard open-file limit to $need for this run (fs.nr_open is $nr_open)"
   else
-    say "a server needs $need open files for $largest ranks; the hard limit is $(ulimit -Hn)" \
-      "and cannot be raised here (it takes CAP_SYS_RESOURCE: root's ulimit -Hn, or" \
-      "LimitNOFILE= / limits.conf): the servers stop near $(ulimit -Hn) connections"
+    say "a server needs $need open files for $largest ranks in one descriptor table; the hard" \
+      "limit is $(ulimit -Hn) and cannot be raised here (it takes CAP_SYS_RESOURCE: root's" \
+      "ulimit -Hn, or LimitNOFILE= / limits.conf): PyTorch's server stops near $(ulimit -Hn)" \
+      "connections; ours serves from threads with descriptor tables of their own"
   fi
 fi
 ulimit -n "$(ulimit -Hn)"

@@ -711,10 +711,8 @@ std::string phrase(const Result& r, int ranks, int timeout_s) {
   return text;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options options;
+// Reads the flags into `options`; false (with a line on stderr) for an unknown one.
+bool parse_flags(int argc, char** argv, Options& options) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
@@ -741,36 +739,30 @@ int main(int argc, char** argv) {
       options.window = std::stoi(value);
     } else {
       std::fprintf(stderr, "store_scale: unknown flag %s\n", flag.c_str());
-      return 2;
+      return false;
     }
   }
-  if (options.acc_launch.empty() || options.counts.empty()) {
-    std::fprintf(stderr,
-                 "usage: store_scale --acc-launch PATH [--torch-python PY --torch-server "
-                 "SCRIPT] [--ranks 1000,10000,100000] [--timeout-s 60] [--torch-timeout-s 120] "
-                 "[--window 500]\n");
-    return 2;
+  return true;
+}
+
+// Each count against a server already running (--attach PORT:PID). 0 when all finished.
+int run_attached(const Options& options) {
+  bool ok = true;
+  int block = 1;  // each run its own source addresses: 127.<block>.0.x
+  for (int ranks : options.counts) {
+    const Result r = measure(options.attach, ranks, block++, options.window, options.timeout_s);
+    print_row("attached", ranks, r, options.timeout_s);
+    ok = ok && r.finished;
   }
-  acc::bench::raise_fd_limit();
-  ::signal(SIGPIPE, SIG_IGN);
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  std::printf(
-      "store_scale: init_process_group + store barrier per rank, one connection each; "
-      "RLIMIT_NOFILE %llu (hard %llu); client processes of up to %d ranks; handshake window %d\n",
-      static_cast<unsigned long long>(limit.rlim_cur),
-      static_cast<unsigned long long>(limit.rlim_max), ranks_per_client(), options.window);
+  return ok ? 0 : 1;
+}
+
+// Each count against our server, then PyTorch's, each a process of its own; the summary line
+// last. 0 when ours finished at every count.
+int run_servers(const Options& options) {
   bool ok = true;
   int block = 1;  // each run its own source addresses: 127.<block>.0.x
   std::string last_ours, last_theirs;
-  if (options.attach.port != 0) {
-    for (int ranks : options.counts) {
-      const Result r = measure(options.attach, ranks, block++, options.window, options.timeout_s);
-      print_row("attached", ranks, r, options.timeout_s);
-      ok = ok && r.finished;
-    }
-    return ok ? 0 : 1;
-  }
   for (int ranks : options.counts) {
     Result ours;
     {
@@ -801,4 +793,28 @@ int main(int argc, char** argv) {
   std::printf("store init, %d ranks: acc-launch %s, PyTorch 2.x %s\n", options.counts.back(),
               last_ours.c_str(), last_theirs.c_str());
   return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  if (!parse_flags(argc, argv, options)) return 2;
+  if (options.acc_launch.empty() || options.counts.empty()) {
+    std::fprintf(stderr,
+                 "usage: store_scale --acc-launch PATH [--torch-python PY --torch-server "
+                 "SCRIPT] [--ranks 1000,10000,100000] [--timeout-s 60] [--torch-timeout-s 120] "
+                 "[--window 500]\n");
+    return 2;
+  }
+  acc::bench::raise_fd_limit();
+  ::signal(SIGPIPE, SIG_IGN);
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  std::printf(
+      "store_scale: init_process_group + store barrier per rank, one connection each; "
+      "RLIMIT_NOFILE %llu (hard %llu); client processes of up to %d ranks; handshake window %d\n",
+      static_cast<unsigned long long>(limit.rlim_cur),
+      static_cast<unsigned long long>(limit.rlim_max), ranks_per_client(), options.window);
+  return options.attach.port != 0 ? run_attached(options) : run_servers(options);
 }

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <future>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -52,6 +53,10 @@ constexpr std::size_t kReadBufferBytes = 64 * 1024;
 constexpr int kReadsPerEvent = 4;
 // Accepts per readiness event, for the same fairness.
 constexpr int kAcceptsPerEvent = 256;
+// Descriptors a shard with a table of its own leaves free in it: it stops accepting (the next
+// shard takes over) when an accepted socket's number comes this close to the open-file limit, so
+// that what the thread opens later (its io_uring, a sanitizer's probe pipe) still fits.
+constexpr int kRoomDescriptors = 8;
 // Ready descriptors taken from the epoll set at once.
 constexpr int kEventsPerPoll = 256;
 // Tags of the loop's own descriptors in the epoll set; connection ids start above them.
@@ -144,11 +149,14 @@ struct Server;
 struct Shard : detail::ReplySink {
   Shard(Server& server, unsigned index);
 
-  // The shard's thread: its own descriptor table, its epoll set and timers, then the loop until
-  // stop(). `ready` gets an empty string once it serves, or what failed.
-  void serve(std::promise<std::string> ready);
-  // Everything but the loop's first round, in the shard's own thread and table.
-  std::string set_up();
+  // The shard's epoll set and timers, registered. Empty, or what failed. Shard 0's are made by
+  // the thread that starts the server, before its thread (so start() throws what fails, and
+  // returns without waiting for the thread); the next shards' by their own threads.
+  std::string make_descriptors();
+  // The shard's thread: its own descriptor table, then the loop until stop(). A next shard's
+  // makes its descriptors first and gives `ready` an empty string once it serves, or what failed.
+  void serve(std::promise<std::string>* ready);
+  void close_descriptors();
 
   // --- ReplySink: called by StoreState while it applies a request.
   std::string* buffer_for(ConnectionId id) override {
@@ -254,8 +262,13 @@ struct Shard : detail::ReplySink {
         if (::read(sweep_fd, &count, sizeof(count)) == sizeof(count)) sweep();
         break;
       case kAcceptRetryTag:
-        if (::read(accept_retry_fd, &count, sizeof(count)) == sizeof(count)) {
+        if (::read(accept_retry_fd, &count, sizeof(count)) != sizeof(count)) break;
+        if (has_room()) {
           watch(listen_fd, kListenerTag, EPOLLIN);
+        } else {
+          itimerspec once{};
+          once.it_value.tv_nsec = 100'000'000;
+          ::timerfd_settime(accept_retry_fd, 0, &once, nullptr);
         }
         break;
     }
@@ -268,9 +281,7 @@ struct Shard : detail::ReplySink {
       int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        // Out of this table's descriptors: the next shard, with a table of its own, accepts
-        // from now on. (ENFILE is the whole system's limit: another table does not help.)
-        if (errno == EMFILE && start_next_shard()) {
+        if (errno == EMFILE && private_table && start_next_shard()) {
           ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
           return;
         }
@@ -292,7 +303,39 @@ struct Shard : detail::ReplySink {
       }
       out_of_descriptors = false;
       add_connection(fd);
+      // The table is full but for its room (kRoomDescriptors): the next shard, with a table of
+      // its own, accepts from now on. Where this thread could not have a table of its own,
+      // neither can the next; it goes on to EMFILE. (ENFILE above is the whole system's limit:
+      // another table does not help.)
+      if (private_table && fd >= fd_limit - kRoomDescriptors) {
+        if (start_next_shard()) {
+          ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+          return;
+        }
+        return out_of_room();
+      }
     }
+  }
+
+  // The last shard's table is full but for its room: as EMFILE above, the listener leaves the set
+  // for 100 ms, and the line is said once.
+  void out_of_room() {
+    if (!out_of_descriptors) {
+      out_of_descriptors = true;
+      options.log(out_of_descriptors_message(EMFILE));
+    }
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+    itimerspec once{};
+    once.it_value.tv_nsec = 100'000'000;
+    ::timerfd_settime(accept_retry_fd, 0, &once, nullptr);
+  }
+
+  // Whether the table has a free descriptor below its room, for the retry after out_of_room.
+  bool has_room() const {
+    if (!private_table) return true;
+    const int probe = ::dup(wake_fd);
+    if (probe >= 0) ::close(probe);
+    return probe >= 0 && probe < fd_limit - kRoomDescriptors;
   }
 
   std::string out_of_descriptors_message(int error) const {
@@ -580,6 +623,7 @@ struct Shard : detail::ReplySink {
   int sweep_fd = -1;           // a periodic timerfd: the stall sweep
   int accept_retry_fd = -1;    // a one-shot timerfd: the listener back after running out of fds
   bool private_table = false;  // the thread has a descriptor table of its own
+  int fd_limit = 0;            // the soft RLIMIT_NOFILE when the thread started
   bool out_of_descriptors = false;  // accepts fail for want of descriptors; logged once
 
   // Holds Server::state_mutex: the state is this thread's to apply to, and the replies that other
@@ -700,31 +744,35 @@ struct Server {
     bound_address = format_endpoint(options.host.empty() ? "0.0.0.0" : options.host, bound_port);
   }
 
-  // Makes shard `index` and its thread, and waits until it serves. Under control_mutex. Returns
-  // an empty string, or what failed (its thread has ended then, or is ending: stop() joins it).
+  // Makes shard `index` (> 0) and its thread, and waits until it serves. Under control_mutex.
+  // Returns an empty string, or what failed (its thread has ended then, or is ending: stop()
+  // joins it).
   std::string start_shard(unsigned index) {
     shards[index] = std::make_unique<Shard>(*this, index);
     std::promise<std::string> ready;
     std::future<std::string> served = ready.get_future();
     ++running_shards;
     threads[index] = std::thread([shard = shards[index].get(), ready = std::move(ready)]() mutable {
-      shard->serve(std::move(ready));
+      shard->serve(&ready);
     });
     return served.get();
   }
 
-  // Starts shard 0 for start() and run(); throws what it failed with.
+  // Starts shard 0 for start() and run(): its descriptors here (throwing what fails), its loop on
+  // a thread of its own, without waiting for it.
   void start_first_shard() {
-    std::string error;
-    {
-      std::lock_guard lock(control_mutex);
-      ACC_ASSERT(!running && !stopped);
-      running = true;
-      error = start_shard(0);
+    std::lock_guard lock(control_mutex);
+    ACC_ASSERT(!running && !stopped);
+    auto first = std::make_unique<Shard>(*this, 0);
+    std::string error = first->make_descriptors();
+    if (!error.empty()) {
+      first->close_descriptors();
+      throw NetworkError(error);
     }
-    if (error.empty()) return;
-    stop();
-    throw NetworkError("cannot start the store server: " + error);
+    running = true;
+    shards[0] = std::move(first);
+    ++running_shards;
+    threads[0] = std::thread([shard = shards[0].get()] { shard->serve(nullptr); });
   }
 
   // From shard `index`'s thread, out of descriptors: starts the next shard. False if there is
@@ -770,11 +818,12 @@ struct Server {
       }
     }
     for (auto& thread : to_join) thread.join();
-    // The listener's last copy: the port is free once stop() returns.
-    if (all && listen_fd >= 0) {
-      ::close(listen_fd);
-      listen_fd = -1;
-    }
+    if (!all) return;
+    // Shard 0's descriptors and the listener, in this table (their last copies): the port is
+    // free once stop() returns.
+    if (shards[0]) shards[0]->close_descriptors();
+    if (listen_fd >= 0) ::close(listen_fd);
+    listen_fd = -1;
   }
 
   StoreServerOptions options;
@@ -810,18 +859,7 @@ Shard::Shard(Server& server, unsigned index)
       read_buffer(std::make_unique_for_overwrite<char[]>(kReadBufferBytes)),
       next_id(kFirstConnectionId + index) {}
 
-std::string Shard::set_up() {
-  // Keeps the server's listener and every shard's eventfd; the rest of the copied table (the
-  // launcher's descriptors, or the previous shard's connections) is closed in this one.
-  std::vector<int> keep(server.wake_fds.begin(), server.wake_fds.end());
-  keep.push_back(listen_fd);
-  // Where the kernel or a seccomp profile refuses unshare, shard 0 serves from the process's own
-  // table as before, and no further shard can have a table of its own.
-  private_table = detail::use_own_descriptor_table(keep).empty();
-  if (!private_table && index > 0) {
-    return "a thread cannot have a descriptor table of its own here (unshare(CLONE_FILES) is "
-           "refused)";
-  }
+std::string Shard::make_descriptors() {
   epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
   sweep_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
   accept_retry_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -837,21 +875,45 @@ std::string Shard::set_up() {
   return {};
 }
 
-void Shard::serve(std::promise<std::string> ready) {
+void Shard::close_descriptors() {
+  for (int* fd : {&epoll_fd, &sweep_fd, &accept_retry_fd}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+}
+
+void Shard::serve(std::promise<std::string>* ready) {
   // How ps and top name the thread: the first as before, the others numbered.
   const std::string name = index == 0 ? "acc-store" : "acc-store-" + std::to_string(index);
   ::pthread_setname_np(::pthread_self(), name.c_str());
-  std::string error = set_up();
-  const bool serving = error.empty();
-  ready.set_value(std::move(error));
-  if (serving) loop();
-  // Its descriptors, closed here while the table is still the thread's (the thread's exit would
-  // release a private table only after join() returns).
-  ring.reset();
-  for (int fd : {epoll_fd, sweep_fd, accept_retry_fd}) {
-    if (fd >= 0) ::close(fd);
+  // Keeps the server's listener, every shard's eventfd and (shard 0) its own descriptors; the
+  // rest of the copied table (the launcher's descriptors, or the previous shard's connections) is
+  // closed in this one. Where the kernel or a seccomp profile refuses unshare, shard 0 serves from
+  // the process's own table as before, and no further shard can have a table of its own.
+  std::vector<int> keep(server.wake_fds.begin(), server.wake_fds.end());
+  keep.insert(keep.end(), {listen_fd, epoll_fd, sweep_fd, accept_retry_fd});
+  private_table = detail::use_own_descriptor_table(keep).empty();
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  fd_limit = limit.rlim_cur >= static_cast<rlim_t>(std::numeric_limits<int>::max())
+                 ? std::numeric_limits<int>::max()
+                 : static_cast<int>(limit.rlim_cur);
+  std::string error;
+  if (ready != nullptr) {
+    error = private_table ? make_descriptors()
+                          : "a thread cannot have a descriptor table of its own here "
+                            "(unshare(CLONE_FILES) is refused)";
+    ready->set_value(error);
   }
-  if (private_table) ::close(listen_fd);
+  if (error.empty()) loop();
+  // Its descriptors, closed here while the table is still the thread's (the thread's exit would
+  // release a private table only after join() returns). Shard 0's, in a table shared with the
+  // thread that made them, are closed by that one (Server::stop).
+  ring.reset();
+  if (private_table) {
+    close_descriptors();
+    ::close(listen_fd);
+  }
   server.shard_ended();
 }
 

@@ -49,24 +49,9 @@ bool StoreState::apply(ConnectionId connection, Dialect dialect, const Request& 
       append_u32(out, static_cast<std::uint32_t>(request.number));
       break;
     case Op::kSet:
-    case Op::kAppend: {
-      const std::string& key = request.keys[0];
-      auto it = values_.find(key);
-      bool existed = it != values_.end();
-      std::string old_value = existed ? it->second : std::string();
-      std::string value =
-          request.op == Op::kAppend ? old_value + request.values[0] : request.values[0];
-      if (!store(key, value, error)) return false;
-      wake_waiters(key, sink);
-      notify_watchers(key, existed ? kWatchKeyUpdated : kWatchKeyCreated, old_value, value, sink);
-      return true;
-    }
+    case Op::kAppend:
     case Op::kMultiSet:
-      for (std::size_t i = 0; i < request.keys.size(); ++i) {
-        if (!store(request.keys[i], request.values[i], error)) return false;
-        wake_waiters(request.keys[i], sink);
-      }
-      return true;
+      return set(request, sink, error);
     case Op::kCompareSet:
       compare_set(connection, request, sink);
       return true;
@@ -103,17 +88,8 @@ bool StoreState::apply(ConnectionId connection, Dialect dialect, const Request& 
       watchers_[request.keys[0]].push_back(connection);
       append_u8(out, kWatchCallbackRegistered);
       break;
-    case Op::kQueuePush: {
-      const std::string& key = request.keys[0];
-      auto& queue = queues_[key];
-      if (queue.size() + values_.size() + queues_.size() > max_keys_) {
-        error = "queue '" + key + "' is full (limit " + std::to_string(max_keys_) + ")";
-        return false;
-      }
-      queue.push_back(request.values[0]);
-      wake_waiters(key, sink, /*only_one=*/true);
-      return true;
-    }
+    case Op::kQueuePush:
+      return queue_push(request, sink, error);
     case Op::kQueuePop:
       queue_pop(connection, request.keys[0], sink);
       return true;
@@ -124,31 +100,66 @@ bool StoreState::apply(ConnectionId connection, Dialect dialect, const Request& 
     }
     case Op::kGet:
     case Op::kMultiGet:
-    case Op::kList: {
-      // Sized before a byte is built: a MULTI_GET naming the key of an 8 MiB value a thousand
-      // times costs its client a few KiB to send and would cost us 8 GiB to answer.
-      const std::size_t size = reply_size(request);
-      if (size > max_reply_bytes_) {
-        error = std::string(op_name(request.op)) + " reply of " + std::to_string(size) +
-                " bytes is over the limit of " + std::to_string(max_reply_bytes_);
-        return false;
-      }
-      out.reserve(size);
-      if (request.op == Op::kList) {
-        append_i64(out, static_cast<std::int64_t>(values_.size()));
-        for (const auto& [key, value] : values_) append_bytes(out, key);
-        break;
-      }
-      for (const auto& key : request.keys) {
-        // A missing key reads as empty, as in PyTorch's libuv server (the 1.13 server dropped
-        // the connection instead; its clients always WAIT first, so they never see a difference).
-        auto it = values_.find(key);
-        append_bytes(out, it == values_.end() ? std::string_view() : it->second);
-      }
+    case Op::kList:
+      if (!read(request, out, error)) return false;
       break;
-    }
   }
   reply(sink, connection, out);
+  return true;
+}
+
+bool StoreState::set(const Request& request, ReplySink& sink, std::string& error) {
+  if (request.op == Op::kMultiSet) {
+    for (std::size_t i = 0; i < request.keys.size(); ++i) {
+      if (!store(request.keys[i], request.values[i], error)) return false;
+      wake_waiters(request.keys[i], sink);
+    }
+    return true;
+  }
+  const std::string& key = request.keys[0];
+  auto it = values_.find(key);
+  bool existed = it != values_.end();
+  std::string old_value = existed ? it->second : std::string();
+  std::string value = request.op == Op::kAppend ? old_value + request.values[0] : request.values[0];
+  if (!store(key, value, error)) return false;
+  wake_waiters(key, sink);
+  notify_watchers(key, existed ? kWatchKeyUpdated : kWatchKeyCreated, old_value, value, sink);
+  return true;
+}
+
+bool StoreState::queue_push(const Request& request, ReplySink& sink, std::string& error) {
+  const std::string& key = request.keys[0];
+  auto& queue = queues_[key];
+  if (queue.size() + values_.size() + queues_.size() > max_keys_) {
+    error = "queue '" + key + "' is full (limit " + std::to_string(max_keys_) + ")";
+    return false;
+  }
+  queue.push_back(request.values[0]);
+  wake_waiters(key, sink, /*only_one=*/true);
+  return true;
+}
+
+bool StoreState::read(const Request& request, std::string& out, std::string& error) const {
+  // Sized before a byte is built: a MULTI_GET naming the key of an 8 MiB value a thousand
+  // times costs its client a few KiB to send and would cost us 8 GiB to answer.
+  const std::size_t size = reply_size(request);
+  if (size > max_reply_bytes_) {
+    error = std::string(op_name(request.op)) + " reply of " + std::to_string(size) +
+            " bytes is over the limit of " + std::to_string(max_reply_bytes_);
+    return false;
+  }
+  out.reserve(size);
+  if (request.op == Op::kList) {
+    append_i64(out, static_cast<std::int64_t>(values_.size()));
+    for (const auto& [key, value] : values_) append_bytes(out, key);
+    return true;
+  }
+  for (const auto& key : request.keys) {
+    // A missing key reads as empty, as in PyTorch's libuv server (the 1.13 server dropped
+    // the connection instead; its clients always WAIT first, so they never see a difference).
+    auto it = values_.find(key);
+    append_bytes(out, it == values_.end() ? std::string_view() : it->second);
+  }
   return true;
 }
 

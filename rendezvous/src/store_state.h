@@ -1,8 +1,8 @@
 #pragma once
 
 // The store's data and its waiters, as pure logic: a decoded request goes in, reply bytes come out
-// through a ReplySink. The Asio server (store_server.cc) and the unit tests both drive it; neither
-// needs the other. Not thread-safe: the server calls it from its one event-loop thread.
+// through a ReplySink. The server (store_server.cc) and the unit tests both drive it; neither
+// needs the other. Not thread-safe: the server's shards call it under one mutex.
 
 #include <cstdint>
 #include <deque>
@@ -65,6 +65,10 @@ class StoreState {
   void register_wait(ConnectionId connection, const std::vector<std::string>& keys,
                      ReplySink& sink);
   void cancel_waits(ConnectionId connection);
+  // The parts of apply: SET, APPEND and MULTI_SET; QUEUE_PUSH; GET, MULTI_GET and LIST's reply.
+  bool set(const Request& request, ReplySink& sink, std::string& error);
+  bool queue_push(const Request& request, ReplySink& sink, std::string& error);
+  bool read(const Request& request, std::string& out, std::string& error) const;
   bool add(ConnectionId connection, const Request& request, ReplySink& sink, std::string& error);
   void compare_set(ConnectionId connection, const Request& request, ReplySink& sink);
   void queue_pop(ConnectionId connection, const std::string& key, ReplySink& sink);

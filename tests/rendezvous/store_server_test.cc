@@ -598,8 +598,6 @@ TEST(StoreServerTest, WatchersClosedTogetherForTheSameCauseAreOneLine) {
   EXPECT_NE(lines[0].find("its replies are not being read"), std::string::npos) << lines[0];
 }
 
-// Descriptors held until destroyed: every free number under the soft RLIMIT_NOFILE, lowered to
-// just above the highest one open, so that the next accept fails with EMFILE.
 // A StoreServer in a child process whose open-file limit, soft and hard, is `limit`: one that no
 // process can raise, as on a machine whose root lacks CAP_SYS_RESOURCE. The child holds only its
 // standard streams: stdin is the control pipe (the server stops when it closes), stdout gives the
@@ -713,6 +711,9 @@ TEST(StoreServerTest, AtAnOpenFileLimitOf64AServerHolds300ConnectionsInThreadsOf
   raise_own_fd_limit();
   LimitedServer server(64);
   ASSERT_GT(server.port(), 0) << server.log({}, 1s);
+  RawSocket watcher(server.port());  // the first thread's
+  ASSERT_TRUE(watcher.send(legacy({Op::kWatchKey, {"/w"}, {}, 0})));
+  ASSERT_EQ(watcher.receive(1, 5s), std::string(1, static_cast<char>(kWatchCallbackRegistered)));
   std::vector<std::unique_ptr<StoreClient>> clients;
   for (int i = 0; i < 300; ++i) {
     clients.push_back(connect_to(server.port()));
@@ -735,6 +736,14 @@ TEST(StoreServerTest, AtAnOpenFileLimitOf64AServerHolds300ConnectionsInThreadsOf
     ASSERT_EQ(::poll(&p, 1, 10'000), 1);
     EXPECT_TRUE(client->wait_ended());
   }
+  // A watched key set by the last thread's client reaches the first thread's watcher.
+  last.set("w", "v");
+  std::string pushed;
+  append_u8(pushed, kWatchKeyCreated);
+  append_bytes(pushed, "/w");
+  append_bytes(pushed, "");
+  append_bytes(pushed, "v");
+  EXPECT_EQ(watcher.receive(pushed.size(), 10s), pushed);
   EXPECT_EQ(clients[150]->get("joined"), "300");
   EXPECT_EQ(server.log({}, 0ms), "") << "no descriptor ran out";
 }
