@@ -19,6 +19,7 @@
 #include "acc/launcher/nodes/fanout.h"
 #include "acc/launcher/plan/option_sources.h"
 #include "acc/launcher/plan/plan.h"
+#include "acc/rendezvous/store_server.h"
 #include "commands/commands.h"
 #include "commands/rendezvous_command.h"
 #include "nodes/preflight.h"
@@ -77,37 +78,57 @@ void check_script(const LaunchPlan& plan) {
 // warning with the fix: connections past the limit wait in the listener's queue, and the
 // workers would time out with no word from the store.
 void raise_open_file_limit(const LaunchPlan& plan) {
+  // The launcher's own table holds its workers' output pipes (two each) and its own few; the
+  // workers' store, where this node serves it, holds its connections in tables of its threads'
+  // own (StoreServer::connection_capacity).
   const bool is_static = plan.rdzv_backend == "static";
-  // Elastic: whichever node the round ranks 0 serves the workers' store.
-  if (is_static && plan.node_rank != 0) return;
+  const bool serves_store = !is_static || plan.node_rank == 0;  // elastic: whichever is ranked 0
   const long long nodes = is_static ? plan.nnodes : std::max(plan.max_nodes, plan.nnodes);
-  const long long need = nodes * plan.nproc_per_node + nodes + 64;
+  const long long own_need = 2LL * plan.nproc_per_node + 64;
+  const long long store_need = serves_store ? nodes * plan.nproc_per_node + nodes + 64 : 0;
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  const rlim_t soft = limit.rlim_cur, hard = limit.rlim_max;
-  if (hard != RLIM_INFINITY && hard < static_cast<rlim_t>(need)) {
+  const rlim_t soft = limit.rlim_cur;
+  auto fits = [&](rlim_t hard) {
+    return hard == RLIM_INFINITY || (hard >= static_cast<rlim_t>(own_need) &&
+                                     acc::rendezvous::StoreServer::connection_capacity(hard) >=
+                                         static_cast<rlim_t>(store_need));
+  };
+  if (!fits(limit.rlim_max)) {
     const long long nr_open = proc::Reader::machine().nr_open();
-    const auto most = static_cast<rlim_t>(std::min(need, nr_open));
+    const auto most = static_cast<rlim_t>(std::min(std::max(own_need, store_need), nr_open));
     rlimit raised{most, most};
-    if (raised.rlim_max > hard && ::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
-      log::info("open files: raised the hard limit from {} to {} for the store's {} workers", hard,
-                raised.rlim_max, nodes * plan.nproc_per_node);
+    if (raised.rlim_max > limit.rlim_max && ::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      log::info("open files: raised the hard limit from {} to {} for this node's {} workers{}",
+                limit.rlim_max, raised.rlim_max, plan.nproc_per_node,
+                serves_store ? " and the store's connections" : "");
       return;
     }
   }
+  const rlim_t hard = limit.rlim_max;
   if (soft < hard) {
     limit.rlim_cur = hard;
     if (::setrlimit(RLIMIT_NOFILE, &limit) == 0)
       log::debug("open files: raised the soft limit from {} to the hard limit, {}", soft, hard);
   }
-  if (hard != RLIM_INFINITY && hard < static_cast<rlim_t>(need)) {
-    log::warn(fmt::format(
-        "open files: the store on this node may hold {} worker connections, but the open-file "
-        "limit is {} and cannot be raised by this process; workers past it wait and time out. "
-        "Raise it to {} or more: `ulimit -Hn {}` as root before the launch, LimitNOFILE= in a "
-        "systemd unit, or nofile in /etc/security/limits.conf",
-        nodes * plan.nproc_per_node, hard, need, need));
-  }
+  if (fits(hard)) return;
+  const long long want = hard < static_cast<rlim_t>(own_need) ? own_need : store_need;
+  const std::string fix = fmt::format(
+      ". This process cannot raise it: raise it to {0} or more with `ulimit -Hn {0}` as root "
+      "before the launch, LimitNOFILE= in a systemd unit, or nofile in /etc/security/limits.conf",
+      want);
+  if (hard < static_cast<rlim_t>(own_need))
+    log::warn(fmt::format("open files: this node's {} workers need about {} open files in the "
+                          "launcher (their output pipes), but the open-file limit is {}",
+                          plan.nproc_per_node, own_need, hard) +
+              fix);
+  else
+    log::warn(fmt::format("open files: the store on this node may hold {} worker connections, but "
+                          "at the open-file limit of {} its threads hold about {}; workers past it "
+                          "wait and time out",
+                          store_need - nodes - 64, hard,
+                          acc::rendezvous::StoreServer::connection_capacity(hard)) +
+              fix);
 }
 
 int launch(const std::vector<std::string>& args) {

@@ -972,6 +972,13 @@ std::string StoreServer::address() const {
   return impl_->bound_address;
 }
 
+std::uint64_t StoreServer::connection_capacity(std::uint64_t open_file_limit) {
+  // Each table keeps stdin/out/err, the listener, the shards' eventfds, its epoll set, timers and
+  // io_uring ring, and hands over to the next shard a few descriptors short of the limit.
+  constexpr std::uint64_t kHeldBesides = 3 + 1 + detail::kMaxShards + 8 + 8;
+  return open_file_limit > kHeldBesides ? (open_file_limit - kHeldBesides) * detail::kMaxShards : 0;
+}
+
 std::size_t StoreServer::num_connections() const {
   return impl_->num_connections.load(std::memory_order_relaxed);
 }

@@ -354,16 +354,34 @@ std::string dry_run_under_256_open_files(const std::vector<std::string>& args) {
 
 TEST(OpenFileLimitTest, AJobWithMoreWorkersThanTheHardLimitAllowsIsWarnedWithTheFix) {
   const std::string err = dry_run_under_256_open_files({"--nproc_per_node", "300"});
-  EXPECT_NE(err.find("open files: the store on this node may hold 300 worker connections, but the "
-                     "open-file limit is 256"),
+  EXPECT_NE(err.find("open files: this node's 300 workers need about 664 open files in the "
+                     "launcher (their output pipes), but the open-file limit is 256"),
             std::string::npos)
       << err;
-  EXPECT_NE(err.find("ulimit -Hn 365"), std::string::npos) << err;
+  EXPECT_NE(err.find("ulimit -Hn 664"), std::string::npos) << err;
+}
+
+// The store's connections live in its threads' own descriptor tables, 16 of them at most: at a
+// limit of 256 it holds about 3,520, so 45 nodes of 90 workers (4,050) are past it.
+TEST(OpenFileLimitTest, AStoreWithMoreConnectionsThanItsThreadsHoldIsWarnedWithTheFix) {
+  const std::string err = dry_run_under_256_open_files(
+      {"--nnodes", "45", "--node_rank", "0", "--master_addr", "127.0.0.1", "--master_port", "1",
+       "--preflight_timeout", "0", "--nproc_per_node", "90"});
+  EXPECT_NE(err.find("open files: the store on this node may hold 4050 worker connections, but at "
+                     "the open-file limit of 256 its threads hold about 3520"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("ulimit -Hn 4159"), std::string::npos) << err;
 }
 
 TEST(OpenFileLimitTest, NoWarningWhereTheLimitFitsOrTheNodeServesNoStore) {
   EXPECT_EQ(dry_run_under_256_open_files({"--nproc_per_node", "8"}).find("open files"),
             std::string::npos);
+  // 2,000 connections: past one table of 256, within the store's threads' tables.
+  const std::string store = dry_run_under_256_open_files(
+      {"--nnodes", "20", "--node_rank", "0", "--master_addr", "127.0.0.1", "--master_port", "1",
+       "--preflight_timeout", "0", "--nproc_per_node", "100"});
+  EXPECT_EQ(store.find("open files"), std::string::npos) << store;
   const std::string node_one = dry_run_under_256_open_files(
       {"--nnodes", "2", "--node_rank", "1", "--master_addr", "127.0.0.1", "--master_port", "1",
        "--preflight_timeout", "0", "--nproc_per_node", "300"});

@@ -101,8 +101,7 @@ void publish_on_demand_report(const std::string& report) {
 }
 
 StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
-                       milliseconds timeout, std::function<void(const std::string&)> notice,
-                       Os& os)
+                       milliseconds timeout, std::function<void(const std::string&)> notice, Os& os)
     : os_(os),
       proc_(os.proc()),
       plan_(plan),

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -96,6 +97,10 @@ class StoreServer {
 
   // Connections open right now. Thread-safe (reads a counter the loop updates).
   std::size_t num_connections() const;
+
+  // About how many connections one server holds at an open-file limit of `open_file_limit`: its
+  // threads' descriptor tables together, less what each holds besides its connections.
+  static std::uint64_t connection_capacity(std::uint64_t open_file_limit);
 
  private:
   struct Impl;
