@@ -18,6 +18,7 @@
 #include "agent/recoveries.h"
 #include "agent/run_dir.h"
 #include "agent/status_servers.h"
+#include "agent/timer_requests.h"
 #include "agent/worker_group.h"
 #include "nodes/job_link.h"
 #include "nodes/preflight.h"
@@ -55,7 +56,7 @@ double wall_seconds() {
 // decides what comes next (the end, a restart, meeting again); forwards signals and watches for
 // hangs. Its parts: the run directory (run_dir.h), the GPU checks (gpu_checks.h), the
 // recoveries and goodput (recoveries.h), the failed workers' descriptions (attempt_failures.h),
-// the health check and status servers (status_servers.h).
+// the health check and status servers (status_servers.h), torchelastic's timer (timer_requests.h).
 class Agent::Impl : public WorkerGroup::Listener {
  public:
   Impl(LaunchPlan plan, std::map<std::string, std::string> environment, const std::string& hostname,
@@ -125,7 +126,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     run_dir_.emplace(plan_);
     if (!plan_.no_python_hook) python_hook_dir_ = install_python_stack_hook(run_dir_->path());
     timeline::mark("run dir");
-    start_file_timer();
+    file_timer_ = start_file_timer(plan_, environment_, run_dir_->path());
   }
 
   // One attempt and what follows it: the status to exit with, or none for another attempt.
@@ -326,11 +327,8 @@ class Agent::Impl : public WorkerGroup::Listener {
       wake = std::min(wake.value_or(Clock::time_point::max()), stall_watch_->next_wake());
     if (stop_stalled_at_)
       wake = std::min(wake.value_or(Clock::time_point::max()), *stop_stalled_at_);
-    if (auto expiry = file_timer_ ? file_timer_->regions().next_expiry() : std::nullopt) {
-      const auto left = std::chrono::duration<double>(std::max(0.0, *expiry - wall_seconds()));
-      const auto at = os_.now() + std::chrono::ceil<std::chrono::milliseconds>(left);
-      wake = std::min(wake.value_or(Clock::time_point::max()), at);
-    }
+    if (auto at = file_timer_ ? next_timer_expiry(*file_timer_, os_, wall_seconds()) : std::nullopt)
+      wake = std::min(wake.value_or(Clock::time_point::max()), *at);
     return wake;
   }
 
@@ -338,7 +336,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   // stop: only keeping this node alive in the job's eyes.
   void look_around() {
     if (status_.board()) status_.board()->workers_running(group_->running_workers());
-    check_file_timer();
+    if (file_timer_) signal_expired_regions(*file_timer_, *group_, os_, wall_seconds());
     if (stop_stalled_at_ && os_.now() >= *stop_stalled_at_ && !group_->stopping()) stop_stalled();
     if (!group_->stopping() && !stop_stalled_at_ && stall_watch_ && stall_watch_->tick())
       on_stall();
@@ -408,42 +406,6 @@ class Agent::Impl : public WorkerGroup::Listener {
   }
 
   bool attempt_made_progress() const { return group_ && made_progress(*group_); }
-
-  // --- torchelastic's file timer (file_timer.h) ---------------------------------------------
-
-  // The pipe in the run directory unless the user named one, in every worker's
-  // TORCHELASTIC_TIMER_FILE. Not for Accelerate's simple launcher, which gives no torchrun
-  // contract.
-  void start_file_timer() {
-    if (plan_.single_process) return;
-    auto given = environment_.find("TORCHELASTIC_TIMER_FILE");
-    const std::string path = given != environment_.end() && !given->second.empty()
-                                 ? given->second
-                                 : run_dir_->path() + "/timer_fifo";
-    file_timer_ = std::make_unique<FileTimer>(path);
-    environment_["TORCHELASTIC_TIMER_FILE"] = path;
-  }
-
-  // An expired region: its signal to its pid (torchrun's agent does the same), one line naming
-  // the region, the rank and the pid.
-  void check_file_timer() {
-    if (!file_timer_) return;
-    for (const FileTimerRegions::Expiry& expiry :
-         file_timer_->regions().take_expired(wall_seconds())) {
-      std::string who = "pid " + std::to_string(expiry.pid) + " (not a worker of this node)";
-      for (const auto& w : group_->workers())
-        if (w->pid == expiry.pid)
-          who = "rank " + std::to_string(w->rank) + " (pid " + std::to_string(w->pid) + ")";
-      std::string line = "timer region '" + expiry.scope_id + "' of " + who +
-                         " expired (torch.distributed.elastic.timer)";
-      if (expiry.signal <= 0) {
-        log::warn(line + "; its client asked for no signal");
-        continue;
-      }
-      log::warn(line + "; sending it SIG" + sigabbrev_np(expiry.signal));
-      os_.signal_process(expiry.pid, expiry.signal);
-    }
-  }
 
   // --- the job's end -------------------------------------------------------------------------
 
