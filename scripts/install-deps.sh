@@ -4,7 +4,8 @@
 #
 #   scripts/install-deps.sh          what building and `make demo` need
 #   scripts/install-deps.sh --test   that, plus what only the tests use: schedulers, daemons and
-#                                    debuggers (SLURM, Open MPI, sshd, etcd, eu-stack, gdb), a
+#                                    debuggers (SLURM, Open MPI, sshd, etcd, eu-stack, gdb),
+#                                    universal-ctags (the function-length check), a
 #                                    Prometheus, a headless Chromium, tmux and curl,
 #                                    debootstrap (the wheel's Debian 12 root: tests/wheel/), and
 #                                    PyTorch's Python peer. `make test` asks for these; `make`,
@@ -26,6 +27,7 @@ test_packages=(
   slurm-wlm munge openmpi-bin
   openssh-server openssh-client etcd-server etcd-client
   elfutils gdb
+  universal-ctags
   prometheus chromium tmux curl
   debootstrap
 )

@@ -32,6 +32,35 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// Each parameter's gradient hook keeps in `last_grad_ns` the latest moment one was computed.
+void record_last_gradient(BasicNet& model, std::atomic<int64_t>& last_grad_ns) {
+  for (auto& p : model->parameters()) {
+    p.register_hook([&last_grad_ns](torch::Tensor grad) {
+      const int64_t now = Clock::now().time_since_epoch().count();
+      int64_t seen = last_grad_ns.load();
+      while (now > seen && !last_grad_ns.compare_exchange_weak(seen, now)) {
+      }
+      return grad;
+    });
+  }
+}
+
+// On rank 0, the line of the rank whose median step is the slowest: the medians of each phase.
+void print_slowest_rank(acc::Accelerator& acc, const std::vector<std::vector<double>>& phase_ms,
+                        const char* impl, int steps) {
+  std::vector<double> medians;
+  for (const auto& samples : phase_ms) medians.push_back(median(samples));
+  auto all = acc.gather(torch::tensor(medians, torch::kDouble).to(acc.device()));
+  if (!acc.is_main_process()) return;
+  auto per_rank = all.cpu().reshape({-1, static_cast<int64_t>(medians.size())});
+  auto slowest = per_rank[per_rank.select(1, 0).argmax().item<int64_t>()];
+  auto at = [&](int64_t p) { return slowest[p].item<double>(); };
+  std::printf(
+      "ddp_step impl=%s steps=%d median_ms=%.2f forward_ms=%.2f backward_ms=%.2f wait_ms=%.2f "
+      "optimizer_ms=%.2f\n",
+      impl, steps, at(0), at(1), at(2), at(3), at(4));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,15 +92,7 @@ int main(int argc, char** argv) {
 
   // The moment the last parameter gradient of this backward was computed.
   std::atomic<int64_t> last_grad_ns{0};
-  for (auto& p : model->parameters()) {
-    p.register_hook([&last_grad_ns](torch::Tensor grad) {
-      const int64_t now = Clock::now().time_since_epoch().count();
-      int64_t seen = last_grad_ns.load();
-      while (now > seen && !last_grad_ns.compare_exchange_weak(seen, now)) {
-      }
-      return grad;
-    });
-  }
+  record_last_gradient(model, last_grad_ns);
 
   auto ms = [](Clock::time_point from, Clock::time_point to) {
     return std::chrono::duration<double, std::milli>(to - from).count();
@@ -105,17 +126,6 @@ int main(int argc, char** argv) {
                              ms(last, backward_end), ms(backward_end, end)};
     for (size_t p = 0; p < phase_ms.size(); ++p) phase_ms[p].push_back(phases[p]);
   }
-  std::vector<double> medians;
-  for (const auto& samples : phase_ms) medians.push_back(median(samples));
-  auto all = acc.gather(torch::tensor(medians, torch::kDouble).to(acc.device()));
-  if (acc.is_main_process()) {
-    auto per_rank = all.cpu().reshape({-1, static_cast<int64_t>(medians.size())});
-    auto slowest = per_rank[per_rank.select(1, 0).argmax().item<int64_t>()];
-    auto at = [&](int64_t p) { return slowest[p].item<double>(); };
-    std::printf(
-        "ddp_step impl=%s steps=%d median_ms=%.2f forward_ms=%.2f backward_ms=%.2f wait_ms=%.2f "
-        "optimizer_ms=%.2f\n",
-        floor ? "floor" : "cpp", steps, at(0), at(1), at(2), at(3), at(4));
-  }
+  print_slowest_rank(acc, phase_ms, floor ? "floor" : "cpp", steps);
   return 0;
 }

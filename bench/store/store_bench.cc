@@ -34,6 +34,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -292,9 +293,7 @@ void print_ratio(int clients, const std::string& name, const Result& a, const Re
               a.server_cpu_us_per_op / b.server_cpu_us_per_op);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   double seconds = 3.0;
   int rounds = 2;
   std::vector<int> client_counts = {8, 32};
@@ -303,50 +302,59 @@ int main(int argc, char** argv) {
   bool silent = false;
   double timeout = 60;
   double start_after = 0;
+};
+
+// The flags, each with its value; nothing (after one line on stderr) for a bad one.
+std::optional<Options> parse_options(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; i += 2) {
     const char* flag = argv[i];
     if (i + 1 >= argc) {
       std::fprintf(stderr, "store_bench: %s needs a value\n", flag);
-      return 2;
+      return std::nullopt;
     }
     const char* value = argv[i + 1];
     if (std::strcmp(flag, "--seconds") == 0)
-      seconds = std::atof(value);
+      o.seconds = std::atof(value);
     else if (std::strcmp(flag, "--clients") == 0)
-      client_counts = parse_list(value);
+      o.client_counts = parse_list(value);
     else if (std::strcmp(flag, "--rounds") == 0)
-      rounds = std::atoi(value);
+      o.rounds = std::atoi(value);
     else if (std::strcmp(flag, "--start_after") == 0)
-      start_after = std::atof(value);
+      o.start_after = std::atof(value);
     else if (std::strcmp(flag, "--timeout") == 0)
-      timeout = std::atof(value);
+      o.timeout = std::atof(value);
     else if (std::strcmp(flag, "--yardsticks") == 0 || std::strcmp(flag, "--minimal") == 0)
-      yardsticks = std::strcmp(value, "0") != 0;
+      o.yardsticks = std::strcmp(value, "0") != 0;
     else if (std::strcmp(flag, "--classic") == 0)
-      classic = std::strcmp(value, "0") != 0;
+      o.classic = std::strcmp(value, "0") != 0;
     else if (std::strcmp(flag, "--silent_server") == 0)
-      silent = std::strcmp(value, "0") != 0;
+      o.silent = std::strcmp(value, "0") != 0;
     else {
       std::fprintf(stderr, "store_bench: unknown flag %s (see the usage at the top of %s)\n", flag,
                    __FILE__);
-      return 2;
+      return std::nullopt;
     }
   }
+  return o;
+}
 
-  // Forked before this process starts any thread; each child keeps its server until the end.
-  const std::string ours_name = "acc";
+// Ours first, torch's second (the ratios' rows), then those the options ask for. Forked before
+// this process starts any thread; each child keeps its server until the end. A server that could
+// not start on this kernel (port 0) is left out, with a line that says so.
+std::vector<std::unique_ptr<ServerProcess>> start_servers(const Options& o) {
   const std::string torch_name =
       "torch " + kTorchVersion + (TORCH_VERSION_MAJOR >= 2 ? " libuv" : "");
   std::vector<std::unique_ptr<ServerProcess>> servers;
   servers.push_back(
-      std::make_unique<ServerProcess>(ours_name, [] { return serve_ours(Sends::kAdaptive); }));
+      std::make_unique<ServerProcess>("acc", [] { return serve_ours(Sends::kAdaptive); }));
   servers.push_back(
       std::make_unique<ServerProcess>(torch_name, [] { return serve_torch(/*libuv=*/true); }));
-  if (classic && TORCH_VERSION_MAJOR >= 2) {
+  if (o.classic && TORCH_VERSION_MAJOR >= 2) {
     servers.push_back(std::make_unique<ServerProcess>("torch " + kTorchVersion + " classic",
                                                       [] { return serve_torch(/*libuv=*/false); }));
   }
-  if (yardsticks) {
+  if (o.yardsticks) {
     // Ours with every round batched and with one send per reply, and the yardstick both ways:
     // what the batching buys, and what the adaptive choice between them keeps of it.
     servers.push_back(std::make_unique<ServerProcess>("acc, batch always",
@@ -362,19 +370,67 @@ int main(int argc, char** argv) {
       return server->ok() ? server->port() : 0;  // 0: this kernel lacks what it needs
     }));
   }
-  if (silent) servers.push_back(std::make_unique<ServerProcess>("silent", serve_silent));
-  // A server that could not start on this kernel (port 0) is left out, with a line that says so.
+  if (o.silent) servers.push_back(std::make_unique<ServerProcess>("silent", serve_silent));
   std::erase_if(servers, [](const std::unique_ptr<ServerProcess>& server) {
     if (server->port() != 0) return false;
     std::printf("# server '%s': not available here, left out\n", server->name().c_str());
     return true;
   });
-  // The minimal servers: their least CPU per operation in a round is the floor for ours.
+  return servers;
+}
+
+// Every server's rows for `clients` clients in each round, the round's ratio of ours to torch's,
+// and the medians over the rounds. The minimal servers (`yardstick_rows`): their least CPU per
+// operation in a round is the floor for ours.
+void measure_clients(int clients, const std::vector<std::unique_ptr<ServerProcess>>& servers,
+                     const std::vector<std::size_t>& yardstick_rows, const Options& o,
+                     Watchdog& watchdog) {
+  std::vector<double> cpu_ratios, p99_ratios, floor_ratios;
+  for (int round = 0; round < o.rounds; ++round) {
+    // Rotate which server goes first so none always runs on a warmer machine.
+    std::vector<Result> results(servers.size());
+    for (std::size_t k = 0; k < servers.size(); ++k) {
+      const std::size_t s = (k + static_cast<std::size_t>(round)) % servers.size();
+      results[s] = measure(*servers[s], clients, o.seconds, o.timeout, watchdog);
+    }
+    for (std::size_t s = 0; s < servers.size(); ++s)
+      print_row(clients, servers[s]->name(), results[s]);
+    print_ratio(clients, "ratio acc/torch " + kTorchVersion, results[0], results[1]);
+    cpu_ratios.push_back(results[0].server_cpu_us_per_op / results[1].server_cpu_us_per_op);
+    p99_ratios.push_back(results[0].p99_us / results[1].p99_us);
+    if (!yardstick_rows.empty()) {
+      double floor = results[yardstick_rows[0]].server_cpu_us_per_op;
+      for (std::size_t s : yardstick_rows) floor = std::min(floor, results[s].server_cpu_us_per_op);
+      floor_ratios.push_back(floor / results[1].server_cpu_us_per_op);
+    }
+    std::fflush(stdout);
+  }
+  std::printf("%8d %-24s cpu/op %.2fx, p99 %.2fx (median of %d rounds; the rounds:", clients,
+              ("median acc/torch " + kTorchVersion).c_str(), median(cpu_ratios), median(p99_ratios),
+              o.rounds);
+  for (std::size_t r = 0; r < cpu_ratios.size(); ++r)
+    std::printf(" %.2fx/%.2fx", cpu_ratios[r], p99_ratios[r]);
+  std::printf(")\n");
+  if (!floor_ratios.empty()) {
+    std::printf("%8d %-24s cpu/op %.2fx (the least minimal server's in each round, over torch's;",
+                clients, ("median floor/torch " + kTorchVersion).c_str(), median(floor_ratios));
+    for (double ratio : floor_ratios) std::printf(" %.2fx", ratio);
+    std::printf(")\n");
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::optional<Options> options = parse_options(argc, argv);
+  if (!options) return 2;
+  const std::vector<std::unique_ptr<ServerProcess>> servers = start_servers(*options);
   std::vector<std::size_t> yardstick_rows;
   for (std::size_t s = 0; s < servers.size(); ++s)
     if (servers[s]->name().starts_with("minimal")) yardstick_rows.push_back(s);
   std::vector<pid_t> pids;
-  for (auto& server : servers) {
+  for (const auto& server : servers) {
     pids.push_back(server->pid());
     std::printf("# server '%s': pid %d, port %d\n", server->name().c_str(), server->pid(),
                 server->port());
@@ -382,49 +438,15 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   Watchdog watchdog(pids);
 
-  if (start_after > 0) std::this_thread::sleep_for(std::chrono::duration<double>(start_after));
+  if (options->start_after > 0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(options->start_after));
   std::printf(
       "c10d::TCPStore clients of LibTorch %s doing set+get+add for %.1f s each, "
       "%u hardware threads\n",
-      TORCH_VERSION, seconds, std::thread::hardware_concurrency());
+      TORCH_VERSION, options->seconds, std::thread::hardware_concurrency());
   std::printf("%8s %-24s %10s %9s %9s %9s\n", "clients", "server", "ops/s", "p50 us", "p99 us",
               "cpu us/op");
-  const std::string ratio_name = "ratio acc/torch " + kTorchVersion;
-  for (int clients : client_counts) {
-    std::vector<double> cpu_ratios, p99_ratios, floor_ratios;
-    for (int round = 0; round < rounds; ++round) {
-      // Rotate which server goes first so none always runs on a warmer machine.
-      std::vector<Result> results(servers.size());
-      for (std::size_t k = 0; k < servers.size(); ++k) {
-        const std::size_t s = (k + static_cast<std::size_t>(round)) % servers.size();
-        results[s] = measure(*servers[s], clients, seconds, timeout, watchdog);
-      }
-      for (std::size_t s = 0; s < servers.size(); ++s)
-        print_row(clients, servers[s]->name(), results[s]);
-      print_ratio(clients, ratio_name, results[0], results[1]);
-      cpu_ratios.push_back(results[0].server_cpu_us_per_op / results[1].server_cpu_us_per_op);
-      p99_ratios.push_back(results[0].p99_us / results[1].p99_us);
-      if (!yardstick_rows.empty()) {
-        double floor = results[yardstick_rows[0]].server_cpu_us_per_op;
-        for (std::size_t s : yardstick_rows)
-          floor = std::min(floor, results[s].server_cpu_us_per_op);
-        floor_ratios.push_back(floor / results[1].server_cpu_us_per_op);
-      }
-      std::fflush(stdout);
-    }
-    std::printf("%8d %-24s cpu/op %.2fx, p99 %.2fx (median of %d rounds; the rounds:", clients,
-                ("median acc/torch " + kTorchVersion).c_str(), median(cpu_ratios),
-                median(p99_ratios), rounds);
-    for (std::size_t r = 0; r < cpu_ratios.size(); ++r)
-      std::printf(" %.2fx/%.2fx", cpu_ratios[r], p99_ratios[r]);
-    std::printf(")\n");
-    if (!floor_ratios.empty()) {
-      std::printf("%8d %-24s cpu/op %.2fx (the least minimal server's in each round, over torch's;",
-                  clients, ("median floor/torch " + kTorchVersion).c_str(), median(floor_ratios));
-      for (double ratio : floor_ratios) std::printf(" %.2fx", ratio);
-      std::printf(")\n");
-    }
-    std::fflush(stdout);
-  }
+  for (int clients : options->client_counts)
+    measure_clients(clients, servers, yardstick_rows, *options, watchdog);
   return 0;
 }

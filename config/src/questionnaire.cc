@@ -332,230 +332,278 @@ void ask_megatron(Prompter& p, Value& m) {
           1.0, "Please enter a number such as 1.0.")));
 }
 
-}  // namespace
+// What the answers so far decided; each step below asks its questions in cluster.py's order.
+struct Answers {
+  std::string type;  // distributed_type of the machine
+  bool multi = false;
+  int num_machines = 1, machine_rank = 0, port = 0;
+  std::string ip, rdzv_backend = "static";
+  bool same_network = true, debug = false;
+  bool use_cpu = false;
+  std::string hostfile;
+  Value dynamo = Value::map();
+  bool gpu_like = false;
+  std::string paradigm;
+  Value deepspeed = Value::map();
+  Value fsdp = Value::map();
+  Value parallelism = Value::map();
+  Value megatron = Value::map();
+  int num_processes = 1;
+  std::string gpu_ids;
+  bool numa = false;
+  std::string mixed_precision;
+  Value fp8 = Value::map();
+};
 
-ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
-  (void)facts;
+// This machine only: SageMaker is asked again, with a pointer to `accelerate config`.
+void ask_compute_environment(Prompter& p) {
   const std::string where = "In which compute environment are you running?";
   for (int attempt = 1; p.choose(where, {"This machine", "AWS (Amazon SageMaker)"}, 0) != 0;
        ++attempt) {
     if (attempt == kMaxInvalidAnswers) give_up(where);
     p.say("acc-launch launches on this machine only; for SageMaker use `accelerate config`.");
   }
+}
 
-  std::string type;
+// The machine's distributed_type; TPUs are asked again.
+std::string ask_machine_type(Prompter& p) {
   const std::string which = "Which type of machine are you using?";
   for (int attempt = 1;; ++attempt) {
-    type = kMachineDistributedTypes[p.choose(which, kMachineTypes, 0)];
-    if (type != "XLA") break;
+    std::string type = kMachineDistributedTypes[p.choose(which, kMachineTypes, 0)];
+    if (type != "XLA") return type;
     if (attempt == kMaxInvalidAnswers) give_up(which);
     p.say("acc-launch does not launch TPU runs; for TPUs use `accelerate config`.");
   }
-  const bool multi = type != "NO";
+}
 
-  int num_machines = 1, machine_rank = 0, port = 0;
-  std::string ip, rdzv_backend = "static";
-  bool same_network = true, debug = false;
-  if (multi) {
-    num_machines = ask_int(p,
+// How many machines, and with more than one, this one's rank and where machine 0 listens.
+void ask_machines(Prompter& p, Answers& a) {
+  a.num_machines = ask_int(p,
                            "How many different machines will you use (use more than 1 for "
                            "multi-node training)? [1]: ",
                            1, 1, 100000, "Please enter an integer of at least 1.");
-    if (num_machines > 1) {
-      std::vector<std::string> ranks;
-      for (int i = 0; i < num_machines; ++i) ranks.push_back(std::to_string(i));
-      machine_rank = p.choose("What is the rank of this machine?", ranks, 0);
-      ip = ask_field<std::string>(
-          p, "What is the IP address of the machine that will host the main process? ",
-          [](const std::string& a) -> std::optional<std::string> {
-            if (a.empty() || a.find(' ') != std::string::npos) return std::nullopt;
-            return a;
-          },
-          std::nullopt, "Please enter the address of machine 0, such as 10.0.0.1.");
-      port = ask_int(p, "What is the port you will use to communicate with the main process? ",
+  if (a.num_machines > 1) {
+    std::vector<std::string> ranks;
+    for (int i = 0; i < a.num_machines; ++i) ranks.push_back(std::to_string(i));
+    a.machine_rank = p.choose("What is the rank of this machine?", ranks, 0);
+    a.ip = ask_field<std::string>(
+        p, "What is the IP address of the machine that will host the main process? ",
+        [](const std::string& answer) -> std::optional<std::string> {
+          if (answer.empty() || answer.find(' ') != std::string::npos) return std::nullopt;
+          return answer;
+        },
+        std::nullopt, "Please enter the address of machine 0, such as 10.0.0.1.");
+    a.port = ask_int(p, "What is the port you will use to communicate with the main process? ",
                      std::nullopt, 1, 65535, "Please enter a port between 1 and 65535.");
-      same_network = ask_yes_no(p,
+    a.same_network = ask_yes_no(p,
                                 "Are all the machines on the same local network? Answer `no` if "
                                 "nodes are on the cloud and/or on different network hosts "
                                 "[YES/no]: ",
                                 true);
-      if (!same_network)
-        rdzv_backend = ask_field<std::string>(
-            p, "What rendezvous backend will you use? ('static', 'c10d', ...): ",
-            [](const std::string& a) -> std::optional<std::string> {
-              if (a == "static" || a == "c10d") return a;
-              return std::nullopt;
-            },
-            std::string("static"), "Please enter static or c10d.");
-    }
-    debug = ask_yes_no(p,
+    if (!a.same_network)
+      a.rdzv_backend = ask_field<std::string>(
+          p, "What rendezvous backend will you use? ('static', 'c10d', ...): ",
+          [](const std::string& answer) -> std::optional<std::string> {
+            if (answer == "static" || answer == "c10d") return answer;
+            return std::nullopt;
+          },
+          std::string("static"), "Please enter static or c10d.");
+  }
+  a.debug = ask_yes_no(p,
                        "Should distributed operations be checked while running for errors? This "
                        "can avoid timeout issues but will be slower. [yes/NO]: ",
                        false);
-  }
+}
 
-  bool use_cpu = type == "MULTI_CPU";
-  if (type == "NO")
-    use_cpu = ask_yes_no(p,
-                         "Do you want to run your training on CPU only (even if a GPU / Apple "
-                         "Silicon / Ascend NPU device is available)? [yes/NO]:",
-                         false);
-
-  std::string hostfile;
-  if (type == "MULTI_CPU" &&
+// CPU only (asked for no distributed training; multi-CPU is), and multi-CPU's mpirun hostfile.
+void ask_cpu(Prompter& p, Answers& a) {
+  a.use_cpu = a.type == "MULTI_CPU";
+  if (a.type == "NO")
+    a.use_cpu = ask_yes_no(p,
+                           "Do you want to run your training on CPU only (even if a GPU / Apple "
+                           "Silicon / Ascend NPU device is available)? [yes/NO]:",
+                           false);
+  if (a.type == "MULTI_CPU" &&
       ask_yes_no(p, "Do you want accelerate to launch mpirun? [yes/NO]: ", false))
-    hostfile = expand_user(ask_field<std::string>(
+    a.hostfile = expand_user(ask_field<std::string>(
         p, "Please enter the path to the hostfile to use with mpirun [~/hostfile]: ",
-        [](const std::string& a) -> std::optional<std::string> { return a; },
+        [](const std::string& answer) -> std::optional<std::string> { return answer; },
         std::string("~/hostfile"), ""));
+}
 
-  Value dynamo = Value::map();
-  if (ask_yes_no(p, "Do you wish to optimize your script with torch dynamo?[yes/NO]:", false)) {
-    const int backend = p.choose("Which dynamo backend would you like to use?", kDynamoBackends, 2);
-    dynamo.set("dynamo_backend", Value::of_string(to_upper(kDynamoBackends[backend])));
-    if (ask_yes_no(
-            p, "Do you want to customize the defaults sent to torch.compile? [yes/NO]: ", false)) {
-      const std::vector<std::string> modes = {"default", "reduce-overhead", "max-autotune"};
-      dynamo.set("dynamo_mode",
-                 Value::of_string(modes[p.choose("Which mode do you want to use?", modes, 0)]));
-      dynamo.set("dynamo_use_fullgraph",
-                 Value::of_bool(ask_yes_no(p,
-                                           "Do you want the fullgraph mode or it is ok to break "
-                                           "model into several subgraphs? [yes/NO]: ",
-                                           false)));
-      dynamo.set("dynamo_use_dynamic",
-                 Value::of_bool(ask_yes_no(
-                     p, "Do you want to enable dynamic shape tracing? [yes/NO]: ", false)));
-      dynamo.set("dynamo_use_regional_compilation",
-                 Value::of_bool(ask_yes_no(
-                     p, "Do you want to enable regional compilation? [yes/NO]: ", false)));
-    }
-  }
+// torch dynamo's backend and, when asked for, torch.compile's defaults.
+void ask_dynamo(Prompter& p, Value& dynamo) {
+  if (!ask_yes_no(p, "Do you wish to optimize your script with torch dynamo?[yes/NO]:", false))
+    return;
+  const int backend = p.choose("Which dynamo backend would you like to use?", kDynamoBackends, 2);
+  dynamo.set("dynamo_backend", Value::of_string(to_upper(kDynamoBackends[backend])));
+  if (!ask_yes_no(p,
+                  "Do you want to customize the defaults sent to torch.compile? [yes/NO]: ", false))
+    return;
+  const std::vector<std::string> modes = {"default", "reduce-overhead", "max-autotune"};
+  dynamo.set("dynamo_mode",
+             Value::of_string(modes[p.choose("Which mode do you want to use?", modes, 0)]));
+  dynamo.set("dynamo_use_fullgraph",
+             Value::of_bool(ask_yes_no(p,
+                                       "Do you want the fullgraph mode or it is ok to break "
+                                       "model into several subgraphs? [yes/NO]: ",
+                                       false)));
+  dynamo.set("dynamo_use_dynamic",
+             Value::of_bool(
+                 ask_yes_no(p, "Do you want to enable dynamic shape tracing? [yes/NO]: ", false)));
+  dynamo.set("dynamo_use_regional_compilation",
+             Value::of_bool(
+                 ask_yes_no(p, "Do you want to enable regional compilation? [yes/NO]: ", false)));
+}
 
-  const bool gpu_like = is_multi_device_type(type) || type == "NO";
-  std::string paradigm;
-  Value deepspeed = Value::map();
-  Value fsdp = Value::map();
-  Value parallelism = Value::map();
-  Value megatron = Value::map();
-  if (gpu_like && ask_yes_no(p, "Do you want to use DeepSpeed? [yes/NO]: ", false)) {
-    paradigm = "DEEPSPEED";
-    ask_deepspeed(p, num_machines, deepspeed);
+// DeepSpeed, FSDP or Megatron-LM: the first one taken, and its questions.
+void ask_paradigm(Prompter& p, Answers& a) {
+  if (a.gpu_like && ask_yes_no(p, "Do you want to use DeepSpeed? [yes/NO]: ", false)) {
+    a.paradigm = "DEEPSPEED";
+    ask_deepspeed(p, a.num_machines, a.deepspeed);
   }
-  if (paradigm.empty() && is_multi_device_type(type) &&
+  if (a.paradigm.empty() && is_multi_device_type(a.type) &&
       ask_yes_no(p, "Do you want to use FullyShardedDataParallel? [yes/NO]: ", false)) {
-    paradigm = "FSDP";
-    ask_fsdp(p, fsdp);
-    if (fsdp.find("fsdp_version")->integer == 2) ask_parallelism(p, parallelism);
+    a.paradigm = "FSDP";
+    ask_fsdp(p, a.fsdp);
+    if (a.fsdp.find("fsdp_version")->integer == 2) ask_parallelism(p, a.parallelism);
   }
-  if (paradigm.empty() && type == "MULTI_GPU" &&
+  if (a.paradigm.empty() && a.type == "MULTI_GPU" &&
       ask_yes_no(p, "Do you want to use Megatron-LM ? [yes/NO]: ", false)) {
-    paradigm = "MEGATRON_LM";
-    ask_megatron(p, megatron);
+    a.paradigm = "MEGATRON_LM";
+    ask_megatron(p, a.megatron);
   }
+}
 
-  int num_processes = 1;
-  if (multi || !paradigm.empty()) {
-    const std::string word = paradigm.empty() ? device_word(type) : "GPU(s)";
-    while (true) {
-      num_processes =
-          ask_int(p, "How many " + word + " should be used for distributed training? [1]:", 1, 1,
-                  1000000, "Please enter an integer of at least 1.");
-      if (num_processes % num_machines != 0) {
-        p.say("Please enter a multiple of the number of machines (" + std::to_string(num_machines) +
-              "): it counts the processes of every machine.");
-        continue;
-      }
-      if (type == "MULTI_GPU" && num_machines == 1 && num_processes == 1 && paradigm.empty()) {
-        p.say(
-            "Specified distributed type MULTI_GPU but only using 1 GPU on a single machine. "
-            "Please enter at least 2, or select `No distributed training`.");
-        continue;
-      }
-      break;
+// The processes of every machine: a multiple of the machines, and more than one for MULTI_GPU
+// on one machine without a paradigm.
+int ask_num_processes(Prompter& p, const Answers& a) {
+  const std::string word = a.paradigm.empty() ? device_word(a.type) : "GPU(s)";
+  while (true) {
+    const int num_processes =
+        ask_int(p, "How many " + word + " should be used for distributed training? [1]:", 1, 1,
+                1000000, "Please enter an integer of at least 1.");
+    if (num_processes % a.num_machines != 0) {
+      p.say("Please enter a multiple of the number of machines (" + std::to_string(a.num_machines) +
+            "): it counts the processes of every machine.");
+      continue;
     }
+    if (a.type == "MULTI_GPU" && a.num_machines == 1 && num_processes == 1 && a.paradigm.empty()) {
+      p.say(
+          "Specified distributed type MULTI_GPU but only using 1 GPU on a single machine. "
+          "Please enter at least 2, or select `No distributed training`.");
+      continue;
+    }
+    return num_processes;
   }
+}
 
-  std::string gpu_ids;
+// The device ids of this machine: "all", or at least one per process of this machine.
+std::string ask_gpu_ids(Prompter& p, const Answers& a) {
+  const int per_machine = a.num_processes / a.num_machines;
+  return ask_field<std::string>(
+      p,
+      "What " + device_word(a.type == "NO" ? "MULTI_GPU" : a.type) +
+          " (by id) should be used for training on this machine as a comma-separated list? "
+          "[all]:",
+      [&](const std::string& answer) -> std::optional<std::string> {
+        if (!valid_gpu_ids(answer)) return std::nullopt;
+        if (answer != "all" && count_ids(answer) < per_machine) return std::nullopt;
+        return answer;
+      },
+      std::string("all"),
+      "Please enter all, or at least " + std::to_string(per_machine) +
+          " comma-separated ids such as 0,1.");
+}
+
+// The devices: how many processes, which ids, NUMA affinity.
+void ask_devices(Prompter& p, Answers& a) {
+  if (a.multi || !a.paradigm.empty()) a.num_processes = ask_num_processes(p, a);
   // Asked for the plain types only: DeepSpeed, FSDP and Megatron-LM skip it (cluster.py).
-  if (gpu_like && paradigm.empty() && !use_cpu) {
-    const int per_machine = num_processes / num_machines;
-    gpu_ids = ask_field<std::string>(
-        p,
-        "What " + device_word(type == "NO" ? "MULTI_GPU" : type) +
-            " (by id) should be used for training on this machine as a comma-separated list? "
-            "[all]:",
-        [&](const std::string& a) -> std::optional<std::string> {
-          if (!valid_gpu_ids(a)) return std::nullopt;
-          if (a != "all" && count_ids(a) < per_machine) return std::nullopt;
-          return a;
-        },
-        std::string("all"),
-        "Please enter all, or at least " + std::to_string(per_machine) +
-            " comma-separated ids such as 0,1.");
-  }
+  if (a.gpu_like && a.paradigm.empty() && !a.use_cpu) a.gpu_ids = ask_gpu_ids(p, a);
+  if ((a.type == "NO" || a.type == "MULTI_GPU") && a.paradigm.empty() && !a.use_cpu)
+    a.numa = ask_yes_no(p,
+                        "Would you like to enable numa efficiency? (Currently only supported on "
+                        "NVIDIA hardware). [yes/NO]: ",
+                        false);
+}
 
-  bool numa = false;
-  if ((type == "NO" || type == "MULTI_GPU") && paradigm.empty() && !use_cpu)
-    numa = ask_yes_no(p,
-                      "Would you like to enable numa efficiency? (Currently only supported on "
-                      "NVIDIA hardware). [yes/NO]: ",
-                      false);
-
+// Mixed precision, FP8's backend, and dynamo's TF32 note.
+void ask_precision(Prompter& p, Answers& a) {
   const std::vector<std::string> precisions = {"no", "fp16", "bf16", "fp8"};
   // With a DeepSpeed JSON file, the precision is the JSON file's business (cluster.py).
-  const bool ds_json = deepspeed.find("deepspeed_config_file") != nullptr;
-  const std::string mixed_precision =
+  const bool ds_json = a.deepspeed.find("deepspeed_config_file") != nullptr;
+  a.mixed_precision =
       ds_json ? "" : precisions[p.choose("Do you wish to use mixed precision?", precisions, 0)];
-  Value fp8 = Value::map();
-  if (mixed_precision == "fp8") {
+  if (a.mixed_precision == "fp8") {
     const std::vector<std::string> backends = {"ao", "te", "msamp"};
-    fp8.set("backend",
-            Value::of_string(to_upper(
-                backends[p.choose("Which FP8 backend do you want to use?", backends, 0)])));
+    a.fp8.set("backend",
+              Value::of_string(to_upper(
+                  backends[p.choose("Which FP8 backend do you want to use?", backends, 0)])));
   }
-  if (!dynamo.entries.empty() && mixed_precision == "no" && !use_cpu)
+  if (!a.dynamo.entries.empty() && a.mixed_precision == "no" && !a.use_cpu)
     p.say(
         "Torch dynamo used without mixed precision requires TF32 to be efficient. Accelerate "
         "will enable it by default when launching your scripts.");
+}
 
-  // What cluster.py returns, as ClusterConfig.to_dict() writes it.
+// What cluster.py returns, as ClusterConfig.to_dict() writes it.
+ClusterConfig to_config(const Answers& a) {
   ClusterConfig config;
   config.set("compute_environment", Value::of_string("LOCAL_MACHINE"));
-  config.set("debug", Value::of_bool(debug));
-  config.set("distributed_type", Value::of_string(paradigm.empty() ? type : paradigm));
+  config.set("debug", Value::of_bool(a.debug));
+  config.set("distributed_type", Value::of_string(a.paradigm.empty() ? a.type : a.paradigm));
   config.set("downcast_bf16", Value::of_string("no"));
-  config.set("enable_cpu_affinity", Value::of_bool(numa));
-  if (!gpu_ids.empty()) config.set("gpu_ids", Value::of_string(gpu_ids));
-  config.set("machine_rank", Value::of_int(machine_rank));
-  if (num_machines > 1) {
-    config.set("main_process_ip", Value::of_string(ip));
-    config.set("main_process_port", Value::of_int(port));
+  config.set("enable_cpu_affinity", Value::of_bool(a.numa));
+  if (!a.gpu_ids.empty()) config.set("gpu_ids", Value::of_string(a.gpu_ids));
+  config.set("machine_rank", Value::of_int(a.machine_rank));
+  if (a.num_machines > 1) {
+    config.set("main_process_ip", Value::of_string(a.ip));
+    config.set("main_process_port", Value::of_int(a.port));
   }
   config.set("main_training_function", Value::of_string("main"));
-  if (!mixed_precision.empty()) config.set("mixed_precision", Value::of_string(mixed_precision));
-  config.set("num_machines", Value::of_int(num_machines));
-  config.set("num_processes", Value::of_int(num_processes));
-  config.set("rdzv_backend", Value::of_string(rdzv_backend));
-  config.set("same_network", Value::of_bool(same_network));
+  if (!a.mixed_precision.empty())
+    config.set("mixed_precision", Value::of_string(a.mixed_precision));
+  config.set("num_machines", Value::of_int(a.num_machines));
+  config.set("num_processes", Value::of_int(a.num_processes));
+  config.set("rdzv_backend", Value::of_string(a.rdzv_backend));
+  config.set("same_network", Value::of_bool(a.same_network));
   Value empty_list;
   empty_list.kind = Value::Kind::kList;
   config.set("tpu_env", empty_list);
   config.set("tpu_use_cluster", Value::of_bool(false));
   config.set("tpu_use_sudo", Value::of_bool(false));
-  config.set("use_cpu", Value::of_bool(use_cpu));
-  if (!dynamo.entries.empty()) config.set("dynamo_config", dynamo);
-  if (!fp8.entries.empty()) config.set("fp8_config", fp8);
-  if (!deepspeed.entries.empty()) config.set("deepspeed_config", deepspeed);
-  if (!fsdp.entries.empty()) config.set("fsdp_config", fsdp);
-  if (!parallelism.entries.empty()) config.set("parallelism_config", parallelism);
-  if (!megatron.entries.empty()) config.set("megatron_lm_config", megatron);
-  if (!hostfile.empty()) {
+  config.set("use_cpu", Value::of_bool(a.use_cpu));
+  const std::pair<const char*, const Value*> sections[] = {
+      {"dynamo_config", &a.dynamo},           {"fp8_config", &a.fp8},
+      {"deepspeed_config", &a.deepspeed},     {"fsdp_config", &a.fsdp},
+      {"parallelism_config", &a.parallelism}, {"megatron_lm_config", &a.megatron}};
+  for (const auto& [key, section] : sections)
+    if (!section->entries.empty()) config.set(key, *section);
+  if (!a.hostfile.empty()) {
     Value mpirun = Value::map();
-    mpirun.set("mpirun_hostfile", Value::of_string(hostfile));
+    mpirun.set("mpirun_hostfile", Value::of_string(a.hostfile));
     config.set("mpirun_config", mpirun);
   }
   return config;
+}
+
+}  // namespace
+
+ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
+  (void)facts;
+  ask_compute_environment(p);
+  Answers a;
+  a.type = ask_machine_type(p);
+  a.multi = a.type != "NO";
+  if (a.multi) ask_machines(p, a);
+  ask_cpu(p, a);
+  ask_dynamo(p, a.dynamo);
+  a.gpu_like = is_multi_device_type(a.type) || a.type == "NO";
+  ask_paradigm(p, a);
+  ask_devices(p, a);
+  ask_precision(p, a);
+  return to_config(a);
 }
 
 }  // namespace acc::config

@@ -163,43 +163,14 @@ TrainOutput Trainer::train() {
             "Trainer::train: no train dataset was given to the Trainer");
   Accelerator& acc = *accelerator_;
   DataLoader& loader = *train_loader_;
-  if (!prepared_optimizer_) {
-    if (!optimizer_) create_optimizer();
-    for (auto& group : optimizer_->param_groups()) base_lrs_.push_back(group.options().get_lr());
-    prepared_optimizer_.emplace(acc.prepare(*optimizer_));
-  }
+  prepare_optimizer();
   const auto batches = static_cast<int64_t>(loader.size());
   ACC_CHECK(batches > 0, ConfigError, "Trainer::train: the train dataset gives no batch (",
             loader.dataset().size(), " samples, batch ", args_.per_device_train_batch_size,
             " on each of ", acc.num_processes(), " processes, drop_last)");
-  const int64_t accumulation = acc.gradient_accumulation_steps();
-  state_ = TrainerState{};
-  state_.is_world_process_zero = acc.is_main_process();
-  state_.is_local_process_zero = acc.is_local_main_process();
-  state_.steps_per_epoch = (batches + accumulation - 1) / accumulation;
-  if (args_.max_steps > 0) {
-    state_.max_steps = args_.max_steps;
-    state_.num_train_epochs =
-        static_cast<int>((args_.max_steps + state_.steps_per_epoch - 1) / state_.steps_per_epoch);
-  } else {
-    state_.num_train_epochs = args_.num_train_epochs;
-    state_.max_steps = args_.num_train_epochs * state_.steps_per_epoch;
-  }
-  warmup_steps_ = args_.warmup_steps > 0
-                      ? args_.warmup_steps
-                      : static_cast<int64_t>(
-                            std::ceil(args_.warmup_ratio * static_cast<double>(state_.max_steps)));
+  plan_steps(batches);
   loader.set_epoch(0);
-
-  std::string checkpoint;
-  if (args_.resume_from_checkpoint == "latest") {
-    checkpoint = latest_checkpoint();
-    if (checkpoint.empty())
-      acc.print("no checkpoint in ", args_.output_dir, " to resume from: starting fresh");
-  } else if (!args_.resume_from_checkpoint.empty()) {
-    checkpoint = args_.resume_from_checkpoint;
-  }
-  if (!checkpoint.empty()) resume(checkpoint);
+  resume_if_asked();
 
   const auto options = torch::TensorOptions().device(acc.device()).dtype(torch::kDouble);
   loss_since_log_ = torch::zeros({}, options);
@@ -211,7 +182,7 @@ TrainOutput Trainer::train() {
             "\n  Num epochs = ", state_.num_train_epochs,
             "\n  Num processes = ", acc.num_processes(),
             "\n  Per-device batch size = ", args_.per_device_train_batch_size,
-            "\n  Gradient accumulation steps = ", accumulation,
+            "\n  Gradient accumulation steps = ", acc.gradient_accumulation_steps(),
             "\n  Total optimization steps = ", state_.max_steps,
             first_step > 0 ? "\n  Resumed at step " + std::to_string(first_step) : "");
   runtime::detail::ProgressBar bar(acc.is_main_process() && !args_.disable_tqdm, state_.max_steps,
@@ -225,57 +196,8 @@ TrainOutput Trainer::train() {
   const auto parameters = model_->parameters();
   for (auto epoch = static_cast<int>(loader.epoch());
        epoch < state_.num_train_epochs && !control_.should_training_stop; ++epoch) {
-    control_.should_epoch_stop = false;
-    for (auto& callback : callbacks_) callback->on_epoch_begin(args_, state_, control_);
-    int64_t index = 0;
-    bool step_begun = false;
-    for (const auto& batch : loader) {
-      // A resumed epoch skips what the checkpoint had consumed: the order is the epoch's.
-      if (index < skip) {
-        ++index;
-        continue;
-      }
-      if (!step_begun) {
-        for (auto& callback : callbacks_) callback->on_step_begin(args_, state_, control_);
-        step_begun = true;
-      }
-      torch::Tensor loss;
-      {
-        auto sync = acc.accumulate();
-        {
-          auto autocast = acc.autocast();
-          loss = loss_(forward_(batch.data), batch.target);
-        }
-        acc.backward(loss);
-      }
-      ++index;
-      loss_since_log_ += loss.detach().to(torch::kDouble);
-      ++batches_since_log_;
-      if (!acc.sync_gradients()) continue;
-
-      step_begun = false;
-      double grad_norm = std::numeric_limits<double>::quiet_NaN();
-      if (args_.max_grad_norm > 0) grad_norm = acc.clip_grad_norm_(parameters, args_.max_grad_norm);
-      set_learning_rate();
-      prepared_optimizer_->step();
-      prepared_optimizer_->zero_grad();
-      ++state_.global_step;
-      state_.batches_in_epoch = index;
-      state_.epoch = epoch + static_cast<double>(index) / static_cast<double>(batches);
-      bar.update(state_.global_step, state_.epoch);
-      flow_at_step_end();
-      for (auto& callback : callbacks_) callback->on_step_end(args_, state_, control_);
-      maybe_log_save_evaluate(grad_norm);
-      if (control_.should_epoch_stop || control_.should_training_stop) break;
-    }
+    train_epoch(epoch, batches, skip, parameters);
     skip = 0;
-    if (index == batches) {
-      state_.batches_in_epoch = 0;
-      state_.epoch = epoch + 1;
-    }
-    flow_at_epoch_end();
-    for (auto& callback : callbacks_) callback->on_epoch_end(args_, state_, control_);
-    maybe_log_save_evaluate(std::numeric_limits<double>::quiet_NaN());
   }
 
   for (auto& callback : callbacks_) callback->on_train_end(args_, state_, control_);
@@ -287,6 +209,122 @@ TrainOutput Trainer::train() {
   bar_ = nullptr;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  TrainOutput output = train_output(seconds, first_step);
+  log(output.metrics);
+  return output;
+}
+
+// The optimizer the first train() prepares (AdamW unless one was set), and the schedule's base.
+void Trainer::prepare_optimizer() {
+  if (prepared_optimizer_) return;
+  if (!optimizer_) create_optimizer();
+  for (auto& group : optimizer_->param_groups()) base_lrs_.push_back(group.options().get_lr());
+  prepared_optimizer_.emplace(accelerator_->prepare(*optimizer_));
+}
+
+// A fresh state: the optimizer steps of an epoch of `batches`, how many epochs or steps (whichever
+// the arguments bound), and the warmup.
+void Trainer::plan_steps(int64_t batches) {
+  const int64_t accumulation = accelerator_->gradient_accumulation_steps();
+  state_ = TrainerState{};
+  state_.is_world_process_zero = accelerator_->is_main_process();
+  state_.is_local_process_zero = accelerator_->is_local_main_process();
+  state_.steps_per_epoch = (batches + accumulation - 1) / accumulation;
+  if (args_.max_steps > 0) {
+    state_.max_steps = args_.max_steps;
+    state_.num_train_epochs =
+        static_cast<int>((args_.max_steps + state_.steps_per_epoch - 1) / state_.steps_per_epoch);
+  } else {
+    state_.num_train_epochs = args_.num_train_epochs;
+    state_.max_steps = args_.num_train_epochs * state_.steps_per_epoch;
+  }
+  warmup_steps_ = args_.warmup_steps > 0
+                      ? args_.warmup_steps
+                      : static_cast<int64_t>(
+                            std::ceil(args_.warmup_ratio * static_cast<double>(state_.max_steps)));
+}
+
+// resume_from_checkpoint: "latest" (the newest in output_dir, if any) or a checkpoint's path.
+void Trainer::resume_if_asked() {
+  std::string checkpoint;
+  if (args_.resume_from_checkpoint == "latest") {
+    checkpoint = latest_checkpoint();
+    if (checkpoint.empty())
+      accelerator_->print("no checkpoint in ", args_.output_dir, " to resume from: starting fresh");
+  } else if (!args_.resume_from_checkpoint.empty()) {
+    checkpoint = args_.resume_from_checkpoint;
+  }
+  if (!checkpoint.empty()) resume(checkpoint);
+}
+
+// One epoch of `batches`, less the first `skip` a resumed checkpoint had consumed; stops early
+// when a callback or the step limit says so.
+void Trainer::train_epoch(int epoch, int64_t batches, int64_t skip,
+                          const std::vector<torch::Tensor>& parameters) {
+  Accelerator& acc = *accelerator_;
+  control_.should_epoch_stop = false;
+  for (auto& callback : callbacks_) callback->on_epoch_begin(args_, state_, control_);
+  int64_t index = 0;
+  bool step_begun = false;
+  for (const auto& batch : *train_loader_) {
+    // A resumed epoch skips what the checkpoint had consumed: the order is the epoch's.
+    if (index < skip) {
+      ++index;
+      continue;
+    }
+    if (!step_begun) {
+      for (auto& callback : callbacks_) callback->on_step_begin(args_, state_, control_);
+      step_begun = true;
+    }
+    accumulate(batch);
+    ++index;
+    if (!acc.sync_gradients()) continue;
+
+    step_begun = false;
+    double grad_norm = std::numeric_limits<double>::quiet_NaN();
+    if (args_.max_grad_norm > 0) grad_norm = acc.clip_grad_norm_(parameters, args_.max_grad_norm);
+    set_learning_rate();
+    prepared_optimizer_->step();
+    prepared_optimizer_->zero_grad();
+    ++state_.global_step;
+    state_.batches_in_epoch = index;
+    state_.epoch = epoch + static_cast<double>(index) / static_cast<double>(batches);
+    bar_->update(state_.global_step, state_.epoch);
+    flow_at_step_end();
+    for (auto& callback : callbacks_) callback->on_step_end(args_, state_, control_);
+    maybe_log_save_evaluate(grad_norm);
+    if (control_.should_epoch_stop || control_.should_training_stop) break;
+  }
+  if (index == batches) {
+    state_.batches_in_epoch = 0;
+    state_.epoch = epoch + 1;
+  }
+  flow_at_epoch_end();
+  for (auto& callback : callbacks_) callback->on_epoch_end(args_, state_, control_);
+  maybe_log_save_evaluate(std::numeric_limits<double>::quiet_NaN());
+}
+
+// One micro-batch: forward under autocast, backward under the accumulation context, and its loss
+// added to the sums the log lines read.
+void Trainer::accumulate(const Batch& batch) {
+  Accelerator& acc = *accelerator_;
+  torch::Tensor loss;
+  {
+    auto sync = acc.accumulate();
+    {
+      auto autocast = acc.autocast();
+      loss = loss_(forward_(batch.data), batch.target);
+    }
+    acc.backward(loss);
+  }
+  loss_since_log_ += loss.detach().to(torch::kDouble);
+  ++batches_since_log_;
+}
+
+// What train() returns: the mean training loss over every process and the run's rates, from the
+// step it started at.
+TrainOutput Trainer::train_output(double seconds, int64_t first_step) {
+  Accelerator& acc = *accelerator_;
   TrainOutput output;
   output.global_step = state_.global_step;
   // Every tensor a collective sees is on the Accelerator's device: NCCL has no CPU backend.
@@ -298,6 +336,7 @@ TrainOutput Trainer::train() {
                              ? total_loss.item<double>() / total_batches.item<double>()
                              : 0.0;
   const auto steps = static_cast<double>(state_.global_step - first_step);
+  const int64_t accumulation = acc.gradient_accumulation_steps();
   output.metrics = {
       {"train_runtime", seconds},
       {"train_steps_per_second", seconds > 0 ? steps / seconds : 0},
@@ -310,7 +349,6 @@ TrainOutput Trainer::train() {
            : 0},
       {"train_loss", output.training_loss},
       {"epoch", state_.epoch}};
-  log(output.metrics);
   return output;
 }
 

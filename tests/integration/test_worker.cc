@@ -39,6 +39,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -123,111 +124,140 @@ std::string cpus_of_this_process() {
   return text;
 }
 
+// The modes, each given the whole command line (argv[1] is the mode).
+
+int print_env(int argc, char** argv) {
+  for (const char* key : {"RANK",
+                          "LOCAL_RANK",
+                          "WORLD_SIZE",
+                          "LOCAL_WORLD_SIZE",
+                          "GROUP_RANK",
+                          "GROUP_WORLD_SIZE",
+                          "ROLE_RANK",
+                          "ROLE_NAME",
+                          "ROLE_WORLD_SIZE",
+                          "MASTER_ADDR",
+                          "MASTER_PORT",
+                          "TORCHELASTIC_RESTART_COUNT",
+                          "TORCHELASTIC_MAX_RESTARTS",
+                          "TORCHELASTIC_RUN_ID",
+                          "TORCHELASTIC_USE_AGENT_STORE",
+                          "TORCHELASTIC_ERROR_FILE",
+                          "OMP_NUM_THREADS",
+                          "ACCELERATE_MIXED_PRECISION",
+                          "CUDA_VISIBLE_DEVICES",
+                          "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
+    const char* value = std::getenv(key);
+    std::printf("%s=%s\n", key, value ? value : "<unset>");
+  }
+  for (int i = 2; i < argc; ++i) std::printf("ARG=%s\n", argv[i]);
+  return 0;
+}
+
+int write_environs(int, char** argv) {
+  const std::string dir = argv[2];
+  const std::string suffix = "." + std::to_string(rank());
+  std::string own;
+  for (char** e = environ; *e; ++e) own += std::string(*e) + '\0';
+  std::ofstream(dir + "/worker" + suffix) << own;
+  std::ifstream parent("/proc/" + std::to_string(getppid()) + "/environ");
+  std::ofstream(dir + "/launcher" + suffix) << parent.rdbuf();
+  return 0;
+}
+
+// exit and signal.
+int exit_or_signal(int, char** argv) {
+  if (rank() == std::atoi(argv[2])) {
+    usleep(50 * 1000);
+    if (std::string(argv[1]) == "exit") return std::atoi(argv[3]);
+    raise(std::atoi(argv[3]));
+  }
+  block_forever();
+}
+
+int fail_before(int, char** argv) {
+  const int restarts = std::atoi(std::getenv("TORCHELASTIC_RESTART_COUNT"));
+  std::printf("attempt %d\n", restarts);
+  return rank() == 0 && restarts < std::atoi(argv[2]) ? 1 : 0;
+}
+
+int spam(int, char** argv) {
+  const int lines = std::atoi(argv[2]);
+  std::string payload(200, static_cast<char>('a' + rank() % 26));
+  for (int i = 0; i < lines; ++i) {
+    // Written in pieces so that only the launcher can make the line whole.
+    std::printf("line %d of rank %d ", i, rank());
+    std::fflush(stdout);
+    std::printf("%s end\n", payload.c_str());
+    std::fprintf(stderr, "err %d of rank %d %s end\n", i, rank(), payload.c_str());
+  }
+  return 0;
+}
+
+int record(int, char**) {
+  if (rank() != 0) block_forever();
+  std::ofstream(std::getenv("TORCHELASTIC_ERROR_FILE"))
+      << R"({"message": {"message": "ValueError: loss is nan", "extraInfo": )"
+      << R"({"py_callstack": "Traceback (most recent call last):\n  File \"train.py\", )"
+      << R"(line 7, in step\nValueError: loss is nan\n", "timestamp": "1700000000"}}})";
+  std::fprintf(stderr, "about to fail\n");
+  return 1;
+}
+
+// wait and ignore-term.
+int wait_for_signals(int, char** argv) {
+  dir_of_test = argv[2];
+  signal(SIGUSR1, on_usr1);
+  signal(SIGTERM, std::string(argv[1]) == "wait" ? on_term : SIG_IGN);
+  write_pids_and_fork_grandchild();
+  block_forever();
+}
+
+int quiet(int, char** argv) {
+  std::printf("started\n");
+  std::fflush(stdout);
+  usleep(static_cast<useconds_t>(std::atof(argv[2]) * 1e6));
+  std::printf("done\n");
+  return 0;
+}
+
+int print_affinity(int, char**) {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  std::printf("cpus=%s omp=%s\n", cpus_of_this_process().c_str(), omp ? omp : "<unset>");
+  return 0;
+}
+
+int chorus(int, char** argv) {
+  dir_of_test = argv[2];
+  wait_for_all_local_ranks(dir_of_test);
+  const int lines = std::atoi(argv[3]);
+  for (int i = 0; i < lines; ++i) {
+    std::printf("shared line %d\n", i);
+    if (i % 100 == 0) std::printf("rank %d private %d\n", rank(), i);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "env") {
-    for (const char* key : {"RANK",
-                            "LOCAL_RANK",
-                            "WORLD_SIZE",
-                            "LOCAL_WORLD_SIZE",
-                            "GROUP_RANK",
-                            "GROUP_WORLD_SIZE",
-                            "ROLE_RANK",
-                            "ROLE_NAME",
-                            "ROLE_WORLD_SIZE",
-                            "MASTER_ADDR",
-                            "MASTER_PORT",
-                            "TORCHELASTIC_RESTART_COUNT",
-                            "TORCHELASTIC_MAX_RESTARTS",
-                            "TORCHELASTIC_RUN_ID",
-                            "TORCHELASTIC_USE_AGENT_STORE",
-                            "TORCHELASTIC_ERROR_FILE",
-                            "OMP_NUM_THREADS",
-                            "ACCELERATE_MIXED_PRECISION",
-                            "CUDA_VISIBLE_DEVICES",
-                            "TORCH_NCCL_ASYNC_ERROR_HANDLING"}) {
-      const char* value = std::getenv(key);
-      std::printf("%s=%s\n", key, value ? value : "<unset>");
-    }
-    for (int i = 2; i < argc; ++i) std::printf("ARG=%s\n", argv[i]);
-    return 0;
-  }
-  if (mode == "environ") {
-    const std::string dir = argv[2];
-    const std::string suffix = "." + std::to_string(rank());
-    std::string own;
-    for (char** e = environ; *e; ++e) own += std::string(*e) + '\0';
-    std::ofstream(dir + "/worker" + suffix) << own;
-    std::ifstream parent("/proc/" + std::to_string(getppid()) + "/environ");
-    std::ofstream(dir + "/launcher" + suffix) << parent.rdbuf();
-    return 0;
-  }
-  if (mode == "exit" || mode == "signal") {
-    if (rank() == std::atoi(argv[2])) {
-      usleep(50 * 1000);
-      if (mode == "exit") return std::atoi(argv[3]);
-      raise(std::atoi(argv[3]));
-    }
-    block_forever();
-  }
-  if (mode == "fail-before") {
-    const int restarts = std::atoi(std::getenv("TORCHELASTIC_RESTART_COUNT"));
-    std::printf("attempt %d\n", restarts);
-    return rank() == 0 && restarts < std::atoi(argv[2]) ? 1 : 0;
-  }
-  if (mode == "spam") {
-    const int lines = std::atoi(argv[2]);
-    std::string payload(200, static_cast<char>('a' + rank() % 26));
-    for (int i = 0; i < lines; ++i) {
-      // Written in pieces so that only the launcher can make the line whole.
-      std::printf("line %d of rank %d ", i, rank());
-      std::fflush(stdout);
-      std::printf("%s end\n", payload.c_str());
-      std::fprintf(stderr, "err %d of rank %d %s end\n", i, rank(), payload.c_str());
-    }
-    return 0;
-  }
-  if (mode == "record") {
-    if (rank() != 0) block_forever();
-    std::ofstream(std::getenv("TORCHELASTIC_ERROR_FILE"))
-        << R"({"message": {"message": "ValueError: loss is nan", "extraInfo": )"
-        << R"({"py_callstack": "Traceback (most recent call last):\n  File \"train.py\", )"
-        << R"(line 7, in step\nValueError: loss is nan\n", "timestamp": "1700000000"}}})";
-    std::fprintf(stderr, "about to fail\n");
-    return 1;
-  }
-  if (mode == "wait" || mode == "ignore-term") {
-    dir_of_test = argv[2];
-    signal(SIGUSR1, on_usr1);
-    signal(SIGTERM, mode == "wait" ? on_term : SIG_IGN);
-    write_pids_and_fork_grandchild();
-    block_forever();
-  }
-  if (mode == "quiet") {
-    std::printf("started\n");
-    std::fflush(stdout);
-    usleep(static_cast<useconds_t>(std::atof(argv[2]) * 1e6));
-    std::printf("done\n");
-    return 0;
-  }
-  if (mode == "affinity") {
-    const char* omp = std::getenv("OMP_NUM_THREADS");
-    std::printf("cpus=%s omp=%s\n", cpus_of_this_process().c_str(), omp ? omp : "<unset>");
-    return 0;
-  }
-  if (mode == "flight-recorder") flight_recorder(std::atoi(argv[2]));
-  if (mode == "chorus") {
-    dir_of_test = argv[2];
-    wait_for_all_local_ranks(dir_of_test);
-    const int lines = std::atoi(argv[3]);
-    for (int i = 0; i < lines; ++i) {
-      std::printf("shared line %d\n", i);
-      if (i % 100 == 0) std::printf("rank %d private %d\n", rank(), i);
-    }
-    return 0;
-  }
+  const std::pair<const char*, int (*)(int, char**)> modes[] = {
+      {"env", print_env},
+      {"environ", write_environs},
+      {"exit", exit_or_signal},
+      {"signal", exit_or_signal},
+      {"fail-before", fail_before},
+      {"spam", spam},
+      {"record", record},
+      {"wait", wait_for_signals},
+      {"ignore-term", wait_for_signals},
+      {"quiet", quiet},
+      {"affinity", print_affinity},
+      {"flight-recorder", [](int, char** args) -> int { flight_recorder(std::atoi(args[2])); }},
+      {"chorus", chorus}};
+  for (const auto& [name, run] : modes)
+    if (mode == name) return run(argc, argv);
   std::fprintf(stderr, "test_worker: unknown mode '%s'\n", mode.c_str());
   return 64;
 }

@@ -36,6 +36,33 @@ void park() {
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
+// Three launches in one program: the first returns, the second fails in rank 1 and throws here,
+// the third still runs (with what the first returned).
+int launch_three_times(const acc::LaunchOptions& options) {
+  const std::vector<std::string> first =
+      acc::launch_all([] { return "first " + std::string(std::getenv("RANK")); }, options);
+  if (!acc::is_launched_worker()) std::cout << "first call returned" << std::endl;
+  bool second_failed = false;
+  try {
+    acc::launch(
+        [] {
+          if (std::atoi(std::getenv("RANK")) == 1) throw std::runtime_error("second call fails");
+        },
+        options);
+  } catch (const acc::LaunchError& e) {
+    if (!acc::is_launched_worker()) std::cout << "second call threw: " << e.what() << std::endl;
+    second_failed = true;
+  }
+  const std::vector<std::string> third = acc::launch_all(
+      [&] {
+        return "third " + std::string(std::getenv("RANK")) + " after " + first.at(1) +
+               (second_failed ? ", second failed" : ", second returned");
+      },
+      options);
+  for (const std::string& line : third) std::cout << "result: " << line << "\n";
+  return 0;
+}
+
 int run(const std::string& mode, int n, int k) {
   acc::LaunchOptions options;
   options.num_processes = n;
@@ -95,30 +122,7 @@ int run(const std::string& mode, int n, int k) {
     acc::launch([] {}, options);
     return 0;
   }
-  if (mode == "again") {
-    const std::vector<std::string> first =
-        acc::launch_all([] { return "first " + std::string(std::getenv("RANK")); }, options);
-    if (!acc::is_launched_worker()) std::cout << "first call returned" << std::endl;
-    bool second_failed = false;
-    try {
-      acc::launch(
-          [] {
-            if (std::atoi(std::getenv("RANK")) == 1) throw std::runtime_error("second call fails");
-          },
-          options);
-    } catch (const acc::LaunchError& e) {
-      if (!acc::is_launched_worker()) std::cout << "second call threw: " << e.what() << std::endl;
-      second_failed = true;
-    }
-    const std::vector<std::string> third = acc::launch_all(
-        [&] {
-          return "third " + std::string(std::getenv("RANK")) + " after " + first.at(1) +
-                 (second_failed ? ", second failed" : ", second returned");
-        },
-        options);
-    for (const std::string& line : third) std::cout << "result: " << line << "\n";
-    return 0;
-  }
+  if (mode == "again") return launch_three_times(options);
   std::cerr << "unknown mode " << mode << "\n";
   return 64;
 }

@@ -113,16 +113,22 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobStatus, job_id, host, node_rank, nnodes, w
 // A node's status in node 0's store (encode_node_status); version 0 was job_json's plain object.
 constexpr StoreFormat kNodeStatusFormat{"acc-node-status", 1};
 
-std::string prometheus_text(const JobStatus& job) {
+namespace {
+
+// The labels of a node's samples, and of a rank's.
+std::string node_labels(const JobStatus& job, int node, const std::string& host) {
+  return "job_id=\"" + label_value(job.job_id) + "\",node=\"" + std::to_string(node) +
+         "\",host=\"" + label_value(host) + "\"";
+}
+
+std::string rank_labels(const JobStatus& job, const RankStatus& r) {
+  return node_labels(job, r.node, r.host) + ",rank=\"" + std::to_string(r.rank) +
+         "\",local_rank=\"" + std::to_string(r.local_rank) + "\"";
+}
+
+// The job's size, and each node's workers, attempt and restarts.
+void write_node_families(Exposition& out, const JobStatus& job) {
   const std::string job_label = "job_id=\"" + label_value(job.job_id) + "\"";
-  const auto node_labels = [&](int node, const std::string& host) {
-    return job_label + ",node=\"" + std::to_string(node) + "\",host=\"" + label_value(host) + "\"";
-  };
-  const auto rank_labels = [&](const RankStatus& r) {
-    return node_labels(r.node, r.host) + ",rank=\"" + std::to_string(r.rank) + "\",local_rank=\"" +
-           std::to_string(r.local_rank) + "\"";
-  };
-  Exposition out;
   out.family("acc_job_world_size", "gauge", "Ranks in the job's current attempt.");
   out.sample(job_label, job.world_size);
   out.family("acc_job_nodes", "gauge", "Nodes in the job's current attempt.");
@@ -130,7 +136,8 @@ std::string prometheus_text(const JobStatus& job) {
   const auto per_node = [&](const std::string& name, const char* type, const std::string& help,
                             const std::function<double(const NodeStatus&)>& value) {
     out.family(name, type, help);
-    for (const NodeStatus& n : job.nodes) out.sample(node_labels(n.node_rank, n.host), value(n));
+    for (const NodeStatus& n : job.nodes)
+      out.sample(node_labels(job, n.node_rank, n.host), value(n));
   };
   per_node("acc_node_workers_alive", "gauge", "The node's workers still running.",
            [](const NodeStatus& n) { return n.workers_alive; });
@@ -138,11 +145,16 @@ std::string prometheus_text(const JobStatus& job) {
            [](const NodeStatus& n) { return n.attempt; });
   per_node("acc_node_restarts_total", "counter", "Restarts after a failure so far.",
            [](const NodeStatus& n) { return n.restarts; });
+}
+
+// Each rank's steps, collectives, pace and whether it straggles; a rank without a value (one
+// that does not report) has no sample.
+void write_rank_families(Exposition& out, const JobStatus& job) {
   const auto per_rank = [&](const std::string& name, const char* type, const std::string& help,
                             const std::function<std::optional<double>(const RankStatus&)>& value) {
     out.family(name, type, help);
     for (const RankStatus& r : job.ranks)
-      if (const std::optional<double> v = value(r)) out.sample(rank_labels(r), *v);
+      if (const std::optional<double> v = value(r)) out.sample(rank_labels(job, r), *v);
   };
   per_rank("acc_rank_steps_total", "counter",
            "Steps (beats: libacc's optimizer steps, acc_launch.beat()) of the rank.",
@@ -168,26 +180,32 @@ std::string prometheus_text(const JobStatus& job) {
            [](const RankStatus& r) { return r.gpu_busy; });
   per_rank("acc_rank_in_collective", "gauge", "1 while the rank waits in a collective call.",
            [](const RankStatus& r) { return r.in_collective ? 1.0 : 0.0; });
-  // Recoveries and goodput: this node's (the serving launcher's).
-  const std::string own = node_labels(job.node_rank, job.host);
+}
+
+// The histogram's samples of this node's recoveries: a bucket per bound, their sum and count.
+std::string recovery_histogram(const JobStatus& job, const std::string& own) {
+  std::string text;
+  double sum = 0;
+  for (const RecoveryStatus& r : job.recoveries) sum += r.seconds;
+  for (const char* le : {"0.01", "0.1", "1", "10", "60", "+Inf"}) {
+    const double bound = std::string(le) == "+Inf" ? 1e300 : std::stod(le);
+    const auto count = std::count_if(job.recoveries.begin(), job.recoveries.end(),
+                                     [&](const RecoveryStatus& r) { return r.seconds <= bound; });
+    text += "acc_recovery_seconds_bucket{" + own + ",le=\"" + le + "\"} " +
+            number(static_cast<double>(count)) + "\n";
+  }
+  text += "acc_recovery_seconds_sum{" + own + "} " + number(sum) + "\n";
+  text += "acc_recovery_seconds_count{" + own + "} " +
+          number(static_cast<double>(job.recoveries.size())) + "\n";
+  return text;
+}
+
+// Recoveries and goodput: this node's (the serving launcher's).
+void write_recovery_families(Exposition& out, const JobStatus& job) {
+  const std::string own = node_labels(job, job.node_rank, job.host);
   out.family("acc_recovery_seconds", "histogram",
              "Seconds from a failure seen to the next attempt's workers spawned.");
-  {
-    std::string text;
-    double sum = 0;
-    for (const RecoveryStatus& r : job.recoveries) sum += r.seconds;
-    for (const char* le : {"0.01", "0.1", "1", "10", "60", "+Inf"}) {
-      const double bound = std::string(le) == "+Inf" ? 1e300 : std::stod(le);
-      const auto count = std::count_if(job.recoveries.begin(), job.recoveries.end(),
-                                       [&](const RecoveryStatus& r) { return r.seconds <= bound; });
-      text += "acc_recovery_seconds_bucket{" + own + ",le=\"" + le + "\"} " +
-              number(static_cast<double>(count)) + "\n";
-    }
-    text += "acc_recovery_seconds_sum{" + own + "} " + number(sum) + "\n";
-    text += "acc_recovery_seconds_count{" + own + "} " +
-            number(static_cast<double>(job.recoveries.size())) + "\n";
-    out.raw(text);
-  }
+  out.raw(recovery_histogram(job, own));
   out.family("acc_time_lost_seconds_total", "counter",
              "Wall seconds in recoveries and in attempts whose workers made no progress.");
   out.sample(own, job.goodput.lost_seconds);
@@ -197,11 +215,20 @@ std::string prometheus_text(const JobStatus& job) {
   out.sample(own, job.goodput.wall_seconds > 0
                       ? job.goodput.progress_seconds / job.goodput.wall_seconds
                       : 0.0);
+}
+
+}  // namespace
+
+std::string prometheus_text(const JobStatus& job) {
+  Exposition out;
+  write_node_families(out, job);
+  write_rank_families(out, job);
+  write_recovery_families(out, job);
   out.family("acc_rank_state", "gauge",
              "1 for the rank's state (starting, running, quiet, stalled, exited), 0 for others.");
   for (const RankStatus& r : job.ranks)
     for (const char* state : kRankStates)
-      out.sample(rank_labels(r) + ",state=\"" + state + "\"", r.state == state ? 1 : 0);
+      out.sample(rank_labels(job, r) + ",state=\"" + state + "\"", r.state == state ? 1 : 0);
   return out.text();
 }
 

@@ -235,6 +235,14 @@ class Trainer {
 
  private:
   void create_optimizer();
+  // train()'s steps (trainer.cc).
+  void prepare_optimizer();
+  void plan_steps(int64_t batches);
+  void resume_if_asked();
+  void train_epoch(int epoch, int64_t batches, int64_t skip,
+                   const std::vector<torch::Tensor>& parameters);
+  void accumulate(const Batch& batch);
+  TrainOutput train_output(double seconds, int64_t first_step);
   void resume(const std::string& checkpoint);
   void set_learning_rate();
   void flow_at_step_end();
