@@ -188,24 +188,34 @@ struct Options {
   int window = 500;
 };
 
-bool measure(const Options& options, int count, int block) {
-  const std::size_t bytes = sizeof(NodeOutcome) * static_cast<std::size_t>(count);
-  void* shared = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED) throw std::runtime_error("mmap failed");
-  auto* outcomes = static_cast<NodeOutcome*>(shared);
-  for (int i = 0; i < count; ++i) new (&outcomes[i]) NodeOutcome();
+// The round's times from each node's outcome (ns on the monotonic clock).
+struct RoundTimes {
+  std::int64_t last = 0, joined = 0, published = 0, first_ranked = 0;
+};
 
-  std::optional<Server> server(std::in_place, options.launcher);
+RoundTimes round_times(const NodeOutcome* outcomes, int count, std::int64_t start) {
+  RoundTimes t{start, start, start, 0};
+  for (int i = 0; i < count; ++i) {
+    t.last = std::max(t.last, outcomes[i].done_ns);
+    t.joined = std::max(t.joined, outcomes[i].joined_ns);
+    if (outcomes[i].slot == 0) t.published = outcomes[i].done_ns;
+    if (outcomes[i].ranked_ns != 0 &&
+        (t.first_ranked == 0 || outcomes[i].ranked_ns < t.first_ranked))
+      t.first_ranked = outcomes[i].ranked_ns;
+  }
+  return t;
+}
+
+// Forks the client processes, each driving its share of the `count` nodes; they connect at once
+// and begin their round when `go` closes, and leave when `release` closes.
+std::vector<Client> start_clients(const Options& options, int count, int block, int port,
+                                  NodeOutcome* outcomes, const int go[2], const int release[2]) {
   const int per_client = acc::bench::connections_per_process();
   const int clients = (count + per_client - 1) / per_client;
-  int go[2], release[2];
-  if (::pipe2(go, O_CLOEXEC) != 0 || ::pipe2(release, O_CLOEXEC) != 0) std::abort();
   std::vector<Client> running;
-  const double clients_before = children_cpu_seconds();
-  const std::int64_t start_connect = now_ns();
   for (int c = 0; c < clients; ++c) {
     acc::bench::NodeLoopOptions loop;
-    loop.port = server->port();
+    loop.port = port;
     loop.block = block;
     loop.first = c * per_client;
     loop.count = std::min(per_client, count - loop.first);
@@ -225,32 +235,11 @@ bool measure(const Options& options, int count, int block) {
     ::close(report[1]);
     running.push_back({pid, report[0]});
   }
-  ::close(go[0]);
-  ::close(release[0]);
+  return running;
+}
 
-  std::int64_t connected_ns = start_connect;
-  std::string error;
-  const bool connected = collect(running, Clock::now() + options.timeout + std::chrono::seconds(10),
-                                 connected_ns, error);
-  const std::int64_t start = now_ns();
-  ::close(go[1]);  // every client begins its round
-  std::int64_t placed_ns = start;
-  bool ok = connected && collect(running, Clock::now() + options.timeout + std::chrono::seconds(10),
-                                 placed_ns, error);
-  std::int64_t last_ns = start, joined_ns = start, published_ns = start;
-  std::int64_t first_ranked_ns = 0;
-  for (int i = 0; i < count; ++i) {
-    last_ns = std::max(last_ns, outcomes[i].done_ns);
-    joined_ns = std::max(joined_ns, outcomes[i].joined_ns);
-    if (outcomes[i].slot == 0) published_ns = outcomes[i].done_ns;
-    if (outcomes[i].ranked_ns != 0 &&
-        (first_ranked_ns == 0 || outcomes[i].ranked_ns < first_ranked_ns))
-      first_ranked_ns = outcomes[i].ranked_ns;
-  }
-  if (ok) error = check_ranks(outcomes, count);
-  ok = ok && error.empty();
-
-  ::close(release[1]);
+// Each client reaped, within 10 s, then killed.
+void stop_clients(std::vector<Client>& running) {
   for (Client& client : running) {
     ::close(client.report);
     bool gone = false;
@@ -263,6 +252,59 @@ bool measure(const Options& options, int count, int block) {
       ::waitpid(client.pid, nullptr, 0);
     }
   }
+}
+
+void print_round(const NodeOutcome* outcomes, int count, std::int64_t connect_ns,
+                 std::int64_t start, const RoundTimes& t, double server_cpu, double clients_cpu) {
+  double requests = 0, traffic = 0;
+  long long most_requests = 0, most_bytes = 0;
+  for (int i = 0; i < count; ++i) {
+    requests += outcomes[i].requests;
+    traffic += static_cast<double>(outcomes[i].bytes);
+    most_requests = std::max<long long>(most_requests, outcomes[i].requests);
+    most_bytes = std::max<long long>(most_bytes, outcomes[i].bytes);
+  }
+  std::printf(
+      "%7d  acc-launch  connect %7.3f s  round %7.3f s  requests/node %5.2f (max %3lld)"
+      "  bytes/node %7.1f (max %lld)  last join %.3f s  ranks out %.3f s  first rank read %.3f s"
+      "  server CPU %.2f s  clients' CPU %.2f s  load %s\n",
+      count, seconds(connect_ns), seconds(t.last - start), requests / count, most_requests,
+      traffic / count, most_bytes, seconds(t.joined - start), seconds(t.published - start),
+      t.first_ranked ? seconds(t.first_ranked - start) : 0.0, server_cpu, clients_cpu,
+      acc::bench::load_average().c_str());
+}
+
+bool measure(const Options& options, int count, int block) {
+  const std::size_t bytes = sizeof(NodeOutcome) * static_cast<std::size_t>(count);
+  void* shared = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) throw std::runtime_error("mmap failed");
+  auto* outcomes = static_cast<NodeOutcome*>(shared);
+  for (int i = 0; i < count; ++i) new (&outcomes[i]) NodeOutcome();
+
+  std::optional<Server> server(std::in_place, options.launcher);
+  int go[2], release[2];
+  if (::pipe2(go, O_CLOEXEC) != 0 || ::pipe2(release, O_CLOEXEC) != 0) std::abort();
+  const double clients_before = children_cpu_seconds();
+  const std::int64_t start_connect = now_ns();
+  std::vector<Client> running =
+      start_clients(options, count, block, server->port(), outcomes, go, release);
+  ::close(go[0]);
+  ::close(release[0]);
+
+  std::int64_t connected_ns = start_connect;
+  std::string error;
+  const auto bound = [&] { return Clock::now() + options.timeout + std::chrono::seconds(10); };
+  const bool connected = collect(running, bound(), connected_ns, error);
+  const std::int64_t start = now_ns();
+  ::close(go[1]);  // every client begins its round
+  std::int64_t placed_ns = start;
+  bool ok = connected && collect(running, bound(), placed_ns, error);
+  const RoundTimes times = round_times(outcomes, count, start);
+  if (ok) error = check_ranks(outcomes, count);
+  ok = ok && error.empty();
+
+  ::close(release[1]);
+  stop_clients(running);
   const double cpu_before = children_cpu_seconds();
   const double clients_cpu = cpu_before - clients_before;
   server.reset();
@@ -275,22 +317,8 @@ bool measure(const Options& options, int count, int block) {
                 waiting.empty() ? "" : "; still waiting: ", waiting.c_str(), server_cpu,
                 acc::bench::load_average().c_str());
   } else {
-    double requests = 0, traffic = 0;
-    long long most_requests = 0, most_bytes = 0;
-    for (int i = 0; i < count; ++i) {
-      requests += outcomes[i].requests;
-      traffic += static_cast<double>(outcomes[i].bytes);
-      most_requests = std::max<long long>(most_requests, outcomes[i].requests);
-      most_bytes = std::max<long long>(most_bytes, outcomes[i].bytes);
-    }
-    std::printf(
-        "%7d  acc-launch  connect %7.3f s  round %7.3f s  requests/node %5.2f (max %3lld)"
-        "  bytes/node %7.1f (max %lld)  last join %.3f s  ranks out %.3f s  first rank read %.3f s"
-        "  server CPU %.2f s  clients' CPU %.2f s  load %s\n",
-        count, seconds(connected_ns - start_connect), seconds(last_ns - start), requests / count,
-        most_requests, traffic / count, most_bytes, seconds(joined_ns - start),
-        seconds(published_ns - start), first_ranked_ns ? seconds(first_ranked_ns - start) : 0.0,
-        server_cpu, clients_cpu, acc::bench::load_average().c_str());
+    print_round(outcomes, count, connected_ns - start_connect, start, times, server_cpu,
+                clients_cpu);
   }
   std::fflush(stdout);
   ::munmap(shared, bytes);

@@ -182,16 +182,7 @@ void SimulatedNode::advance(const std::vector<std::string>& values, std::int64_t
       send({Op::kAdd, {round_key("joined")}, {}, 1}, out);
       return;
     case Step::kJoin:
-      slot_ = static_cast<int>(number - 1);
-      if (slot_ >= nodes_)
-        return fail("joined after the round filled (slot " + std::to_string(slot_) + ")");
-      send({Op::kSet, {round_key("slot/" + std::to_string(slot_))}, {id_}, 0}, out);
-      if (slot_ + 1 == nodes_) {
-        step_ = Step::kCloseRound;
-        send({Op::kCompareSet, {round_key("closed")}, {"", std::to_string(nodes_)}, 0}, out);
-        return;
-      }
-      return wait(Step::kAwaitClose, {round_key("closed")}, out);
+      return joined(number, out);
     case Step::kCloseRound:
       return wait(Step::kAwaitClose, {round_key("closed")}, out);
     case Step::kAwaitClose:
@@ -199,51 +190,83 @@ void SimulatedNode::advance(const std::vector<std::string>& values, std::int64_t
     case Step::kRankWait:
     case Step::kRankGetWait:
     case Step::kGetClosedWait:
-      if (number != rendezvous::kStopWaiting) return fail("WAIT answered other than STOP_WAITING");
-      if (step_ == Step::kAwaitClose) return wait(Step::kGetClosedWait, {round_key("closed")}, out);
-      if (step_ == Step::kGetClosedWait) return multi_get(Step::kGetClosed, pending_keys_, out);
-      if (step_ == Step::kSlotsWait) return multi_get(Step::kSlots, pending_keys_, out);
-      if (step_ == Step::kRankWait) {
-        return wait(Step::kRankGetWait,
-                    {round_key("rank/" + std::to_string(slot_)), round_key("restarts")}, out);
-      }
-      return multi_get(Step::kRankGet, pending_keys_, out);
-    case Step::kGetClosed: {
-      num_nodes_ = std::atoi(values[0].c_str());
-      if (slot_ >= num_nodes_) return fail("left out of a round of " + values[0]);
-      if (slot_ != 0)
-        return wait(Step::kRankWait, {round_key("rank/" + std::to_string(slot_))}, out);
-      std::vector<std::string> slots;
-      slots.reserve(static_cast<std::size_t>(num_nodes_));
-      for (int i = 0; i < num_nodes_; ++i) slots.push_back(round_key("slot/" + std::to_string(i)));
-      return wait(Step::kSlotsWait, std::move(slots), out);
-    }
-    case Step::kSlots: {
-      // As assign_rank(): the participants' ids sorted, each slot's rank published with the
-      // round's restart count (0: round 0 follows no failed round).
-      std::vector<int> order(values.size());
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-        return values[static_cast<std::size_t>(a)] < values[static_cast<std::size_t>(b)];
-      });
-      std::vector<std::string> keys = {round_key("restarts")}, ranks = {"0"};
-      keys.reserve(order.size() + 1);
-      ranks.reserve(order.size() + 1);
-      for (std::size_t rank = 0; rank < order.size(); ++rank) {
-        keys.push_back(round_key("rank/" + std::to_string(order[rank])));
-        ranks.push_back(std::to_string(rank));
-        if (order[rank] == slot_) rank_ = static_cast<int>(rank);
-      }
-      send({Op::kMultiSet, std::move(keys), std::move(ranks), 0}, out);
-      break;
-    }
+      return wait_ended(number, out);
+    case Step::kGetClosed:
+      return closed(values, out);
+    case Step::kSlots:
+      publish_ranks(values, out);
+      return place(out);
     case Step::kRankGet:
       rank_ = std::atoi(values[0].c_str());
-      break;
+      return place(out);
     default:
       return fail(std::string("a reply ") + step_name(step_));
   }
-  // Placed: the node's keys of the round, as next_rendezvous() writes them before it returns.
+}
+
+void SimulatedNode::joined(std::int64_t number, std::string& out) {
+  slot_ = static_cast<int>(number - 1);
+  if (slot_ >= nodes_)
+    return fail("joined after the round filled (slot " + std::to_string(slot_) + ")");
+  send({Op::kSet, {round_key("slot/" + std::to_string(slot_))}, {id_}, 0}, out);
+  if (slot_ + 1 == nodes_) {
+    step_ = Step::kCloseRound;
+    send({Op::kCompareSet, {round_key("closed")}, {"", std::to_string(nodes_)}, 0}, out);
+    return;
+  }
+  wait(Step::kAwaitClose, {round_key("closed")}, out);
+}
+
+// A WAIT of step_ ended: the read or the next wait it was for.
+void SimulatedNode::wait_ended(std::int64_t number, std::string& out) {
+  if (number != rendezvous::kStopWaiting) return fail("WAIT answered other than STOP_WAITING");
+  switch (step_) {
+    case Step::kAwaitClose:
+      return wait(Step::kGetClosedWait, {round_key("closed")}, out);
+    case Step::kGetClosedWait:
+      return multi_get(Step::kGetClosed, pending_keys_, out);
+    case Step::kSlotsWait:
+      return multi_get(Step::kSlots, pending_keys_, out);
+    case Step::kRankWait:
+      return wait(Step::kRankGetWait,
+                  {round_key("rank/" + std::to_string(slot_)), round_key("restarts")}, out);
+    default:
+      return multi_get(Step::kRankGet, pending_keys_, out);
+  }
+}
+
+// The round's size read: the first arrival reads every slot's id, the others wait for their rank.
+void SimulatedNode::closed(const std::vector<std::string>& values, std::string& out) {
+  num_nodes_ = std::atoi(values[0].c_str());
+  if (slot_ >= num_nodes_) return fail("left out of a round of " + values[0]);
+  if (slot_ != 0) return wait(Step::kRankWait, {round_key("rank/" + std::to_string(slot_))}, out);
+  std::vector<std::string> slots;
+  slots.reserve(static_cast<std::size_t>(num_nodes_));
+  for (int i = 0; i < num_nodes_; ++i) slots.push_back(round_key("slot/" + std::to_string(i)));
+  wait(Step::kSlotsWait, std::move(slots), out);
+}
+
+// As assign_rank(): the participants' ids sorted, each slot's rank published with the round's
+// restart count (0: round 0 follows no failed round).
+void SimulatedNode::publish_ranks(const std::vector<std::string>& values, std::string& out) {
+  std::vector<int> order(values.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return values[static_cast<std::size_t>(a)] < values[static_cast<std::size_t>(b)];
+  });
+  std::vector<std::string> keys = {round_key("restarts")}, ranks = {"0"};
+  keys.reserve(order.size() + 1);
+  ranks.reserve(order.size() + 1);
+  for (std::size_t rank = 0; rank < order.size(); ++rank) {
+    keys.push_back(round_key("rank/" + std::to_string(order[rank])));
+    ranks.push_back(std::to_string(rank));
+    if (order[rank] == slot_) rank_ = static_cast<int>(rank);
+  }
+  send({Op::kMultiSet, std::move(keys), std::move(ranks), 0}, out);
+}
+
+// Placed: the node's keys of the round, as next_rendezvous() writes them before it returns.
+void SimulatedNode::place(std::string& out) {
   const std::string rank = std::to_string(rank_);
   send({Op::kMultiSet, {round_key("node/" + rank), round_key("heartbeat/" + rank)}, {id_, "0"}, 0},
        out);

@@ -76,6 +76,12 @@ class SimulatedNode {
 
  private:
   void advance(const std::vector<std::string>& values, std::int64_t number, std::string& out);
+  // The steps of advance() with more to do than one request.
+  void joined(std::int64_t number, std::string& out);
+  void wait_ended(std::int64_t number, std::string& out);
+  void closed(const std::vector<std::string>& values, std::string& out);
+  void publish_ranks(const std::vector<std::string>& values, std::string& out);
+  void place(std::string& out);
   void fail(std::string why);
   void send(const rendezvous::Request& request, std::string& out);
   std::string key(std::string_view name) const;  // "/rdzv/<run>/<g>/<name>"
