@@ -330,7 +330,8 @@ class Agent::Impl : public WorkerGroup::Listener {
       wake = std::min(wake.value_or(Clock::time_point::max()), stall_watch_->next_wake());
     if (stop_stalled_at_)
       wake = std::min(wake.value_or(Clock::time_point::max()), *stop_stalled_at_);
-    if (auto at = file_timer_ ? next_timer_expiry(*file_timer_, os_, wall_seconds(os_)) : std::nullopt)
+    if (auto at =
+            file_timer_ ? next_timer_expiry(*file_timer_, os_, wall_seconds(os_)) : std::nullopt)
       wake = std::min(wake.value_or(Clock::time_point::max()), *at);
     return wake;
   }
