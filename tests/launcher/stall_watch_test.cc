@@ -3,7 +3,7 @@
 // instant a stall fires instead of a wall-clock window; the stacks and the report are left to
 // tests/integration/stall_test.cc, over real workers.
 
-#include "observe/stall_watch.h"
+#include "hangs/stall_watch.h"
 
 #include <gtest/gtest.h>
 

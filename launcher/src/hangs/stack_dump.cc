@@ -1,4 +1,4 @@
-#include "observe/stack_dump.h"
+#include "hangs/stack_dump.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "observe/python_stack_hook.h"
+#include "hangs/python_stack_hook.h"
 #include "process/proc.h"
 
 #include "acc/common/strings.h"

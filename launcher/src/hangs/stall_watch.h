@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "acc/launcher/plan/plan.h"
-#include "observe/collective_match.h"
-#include "observe/stall_monitor.h"
-#include "observe/straggler_watch.h"
+#include "hangs/collective_match.h"
+#include "hangs/stall_monitor.h"
+#include "hangs/straggler_watch.h"
 #include "process/proc.h"
 
 namespace acc::rendezvous {

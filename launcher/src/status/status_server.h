@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "observe/job_status.h"
+#include "status/job_status.h"
 
 namespace acc::launcher {
 
