@@ -1,12 +1,14 @@
 # Installed package: find_package(acc-launch) gives acc::runtime (and acc::common it needs) and
 # acc::runtime_launch (acc::launch), with the launcher's static libraries it links (acc::launcher,
-# acc::config, acc::rendezvous: libraries only, their headers stay private), so that a program
-# links acc::runtime_launch alone. The acc-launch binary is linked as in the tree.
+# one library per room of the launcher, acc::config, acc::rendezvous: libraries only, their
+# headers stay private), so that a program links acc::runtime_launch alone. The acc-launch binary
+# is linked as in the tree.
 include(CMakePackageConfigHelpers)
 set(acc_export_targets acc_common)
 if(ACC_BUILD_RUNTIME AND TARGET acc_runtime)
-  list(APPEND acc_export_targets acc_runtime acc_runtime_launch acc_launcher acc_config
-              acc_rendezvous)
+  get_property(acc_launcher_rooms GLOBAL PROPERTY ACC_LAUNCHER_ROOMS)
+  list(APPEND acc_export_targets acc_runtime acc_runtime_launch acc_launcher ${acc_launcher_rooms}
+              acc_config acc_rendezvous)
 endif()
 install(TARGETS ${acc_export_targets} EXPORT acc-launch-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

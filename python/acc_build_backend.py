@@ -2,7 +2,7 @@
 
 What a wheel holds:
   acc_launch/                       the Python package (python/acc_launch/), with the launcher's
-                                    hook (launcher/src/observe/python/acc_launch.py) as _hook.py
+                                    hook (launcher/src/hangs/python/acc_launch.py) as _hook.py
                                     and _version.py from VERSION
   acc_launch-V.data/scripts/acc-launch
                                     the native binary itself, stripped: pip puts it on the
@@ -155,7 +155,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             if name.endswith(".py"):
                 wheel.add("%s/%s" % (_NAME, name), _read(os.path.join(package, name)))
         wheel.add(_NAME + "/_hook.py",
-                  _read(os.path.join(_ROOT, "launcher", "src", "observe", "python",
+                  _read(os.path.join(_ROOT, "launcher", "src", "hangs", "python",
                                      "acc_launch.py")))
         wheel.add(_NAME + "/_version.py", ('__version__ = "%s"\n' % version).encode())
         wheel.add(data + "/scripts/acc-launch", _stripped(binary, scratch), 0o755)

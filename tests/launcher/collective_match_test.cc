@@ -1,4 +1,4 @@
-#include "observe/collective_match.h"
+#include "hangs/collective_match.h"
 
 #include <gtest/gtest.h>
 

@@ -4,6 +4,7 @@
 
 #include "acc/common/error.h"
 #include "acc/common/int_ranges.h"
+#include "plan/cpu_binding_choice.h"
 
 namespace acc::launcher {
 namespace {
@@ -169,8 +170,10 @@ TEST(CpuBindingTest, CudaVisibleDevicesPicksWhichGpuEachRankHas) {
   HostInfo host;
   host.topology = t;
   host.environment["CUDA_VISIBLE_DEVICES"] = "3";
-  EXPECT_EQ(resolve_cpu_binding(o, host, "3", 1), (std::vector<std::vector<int>>{{2, 3}}));
-  EXPECT_EQ(resolve_cpu_binding(o, host, "0", 1), (std::vector<std::vector<int>>{{0, 1}}));
+  EXPECT_EQ(resolve_cpu_binding(choose_cpu_binding(o), host, "3", 1),
+            (std::vector<std::vector<int>>{{2, 3}}));
+  EXPECT_EQ(resolve_cpu_binding(choose_cpu_binding(o), host, "0", 1),
+            (std::vector<std::vector<int>>{{0, 1}}));
 }
 
 TEST(CpuBindingTest, EnableCpuAffinityBindsEachWorkerToItsGpusNode) {
@@ -178,7 +181,8 @@ TEST(CpuBindingTest, EnableCpuAffinityBindsEachWorkerToItsGpusNode) {
   o.enable_cpu_affinity = true;
   HostInfo host;
   host.topology = machine(1, 1, 2, 1, {0, 0});
-  EXPECT_EQ(resolve_cpu_binding(o, host, "", 2), (std::vector<std::vector<int>>{{0, 1}, {0, 1}}));
+  EXPECT_EQ(resolve_cpu_binding(choose_cpu_binding(o), host, "", 2),
+            (std::vector<std::vector<int>>{{0, 1}, {0, 1}}));
 }
 
 }  // namespace

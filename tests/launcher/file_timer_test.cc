@@ -1,7 +1,7 @@
 // torchelastic's file timer: the request lines PyTorch's FileTimerClient writes, and which region
 // fires when (pure), then the named pipe with real writes.
 
-#include "observe/file_timer.h"
+#include "hangs/file_timer.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,8 +1,8 @@
-#include "observe/hang_report.h"
+#include "hangs/hang_report.h"
 
 #include <gtest/gtest.h>
 
-#include "observe/stack_dump.h"
+#include "hangs/stack_dump.h"
 
 namespace acc::launcher {
 namespace {

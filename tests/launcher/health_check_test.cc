@@ -1,9 +1,9 @@
-// The health check (observe/health_check.h): what it says about the workers' progress files, its
-// replies, and the HTTP server (observe/http_server.h) on a loopback socket, which a silent client
+// The health check (status/health_check.h): what it says about the workers' progress files, its
+// replies, and the HTTP server (status/http_server.h) on a loopback socket, which a silent client
 // does not hold up.
 
-#include "observe/health_check.h"
-#include "observe/http_server.h"
+#include "status/health_check.h"
+#include "status/http_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

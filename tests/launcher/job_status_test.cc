@@ -1,8 +1,8 @@
-// The job's status (observe/job_status.h, observe/status_server.h): the board over real progress
+// The job's status (status/job_status.h, status/status_server.h): the board over real progress
 // files written as a worker writes them, and what it renders: Prometheus' text format, JSON, the
 // routes and the URL.
 
-#include "observe/job_status.h"
+#include "status/job_status.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -18,7 +18,7 @@
 
 #include "acc/common/progress_file.h"
 #include "fake_proc.h"
-#include "observe/status_server.h"
+#include "status/status_server.h"
 
 namespace acc::launcher {
 namespace {

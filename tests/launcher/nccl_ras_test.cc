@@ -1,7 +1,7 @@
 // The RAS client against a fake RAS server that replays replies in the format of NCCL's
 // src/ras/client_support.cc (NCCL 2.24+): the handshake, then the STATUS report, then close.
 
-#include "observe/nccl_ras.h"
+#include "hangs/nccl_ras.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

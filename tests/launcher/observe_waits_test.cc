@@ -1,6 +1,6 @@
 // The hang report's two bounded waits, over a fake clock: for the Flight Recorder dumps the
-// stall watch asked for (observe/flight_recorder.h), and for the other nodes' collective traces
-// in node 0's store (observe/trace_gather.h). Each returns at the exact fake time its wait ends.
+// stall watch asked for (hangs/flight_recorder.h), and for the other nodes' collective traces
+// in node 0's store (hangs/trace_gather.h). Each returns at the exact fake time its wait ends.
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -16,9 +16,9 @@
 #include "acc/rendezvous/store_client.h"
 #include "acc/rendezvous/store_server.h"
 #include "fake_clock.h"
+#include "hangs/flight_recorder.h"
+#include "hangs/trace_gather.h"
 #include "launcher_harness.h"
-#include "observe/flight_recorder.h"
-#include "observe/trace_gather.h"
 
 namespace acc::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "observe/python_stack_hook.h"
+#include "hangs/python_stack_hook.h"
 
 #include <gtest/gtest.h>
 

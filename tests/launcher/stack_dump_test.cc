@@ -3,7 +3,7 @@
 // and what it does with a debugger that overruns. The parsers are tested in hang_report_test.cc;
 // tests/integration/stall_test.cc takes real workers' stacks.
 
-#include "observe/stack_dump.h"
+#include "hangs/stack_dump.h"
 
 #include <signal.h>
 
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "fake_os.h"
+#include "hangs/python_stack_hook.h"
 #include "launcher_harness.h"
-#include "observe/python_stack_hook.h"
 
 namespace acc::launcher {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "acc/common/error.h"
 #include "fake_os.h"
-#include "observe/stall_watch.h"
+#include "hangs/stall_watch.h"
 
 namespace acc::launcher {
 namespace {

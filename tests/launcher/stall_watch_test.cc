@@ -3,7 +3,7 @@
 // of each worker. The time is the test's, so each check names the exact instant a stall fires
 // instead of a wall-clock window; tests/integration/stall_test.cc runs it over real workers.
 
-#include "observe/stall_watch.h"
+#include "hangs/stall_watch.h"
 
 #include <signal.h>
 

@@ -1,11 +1,11 @@
-#include "observe/stragglers.h"
+#include "hangs/stragglers.h"
 
 #include <gtest/gtest.h>
 
 #include "acc/common/progress_file.h"
+#include "hangs/straggler_watch.h"
 #include "json_fields.h"
 #include "launcher_harness.h"
-#include "observe/straggler_watch.h"
 
 namespace acc::launcher {
 namespace {

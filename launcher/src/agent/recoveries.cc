@@ -5,7 +5,7 @@
 #include "acc/common/error.h"
 #include "acc/common/progress_file.h"
 #include "agent/worker_group.h"
-#include "observe/python_stack_hook.h"
+#include "hangs/python_stack_hook.h"
 
 namespace acc::launcher {
 namespace {

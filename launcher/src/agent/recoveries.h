@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "acc/launcher/plan/plan.h"
-#include "observe/job_status.h"
 #include "process/os.h"
+#include "status/job_status.h"
 
 namespace acc::launcher {
 

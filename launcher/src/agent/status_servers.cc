@@ -4,11 +4,11 @@
 
 #include "acc/common/progress_file.h"
 #include "agent/worker_group.h"
-#include "observe/health_check.h"
-#include "observe/http_server.h"
-#include "observe/job_status.h"
-#include "observe/python_stack_hook.h"
-#include "observe/status_server.h"
+#include "hangs/python_stack_hook.h"
+#include "status/health_check.h"
+#include "status/http_server.h"
+#include "status/job_status.h"
+#include "status/status_server.h"
 
 namespace acc::launcher {
 

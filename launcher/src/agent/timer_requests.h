@@ -9,7 +9,7 @@
 #include <string>
 
 #include "acc/launcher/plan/plan.h"
-#include "observe/file_timer.h"
+#include "hangs/file_timer.h"
 #include "process/os.h"
 
 namespace acc::launcher {

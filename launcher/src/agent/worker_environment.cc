@@ -7,8 +7,8 @@
 #include "acc/common/progress_file.h"
 #include "acc/common/torch_env.h"
 #include "acc/launcher/agent/agent.h"
-#include "observe/flight_recorder.h"
-#include "observe/python_stack_hook.h"
+#include "hangs/flight_recorder.h"
+#include "hangs/python_stack_hook.h"
 #include "output/console.h"
 
 namespace acc::launcher {

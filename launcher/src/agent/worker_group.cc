@@ -18,7 +18,7 @@
 #include "acc/common/strings.h"
 #include "acc/launcher/host/host.h"
 #include "agent/worker_environment.h"
-#include "observe/python_stack_hook.h"
+#include "hangs/python_stack_hook.h"
 #include "output/console.h"
 
 namespace acc::launcher {

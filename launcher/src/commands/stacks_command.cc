@@ -15,7 +15,7 @@
 #include "commands/command_line.h"
 #include "commands/commands.h"
 #include "commands/launchers.h"
-#include "observe/stall_watch.h"
+#include "hangs/stall_watch.h"
 #include "output/console.h"
 #include "process/real_os.h"
 

@@ -1,5 +1,5 @@
 // `acc-launch top [--url URL]`: the running job's ranks, live in the terminal, from the status a
-// launcher serves with --status_port (observe/status_server.h): per rank its state, steps per
+// launcher serves with --status_port (status/status_server.h): per rank its state, steps per
 // second, step time, share of time in collectives, last collective and quiet time. Refreshes in
 // place each --interval seconds; q quits. Without --url it reads the URL a launcher of this user
 // on this machine published; --once prints the table once (for scripts).
@@ -28,8 +28,8 @@
 #include "commands/command_line.h"
 #include "commands/commands.h"
 #include "commands/launchers.h"
-#include "observe/status_server.h"
 #include "output/console.h"
+#include "status/status_server.h"
 
 namespace acc::launcher {
 namespace {

@@ -17,9 +17,9 @@
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 #include "acc/common/random.h"
-#include "acc/launcher/host/cpu_binding.h"
 #include "acc/launcher/plan/option_sources.h"
 #include "plan/accelerate_env.h"
+#include "plan/cpu_binding_choice.h"
 
 namespace acc::launcher {
 namespace {
@@ -440,8 +440,8 @@ void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPla
   for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"})
     if (torch_env::reads(name, plan.worker_torch) && !torch_env::is_set(host.environment, name))
       plan.env_defaults.emplace_back(name, "1");
-  plan.worker_cpus =
-      resolve_cpu_binding(o, host, visible_devices_list(plan, host), plan.nproc_per_node);
+  plan.worker_cpus = resolve_cpu_binding(choose_cpu_binding(o), host,
+                                         visible_devices_list(plan, host), plan.nproc_per_node);
   if (o.enable_cpu_affinity && !has_variable(plan.env, "ACCELERATE_CPU_AFFINITY"))
     plan.env.emplace_back("ACCELERATE_CPU_AFFINITY", "1");
 

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "acc/launcher/cli/options.h"
 #include "acc/launcher/host/host.h"
 #include "acc/launcher/host/topology.h"
 
@@ -29,10 +28,6 @@ struct CpuBindingChoice {
   std::vector<int> core_list;  // kCoreList: the CPUs to split; empty: one per physical core
 };
 
-// The binding the options ask for. Throws ConfigError when two flags ask for different ones or a
-// --bind_core_list is not a CPU list.
-CpuBindingChoice choose_cpu_binding(const LaunchOptions& options);
-
 // One CPU set per local rank (ascending CPU ids), only CPUs in topology.allowed_cpus (when it is
 // not empty). Local rank i uses GPU i when there are at least as many GPUs as workers; else the
 // workers are spread in blocks over the NUMA nodes, as if each had a GPU there. Empty for kNone.
@@ -45,11 +40,12 @@ std::vector<std::vector<int>> plan_cpu_binding(const CpuTopology& topology,
 // 0 is the third in PCI order). Unchanged when `visible` names GPUs by UUID.
 CpuTopology with_visible_gpus(CpuTopology topology, const std::string& visible);
 
-// The CPUs of each of `local_ranks` workers for the options' binding (empty for none), with
-// host.topology's GPUs numbered as CUDA_VISIBLE_DEVICES=`visible_devices` numbers them (the
-// workers' list: --gpu_ids, else the launcher's; empty: every GPU in PCI order). Returns a value:
-// the plan (plan.h, a room above) stores it. Throws ConfigError as plan_cpu_binding.
-std::vector<std::vector<int>> resolve_cpu_binding(const LaunchOptions& options,
+// The CPUs of each of `local_ranks` workers for `choice` (empty for none), with host.topology's
+// GPUs numbered as CUDA_VISIBLE_DEVICES=`visible_devices` numbers them (the workers' list: empty:
+// every GPU in PCI order). Which binding the flags ask for is the plan's to decide, from the
+// options (plan/cpu_binding_options.h): this room sits below the command line. Throws ConfigError
+// as plan_cpu_binding.
+std::vector<std::vector<int>> resolve_cpu_binding(const CpuBindingChoice& choice,
                                                   const HostInfo& host,
                                                   const std::string& visible_devices,
                                                   int local_ranks);

@@ -116,7 +116,7 @@ struct LaunchPlan {
   // it serves over HTTP (0: one the system picks); nullopt: none.
   std::optional<int> health_check_port;
   std::chrono::milliseconds health_check_timeout{60'000};  // no progress for this long: 503
-  // --status_port: the port of the job's status page and metrics (observe/job_status.h), 0: one
+  // --status_port: the port of the job's status page and metrics (status/job_status.h), 0: one
   // the system picks; nullopt: none. Served on status_host.
   std::optional<int> status_port;
   std::string status_host = "127.0.0.1";

@@ -1,4 +1,4 @@
-#include "observe/stall_monitor.h"
+#include "hangs/stall_monitor.h"
 
 #include <algorithm>
 

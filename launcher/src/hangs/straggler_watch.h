@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "observe/stragglers.h"
+#include "hangs/stragglers.h"
 
 namespace acc::progress_file {
 class Reader;

@@ -1,4 +1,4 @@
-#include "observe/collective_match.h"
+#include "hangs/collective_match.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,8 +6,8 @@
 #include <set>
 
 #include "acc/common/strings.h"
+#include "hangs/hang_report.h"
 #include "nodes/store_json.h"
-#include "observe/hang_report.h"
 
 namespace acc::launcher {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "acc/rendezvous/clock.h"
-#include "observe/job_status.h"
+#include "status/job_status.h"
 
 namespace acc::launcher {
 

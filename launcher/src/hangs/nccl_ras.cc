@@ -1,4 +1,4 @@
-#include "observe/nccl_ras.h"
+#include "hangs/nccl_ras.h"
 
 #include <poll.h>
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-#include "observe/file_timer.h"
+#include "hangs/file_timer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

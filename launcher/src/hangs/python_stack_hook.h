@@ -4,7 +4,7 @@
 // script: a sitecustomize.py of ours, embedded in the binary and written to the run directory,
 // goes first on the workers' PYTHONPATH. It registers faulthandler for the dump signal, writing to
 // a file per process that stack_dump.h reads, then runs the sitecustomize it shadows (if any).
-// Beside it goes acc_launch.py (observe/python/): the module a program imports to beat or open a
+// Beside it goes acc_launch.py (hangs/python/): the module a program imports to beat or open a
 // named section, and the recorder of torch.distributed's calls into the worker's progress file
 // (acc/common/progress_file.h), which the sitecustomize starts.
 

@@ -20,11 +20,11 @@
 
 #include "acc/launcher/plan/plan.h"
 #include "acc/rendezvous/clock.h"
-#include "observe/collective_match.h"
-#include "observe/hang_report.h"
-#include "observe/stack_dump.h"
-#include "observe/stall_monitor.h"
-#include "observe/straggler_watch.h"
+#include "hangs/collective_match.h"
+#include "hangs/hang_report.h"
+#include "hangs/stack_dump.h"
+#include "hangs/stall_monitor.h"
+#include "hangs/straggler_watch.h"
 #include "process/os.h"
 
 namespace acc::rendezvous {

@@ -1,4 +1,4 @@
-#include "observe/status_server.h"
+#include "status/status_server.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include "acc/common/endpoint.h"
 #include "acc/common/store_keys.h"
 #include "acc/rendezvous/store_client.h"
-#include "observe/http_server.h"
+#include "status/http_server.h"
 
 namespace acc::launcher {
 

@@ -1,4 +1,4 @@
-#include "observe/http_server.h"
+#include "status/http_server.h"
 
 #include <fcntl.h>
 #include <pthread.h>

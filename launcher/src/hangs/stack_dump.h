@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "observe/hang_report.h"
+#include "hangs/hang_report.h"
 #include "process/os.h"
 
 namespace acc::launcher {

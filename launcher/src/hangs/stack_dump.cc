@@ -1,4 +1,4 @@
-#include "observe/stack_dump.h"
+#include "hangs/stack_dump.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "observe/python_stack_hook.h"
+#include "hangs/python_stack_hook.h"
 #include "process/proc.h"
 
 #include "acc/common/strings.h"

@@ -1,4 +1,4 @@
-#include "observe/hang_report.h"
+#include "hangs/hang_report.h"
 
 #include <algorithm>
 #include <cstdio>

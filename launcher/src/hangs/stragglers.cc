@@ -1,11 +1,11 @@
-#include "observe/stragglers.h"
+#include "hangs/stragglers.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "acc/common/strings.h"
+#include "hangs/hang_report.h"
 #include "nodes/store_json.h"
-#include "observe/hang_report.h"
 
 namespace acc::launcher {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "acc/rendezvous/clock.h"
-#include "observe/collective_match.h"
+#include "hangs/collective_match.h"
 
 namespace acc::rendezvous {
 class StoreClient;

@@ -1,4 +1,4 @@
-#include "observe/trace_gather.h"
+#include "hangs/trace_gather.h"
 
 #include <algorithm>
 #include <memory>

@@ -1,10 +1,10 @@
-#include "observe/health_check.h"
+#include "status/health_check.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "acc/common/error.h"
-#include "observe/http_server.h"
+#include "status/http_server.h"
 
 namespace acc::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "observe/flight_recorder.h"
+#include "hangs/flight_recorder.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <climits>
 #include <cstdlib>
 
-#include "observe/hang_report.h"
+#include "hangs/hang_report.h"
 #include "process/proc.h"
 
 namespace acc::launcher {

@@ -1,4 +1,4 @@
-#include "observe/stall_watch.h"
+#include "hangs/stall_watch.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,13 +14,13 @@
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
 #include "acc/rendezvous/store_client.h"
+#include "hangs/flight_recorder.h"
+#include "hangs/hang_report.h"
+#include "hangs/nccl_ras.h"
+#include "hangs/python_stack_hook.h"
+#include "hangs/stack_dump.h"
+#include "hangs/trace_gather.h"
 #include "host/nvml.h"
-#include "observe/flight_recorder.h"
-#include "observe/hang_report.h"
-#include "observe/nccl_ras.h"
-#include "observe/python_stack_hook.h"
-#include "observe/stack_dump.h"
-#include "observe/trace_gather.h"
 #include "output/console.h"
 #include "output/log.h"
 #include "process/proc.h"

@@ -4,7 +4,7 @@
 // long the rank has been quiet; stragglers and quiet or stalled ranks are marked, and the hang
 // report is shown when one fired.
 
-#include "observe/job_status.h"
+#include "status/job_status.h"
 
 namespace acc::launcher {
 

@@ -1,4 +1,4 @@
-#include "observe/job_status.h"
+#include "status/job_status.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,9 +8,9 @@
 
 #include "acc/common/error.h"
 #include "acc/common/progress_file.h"
+#include "hangs/stragglers.h"
 #include "host/nvml.h"
 #include "nodes/store_json.h"
-#include "observe/stragglers.h"
 #include "process/proc.h"
 
 // std::optional as JSON: the value, or null.

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "observe/collective_match.h"
+#include "hangs/collective_match.h"
 
 namespace acc::launcher {
 

@@ -1,4 +1,4 @@
-#include "observe/straggler_watch.h"
+#include "hangs/straggler_watch.h"
 
 #include "acc/common/progress_file.h"
 

@@ -1,4 +1,4 @@
-#include "observe/python_stack_hook.h"
+#include "hangs/python_stack_hook.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include "acc/common/error.h"
 #include "acc/common/files.h"
 #include "acc/common/progress_file.h"
-#include "observe/python_files.h"
+#include "hangs/python_files.h"
 
 namespace acc::launcher {
 namespace {
