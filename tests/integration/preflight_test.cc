@@ -379,8 +379,8 @@ TEST(OpenFileLimitTest, NoWarningWhereTheLimitFitsOrTheNodeServesNoStore) {
             std::string::npos);
   // 2,000 connections: past one table of 256, within the store's threads' tables.
   const std::string store = dry_run_under_256_open_files(
-      {"--nnodes", "20", "--node_rank", "0", "--master_addr", "127.0.0.1", "--master_port", "1",
-       "--preflight_timeout", "0", "--nproc_per_node", "100"});
+      {"--nnodes", "40", "--node_rank", "0", "--master_addr", "127.0.0.1", "--master_port", "1",
+       "--preflight_timeout", "0", "--nproc_per_node", "50"});
   EXPECT_EQ(store.find("open files"), std::string::npos) << store;
   const std::string node_one = dry_run_under_256_open_files(
       {"--nnodes", "2", "--node_rank", "1", "--master_addr", "127.0.0.1", "--master_port", "1",
