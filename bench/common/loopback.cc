@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -61,6 +63,19 @@ void raise_fd_limit() {
   ::getrlimit(RLIMIT_NOFILE, &limit);
   limit.rlim_cur = limit.rlim_max;
   ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+void begin_run(const char* name, const char* what, const char* unit, int window) {
+  raise_fd_limit();
+  ::signal(SIGPIPE, SIG_IGN);
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  std::printf(
+      "%s: %s; RLIMIT_NOFILE %llu (hard %llu); client processes of up to %d %s; handshake "
+      "window %d\n",
+      name, what, static_cast<unsigned long long>(limit.rlim_cur),
+      static_cast<unsigned long long>(limit.rlim_max), connections_per_process(), unit, window);
+  std::fflush(stdout);
 }
 
 int connections_per_process() {

@@ -38,6 +38,10 @@ void raise_fd_limit();
 // 16,000. Call after raise_fd_limit().
 int connections_per_process();
 
+// Sets a many-connection bench up (raise_fd_limit(), SIGPIPE ignored) and prints its first line:
+// "NAME: WHAT; RLIMIT_NOFILE S (hard H); client processes of up to N UNIT; handshake window W".
+void begin_run(const char* name, const char* what, const char* unit, int window);
+
 // "/proc/loadavg"'s first three fields: "4.80 3.10 2.90".
 std::string load_average();
 

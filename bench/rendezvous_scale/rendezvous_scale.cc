@@ -352,17 +352,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  acc::bench::raise_fd_limit();
-  ::signal(SIGPIPE, SIG_IGN);
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  std::printf(
-      "rendezvous_scale: one round, --nnodes N:N, every node its own TCP connection; "
-      "RLIMIT_NOFILE %llu (hard %llu); client processes of up to %d nodes; handshake window %d\n",
-      static_cast<unsigned long long>(limit.rlim_cur),
-      static_cast<unsigned long long>(limit.rlim_max), acc::bench::connections_per_process(),
-      options.window);
-  std::fflush(stdout);
+  acc::bench::begin_run("rendezvous_scale",
+                        "one round, --nnodes N:N, every node its own TCP connection", "nodes",
+                        options.window);
   bool ok = true;
   int block = 1;  // each count its own source addresses: 127.<block>.0.x
   for (int count : options.counts) ok = measure(options, count, block++) && ok;

@@ -807,14 +807,8 @@ int main(int argc, char** argv) {
                  "[--window 500]\n");
     return 2;
   }
-  acc::bench::raise_fd_limit();
-  ::signal(SIGPIPE, SIG_IGN);
-  rlimit limit{};
-  ::getrlimit(RLIMIT_NOFILE, &limit);
-  std::printf(
-      "store_scale: init_process_group + store barrier per rank, one connection each; "
-      "RLIMIT_NOFILE %llu (hard %llu); client processes of up to %d ranks; handshake window %d\n",
-      static_cast<unsigned long long>(limit.rlim_cur),
-      static_cast<unsigned long long>(limit.rlim_max), ranks_per_client(), options.window);
+  acc::bench::begin_run("store_scale",
+                        "init_process_group + store barrier per rank, one connection each", "ranks",
+                        options.window);
   return options.attach.port != 0 ? run_attached(options) : run_servers(options);
 }
