@@ -383,8 +383,8 @@ TEST(OpenFileLimitTest, NoWarningWhereTheLimitFitsOrTheNodeServesNoStore) {
        "--preflight_timeout", "0", "--nproc_per_node", "50"});
   EXPECT_EQ(store.find("open files"), std::string::npos) << store;
   const std::string node_one = dry_run_under_256_open_files(
-      {"--nnodes", "2", "--node_rank", "1", "--master_addr", "127.0.0.1", "--master_port", "1",
-       "--preflight_timeout", "0", "--nproc_per_node", "300"});
+      {"--nnodes", "50", "--node_rank", "1", "--master_addr", "127.0.0.1", "--master_port", "1",
+       "--preflight_timeout", "0", "--nproc_per_node", "90"});  // node 0's store: 4,500, past 3,520
   EXPECT_EQ(node_one.find("open files"), std::string::npos) << node_one;
 }
 
