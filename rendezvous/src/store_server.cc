@@ -285,20 +285,8 @@ struct Shard : detail::ReplySink {
           ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
           return;
         }
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-          // Out of descriptors: the listener leaves the set for 100 ms instead of spinning on
-          // a readiness that stays. Said once until an accept succeeds again, not at each retry,
-          // with the limit and the way to raise it.
-          if (!out_of_descriptors) {
-            out_of_descriptors = true;
-            options.log(out_of_descriptors_message(errno));
-          }
-          ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
-          itimerspec once{};
-          once.it_value.tv_nsec = 100'000'000;
-          ::timerfd_settime(accept_retry_fd, 0, &once, nullptr);
-          return;
-        }
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+          return out_of_room(errno);
         return;  // EAGAIN: nothing more to accept now
       }
       out_of_descriptors = false;
@@ -312,17 +300,18 @@ struct Shard : detail::ReplySink {
           ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
           return;
         }
-        return out_of_room();
+        return out_of_room(EMFILE);
       }
     }
   }
 
-  // The last shard's table is full but for its room: as EMFILE above, the listener leaves the set
-  // for 100 ms, and the line is said once.
-  void out_of_room() {
+  // Out of descriptors (`error`), or the last shard's table full but for its room (EMFILE): the
+  // listener leaves the set for 100 ms instead of spinning on a readiness that stays. Said once
+  // until an accept succeeds again, not at each retry, with the limit and the way to raise it.
+  void out_of_room(int error) {
     if (!out_of_descriptors) {
       out_of_descriptors = true;
-      options.log(out_of_descriptors_message(EMFILE));
+      options.log(out_of_descriptors_message(error));
     }
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
     itimerspec once{};
