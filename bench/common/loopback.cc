@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +77,15 @@ void begin_run(const char* name, const char* what, const char* unit, int window)
       name, what, static_cast<unsigned long long>(limit.rlim_cur),
       static_cast<unsigned long long>(limit.rlim_max), connections_per_process(), unit, window);
   std::fflush(stdout);
+}
+
+void reap_or_kill(pid_t pid, int wait_ms) {
+  for (int waited = 0; waited < wait_ms; waited += 10) {
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return;
+    ::usleep(10'000);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
 }
 
 int connections_per_process() {

@@ -7,6 +7,7 @@
 // each, under the per-process descriptor limit.
 
 #include <netinet/in.h>
+#include <sys/types.h>
 
 #include <string>
 
@@ -41,6 +42,9 @@ int connections_per_process();
 // Sets a many-connection bench up (raise_fd_limit(), SIGPIPE ignored) and prints its first line:
 // "NAME: WHAT; RLIMIT_NOFILE S (hard H); client processes of up to N UNIT; handshake window W".
 void begin_run(const char* name, const char* what, const char* unit, int window);
+
+// Reaps the child `pid`, waiting up to `wait_ms` for it to exit by itself, then kills it.
+void reap_or_kill(pid_t pid, int wait_ms = 10'000);
 
 // "/proc/loadavg"'s first three fields: "4.80 3.10 2.90".
 std::string load_average();

@@ -242,15 +242,7 @@ std::vector<Client> start_clients(const Options& options, int count, int block, 
 void stop_clients(std::vector<Client>& running) {
   for (Client& client : running) {
     ::close(client.report);
-    bool gone = false;
-    for (int i = 0; i < 1000 && !gone; ++i) {
-      gone = ::waitpid(client.pid, nullptr, WNOHANG) == client.pid;
-      if (!gone) ::usleep(10'000);
-    }
-    if (!gone) {
-      ::kill(client.pid, SIGKILL);
-      ::waitpid(client.pid, nullptr, 0);
-    }
+    acc::bench::reap_or_kill(client.pid);
   }
 }
 

@@ -160,12 +160,7 @@ class ServerProcess {
   ~ServerProcess() {
     ::close(stdin_);
     ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 500; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-      ::usleep(10'000);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
+    acc::bench::reap_or_kill(pid_, 5'000);
   }
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -563,12 +558,6 @@ struct Report {
   char error[240] = {};
 };
 
-// The ranks are spread over client processes of at most this many connections each, under the
-// per-process descriptor limit (RLIMIT_NOFILE, which the hard limit caps): one epoll thread each.
-int ranks_per_client() {
-  return acc::bench::connections_per_process();
-}
-
 struct Client {
   pid_t pid = -1;
   int report = -1;   // read end: its Report
@@ -607,7 +596,9 @@ Result measure(const Target& server, int ranks, int source_block, int window, in
   const long long slab_before = slab_bytes();
   const double cpu_before = process_cpu_seconds(server.pid);
   const double children_before = children_cpu_seconds();
-  const int per_client = ranks_per_client();
+  // The ranks over client processes of at most this many connections each, under the
+  // per-process descriptor limit: one epoll thread each.
+  const int per_client = acc::bench::connections_per_process();
   const int clients = (ranks + per_client - 1) / per_client;
   const auto start = Clock::now();
   std::vector<Client> running;
@@ -663,17 +654,7 @@ Result measure(const Target& server, int ranks, int source_block, int window, in
   result.rss_per_connection = (rss_bytes(server.pid) - rss_before) / open;
   result.slab_per_connection = (slab_bytes() - slab_before) / open;
   for (Client& client : running) ::close(client.release);
-  for (Client& client : running) {
-    bool gone = false;
-    for (int i = 0; i < 1000 && !gone; ++i) {
-      gone = ::waitpid(client.pid, nullptr, WNOHANG) == client.pid;
-      if (!gone) ::usleep(10'000);
-    }
-    if (!gone) {
-      ::kill(client.pid, SIGKILL);
-      ::waitpid(client.pid, nullptr, 0);
-    }
-  }
+  for (Client& client : running) acc::bench::reap_or_kill(client.pid);
   result.client_cpu = children_cpu_seconds() - children_before;
   return result;
 }
