@@ -18,6 +18,12 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+constexpr const char* kServerClosed = "the store server closed the connection";
+
+// A server that has gone away shows as an end of stream, or, when a request was on its way as it
+// closed, as a reset (or a broken pipe on the next send): to the user these are one event.
+bool closed_by_peer(int error) { return error == ECONNRESET || error == EPIPE; }
+
 int remaining_ms(SteadyClock::time_point deadline) {
   // Rounded up: a wait must not end before its deadline.
   auto left = std::chrono::ceil<milliseconds>(deadline - SteadyClock::now()).count();
@@ -189,6 +195,7 @@ void StoreClient::send(std::string_view bytes) {
   while (!bytes.empty()) {
     ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && closed_by_peer(errno)) broken(kServerClosed);
     if (n <= 0) broken(std::string("send failed: ") + std::strerror(errno));
     bytes.remove_prefix(static_cast<std::size_t>(n));
   }
@@ -204,7 +211,7 @@ bool StoreClient::receive(char* data, std::size_t size, milliseconds timeout) {
     if (ready == 0) return false;
     ssize_t n = ::recv(fd_, data, size, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) broken("the store server closed the connection");
+    if (n == 0 || (n < 0 && closed_by_peer(errno))) broken(kServerClosed);
     if (n < 0) broken(std::string("receive failed: ") + std::strerror(errno));
     traffic_.bytes_received += n;
     data += n;
