@@ -22,7 +22,9 @@ constexpr const char* kServerClosed = "the store server closed the connection";
 
 // A server that has gone away shows as an end of stream, or, when a request was on its way as it
 // closed, as a reset (or a broken pipe on the next send): to the user these are one event.
-bool closed_by_peer(int error) { return error == ECONNRESET || error == EPIPE; }
+bool closed_by_peer(int error) {
+  return error == ECONNRESET || error == EPIPE;
+}
 
 int remaining_ms(SteadyClock::time_point deadline) {
   // Rounded up: a wait must not end before its deadline.

@@ -117,6 +117,58 @@ TEST(StoreServerTest, ABegunWaitOnAGoneServerSaysSoAsANetworkError) {
   EXPECT_THROW(watcher.wait_ended(), NetworkError);
 }
 
+// A server that answers a client's handshake, takes its next request and goes: with an orderly
+// close (an end of stream) or an abort (a reset, as a killed server's kernel answers a request in
+// flight). Returns what the client's add() threw, less its "store HOST:PORT: " (a port each).
+std::string what_a_client_hears_of_a_server_that_goes(bool reset) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), length), 0);
+  EXPECT_EQ(::listen(listener, 1), 0);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  std::thread server([listener, reset] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    std::string handshake, echo;
+    encode_request({Op::kValidate, {}, {}, kValidationMagic}, Dialect::kV2_2, handshake);
+    encode_request({Op::kPing, {}, {}, 0}, Dialect::kV2_2, handshake);
+    std::string bytes(handshake.size(), '\0');
+    EXPECT_EQ(::recv(fd, bytes.data(), bytes.size(), MSG_WAITALL),
+              static_cast<ssize_t>(bytes.size()));
+    append_u32(echo, load_u32(std::string_view(bytes).substr(bytes.size() - 4)));
+    ::send(fd, echo.data(), echo.size(), MSG_NOSIGNAL);
+    char request[256];
+    pollfd p{fd, POLLIN, 0};
+    while (::poll(&p, 1, 200) == 1 && ::recv(fd, request, sizeof(request), MSG_DONTWAIT) > 0) {
+    }
+    const linger abort{1, 0};
+    if (reset) ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+    ::close(fd);
+  });
+  StoreClientOptions options;
+  options.port = ntohs(address.sin_port);
+  options.timeout = 10s;
+  std::string what = "nothing was thrown";
+  try {
+    StoreClient client(options);
+    client.add("key", 1);
+  } catch (const NetworkError& e) {
+    what = e.what();
+  }
+  server.join();
+  ::close(listener);
+  return what.substr(what.find(": ") + 2);
+}
+
+TEST(StoreServerTest, AServerThatGoesIsOneMessageWhetherItClosedOrResetTheConnection) {
+  const std::string closed = what_a_client_hears_of_a_server_that_goes(false);
+  const std::string reset = what_a_client_hears_of_a_server_that_goes(true);
+  EXPECT_EQ(closed, "the store server closed the connection");
+  EXPECT_EQ(reset, closed);
+}
+
 TEST(StoreServerTest, ClientOperationsSeeOneSharedStore) {
   StoreServer server(loopback());
   server.start();
