@@ -32,37 +32,21 @@ cmake --build "$build" --target rendezvous_scale acc-launch >/dev/null
 # needs a hard limit above the machine's. The soft limit goes up to the hard one.
 ulimit -n "$(ulimit -Hn)"
 
-netns=()
-if unshare -n true 2>/dev/null; then
-  netns=(unshare -n)
-elif unshare -rn true 2>/dev/null; then
-  netns=(unshare -rn)
-else
-  say "cannot make a network namespace: on the machine's loopback"
-fi
-# bounded SECONDS COMMAND...: the command in the namespace, killed after SECONDS.
-bounded() {
-  local seconds=$1
-  shift
-  if [ ${#netns[@]} -gt 0 ]; then
-    # shellcheck disable=SC2016 # expanded in the namespace's shell
-    timeout -k 5 "$seconds" "${netns[@]}" sh -c 'ip link set lo up && exec "$@"' sh "$@"
-  else
-    timeout -k 5 "$seconds" "$@"
-  fi
-}
+# shellcheck source=bench/common/netns.sh
+source bench/common/netns.sh
+[ ${#netns[@]} -gt 0 ] || say "cannot make a network namespace: on the machine's loopback"
 
 echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
 rc=0
 for n in ${nodes//,/ }; do
-  ours=$(bounded $((2 * cap_s + 60)) "$build/bench/rendezvous_scale/rendezvous_scale" \
+  ours=$(bounded_in_netns $((2 * cap_s + 60)) "$build/bench/rendezvous_scale/rendezvous_scale" \
     "$build/launcher/acc-launch" --nodes "$n" --timeout-s "$cap_s" | tail -n +2) || rc=1
   echo "${ours:-$(printf '%7d  acc-launch  no result (timed out or failed)' "$n")}"
   if [ "$n" -gt "$peer_max" ]; then
     printf '%7d  torchrun    not run (above PEER_MAX=%d)\n' "$n" "$peer_max"
     continue
   fi
-  theirs=$(bounded $((cap_s + 120)) "$python" bench/rendezvous_scale/torch_rendezvous.py \
+  theirs=$(bounded_in_netns $((cap_s + 120)) "$python" bench/rendezvous_scale/torch_rendezvous.py \
     --nodes "$n" --cap-s "$cap_s" 2>/dev/null) || true
   echo "${theirs:-$(printf '%7d  torchrun    no result' "$n")}  load $(cut -d' ' -f1-3 /proc/loadavg)"
   awk -v a="$ours" -v b="$theirs" -v n="$n" 'BEGIN {

@@ -67,17 +67,12 @@ else
   say "no PyTorch 2.x at '$python2' (set ACC_TORCH2_PYTHON): PyTorch's server is not run"
 fi
 
-# In a network namespace of its own (root, or a user namespace where allowed) with only loopback
-# up: the ranks' ports and the listeners' queues are nobody else's, its sysctls are the kernel's
-# defaults, and a reverse lookup of a peer's address fails at once instead of waiting on a name
-# server (PyTorch's server makes one per connection; where the resolver does not answer, each
-# costs its timeout, 5 s, on the server's loop). Otherwise the machine's own loopback.
-netns=()
-if unshare -n true 2>/dev/null; then
-  netns=(unshare -n)
-elif unshare -rn true 2>/dev/null; then
-  netns=(unshare -rn)
-else
+# In a network namespace of its own where it can (bench/common/netns.sh): PyTorch's server makes a
+# reverse lookup per connection, and where the resolver does not answer, each costs its timeout,
+# 5 s, on the server's loop.
+# shellcheck source=bench/common/netns.sh
+source bench/common/netns.sh
+if [ ${#netns[@]} -eq 0 ]; then
   say "cannot make a network namespace: on the machine's loopback, PyTorch's server's reverse" \
     "lookups wait on its name server"
 fi
@@ -88,12 +83,7 @@ echo "== load average: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
 rc=0
 run=("$build/bench/store_scale/store_scale" --acc-launch "$build/launcher/acc-launch"
   "${torch_args[@]}" "$@")
-if [ ${#netns[@]} -gt 0 ]; then
-  # shellcheck disable=SC2016 # expanded in the namespace's shell
-  timeout -k 5 "$bound" "${netns[@]}" sh -c 'ip link set lo up && exec "$@"' sh "${run[@]}" || rc=$?
-else
-  timeout -k 5 "$bound" "${run[@]}" || rc=$?
-fi
+bounded_in_netns "$bound" "${run[@]}" || rc=$?
 if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
   say "timed out: store_scale did not finish in $bound s"
 fi
