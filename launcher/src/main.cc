@@ -85,7 +85,8 @@ void raise_open_file_limit(const LaunchPlan& plan) {
   const bool serves_store = !is_static || plan.node_rank == 0;  // elastic: whichever is ranked 0
   const long long nodes = is_static ? plan.nnodes : std::max(plan.max_nodes, plan.nnodes);
   const long long own_need = 2LL * plan.nproc_per_node + 64;
-  const long long store_need = serves_store ? nodes * plan.nproc_per_node + nodes + 64 : 0;
+  const long long store_workers = nodes * plan.nproc_per_node;
+  const long long store_need = serves_store ? store_workers + nodes + 64 : 0;
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
   const rlim_t soft = limit.rlim_cur;
@@ -126,7 +127,7 @@ void raise_open_file_limit(const LaunchPlan& plan) {
     log::warn(fmt::format("open files: the store on this node may hold {} worker connections, but "
                           "at the open-file limit of {} its threads hold about {}; workers past it "
                           "wait and time out",
-                          store_need - nodes - 64, hard,
+                          store_workers, hard,
                           acc::rendezvous::StoreServer::connection_capacity(hard)) +
               fix);
 }

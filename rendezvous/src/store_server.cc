@@ -266,9 +266,7 @@ struct Shard : detail::ReplySink {
         if (has_room()) {
           watch(listen_fd, kListenerTag, EPOLLIN);
         } else {
-          itimerspec once{};
-          once.it_value.tv_nsec = 100'000'000;
-          ::timerfd_settime(accept_retry_fd, 0, &once, nullptr);
+          retry_accept_soon();
         }
         break;
     }
@@ -281,10 +279,7 @@ struct Shard : detail::ReplySink {
       int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno == EMFILE && private_table && start_next_shard()) {
-          ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
-          return;
-        }
+        if (errno == EMFILE && hand_over()) return;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
           return out_of_room(errno);
         return;  // EAGAIN: nothing more to accept now
@@ -296,13 +291,19 @@ struct Shard : detail::ReplySink {
       // neither can the next; it goes on to EMFILE. (ENFILE above is the whole system's limit:
       // another table does not help.)
       if (private_table && fd >= fd_limit - kRoomDescriptors) {
-        if (start_next_shard()) {
-          ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
-          return;
-        }
-        return out_of_room(EMFILE);
+        if (!hand_over()) out_of_room(EMFILE);
+        return;
       }
     }
+  }
+
+  // This shard's table is full: the next shard, with a table of its own, takes the listener.
+  // False where there is none to take it (this thread has no table of its own, or no shard is
+  // left).
+  bool hand_over() {
+    if (!private_table || !start_next_shard()) return false;
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+    return true;
   }
 
   // Out of descriptors (`error`), or the last shard's table full but for its room (EMFILE): the
@@ -314,6 +315,11 @@ struct Shard : detail::ReplySink {
       options.log(out_of_descriptors_message(error));
     }
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+    retry_accept_soon();
+  }
+
+  // The listener is looked at again (has_room) in 100 ms.
+  void retry_accept_soon() {
     itimerspec once{};
     once.it_value.tv_nsec = 100'000'000;
     ::timerfd_settime(accept_retry_fd, 0, &once, nullptr);
@@ -964,7 +970,7 @@ std::string StoreServer::address() const {
 std::uint64_t StoreServer::connection_capacity(std::uint64_t open_file_limit) {
   // Each table keeps stdin/out/err, the listener, the shards' eventfds, its epoll set, timers and
   // io_uring ring, and hands over to the next shard a few descriptors short of the limit.
-  constexpr std::uint64_t kHeldBesides = 3 + 1 + detail::kMaxShards + 8 + 8;
+  constexpr std::uint64_t kHeldBesides = 3 + 1 + detail::kMaxShards + 8 + kRoomDescriptors;
   return open_file_limit > kHeldBesides ? (open_file_limit - kHeldBesides) * detail::kMaxShards : 0;
 }
 

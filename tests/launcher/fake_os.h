@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "acc/common/error.h"
+#include "acc/common/files.h"
 #include "acc/common/unique_fd.h"
 #include "fake_proc.h"
 #include "process/os.h"
@@ -292,9 +293,7 @@ class FakeOs : public Os {
   }
 
   static void write_file(const std::string& path, const std::string& text) {
-    const UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-      throw std::runtime_error("fake: cannot write " + path);
+    if (acc::write_file(path, text) != 0) throw std::runtime_error("fake: cannot write " + path);
   }
 
   Process& find(pid_t pid) const {

@@ -10,7 +10,6 @@
 
 #include "acc/common/error.h"
 #include "acc/common/exit_code.h"
-#include "acc/common/files.h"
 #include "acc/launcher/agent/failure_report.h"
 #include "acc/launcher/nodes/membership.h"
 #include "agent/attempt_failures.h"
@@ -21,7 +20,6 @@
 #include "agent/timer_requests.h"
 #include "agent/worker_group.h"
 #include "hangs/file_timer.h"
-#include "hangs/flight_recorder.h"
 #include "hangs/python_stack_hook.h"
 #include "hangs/stall_watch.h"
 #include "nodes/job_link.h"
@@ -30,10 +28,7 @@
 #include "output/log.h"
 #include "output/timeline.h"
 #include "process/real_os.h"
-#include "status/health_check.h"
-#include "status/http_server.h"
 #include "status/job_status.h"
-#include "status/status_server.h"
 
 namespace acc::launcher {
 using Clock = Os::Clock;
@@ -384,8 +379,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       JobEnd end = failures_.root_cause_end(*group_, round_.node_rank, sent_by());
       end.status = plan_.no_restart_exit_code;
       end.reason = "no restart: " + std::to_string(no_progress_.in_a_row() + 1) +
-                   " attempt(s) in a row failed before any progress, the last as " +
-                   failures_.describe_root_cause(*group_, sent_by()) +
+                   " attempt(s) in a row failed before any progress, the last as " + end.reason +
                    " (--max_no_progress_restarts " +
                    std::to_string(plan_.max_no_progress_restarts) + "); exit " +
                    std::to_string(end.status) + " (--no_restart_exit_code)";

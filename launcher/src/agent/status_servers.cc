@@ -2,7 +2,6 @@
 
 #include <cstdio>
 
-#include "acc/common/progress_file.h"
 #include "agent/worker_group.h"
 #include "hangs/python_stack_hook.h"
 #include "status/health_check.h"

@@ -1,6 +1,6 @@
 #pragma once
 
-// The agent's side of torchelastic's file timer (observe/file_timer.h): the pipe every worker
+// The agent's side of torchelastic's file timer (hangs/file_timer.h): the pipe every worker
 // finds in TORCHELASTIC_TIMER_FILE, and the signal to a worker whose region expired.
 
 #include <map>

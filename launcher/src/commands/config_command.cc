@@ -83,11 +83,17 @@ int write_default(const ConfigArgs& a) {
   return 0;
 }
 
-std::string existing_path(const ConfigArgs& a) {
+// The config file named (or the default one), which must not be a directory.
+std::string chosen_path(const ConfigArgs& a) {
   const std::string path = a.config_file.empty() ? cfg::default_config_path() : a.config_file;
   std::error_code error;
   ACC_CHECK(!std::filesystem::is_directory(path, error), ConfigError, "the config file ", path,
             " is a directory; name the config file itself, or write one with `acc-launch config`");
+  return path;
+}
+
+std::string existing_path(const ConfigArgs& a) {
+  const std::string path = chosen_path(a);
   ACC_CHECK(cfg::file_exists(path), ConfigError, "the config file ", path,
             " does not exist; write one with `acc-launch config` or `acc-launch config default`");
   return path;
@@ -117,10 +123,7 @@ int validate_file(const ConfigArgs& a) {
 }
 
 int update_file(const ConfigArgs& a) {
-  const std::string path = a.config_file.empty() ? cfg::default_config_path() : a.config_file;
-  std::error_code error;
-  ACC_CHECK(!std::filesystem::is_directory(path, error), ConfigError, "the config file ", path,
-            " is a directory; name the config file itself, or write one with `acc-launch config`");
+  const std::string path = chosen_path(a);
   ACC_CHECK(cfg::file_exists(path), ConfigError, "The passed config file located at ", path,
             " doesn't exist; pass an existing file to --config_file");
   const cfg::ClusterConfig config = cfg::load_config(path);

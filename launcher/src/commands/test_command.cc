@@ -5,13 +5,9 @@
 // worker passes, as `accelerate test` does with its test script.
 
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 

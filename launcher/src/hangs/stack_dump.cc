@@ -38,8 +38,6 @@ std::vector<std::string> split_lines(std::string_view text) {
 }
 
 // Each thread's state and the kernel function it sleeps in: all there is without a debugger.
-// acc::trim by name: in a unity build, observe/nccl_ras.cc's own trim (which keeps the newline
-// that ends /proc's comm and wchan) would be the one found.
 WorkerStack proc_stack(proc::Reader& proc, int pid, const std::string& why) {
   WorkerStack stack;
   stack.source = "/proc (" + why + ")";

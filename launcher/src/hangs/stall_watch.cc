@@ -103,7 +103,6 @@ void publish_on_demand_report(const std::string& report) {
 StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<Worker> workers,
                        milliseconds timeout, std::function<void(const std::string&)> notice, Os& os)
     : os_(os),
-      proc_(os.proc()),
       plan_(plan),
       round_(round),
       workers_(std::move(workers)),
@@ -134,7 +133,7 @@ StallWatch::StallWatch(const LaunchPlan& plan, const Round& round, std::vector<W
   // first second never maps them. The CPU counts only with --stall_timeout (sample_busy).
   if (enabled_)
     for (size_t i = 0; i < workers_.size(); ++i)
-      cpu_at_progress_[i] = cpu_at_poll_[i] = proc_.stat(workers_[i].pid).cpu_seconds;
+      cpu_at_progress_[i] = cpu_at_poll_[i] = os_.proc().stat(workers_[i].pid).cpu_seconds;
 }
 
 void StallWatch::map_files() {
@@ -214,7 +213,7 @@ void StallWatch::sample_busy(Clock::time_point now) {
   std::vector<size_t> idle;  // running, outside collectives, not on CPU
   bool waiting = false;      // some rank is inside a collective
   for (size_t i = 0; i < workers_.size(); ++i) {
-    const proc::Stat stat = proc_.stat(workers_[i].pid);
+    const proc::Stat stat = os_.proc().stat(workers_[i].pid);
     if (!stat.ok || stat.state == "Z") continue;
     const double share = elapsed > 0 ? (stat.cpu_seconds - cpu_at_poll_[i]) / elapsed : 0;
     cpu_at_poll_[i] = stat.cpu_seconds;
@@ -258,7 +257,7 @@ size_t StallWatch::busy_on_gpu(const std::vector<size_t>& indices) {
   std::set<int> on_gpu;
   for (const auto& [pid, percent] : nvml->sm_utilization()) {
     if (percent < kBusyGpuPercent) continue;
-    for (int p = pid; p > 1; p = proc_.stat(p).parent) {
+    for (int p = pid; p > 1; p = os_.proc().stat(p).parent) {
       if (idle_pids.count(p)) {
         on_gpu.insert(p);
         break;
@@ -274,7 +273,7 @@ void StallWatch::sample_cpu() {
     const long count = monitor_.progress_count(static_cast<int>(i));
     if (count == counted_at_sample_[i]) continue;
     counted_at_sample_[i] = count;
-    cpu_at_progress_[i] = proc_.stat(workers_[i].pid).cpu_seconds;
+    cpu_at_progress_[i] = os_.proc().stat(workers_[i].pid).cpu_seconds;
   }
 }
 
@@ -368,7 +367,7 @@ HangReport StallWatch::snapshot(const std::vector<size_t>& indices, Clock::time_
   if (stalled) report.stalled_for = std::max(seconds(now - group_last), 0.1);
   for (size_t i : indices) {
     const Worker& w = workers_[i];
-    const proc::Stat stat = proc_.stat(w.pid);
+    const proc::Stat stat = os_.proc().stat(w.pid);
     WorkerSnapshot snapshot;
     snapshot.rank = w.rank;
     snapshot.local_rank = w.local_rank;
@@ -392,14 +391,14 @@ void StallWatch::collect_report_stacks(HangReport& report, const std::vector<siz
   std::vector<std::pair<size_t, size_t>> descendant_slots;  // (worker, descendant) per target
   for (size_t k = 0; k < indices.size(); ++k) {
     WorkerSnapshot& snapshot = report.workers[k];
-    for (const auto& [pid, parent] : proc_.descendants(snapshot.pid)) {
+    for (const auto& [pid, parent] : os_.proc().descendants(snapshot.pid)) {
       if (snapshot.descendants.size() == kMaxDescendants) break;
-      const proc::Stat stat = proc_.stat(pid);
+      const proc::Stat stat = os_.proc().stat(pid);
       DescendantSnapshot d;
       d.pid = pid;
       d.parent = parent;
       d.state = stat.ok ? stat.state : "?";
-      d.name = proc_.name(pid);
+      d.name = os_.proc().name(pid);
       descendant_slots.emplace_back(k, snapshot.descendants.size());
       snapshot.descendants.push_back(std::move(d));
       targets.push_back({pid, workers_[indices[k]].dir, true});
@@ -439,7 +438,7 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
     ranks.push_back({workers_[i].rank, workers_[i].pid});
   }
   // The traces before the stacks, which disturb the workers; shared with node 0 at a stall.
-  const std::vector<RankTrace> traces = local_traces(ranks);
+  std::vector<RankTrace> traces = local_traces(ranks);
   const bool across_nodes = stalled && round_.nnodes > 1;
   if (across_nodes) share_traces(traces);
   // NCCL ranks dump their Flight Recorder while the stacks come in.
@@ -448,7 +447,7 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
     recorders.push_back({workers_[i].rank, workers_[i].dir, workers_[i].pid});
   const FlightRecorderPoke poke = poke_flight_recorder(recorders);
   HangReport report = snapshot(indices, now, stalled);
-  report.traces = traces;
+  report.traces = std::move(traces);
   collect_report_stacks(report, indices, std::move(targets));
   if (across_nodes && round_.node_rank == 0) report.traces = gathered_traces(report.traces);
   const std::string stragglers =

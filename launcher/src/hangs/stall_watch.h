@@ -129,7 +129,6 @@ class StallWatch {
   Clock::time_point clock_now() const { return os_.now(); }
 
   Os& os_;
-  proc::Reader& proc_;
   const LaunchPlan& plan_;
   Round round_;
   std::vector<Worker> workers_;

@@ -1,7 +1,5 @@
 #include "acc/launcher/nodes/cluster.h"
 
-#include <netdb.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -14,6 +12,7 @@
 
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
+#include "acc/rendezvous/tcp_connect.h"
 #include "process/real_os.h"
 
 namespace acc::launcher {
@@ -131,11 +130,7 @@ int port_for_job(const std::string& job_id) {
 }
 
 std::string resolve_slurm_node_address(const std::string& node) {
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(node.c_str(), nullptr, nullptr, &found) == 0) {
-    ::freeaddrinfo(found);
-    return node;
-  }
+  if (rendezvous::resolve_tcp(node, 0).status == 0) return node;
   RealOs os;
   const std::string scontrol = os.find_program("scontrol");
   if (scontrol.empty()) return node;

@@ -6,8 +6,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -25,7 +23,6 @@
 
 namespace acc::launcher {
 namespace {
-namespace fs = std::filesystem;
 
 // Past the nodes' own --shutdown_timeout: how long the head waits for them to stop by
 // themselves before it drops their connections.

@@ -12,18 +12,12 @@
 
 #include "acc/common/error.h"
 #include "acc/common/unique_fd.h"
+#include "process/spawn.h"
 
 extern char** environ;
 
 namespace acc::launcher {
 namespace {
-
-std::vector<char*> c_argv(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-  args.push_back(nullptr);
-  return args;
-}
 
 // posix_spawn of argv[0] with no signal blocked; `redirect` adds the file actions. Returns its pid,
 // or -1 with errno set.
@@ -38,7 +32,7 @@ pid_t spawn(const std::vector<std::string>& argv,
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::vector<char*> args = c_argv(argv);
+  std::vector<char*> args = c_strings(argv);
   pid_t pid = -1;
   const int error = ::posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -104,7 +98,7 @@ std::optional<int> exit_status(pid_t pid) {
 }
 
 void replace_with(const std::string& executable, const std::vector<std::string>& argv) {
-  std::vector<char*> args = c_argv(argv);
+  std::vector<char*> args = c_strings(argv);
   ::execv(executable.c_str(), args.data());
   throw LaunchError("cannot run " + executable + ": " + std::strerror(errno));
 }

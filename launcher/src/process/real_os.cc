@@ -11,9 +11,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
-#include <thread>
 #include <utility>
 
 #include "acc/common/error.h"

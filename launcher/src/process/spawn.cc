@@ -83,14 +83,14 @@ struct CpuMask {
   child_fail(report, errno);
 }
 
+}  // namespace
+
 std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   std::vector<char*> pointers;
   for (const std::string& s : strings) pointers.push_back(const_cast<char*>(s.c_str()));
   pointers.push_back(nullptr);
   return pointers;
 }
-
-}  // namespace
 
 std::string resolve_executable(const std::string& program, const std::string& path) {
   auto runnable = [](const std::string& candidate) {

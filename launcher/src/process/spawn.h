@@ -42,4 +42,7 @@ void await_exec(SpawnedProcess& process);
 // Finds `program` as execvp would in `path` (a PATH value). Throws LaunchError naming it.
 std::string resolve_executable(const std::string& program, const std::string& path);
 
+// The NULL-terminated array of C strings an exec call takes, pointing into `strings`.
+std::vector<char*> c_strings(const std::vector<std::string>& strings);
+
 }  // namespace acc::launcher

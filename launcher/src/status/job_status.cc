@@ -115,20 +115,22 @@ constexpr StoreFormat kNodeStatusFormat{"acc-node-status", 1};
 
 namespace {
 
-// The labels of a node's samples, and of a rank's.
-std::string node_labels(const JobStatus& job, int node, const std::string& host) {
-  return "job_id=\"" + label_value(job.job_id) + "\",node=\"" + std::to_string(node) +
-         "\",host=\"" + label_value(host) + "\"";
+// The labels of the job's samples (escaped once a scrape), of a node's and of a rank's.
+std::string job_labels(const JobStatus& job) {
+  return "job_id=\"" + label_value(job.job_id) + "\"";
 }
 
-std::string rank_labels(const JobStatus& job, const RankStatus& r) {
-  return node_labels(job, r.node, r.host) + ",rank=\"" + std::to_string(r.rank) +
+std::string node_labels(const std::string& job_label, int node, const std::string& host) {
+  return job_label + ",node=\"" + std::to_string(node) + "\",host=\"" + label_value(host) + "\"";
+}
+
+std::string rank_labels(const std::string& job_label, const RankStatus& r) {
+  return node_labels(job_label, r.node, r.host) + ",rank=\"" + std::to_string(r.rank) +
          "\",local_rank=\"" + std::to_string(r.local_rank) + "\"";
 }
 
 // The job's size, and each node's workers, attempt and restarts.
-void write_node_families(Exposition& out, const JobStatus& job) {
-  const std::string job_label = "job_id=\"" + label_value(job.job_id) + "\"";
+void write_node_families(Exposition& out, const JobStatus& job, const std::string& job_label) {
   out.family("acc_job_world_size", "gauge", "Ranks in the job's current attempt.");
   out.sample(job_label, job.world_size);
   out.family("acc_job_nodes", "gauge", "Nodes in the job's current attempt.");
@@ -137,7 +139,7 @@ void write_node_families(Exposition& out, const JobStatus& job) {
                             const std::function<double(const NodeStatus&)>& value) {
     out.family(name, type, help);
     for (const NodeStatus& n : job.nodes)
-      out.sample(node_labels(job, n.node_rank, n.host), value(n));
+      out.sample(node_labels(job_label, n.node_rank, n.host), value(n));
   };
   per_node("acc_node_workers_alive", "gauge", "The node's workers still running.",
            [](const NodeStatus& n) { return n.workers_alive; });
@@ -149,12 +151,12 @@ void write_node_families(Exposition& out, const JobStatus& job) {
 
 // Each rank's steps, collectives, pace and whether it straggles; a rank without a value (one
 // that does not report) has no sample.
-void write_rank_families(Exposition& out, const JobStatus& job) {
+void write_rank_families(Exposition& out, const JobStatus& job, const std::string& job_label) {
   const auto per_rank = [&](const std::string& name, const char* type, const std::string& help,
                             const std::function<std::optional<double>(const RankStatus&)>& value) {
     out.family(name, type, help);
     for (const RankStatus& r : job.ranks)
-      if (const std::optional<double> v = value(r)) out.sample(rank_labels(job, r), *v);
+      if (const std::optional<double> v = value(r)) out.sample(rank_labels(job_label, r), *v);
   };
   per_rank("acc_rank_steps_total", "counter",
            "Steps (beats: libacc's optimizer steps, acc_launch.beat()) of the rank.",
@@ -201,8 +203,8 @@ std::string recovery_histogram(const JobStatus& job, const std::string& own) {
 }
 
 // Recoveries and goodput: this node's (the serving launcher's).
-void write_recovery_families(Exposition& out, const JobStatus& job) {
-  const std::string own = node_labels(job, job.node_rank, job.host);
+void write_recovery_families(Exposition& out, const JobStatus& job, const std::string& job_label) {
+  const std::string own = node_labels(job_label, job.node_rank, job.host);
   out.family("acc_recovery_seconds", "histogram",
              "Seconds from a failure seen to the next attempt's workers spawned.");
   out.raw(recovery_histogram(job, own));
@@ -221,14 +223,15 @@ void write_recovery_families(Exposition& out, const JobStatus& job) {
 
 std::string prometheus_text(const JobStatus& job) {
   Exposition out;
-  write_node_families(out, job);
-  write_rank_families(out, job);
-  write_recovery_families(out, job);
+  const std::string job_label = job_labels(job);
+  write_node_families(out, job, job_label);
+  write_rank_families(out, job, job_label);
+  write_recovery_families(out, job, job_label);
   out.family("acc_rank_state", "gauge",
              "1 for the rank's state (starting, running, quiet, stalled, exited), 0 for others.");
   for (const RankStatus& r : job.ranks)
     for (const char* state : kRankStates)
-      out.sample(rank_labels(job, r) + ",state=\"" + state + "\"", r.state == state ? 1 : 0);
+      out.sample(rank_labels(job_label, r) + ",state=\"" + state + "\"", r.state == state ? 1 : 0);
   return out.text();
 }
 
