@@ -335,14 +335,12 @@ void ask_megatron(Prompter& p, Value& m) {
 // What the answers so far decided; each step below asks its questions in cluster.py's order.
 struct Answers {
   std::string type;  // distributed_type of the machine
-  bool multi = false;
   int num_machines = 1, machine_rank = 0, port = 0;
   std::string ip, rdzv_backend = "static";
   bool same_network = true, debug = false;
   bool use_cpu = false;
   std::string hostfile;
   Value dynamo = Value::map();
-  bool gpu_like = false;
   std::string paradigm;
   Value deepspeed = Value::map();
   Value fsdp = Value::map();
@@ -353,6 +351,9 @@ struct Answers {
   bool numa = false;
   std::string mixed_precision;
   Value fp8 = Value::map();
+
+  bool multi() const { return type != "NO"; }  // a distributed type, not one process
+  bool gpu_like() const { return is_multi_device_type(type) || type == "NO"; }
 };
 
 // This machine only: SageMaker is asked again, with a pointer to `accelerate config`.
@@ -458,7 +459,7 @@ void ask_dynamo(Prompter& p, Value& dynamo) {
 
 // DeepSpeed, FSDP or Megatron-LM: the first one taken, and its questions.
 void ask_paradigm(Prompter& p, Answers& a) {
-  if (a.gpu_like && ask_yes_no(p, "Do you want to use DeepSpeed? [yes/NO]: ", false)) {
+  if (a.gpu_like() && ask_yes_no(p, "Do you want to use DeepSpeed? [yes/NO]: ", false)) {
     a.paradigm = "DEEPSPEED";
     ask_deepspeed(p, a.num_machines, a.deepspeed);
   }
@@ -518,9 +519,9 @@ std::string ask_gpu_ids(Prompter& p, const Answers& a) {
 
 // The devices: how many processes, which ids, NUMA affinity.
 void ask_devices(Prompter& p, Answers& a) {
-  if (a.multi || !a.paradigm.empty()) a.num_processes = ask_num_processes(p, a);
+  if (a.multi() || !a.paradigm.empty()) a.num_processes = ask_num_processes(p, a);
   // Asked for the plain types only: DeepSpeed, FSDP and Megatron-LM skip it (cluster.py).
-  if (a.gpu_like && a.paradigm.empty() && !a.use_cpu) a.gpu_ids = ask_gpu_ids(p, a);
+  if (a.gpu_like() && a.paradigm.empty() && !a.use_cpu) a.gpu_ids = ask_gpu_ids(p, a);
   if ((a.type == "NO" || a.type == "MULTI_GPU") && a.paradigm.empty() && !a.use_cpu)
     a.numa = ask_yes_no(p,
                         "Would you like to enable numa efficiency? (Currently only supported on "
@@ -595,11 +596,9 @@ ClusterConfig run_questionnaire(Prompter& p, const MachineFacts& facts) {
   ask_compute_environment(p);
   Answers a;
   a.type = ask_machine_type(p);
-  a.multi = a.type != "NO";
-  if (a.multi) ask_machines(p, a);
+  if (a.multi()) ask_machines(p, a);
   ask_cpu(p, a);
   ask_dynamo(p, a.dynamo);
-  a.gpu_like = is_multi_device_type(a.type) || a.type == "NO";
   ask_paradigm(p, a);
   ask_devices(p, a);
   ask_precision(p, a);

@@ -248,6 +248,23 @@ int resolve_master_port(const LaunchOptions& o, const LaunchPlan& plan, bool sta
   return port;
 }
 
+// The master address (every spelling, --standalone, a static --rdzv_endpoint), given what
+// free_port_rendezvous() said of the options: resolve_master_addr(o) below, for callers that
+// have not asked it.
+std::string resolve_master_addr(const LaunchOptions& o,
+                                const std::optional<std::string>& free_port_host) {
+  std::string named = o.master_addr;
+  fold(o, o.main_process_ip, "main_process_ip", "master_addr", named, o.master_addr);
+  std::string address = o.standalone                    ? "127.0.0.1"
+                        : free_port_host == "localhost" ? "127.0.0.1"
+                        : free_port_host                ? *free_port_host
+                                                        : parse_host(named, "--master_addr");
+  // torchrun: a static endpoint host[:port] stands for master_addr:master_port.
+  if (!o.rdzv_endpoint.empty() && o.rdzv_backend == "static")
+    address = parse_endpoint(o.rdzv_endpoint, 0, "--rdzv_endpoint").host;
+  return address;
+}
+
 void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& plan) {
   const LaunchOptions merged = merged_spellings(o);
   const bool etcd = o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2";  // torchrun's names
@@ -256,7 +273,8 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
   ACC_CHECK(!o.standalone || resolve_nnodes(merged.nnodes) == std::pair(1, 1), ConfigError,
             "--standalone runs one node, but --nnodes is ", merged.nnodes,
             "; leave out one of them");
-  const bool standalone = o.standalone || free_port_rendezvous(o, merged);
+  const std::optional<std::string> free_port_host = free_port_rendezvous(o, merged);
+  const bool standalone = o.standalone || free_port_host;
   plan.rdzv_backend = standalone ? "static" : etcd ? "etcd-v2" : o.rdzv_backend;
   const bool elastic = plan.rdzv_backend != "static";
   std::tie(plan.min_nodes, plan.max_nodes) =
@@ -280,7 +298,7 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
             ConfigError, "--nnodes ", merged.nnodes, ": ", plan.nnodes, " nodes of ",
             plan.nproc_per_node, " workers are more ranks than a job can number");
   plan.world_size = plan.nnodes * plan.nproc_per_node;
-  plan.master_addr = resolve_master_addr(o);
+  plan.master_addr = resolve_master_addr(o, free_port_host);
   plan.master_port = resolve_master_port(o, plan, standalone);
 }
 
@@ -495,17 +513,7 @@ int resolve_workers_per_node(const LaunchOptions& o, const HostInfo& host, int n
 }
 
 std::string resolve_master_addr(const LaunchOptions& o) {
-  std::string named = o.master_addr;
-  fold(o, o.main_process_ip, "main_process_ip", "master_addr", named, o.master_addr);
-  const std::optional<std::string> free_port_host = free_port_rendezvous(o, merged_spellings(o));
-  std::string address = o.standalone                    ? "127.0.0.1"
-                        : free_port_host == "localhost" ? "127.0.0.1"
-                        : free_port_host                ? *free_port_host
-                                                        : parse_host(named, "--master_addr");
-  // torchrun: a static endpoint host[:port] stands for master_addr:master_port.
-  if (!o.rdzv_endpoint.empty() && o.rdzv_backend == "static")
-    address = parse_endpoint(o.rdzv_endpoint, 0, "--rdzv_endpoint").host;
-  return address;
+  return resolve_master_addr(o, free_port_rendezvous(o, merged_spellings(o)));
 }
 
 int StreamSpec::mask_for(int local_rank) const {
