@@ -978,6 +978,12 @@ std::size_t StoreServer::num_connections() const {
   return impl_->num_connections.load(std::memory_order_relaxed);
 }
 
+void StoreServer::begin_key_space(std::string prefix, std::string when_set) {
+  std::lock_guard lock(impl_->state_mutex);
+  // As clients send it: "/" + the key (store_client.h).
+  impl_->state.begin_key_space(std::move(prefix), when_set.empty() ? "" : "/" + when_set);
+}
+
 void StoreServer::start() {
   impl_->start_first_shard();
 }

@@ -34,9 +34,41 @@ bool parse_counter(std::string_view text, std::int64_t& out) {
   return true;
 }
 
+bool StoreState::is_shared_key(std::string_view key) {
+  // On the wire PyTorch's clients (and ours) put "/" before each key they are given.
+  if (key.starts_with("//")) key.remove_prefix(1);
+  return key.starts_with("/acc/") || key.starts_with("/worker/attempt_");
+}
+
+std::string_view StoreState::unscoped(std::string_view key, const std::string& space) {
+  if (!space.empty() && key.starts_with(space)) key.remove_prefix(space.size());
+  return key;
+}
+
+void StoreState::begin_key_space(std::string prefix, std::string when_set) {
+  if (when_set.empty() || present(when_set)) {
+    space_ = std::move(prefix);
+    space_trigger_.clear();
+    return;
+  }
+  next_space_ = std::move(prefix);
+  space_trigger_ = std::move(when_set);
+}
+
 bool StoreState::apply(ConnectionId connection, Dialect dialect, const Request& request,
                        ReplySink& sink, std::string& error) {
   (void)dialect;  // the dialect changes opcode numbers only; semantics are shared.
+  const std::string& space = space_of_.try_emplace(connection, space_).first->second;
+  if (space.empty() || request.keys.empty())
+    return apply_in_space(connection, space, request, sink, error);
+  Request scoped = request;
+  for (auto& key : scoped.keys)
+    if (!is_shared_key(key)) key.insert(0, space);
+  return apply_in_space(connection, space, scoped, sink, error);
+}
+
+bool StoreState::apply_in_space(ConnectionId connection, const std::string& space,
+                                const Request& request, ReplySink& sink, std::string& error) {
   std::string out;
   switch (request.op) {
     case Op::kValidate:
@@ -70,9 +102,15 @@ bool StoreState::apply(ConnectionId connection, Dialect dialect, const Request& 
       cancel_waits(connection);
       append_u8(out, kWaitCanceled);
       break;
-    case Op::kGetNumKeys:
-      append_i64(out, static_cast<std::int64_t>(values_.size()));
+    case Op::kGetNumKeys: {
+      std::size_t count = values_.size();
+      if (!space.empty())
+        count = static_cast<std::size_t>(
+            std::count_if(values_.begin(), values_.end(),
+                          [&](const auto& kv) { return kv.first.starts_with(space); }));
+      append_i64(out, static_cast<std::int64_t>(count));
       break;
+    }
     case Op::kDeleteKey: {
       auto it = values_.find(request.keys[0]);
       bool existed = it != values_.end();
@@ -101,7 +139,7 @@ bool StoreState::apply(ConnectionId connection, Dialect dialect, const Request& 
     case Op::kGet:
     case Op::kMultiGet:
     case Op::kList:
-      if (!read(request, out, error)) return false;
+      if (!read(request, space, out, error)) return false;
       break;
   }
   reply(sink, connection, out);
@@ -139,10 +177,11 @@ bool StoreState::queue_push(const Request& request, ReplySink& sink, std::string
   return true;
 }
 
-bool StoreState::read(const Request& request, std::string& out, std::string& error) const {
+bool StoreState::read(const Request& request, const std::string& space, std::string& out,
+                      std::string& error) const {
   // Sized before a byte is built: a MULTI_GET naming the key of an 8 MiB value a thousand
   // times costs its client a few KiB to send and would cost us 8 GiB to answer.
-  const std::size_t size = reply_size(request);
+  const std::size_t size = reply_size(request, space);
   if (size > max_reply_bytes_) {
     error = std::string(op_name(request.op)) + " reply of " + std::to_string(size) +
             " bytes is over the limit of " + std::to_string(max_reply_bytes_);
@@ -150,8 +189,17 @@ bool StoreState::read(const Request& request, std::string& out, std::string& err
   }
   out.reserve(size);
   if (request.op == Op::kList) {
-    append_i64(out, static_cast<std::int64_t>(values_.size()));
-    for (const auto& [key, value] : values_) append_bytes(out, key);
+    std::int64_t count = 0;
+    const std::size_t count_at = out.size();
+    append_i64(out, 0);
+    for (const auto& [key, value] : values_) {
+      if (!key.starts_with(space)) continue;
+      append_bytes(out, unscoped(key, space));
+      ++count;
+    }
+    std::string counted;
+    append_i64(counted, count);
+    out.replace(count_at, counted.size(), counted);
     return true;
   }
   for (const auto& key : request.keys) {
@@ -165,17 +213,19 @@ bool StoreState::read(const Request& request, std::string& out, std::string& err
 
 void StoreState::drop_connection(ConnectionId connection) {
   cancel_waits(connection);
+  space_of_.erase(connection);
   for (auto it = watchers_.begin(); it != watchers_.end();) {
     std::erase(it->second, connection);
     it = it->second.empty() ? watchers_.erase(it) : std::next(it);
   }
 }
 
-std::size_t StoreState::reply_size(const Request& request) const {
+std::size_t StoreState::reply_size(const Request& request, const std::string& space) const {
   std::size_t size = 0;
   if (request.op == Op::kList) {
     size = 8;
-    for (const auto& [key, value] : values_) size += 8 + key.size();
+    for (const auto& [key, value] : values_)
+      if (key.starts_with(space)) size += 8 + key.size() - space.size();
     return size;
   }
   for (const auto& key : request.keys) {
@@ -207,6 +257,10 @@ bool StoreState::store(const std::string& key, std::string value, std::string& e
     return false;
   }
   values_.emplace(key, std::move(value));
+  if (!space_trigger_.empty() && key == space_trigger_) {
+    space_ = std::move(next_space_);
+    space_trigger_.clear();
+  }
   return true;
 }
 
@@ -238,12 +292,16 @@ void StoreState::notify_watchers(const std::string& key, std::uint8_t type,
                                  ReplySink& sink) {
   auto it = watchers_.find(key);
   if (it == watchers_.end()) return;
-  std::string message;
-  append_u8(message, type);
-  append_bytes(message, key);
-  append_bytes(message, old_value);
-  append_bytes(message, new_value);
-  for (ConnectionId watcher : it->second) reply(sink, watcher, message);
+  for (ConnectionId watcher : it->second) {
+    // Each watcher is told the key as it named it.
+    auto space = space_of_.find(watcher);
+    std::string message;
+    append_u8(message, type);
+    append_bytes(message, space == space_of_.end() ? key : unscoped(key, space->second));
+    append_bytes(message, old_value);
+    append_bytes(message, new_value);
+    reply(sink, watcher, message);
+  }
 }
 
 void StoreState::register_wait(ConnectionId connection, const std::vector<std::string>& keys,

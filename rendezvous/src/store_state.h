@@ -42,8 +42,18 @@ class StoreState {
   bool apply(ConnectionId connection, Dialect dialect, const Request& request, ReplySink& sink,
              std::string& error);
 
-  // Forgets the connection's pending waits and watches (it was closed).
+  // Forgets the connection's pending waits, watches and key space (it was closed).
   void drop_connection(ConnectionId connection);
+
+  // Key spaces: a connection whose first request comes after this call (or, with `when_set`,
+  // after the key `when_set`, as the wire has it, is first stored) names every key under `prefix`,
+  // except the shared ones (is_shared_key). Connections seen earlier keep the space they had. LIST
+  // and GET_NUM_KEYS of a connection in a space see that space's keys only, without the prefix.
+  void begin_key_space(std::string prefix, std::string when_set = {});
+  // Keys every connection names alike, whatever its space: the launchers' ("/acc/...") and keys
+  // that already name their attempt ("/worker/attempt_<n>/...", PyTorch 1.13's and libacc's), as
+  // the wire has them (PyTorch's clients and ours send "/" + key) or not.
+  static bool is_shared_key(std::string_view key);
 
   std::size_t num_keys() const { return values_.size(); }
   std::size_t num_pending_waits() const { return waits_.size(); }
@@ -55,8 +65,13 @@ class StoreState {
     std::vector<std::string> keys;  // the keys it still counts on, to unregister on cancel
   };
 
+  // The body of apply() for a connection whose keys are already in its `space`.
+  bool apply_in_space(ConnectionId connection, const std::string& space, const Request& request,
+                      ReplySink& sink, std::string& error);
+  // The key as the connection in `space` named it.
+  static std::string_view unscoped(std::string_view key, const std::string& space);
   bool present(const std::string& key) const;
-  std::size_t reply_size(const Request& request) const;
+  std::size_t reply_size(const Request& request, const std::string& space) const;
   void reply(ReplySink& sink, ConnectionId connection, std::string_view bytes);
   bool store(const std::string& key, std::string value, std::string& error);
   void wake_waiters(const std::string& key, ReplySink& sink, bool only_one = false);
@@ -68,7 +83,8 @@ class StoreState {
   // The parts of apply: SET, APPEND and MULTI_SET; QUEUE_PUSH; GET, MULTI_GET and LIST's reply.
   bool set(const Request& request, ReplySink& sink, std::string& error);
   bool queue_push(const Request& request, ReplySink& sink, std::string& error);
-  bool read(const Request& request, std::string& out, std::string& error) const;
+  bool read(const Request& request, const std::string& space, std::string& out,
+            std::string& error) const;
   bool add(ConnectionId connection, const Request& request, ReplySink& sink, std::string& error);
   void compare_set(ConnectionId connection, const Request& request, ReplySink& sink);
   void queue_pop(ConnectionId connection, const std::string& key, ReplySink& sink);
@@ -82,6 +98,10 @@ class StoreState {
   std::unordered_map<std::string, std::vector<std::uint64_t>> waits_by_key_;
   std::unordered_map<ConnectionId, std::vector<std::uint64_t>> waits_by_connection_;
   std::unordered_map<std::string, std::vector<ConnectionId>> watchers_;
+  std::string space_;       // the space of connections first seen from now on
+  std::string next_space_;  // begins when the key space_trigger_ is first stored
+  std::string space_trigger_;
+  std::unordered_map<ConnectionId, std::string> space_of_;  // every connection seen
 };
 
 // Parses a stored value as ADD does (std::stoll: leading blanks, a sign, decimal digits, anything

@@ -154,29 +154,25 @@ size_t lines_starting(const std::string& text, const std::string& prefix) {
 }
 
 // Each worker gets the names its PyTorch reads, and only those: an old name beside a new one
-// makes PyTorch >= 2.2 warn "... is deprecated" on every rank.
+// makes PyTorch >= 2.2 warn "... is deprecated" on every rank. A Python script on a node without
+// GPUs gets no Flight Recorder variable (it serves NCCL; PyTorch 2.8+'s Gloo one races at exit).
 TEST(CollectiveReportTest, DryRunShowsTheVariablesUnderTheNamesTheWorkersPyTorchReads) {
   const std::string dir = make_temp_dir();
   const LaunchRun v211 = run_launcher({"--dry_run", "--nproc_per_node", "2", "--python",
                                        fake_venv(dir + "/v211", "2.11.0+cu130"), "train.py"});
   EXPECT_EQ(v211.exit_code, 0) << v211.err;
-  for (const char* line :
-       {"TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_FR_BUFFER_SIZE=2000",
-        "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "TORCH_FR_DUMP_TEMP_FILE=<run dir>/attempt_0/",
-        "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=<run dir>/attempt_0/"})
-    EXPECT_EQ(lines_starting(v211.out, line), 2u) << line << "\n" << v211.out;
-  for (const char* name : {"NCCL_ASYNC_ERROR_HANDLING=", "TORCH_NCCL_TRACE_BUFFER_SIZE=",
-                           "TORCH_NCCL_DEBUG_INFO_TEMP_FILE="})
+  EXPECT_EQ(lines_starting(v211.out, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"), 2u) << v211.out;
+  for (const char* name :
+       {"NCCL_ASYNC_ERROR_HANDLING=", "TORCH_NCCL_TRACE_BUFFER_SIZE=",
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=", "TORCH_FR_BUFFER_SIZE=", "TORCH_NCCL_DUMP_ON_TIMEOUT=",
+        "TORCH_FR_DUMP_TEMP_FILE=", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE="})
     EXPECT_EQ(lines_starting(v211.out, name), 0u) << name << "\n" << v211.out;
 
   const LaunchRun v24 =
       run_launcher({"--dry_run", "--python", fake_venv(dir + "/v24", "2.4.1"), "train.py"});
-  for (const char* line :
-       {"TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "TORCH_NCCL_TRACE_BUFFER_SIZE=2000",
-        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=<run dir>/attempt_0/0/flight_recorder_rank_"})
-    EXPECT_EQ(lines_starting(v24.out, line), 1u) << line << "\n" << v24.out;
+  EXPECT_EQ(lines_starting(v24.out, "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"), 1u) << v24.out;
   for (const char* name :
-       {"NCCL_ASYNC_ERROR_HANDLING=", "TORCH_FR_BUFFER_SIZE=", "TORCH_FR_DUMP_TEMP_FILE="})
+       {"NCCL_ASYNC_ERROR_HANDLING=", "TORCH_NCCL_TRACE_BUFFER_SIZE=", "TORCH_FR_BUFFER_SIZE="})
     EXPECT_EQ(lines_starting(v24.out, name), 0u) << name << "\n" << v24.out;
 
   // A program that is no Python script: the launcher cannot tell, every name (libacc keeps the

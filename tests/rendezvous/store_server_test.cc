@@ -193,6 +193,30 @@ TEST(StoreServerTest, ClientOperationsSeeOneSharedStore) {
   EXPECT_EQ(b.num_keys(), 3);
 }
 
+// A static job's restart over real connections: the key space of attempt 1 begins the moment a
+// launcher sets the attempt barrier's key (as our client names it); a worker that connects after
+// it does not see attempt 0's Gloo key, one that connected before keeps seeing it, and the
+// launchers' keys are one.
+TEST(StoreServerTest, AKeySpaceBeginsWhenALauncherSetsTheKeyItNames) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient launcher = connect(server);
+  StoreClient old_worker = connect(server);
+  old_worker.set("rank_1", "attempt 0");
+  launcher.set("/acc/job/restart", "1");
+  server.begin_key_space("/acc/space/attempt_1/", "/acc/job/attempt_1/ready");
+  StoreClient early = connect(server);
+  EXPECT_TRUE(early.check({"rank_1"}));  // before the barrier: the old space
+  launcher.set("/acc/job/attempt_1/ready", "1");
+  StoreClient new_worker = connect(server);
+  EXPECT_FALSE(new_worker.check({"rank_1"}));
+  new_worker.set("rank_1", "attempt 1");
+  EXPECT_EQ(new_worker.get("rank_1"), "attempt 1");
+  EXPECT_EQ(old_worker.get("rank_1"), "attempt 0");
+  EXPECT_EQ(new_worker.get("/acc/job/restart"), "1");
+  EXPECT_EQ(new_worker.num_keys(), 1);
+}
+
 TEST(StoreServerTest, WaitTimesOutWithTimeoutErrorAndTheClientStaysUsable) {
   StoreServer server(loopback());
   server.start();

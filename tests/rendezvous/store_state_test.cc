@@ -95,6 +95,58 @@ TEST_F(StoreStateTest, AddParsesTheStoredTextLikeStoll) {
   EXPECT_EQ(reply(1), i64(-8));
 }
 
+// A restart's workers (PyTorch 2.x, no attempt prefix) in a fresh key space: they read none of
+// the last attempt's keys, though the last attempt's connections are still open, and the keys
+// the launchers and libacc share stay one.
+TEST_F(StoreStateTest, AKeySpaceHidesTheLastAttemptsKeysFromConnectionsThatComeAfter) {
+  ASSERT_TRUE(apply(1, {Op::kSet, {"rank_1"}, {"old address"}, 0}));
+  ASSERT_TRUE(apply(1, {Op::kSet, {"//acc/job/restart"}, {"1"}, 0}));
+  state_.begin_key_space("/acc/space/attempt_1/");
+  ASSERT_TRUE(apply(2, {Op::kCheck, {"rank_1"}, {}, 0}));
+  EXPECT_EQ(reply(2), byte(kCheckNotReady));
+  ASSERT_TRUE(apply(2, {Op::kSet, {"rank_1"}, {"new address"}, 0}));
+  ASSERT_TRUE(apply(2, {Op::kGet, {"rank_1"}, {}, 0}));
+  EXPECT_EQ(reply(2), bytes("new address"));
+  // The old connection keeps its own space, the shared keys are seen alike.
+  ASSERT_TRUE(apply(1, {Op::kGet, {"rank_1"}, {}, 0}));
+  EXPECT_EQ(reply(1), bytes("old address"));
+  ASSERT_TRUE(apply(2, {Op::kGet, {"//acc/job/restart"}, {}, 0}));
+  EXPECT_EQ(reply(2), bytes("1"));
+  ASSERT_TRUE(apply(2, {Op::kAdd, {"//worker/attempt_1/acc/beat/0"}, {}, 1}));
+  ASSERT_TRUE(apply(1, {Op::kGet, {"//worker/attempt_1/acc/beat/0"}, {}, 0}));
+  EXPECT_EQ(reply(1), bytes("1"));
+  // The launcher reads a space's key by its full name.
+  ASSERT_TRUE(apply(1, {Op::kGet, {"/acc/space/attempt_1/rank_1"}, {}, 0}));
+  EXPECT_EQ(reply(1), bytes("new address"));
+  // LIST and GET_NUM_KEYS: the connection's own space, without the prefix.
+  reply(2);
+  ASSERT_TRUE(apply(2, {Op::kGetNumKeys, {}, {}, 0}));
+  EXPECT_EQ(reply(2), i64(1));
+  ASSERT_TRUE(apply(2, {Op::kList, {}, {}, 0}));
+  EXPECT_EQ(reply(2), i64(1) + bytes("rank_1"));
+  // A closed connection's space is forgotten with it: its id, reused, starts in today's space.
+  state_.drop_connection(1);
+  ASSERT_TRUE(apply(1, {Op::kGet, {"rank_1"}, {}, 0}));
+  EXPECT_EQ(reply(1), bytes("new address"));
+}
+
+// Several nodes: the space begins the moment the attempt barrier's key is set, not before, so a
+// connection that comes while the other nodes still stop their workers keeps the old space.
+TEST_F(StoreStateTest, AKeySpaceCanBeginWhenAKeyIsFirstSet) {
+  state_.begin_key_space("/acc/space/attempt_1/", "//acc/job/attempt_1/ready");
+  ASSERT_TRUE(apply(1, {Op::kSet, {"gloo"}, {"attempt 0"}, 0}));
+  ASSERT_TRUE(apply(9, {Op::kCompareSet, {"//acc/job/attempt_1/ready"}, {"", "1"}, 0}));
+  ASSERT_TRUE(apply(2, {Op::kCheck, {"gloo"}, {}, 0}));
+  EXPECT_EQ(reply(2), byte(kCheckNotReady));
+  ASSERT_TRUE(apply(1, {Op::kCheck, {"gloo"}, {}, 0}));
+  EXPECT_EQ(reply(1), byte(kCheckReady));
+  // A watcher in a space is told the key as it named it.
+  ASSERT_TRUE(apply(2, {Op::kWatchKey, {"gloo"}, {}, 0}));
+  reply(2);
+  ASSERT_TRUE(apply(3, {Op::kSet, {"gloo"}, {"attempt 1"}, 0}));
+  EXPECT_EQ(reply(2), byte(kWatchKeyCreated) + bytes("gloo") + bytes("") + bytes("attempt 1"));
+}
+
 TEST_F(StoreStateTest, AddOnANonNumericValueIsRefused) {
   ASSERT_TRUE(apply(1, {Op::kSet, {"/n"}, {"hello"}, 0}));
   EXPECT_FALSE(apply(1, {Op::kAdd, {"/n"}, {}, 1}));

@@ -87,7 +87,9 @@ class Agent::Impl : public WorkerGroup::Listener {
   // --- WorkerGroup::Listener -----------------------------------------------------------------
 
   void on_signal(int sig) override {
-    if (!stops_the_job(sig) && sig == SIGUSR2) {
+    if (sig == SIGWINCH) {
+      group_->resize_terminals();
+    } else if (!stops_the_job(sig) && sig == SIGUSR2) {
       report_on_demand();
     } else if (!stops_the_job(sig)) {
       group_->signal_all(sig);
@@ -118,6 +120,9 @@ class Agent::Impl : public WorkerGroup::Listener {
   void set_up() {
     std::vector<int> taken(std::begin(kAlwaysHandled), std::end(kAlwaysHandled));
     taken.insert(taken.end(), plan_.stop_signals.begin(), plan_.stop_signals.end());
+    // Workers whose output reads a terminal of its own take the launcher's terminal's new size.
+    if (os_.terminal_size(STDOUT_FILENO) || os_.terminal_size(STDERR_FILENO))
+      taken.push_back(SIGWINCH);
     os_.take_signals(taken);
     gpu_checks_.start_health_check();  // after take_signals: its thread must not take a stop signal
     status_.start(plan_, [this](const std::string& m) { notice(m); });

@@ -23,8 +23,13 @@ std::map<std::string, std::string> worker_environment(
   for (const auto& [key, value] : plan.env_defaults) env.try_emplace(key, value);
   if (!round.socket_interface.empty())
     env.try_emplace("GLOO_SOCKET_IFNAME", round.socket_interface);
-  for (const auto& [key, value] : flight_recorder_env(place.worker_dir, plan.worker_torch))
-    if (!torch_env::is_set(environment, key)) env.emplace(key, value);
+  // The Flight Recorder serves NCCL on GPUs. A Python script on a node without them gets none:
+  // PyTorch 2.8+ would make one for Gloo too, whose teardown races the interpreter's exit (a
+  // SIGABRT in about one run of five that torchrun's workers, without these variables, rarely
+  // meet). A native program keeps them (libacc reads the names its LibTorch knows).
+  if (!plan.worker_gpus.empty() || plan.python.empty())
+    for (const auto& [key, value] : flight_recorder_env(place.worker_dir, plan.worker_torch))
+      if (!torch_env::is_set(environment, key)) env.emplace(key, value);
   for (const auto& [key, value] : worker_env(plan, spec, round, place.worker_dir + "/error.json"))
     env[key] = value;
   // The pipe of torchelastic's file timer: the user's, else the run directory's (the agent

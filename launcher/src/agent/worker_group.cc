@@ -54,6 +54,9 @@ WorkerGroup::WorkerGroup(Os& os, const LaunchPlan& plan, const Round& round,
       listener_(listener),
       supervisor_(os, *this, "workers", plan.kill_timeout) {
   start_dedup();
+  stdout_terminal_ = os_.terminal_size(STDOUT_FILENO);
+  stderr_terminal_ = os_.terminal_size(STDERR_FILENO);
+  if (os_.terminal_size(STDIN_FILENO)) input_.emplace(os_, STDIN_FILENO);
 }
 
 WorkerGroup::~WorkerGroup() = default;
@@ -104,8 +107,15 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec) {
   worker->out.on_progress =
       worker->err.on_progress = [this, index] { listener_.on_progress(index); };
   worker->err.tail = &worker->stderr_tail;
+  use_terminals(*worker, request);
+  UniqueFd stdin_pipe;
+  if (input_) {
+    stdin_pipe = input_->add_worker(worker->rank);
+    request.stdin_fd = stdin_pipe.get();
+  }
 
   SpawnedProcess process = supervisor_.spawn(*worker, std::move(request), search_path);
+  if (input_) input_->started(worker->rank, process.pid);
   if (!worker->out.fd) worker->out.console_fd = -1;
   workers_.push_back(std::move(worker));
   return process;
@@ -130,6 +140,63 @@ void WorkerGroup::setup_stream(Worker& worker, Stream& stream, int which, const 
     ACC_CHECK(stream.file_fd, SystemError, "cannot write ", path, ": ", std::strerror(errno));
     if (redirected || teed) keeps_logs_ = true;
   }
+}
+
+void WorkerGroup::use_terminals(Worker& worker, SpawnRequest& request) {
+  if (request.capture_stdout && worker.out.console_fd >= 0 && stdout_terminal_) {
+    request.stdout_terminal = stdout_terminal_;
+    worker.out.terminal = true;
+  }
+  if (request.capture_stderr && worker.err.console_fd >= 0 && stderr_terminal_) {
+    request.stderr_terminal = stderr_terminal_;
+    worker.err.terminal = true;
+  }
+}
+
+void WorkerGroup::resize_terminals() {
+  stdout_terminal_ = os_.terminal_size(STDOUT_FILENO);
+  stderr_terminal_ = os_.terminal_size(STDERR_FILENO);
+  for (const auto& w : workers_) {
+    if (w->out.terminal && w->out.fd && stdout_terminal_)
+      os_.resize_terminal(w->out.fd.get(), *stdout_terminal_);
+    if (w->err.terminal && w->err.fd && stderr_terminal_)
+      os_.resize_terminal(w->err.fd.get(), *stderr_terminal_);
+  }
+}
+
+// The terminal is read only while the launcher is in its foreground.
+void WorkerGroup::watch_terminal_input() {
+  const int fd = input_ ? input_->fd_to_watch() : -1;
+  if (fd == watched_input_) return;
+  if (watched_input_ >= 0) supervisor_.unwatch(watched_input_);
+  if (fd >= 0) supervisor_.watch(fd);
+  watched_input_ = fd;
+}
+
+void WorkerGroup::on_readable(int fd) {
+  if (input_ && fd == watched_input_) {
+    // What is typed answers the prompts shown so far: those still held back show first, so that
+    // a rank's answer cannot join its prompt's line.
+    show_partial_lines(/*all=*/true);
+    input_->on_readable();
+  } else {
+    listener_.on_readable(fd);
+  }
+}
+
+std::optional<WorkerGroup::Clock::time_point> WorkerGroup::partial_lines_due() const {
+  std::optional<Clock::time_point> due;
+  for (const auto& w : workers_)
+    for (const Stream* stream : {&w->out, &w->err})
+      if (stream->partial_due && (!due || *stream->partial_due < *due)) due = stream->partial_due;
+  return due;
+}
+
+void WorkerGroup::show_partial_lines(bool all) {
+  const Clock::time_point now = os_.now();
+  for (const auto& w : workers_)
+    for (Stream* stream : {&w->out, &w->err})
+      if (stream->partial_due && (all || *stream->partial_due <= now)) stream->show_partial();
 }
 
 // --dedup_lines: the console lines of this attempt go through one DedupedConsole.
@@ -162,9 +229,16 @@ std::vector<const Worker*> WorkerGroup::unkillable() const {
 }
 
 void WorkerGroup::wait_once(std::optional<Clock::time_point> wake) {
-  if (auto due = dedup_ ? dedup_->next_due() : std::nullopt)
-    wake = wake ? std::min(*wake, *due) : *due;
+  watch_terminal_input();
+  for (auto due : {dedup_ ? dedup_->next_due() : std::nullopt, partial_lines_due(),
+                   input_ ? input_->next_look() : std::nullopt})
+    if (due) wake = wake ? std::min(*wake, *due) : *due;
   supervisor_.wait_once(wake);
+  show_partial_lines(/*all=*/false);
+  if (input_ && input_->holds_input()) {
+    show_partial_lines(/*all=*/true);
+    input_->look();
+  }
 }
 
 void WorkerGroup::on_output(bool last) {

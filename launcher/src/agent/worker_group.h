@@ -19,6 +19,7 @@
 
 #include "acc/launcher/agent/failure_report.h"
 #include "acc/launcher/plan/plan.h"
+#include "agent/terminal_input.h"
 #include "output/deduped_console.h"
 #include "process/os.h"
 #include "process/supervisor.h"
@@ -94,19 +95,28 @@ class WorkerGroup : private Supervisor::Listener {
   std::vector<bool> running_workers() const;
   // Whether a worker's output went to a file the user must see (--redirects, --tee).
   bool keeps_logs() const { return keeps_logs_; }
+  // The launcher's terminal changed its size (SIGWINCH): the workers' terminals take it.
+  void resize_terminals();
 
  private:
   SpawnedProcess start_worker(const WorkerSpec& spec);
   void setup_stream(Worker& worker, Stream& stream, int which, const std::string& prefix,
                     int console, const char* file_name);
   void start_dedup();
+  // The launcher's terminal for a worker's stream (docs/launch.md, "In a terminal"): the stream
+  // reads a terminal of its own where the launcher's console stream is one.
+  void use_terminals(Worker& worker, SpawnRequest& request);
+  void watch_terminal_input();
+  std::optional<Clock::time_point> partial_lines_due() const;
+  // The starts of lines held back past their wait (all: every one) to the console.
+  void show_partial_lines(bool all);
 
   // --- Supervisor::Listener
   void on_signal(int sig) override { listener_.on_signal(sig); }
   void on_exit(Child& child) override;
   void notice(const std::string& message) override { listener_.notice(message); }
   void on_output(bool last) override;
-  void on_readable(int fd) override { listener_.on_readable(fd); }
+  void on_readable(int fd) override;
 
   Os& os_;
   const LaunchPlan& plan_;
@@ -119,6 +129,11 @@ class WorkerGroup : private Supervisor::Listener {
   std::unique_ptr<DedupedConsole> dedup_;
   Worker* root_cause_ = nullptr;
   bool keeps_logs_ = false;
+  // The launcher's stdout and stderr where they are terminals: their sizes.
+  std::optional<winsize> stdout_terminal_;
+  std::optional<winsize> stderr_terminal_;
+  std::optional<TerminalInput> input_;  // where the launcher's stdin is a terminal
+  int watched_input_ = -1;              // the terminal while the supervisor watches it
   Supervisor supervisor_;
 };
 

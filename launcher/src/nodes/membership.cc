@@ -314,6 +314,11 @@ Round StaticMembership::join(int restart_count) {
     store_->start();
   }
   const int port = store_ ? store_->port() : plan_.master_port;
+  // Each attempt's workers get a key space of their own: with several nodes it begins when the
+  // attempt barrier lets them start (every node's earlier workers are gone by then).
+  if (store_)
+    store_->begin_key_space(store_keys::worker_key_space(restart_count),
+                            plan_.nnodes > 1 ? store_keys::attempt_ready(restart_count) : "");
   if (plan_.nnodes > 1) {
     if (!link_) {
       link_ = std::make_unique<Link>(plan_, clock_, [this] { throw_if_stopped(); });

@@ -10,7 +10,8 @@ namespace acc::launcher {
 
 void Stream::on_line(std::string_view line) {
   if (on_progress) on_progress();
-  if (file_fd) write_all(file_fd.get(), line);
+  if (file_fd)
+    write_all(file_fd.get(), terminal ? without_terminal_codes(line) : std::string(line));
   if (console_fd >= 0 && dedup) {
     dedup->add(local_rank, line, clock->now());
   } else if (console_fd >= 0) {
@@ -31,6 +32,14 @@ void Stream::on_line(std::string_view line) {
   }
 }
 
+void Stream::show_partial() {
+  partial_due.reset();
+  const std::string start = splitter.take_pending();
+  if (start.empty()) return;
+  if (file_fd) write_all(file_fd.get(), without_terminal_codes(start));
+  if (console_fd >= 0) write_all(console_fd, prefix + start);
+}
+
 void Stream::flush_console() {
   if (console_fd >= 0 && !console_batch.empty()) write_all(console_fd, console_batch);
   console_batch.clear();
@@ -42,6 +51,10 @@ Stream::Read Stream::read_some() {
   if (got > 0) {
     splitter.feed(std::string_view(buffer, static_cast<size_t>(got)));
     flush_console();
+    if (terminal && splitter.has_pending() && console_fd >= 0 && !dedup)
+      partial_due = clock->now() + kPartialLineWait;
+    else
+      partial_due.reset();
     return Read::kData;
   }
   return got < 0 && (errno == EAGAIN || errno == EINTR) ? Read::kNothingYet : Read::kEnd;
@@ -51,6 +64,7 @@ void Stream::close_all() {
   if (fd) {
     while (read_some() == Read::kData) {
     }
+    partial_due.reset();
     splitter.finish();
     flush_console();
     fd.reset();

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,12 +34,21 @@ struct Stream {
   LineDedup* dedup = nullptr;               // --dedup_lines: the console goes through it
   int local_rank = 0;
   std::function<void()> on_progress;  // a line is progress for the stall watch
+  // Read from a terminal of its own (SpawnRequest::stdout_terminal): the start of a line that
+  // has waited kPartialLineWait for its end (a prompt) is shown, and the log file gets the text
+  // without the terminal's colour and cursor codes.
+  bool terminal = false;
+  static constexpr std::chrono::milliseconds kPartialLineWait{50};
+  std::optional<std::chrono::steady_clock::time_point> partial_due;  // when to show it
   // The agent's clock (its Os's), which stamps the lines --dedup_lines holds back, so that their
   // window is on the clock the agent wakes by (a fake one in the agent's tests).
   const rendezvous::Clock* clock = &rendezvous::Clock::steady();
   LineSplitter splitter{[this](std::string_view line) { on_line(line); }};
 
   void on_line(std::string_view line);
+  // Shows the start of a line that waits for its end (partial_due has passed): to the console
+  // with the prefix and no newline, to the file; the rest comes as a line of its own.
+  void show_partial();
   // Whole lines only, so no other worker's line can land inside one.
   void flush_console();
   enum class Read { kData, kNothingYet, kEnd };

@@ -97,6 +97,24 @@ class Os : public rendezvous::Clock {
   // throwing LaunchError, when it cannot.
   virtual void replace_with(const std::string& executable,
                             const std::vector<std::string>& argv) = 0;
+  // The launcher's terminal. The size of the terminal `fd` is (columns and rows); nullopt when
+  // it is none. The default (a fake's): no terminal.
+  virtual std::optional<winsize> terminal_size(int fd) {
+    (void)fd;
+    return std::nullopt;
+  }
+  // Whether the launcher's process group is the foreground one of the terminal `fd`: it may read
+  // it without being stopped (SIGTTIN).
+  virtual bool in_foreground(int fd) {
+    (void)fd;
+    return false;
+  }
+  // Gives the pseudo-terminal whose master is `fd` (SpawnRequest::stdout_terminal) a new size.
+  virtual void resize_terminal(int fd, const winsize& size) {
+    (void)fd;
+    (void)size;
+  }
+
   // Waits until one of `fds` is ready (their revents set), a taken signal arrives, or
   // `deadline` passes (none: no limit). Returns the signals that arrived, SIGCHLD among them
   // when a child exited. Throws SystemError.

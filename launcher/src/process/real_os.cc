@@ -1,6 +1,7 @@
 #include "process/real_os.h"
 
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -44,6 +45,21 @@ SpawnedProcess RealOs::spawn(SpawnRequest request, const std::string& path) {
   SpawnedProcess process = spawn_process(request);
   if (watchdog_) watchdog_->watch(process.pid);
   return process;
+}
+
+std::optional<winsize> RealOs::terminal_size(int fd) {
+  winsize size{};
+  if (!::isatty(fd) || ::ioctl(fd, TIOCGWINSZ, &size) != 0) return std::nullopt;
+  return size;
+}
+
+bool RealOs::in_foreground(int fd) {
+  const pid_t foreground = ::tcgetpgrp(fd);
+  return foreground > 0 && foreground == ::getpgrp();
+}
+
+void RealOs::resize_terminal(int fd, const winsize& size) {
+  ::ioctl(fd, TIOCSWINSZ, &size);
 }
 
 void RealOs::await_exec(SpawnedProcess& process) {

@@ -42,6 +42,9 @@ class RealOs : public Os {
   wall_time_point wall_now() const override;
   void sleep_until(time_point deadline) const override;
   std::vector<int> wait(std::vector<pollfd>& fds, std::optional<time_point> deadline) override;
+  std::optional<winsize> terminal_size(int fd) override;
+  bool in_foreground(int fd) override;
+  void resize_terminal(int fd, const winsize& size) override;
 
  private:
   UniqueFd signal_fd_;

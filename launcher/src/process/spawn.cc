@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +31,26 @@ struct Pipe {
               "cannot create a pipe: ", std::strerror(errno));
     read.reset(fds[0]);
     write.reset(fds[1]);
+  }
+  // A pseudo-terminal instead: `read` its master, `write` its slave, raw output, `size` columns
+  // and rows. Neither end makes it a controlling terminal (O_NOCTTY). Where none can be had
+  // (no devpts), a pipe.
+  void open_terminal(const winsize& size) {
+    UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+    char name[128];
+    if (!master || ::grantpt(master.get()) != 0 || ::unlockpt(master.get()) != 0 ||
+        ::ptsname_r(master.get(), name, sizeof(name)) != 0)
+      return open();
+    UniqueFd slave(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (!slave) return open();
+    termios mode{};
+    if (::tcgetattr(slave.get(), &mode) == 0) {
+      mode.c_oflag &= ~static_cast<tcflag_t>(OPOST);  // bytes as written, as a pipe gives them
+      ::tcsetattr(slave.get(), TCSANOW, &mode);
+    }
+    ::ioctl(master.get(), TIOCSWINSZ, &size);
+    read = std::move(master);
+    write = std::move(slave);
   }
 };
 
@@ -115,8 +136,14 @@ std::string resolve_executable(const std::string& program, const std::string& pa
 SpawnedProcess spawn_process(const SpawnRequest& request) {
   const CpuMask cpus(request.cpus);
   Pipe out, err;
-  if (request.capture_stdout) out.open();
-  if (request.capture_stderr) err.open();
+  if (request.capture_stdout && request.stdout_terminal)
+    out.open_terminal(*request.stdout_terminal);
+  else if (request.capture_stdout)
+    out.open();
+  if (request.capture_stderr && request.stderr_terminal)
+    err.open_terminal(*request.stderr_terminal);
+  else if (request.capture_stderr)
+    err.open();
   std::vector<char*> argv = c_strings(request.argv);
   std::vector<char*> envp = c_strings(request.env);
   const pid_t launcher = ::getpid();

@@ -1,9 +1,12 @@
 #pragma once
 
-// Starting one worker process: its own process group, killed with the launcher, output on pipes.
+// Starting one worker process: its own process group, killed with the launcher, output on pipes
+// (or on terminals of its own).
 
+#include <sys/ioctl.h>
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,13 +18,19 @@ struct SpawnRequest {
   std::vector<std::string> env;   // the complete environment, "KEY=VALUE"
   bool capture_stdout = true;     // else inherits the launcher's stdout
   bool capture_stderr = true;
+  // A captured stream read through a terminal of its own (a pseudo-terminal, sized so) instead
+  // of a pipe, for a launcher whose own stream is a terminal: the worker's isatty() is true, its
+  // output raw (no "\n" to "\r\n"). Not the worker's controlling terminal: no SIGHUP, no job
+  // control when it closes.
+  std::optional<winsize> stdout_terminal;
+  std::optional<winsize> stderr_terminal;
   int stdin_fd = -1;      // becomes the child's stdin when >= 0, else it inherits the launcher's
   std::vector<int> cpus;  // the CPUs the child may run on (sched_setaffinity); empty: inherited
 };
 
 struct SpawnedProcess {
   pid_t pid = -1;      // also its process group id
-  int stdout_fd = -1;  // read end, non-blocking, or -1
+  int stdout_fd = -1;  // read end (of a pipe or a terminal), non-blocking, or -1
   int stderr_fd = -1;
   int exec_error = 0;  // see await_exec: the child's errno, negated if setting its CPUs failed
   std::string name;    // argv[0], for messages

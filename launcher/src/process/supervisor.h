@@ -69,6 +69,8 @@ class Supervisor {
   // Adds a descriptor of the listener's to the wait: on_readable(fd) when it can be read. The
   // caller keeps it open while the supervisor lives.
   void watch(int fd) { watched_fds_.push_back(fd); }
+  // Stops watching `fd`.
+  void unwatch(int fd) { std::erase(watched_fds_, fd); }
   // The owner has begun a stop: SIGKILL to every running child at `deadline`, `why` told to the
   // user then. A later call moves the deadline.
   void kill_at(Clock::time_point deadline, std::string why);

@@ -25,6 +25,13 @@ inline std::string beat_in_attempt(int restart_count, int rank) {
   return worker_attempt_prefix(restart_count) + beat(rank);
 }
 
+// The key space (StoreServer::begin_key_space) of the workers of a static job's attempt
+// `restart_count`, in the store its node 0 serves: PyTorch 2.x's workers no longer prefix
+// their keys by attempt, so each attempt's keys live apart from the last attempt's.
+inline std::string worker_key_space(int restart_count) {
+  return "/acc/space/attempt_" + std::to_string(restart_count) + "/";
+}
+
 // Where node `node_rank`'s launcher leaves its hang summary of attempt `restart_count`, in the
 // store of the job's node 0, so that node 0's report names the stuck node.
 inline std::string hang_node_summary(int restart_count, int node_rank) {

@@ -95,6 +95,14 @@ class StoreServer {
   // Thread-safe, idempotent, does not throw.
   void request_stop();
 
+  // A fresh key space for the connections that come from now on (with `when_set`: from the
+  // moment a client first sets that key, as it names it), so that a restart's workers never read
+  // the keys of the attempt before, which PyTorch 2.x's workers no longer prefix: every key a
+  // connection names is kept under `prefix`, except the launchers' ("/acc/...") and those that
+  // already name their attempt ("/worker/attempt_<n>/..."). Connections open before keep their own
+  // space. LIST and GET_NUM_KEYS see the connection's own space. Thread-safe.
+  void begin_key_space(std::string prefix, std::string when_set = {});
+
   // Connections open right now. Thread-safe (reads a counter the loop updates).
   std::size_t num_connections() const;
 

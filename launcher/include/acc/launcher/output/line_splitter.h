@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace acc::launcher {
 
@@ -23,6 +24,10 @@ class LineSplitter {
   void feed(std::string_view bytes);
   // Passes on what is left (a last line without a newline).
   void finish();
+  // The start of a line whose end has not come yet ("" when none), handed over: a prompt that
+  // waits for input shows before its line ends.
+  std::string take_pending() { return std::exchange(pending_, {}); }
+  bool has_pending() const { return !pending_.empty(); }
 
  private:
   std::function<void(std::string_view)> on_line_;
