@@ -28,10 +28,10 @@ struct PythonTorch {
 //      or above the interpreter's directory) its lib/python3.X/site-packages, then, where
 //      pyvenv.cfg says include-system-site-packages = true, the user's site packages and those of
 //      the base interpreter (pyvenv.cfg's `home`); else the user's site packages
-//      ($PYTHONUSERBASE or ~/.local /lib/python3.X/site-packages, unless $PYTHONNOUSERSITE), then
-//      <prefix>/local/lib/python3.X/dist-packages, <prefix>/lib/python3/dist-packages (Debian),
-//      <prefix>/lib/python3.X/{dist,site}-packages and lib64/python3.X/site-packages (conda, source
-//      builds, Fedora);
+//      (<$PYTHONUSERBASE, else ~/.local>/lib/python3.X/site-packages, unless $PYTHONNOUSERSITE),
+//      then <prefix>/local/lib/python3.X/dist-packages, <prefix>/lib/python3/dist-packages and
+//      <prefix>/lib/python3.X/dist-packages (Debian), <prefix>/lib{,64}/python3.X/site-packages
+//      (conda, source builds, Fedora);
 //   3. last, as a finder appended to sys.meta_path is, a setuptools editable install's finder
 //      module (__editable___*_finder.py, named by an `import` line of a .pth file) whose MAPPING
 //      names a `torch` directory.
