@@ -138,6 +138,42 @@ TEST(DryRunTest, SaysWhichPythonTheWorkersRunAndWhy) {
   EXPECT_NE(run.out.find("command: /usr/bin/python3 -u train.py"), std::string::npos) << run.out;
 }
 
+// The dry run says which PyTorch it assumed for the workers and where it read its version: here
+// one a virtual environment reaches through a .pth line, as a venv over the peers' site-packages
+// does; then none, and the workers get both names of a renamed variable.
+TEST(DryRunTest, SaysWhichTorchTheWorkersImportAndWhereItWasRead) {
+  const TempDir dir;
+  for (const char* sub : {"/venv/bin", "/venv/lib/python3.11/site-packages", "/peers/torch"})
+    fs::create_directories(dir.path() + sub);
+  dir.file("venv/pyvenv.cfg",
+           "home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11.2\n");
+  const std::string python = dir.file("venv/bin/python", "");
+  const std::string pth = dir.file("venv/lib/python3.11/site-packages/peers.pth",
+                                   "import os\n" + dir.path() + "/peers\n");
+  dir.file("peers/torch/version.py", "__version__ = '2.11.0+cu130'\n");
+
+  const LaunchRun found = run_launcher({"--dry_run", "--python", python, "train.py"});
+  ASSERT_EQ(found.exit_code, 0) << found.err;
+  EXPECT_NE(found.out.find("\n# torch: 2.11.0+cu130 (" + dir.path() + "/peers/torch/version.py)\n"),
+            std::string::npos)
+      << found.out;
+  const DryRun said = parse_dry_run(found.out);
+  ASSERT_FALSE(said.workers.empty()) << found.out;
+  EXPECT_EQ(said.workers[0].count("TORCH_NCCL_ASYNC_ERROR_HANDLING"), 1u) << found.out;
+  EXPECT_EQ(said.workers[0].count("NCCL_ASYNC_ERROR_HANDLING"), 0u) << found.out;
+
+  fs::remove(pth);
+  const LaunchRun none = run_launcher({"--dry_run", "--python", python, "train.py"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_NE(none.out.find("\n# torch: not found for " + python +
+                          ": renamed variables are given under both names\n"),
+            std::string::npos)
+      << none.out;
+  const DryRun unknown = parse_dry_run(none.out);
+  ASSERT_FALSE(unknown.workers.empty()) << none.out;
+  EXPECT_EQ(unknown.workers[0].count("NCCL_ASYNC_ERROR_HANDLING"), 1u) << none.out;
+}
+
 // The head of a fan-out applies the config file before it fans out, as a single node does: the
 // port the file names is the one every node is told; the hostfile's first host is the store, and
 // the file's address, a lower layer, is not.

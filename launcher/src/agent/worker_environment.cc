@@ -57,6 +57,10 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
       << " worker(s), world size " << plan.world_size << ", node rank " << plan.node_rank
       << ", store " << plan.master_addr << ":" << master_port << "\n";
   if (!plan.python.empty()) out << "# python: " << plan.python << "\n";
+  // The PyTorch whose names of renamed variables the workers get (host/python_torch.h).
+  if (!plan.worker_torch_origin.empty())
+    out << "# torch: " << plan.worker_torch_origin
+        << (plan.worker_torch ? "" : ": renamed variables are given under both names") << "\n";
   out << "# each worker's environment is the launcher's with these variables set"
       << (plan.no_python_hook ? " (Python hook off)" : "")
       << "; <run dir> is made at launch (--log_dir, else in /dev/shm or $TMPDIR)\n";

@@ -14,8 +14,10 @@
 #include "acc/common/error.h"
 #include "acc/config/cluster_config.h"
 #include "acc/config/paths.h"
+#include "acc/launcher/cli/cli.h"
 #include "acc/launcher/cli/version.h"
 #include "acc/launcher/host/host.h"
+#include "acc/launcher/host/python_torch.h"
 #include "cli/flag_spelling.h"
 #include "commands/command_line.h"
 #include "commands/commands.h"
@@ -84,15 +86,47 @@ std::string self_path() {
   return self.empty() ? "unknown" : self;
 }
 
+// The interpreter a launch of a .py script runs, and why, as the launch picks it (cli.h:
+// --python, $PYTHON_EXEC, the python beside acc-launch, python3 on PATH): "/venv/bin/python
+// (beside acc-launch)".
+LaunchOptions worker_python(const std::string& python) {
+  std::vector<std::string> args;
+  if (!python.empty()) args = {"--python", python};
+  args.push_back("train.py");
+  ParseResult parsed = parse_launch_args(args, proc::Reader::machine().executable());
+  if (!parsed.exit_now) return parsed.options;
+  // A launch would refuse a PET_* variable: the interpreter is found all the same.
+  LaunchOptions options;
+  options.python = python;
+  if (python.empty())
+    resolve_python(options, "");
+  else
+    options.python_source = "--python";
+  return options;
+}
+
+// Which PyTorch that interpreter imports, and from where (host/python_torch.h).
+std::string python_torch(const std::string& python,
+                         const std::map<std::string, std::string>& environment) {
+  const std::optional<PythonTorch> torch = find_python_torch(python, environment);
+  if (!torch) return "not found (the workers get renamed variables under both names)";
+  return torch->version_text + " (" + torch->version_py + ")";
+}
+
 }  // namespace
 
 int run_env_command(const std::vector<std::string>& args) {
   std::string config_file;
+  std::string python;
   CLI::App app{"Print what a bug report needs: versions, libraries, GPUs, CPUs, memory, config",
                "acc-launch env"};
   app.add_option(flag_spellings("config_file"), config_file,
                  "the config file to show (default: Accelerate's)")
       ->type_name("FILE");
+  app.add_option(flag_spellings("python"), python,
+                 "the workers' interpreter whose PyTorch to show (default: the one a launch of a "
+                 ".py script runs)")
+      ->type_name("PYTHON");
   if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
   utsname host{};
   ::uname(&host);
@@ -106,6 +140,9 @@ int run_env_command(const std::vector<std::string>& args) {
   out << "- Build: " << __VERSION__ << ", C++" << (__cplusplus / 100 % 100) << "\n";
   out << "- Platform: " << host.sysname << " " << host.release << " " << host.machine << "\n";
   out << "- `acc-launch` location: " << self_path() << "\n";
+  const LaunchOptions workers = worker_python(python);
+  out << "- Workers' Python: " << workers.python << " (" << workers.python_source << ")\n";
+  out << "- Workers' PyTorch: " << python_torch(workers.python, machine.environment) << "\n";
   out << "- LibTorch: " << found(find_library(dirs, "libtorch_cpu.so")) << "\n";
   out << "- LibTorch headers: "
       << found(find_header({"/usr/include/torch/csrc/api/include/torch/torch.h",

@@ -320,7 +320,7 @@ HostInfo detect_host(const std::string& root_dir) {
   };
   char cwd[4096];
   if (::getcwd(cwd, sizeof cwd)) host.cwd = cwd;
-  host.torch_version_of = find_python_torch;
+  host.python_torch_of = find_python_torch;
   return host;
 }
 

@@ -453,8 +453,12 @@ void resolve_environment(const LaunchOptions& o, const HostInfo& host, LaunchPla
   plan.single_process = o.simple_launcher && plan.world_size == 1;
   // Async error handling under the name the workers' PyTorch reads (both when unknown), unless
   // the user set it under either: a second name makes PyTorch >= 2.2 warn on every rank.
-  if (runs_python(o) && host.torch_version_of)
-    plan.worker_torch = host.torch_version_of(o.python, host.environment);
+  if (runs_python(o) && host.python_torch_of) {
+    const std::optional<PythonTorch> torch = host.python_torch_of(o.python, host.environment);
+    if (torch) plan.worker_torch = torch->version;
+    plan.worker_torch_origin =
+        torch ? torch->version_text + " (" + torch->version_py + ")" : "not found for " + o.python;
+  }
   for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"})
     if (torch_env::reads(name, plan.worker_torch) && !torch_env::is_set(host.environment, name))
       plan.env_defaults.emplace_back(name, "1");

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "acc/common/lazy.h"
-#include "acc/common/torch_env.h"
+#include "acc/launcher/host/python_torch.h"
 #include "acc/launcher/host/topology.h"
 
 namespace acc::launcher {
@@ -37,10 +37,10 @@ struct HostInfo {
   CpuTopology topology;
   std::function<CpuTopology()> read_topology;
   CpuTopology cpu_topology() const { return read_topology ? read_topology() : topology; }
-  // Which PyTorch a Python worker started by `python` would import (host/python_torch.h):
-  // detect_host() sets find_python_torch. Null (a test's host): nobody can tell, and the workers
-  // get every name of PyTorch's variables (acc/common/torch_env.h).
-  std::optional<torch_env::Version> (*torch_version_of)(
+  // Which PyTorch a Python worker started by `python` would import, and from where
+  // (host/python_torch.h): detect_host() sets find_python_torch. Null (a test's host): nobody can
+  // tell, and the workers get every name of PyTorch's variables (acc/common/torch_env.h).
+  std::optional<PythonTorch> (*python_torch_of)(
       const std::string& python, const std::map<std::string, std::string>& environment) = nullptr;
 };
 

@@ -70,6 +70,10 @@ struct LaunchPlan {
   // torch/version.py it found): they get only the names of PyTorch's variables it reads
   // (acc/common/torch_env.h); nullopt: every name.
   std::optional<torch_env::Version> worker_torch;
+  // Which PyTorch that is and from where, for the dry run: "2.11.0 (/venv/lib/python3.11/
+  // site-packages/torch/version.py)" where found, "not found for python3" where not; empty where
+  // nobody looked (workers that are not Python, a test's host).
+  std::string worker_torch_origin;
   std::vector<WorkerSpec> workers;
   std::vector<std::string> notices;  // one-line messages for the user (e.g. OMP_NUM_THREADS)
 
