@@ -30,11 +30,10 @@ fi
 port=29500  # in this script's own network namespace (own_loopback.sh)
 errors=$(mktemp)
 trap 'rm -f "$errors"' EXIT
-torchrun_job() {
-  theirs=$("$python" "${torchrun[@]}" --nproc_per_node 2 --master_port "$port" "$here/ddp_check.py" \
-             2>"$errors" | grep '^RESULT')
-}
-torchrun_job
+# The peer's result is compared, not its exit: PyTorch 2.11's Gloo teardown aborts a rank under
+# torchrun now and then (bench/exit_crashes), after the result is out.
+theirs=$("$python" "${torchrun[@]}" --nproc_per_node 2 --master_port "$port" "$here/ddp_check.py" \
+           2>"$errors" | grep '^RESULT') || echo "torchrun exited non-zero: $(grep -m1 -e terminate -e Error "$errors")"
 echo "torchrun:   $theirs"
 [ "$ours" = "$theirs" ] || { echo "FAIL: acc-launch and torchrun disagree"; exit 1; }
 echo "PASS: same result"
