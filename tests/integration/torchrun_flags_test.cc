@@ -185,6 +185,24 @@ TEST(TorchrunFlagsTest, HelpTopicShowsOneGroupOfFlags) {
       << unknown.err;
 }
 
+// argparse's abbreviations, as torchrun and accelerate launch take them: a prefix that begins one
+// flag is that flag; one that begins several is one line naming them.
+TEST(TorchrunFlagsTest, AUniquePrefixIsTheFlagItBeginsAndAnAmbiguousOneIsOneLine) {
+  const LaunchRun run =
+      run_launcher({"--nproc_per_nod", "2", "--max-rest=1", "--no_python", "/bin/sh", "-c",
+                    "echo $WORLD_SIZE $TORCHELASTIC_MAX_RESTARTS", "--nproc"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> lines = lines_of(run.out);
+  ASSERT_EQ(lines.size(), 2u) << run.out;
+  for (const std::string& line : lines) EXPECT_NE(line.find(": 2 1"), std::string::npos) << line;
+
+  const LaunchRun ambiguous = run_launcher({"--no_py", "/bin/true"});
+  EXPECT_EQ(ambiguous.exit_code, 2);
+  EXPECT_EQ(ambiguous.err,
+            "acc-launch: error: ambiguous option: --no_py could match --no_python, "
+            "--no_python_hook (see acc-launch --help)\n");
+}
+
 TEST(TorchrunFlagsTest, TheStackedSingleNodeLineRunsOnAFreePort) {
   // torchrun's documentation: --rdzv-backend=c10d --rdzv-endpoint=localhost:0 --nnodes=1.
   const LaunchRun run = run_launcher({"--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0",

@@ -180,29 +180,30 @@ class Flag {
   CLI::Option* option_;
 };
 
-// Declares the flags, and registers with CLI11 those the filter wants. Each registered one
-// records its canonical (underscore) name so that LaunchOptions can tell a flag that was given
-// from one left at its default (LaunchOptions::sources).
+// Declares the flags, and registers with CLI11 those the filter wants (none without a filter:
+// the names are all that is wanted then). Each registered one records its canonical
+// (underscore) name so that LaunchOptions can tell a flag that was given from one left at its
+// default (LaunchOptions::sources).
 class FlagTable {
  public:
-  FlagTable(CLI::App& app, LaunchOptions& options, const FlagFilter& filter)
+  FlagTable(CLI::App& app, LaunchOptions& options, const FlagFilter* filter)
       : app_(app), options_(options), filter_(filter) {}
 
   template <typename T>
   Flag value(const std::string& name, T& target, const std::string& help, Aliases aliases = {}) {
-    if (!declare(name, aliases)) return Flag(nullptr);
+    if (!declare(name, aliases, true)) return Flag(nullptr);
     return track(name, aliases, app_.add_option(spec(name, aliases), target, help));
   }
 
   Flag flag(const std::string& name, bool& target, const std::string& help, Aliases aliases = {}) {
-    if (!declare(name, aliases)) return Flag(nullptr);
+    if (!declare(name, aliases, false)) return Flag(nullptr);
     return track(name, aliases, app_.add_flag(spec(name, aliases), target, help));
   }
 
   // A flag whose value (or, for a switch, its presence) is kept as text by `store`.
   Flag text(const std::string& name, bool takes_value, const std::string& help,
             std::function<void(const std::string&)> store) {
-    if (!declare(name, {})) return Flag(nullptr);
+    if (!declare(name, {}, takes_value)) return Flag(nullptr);
     CLI::Option* option =
         takes_value ? app_.add_option_function<std::string>(spec(name, {}), std::move(store), help)
                     : app_.add_flag_callback(
@@ -212,6 +213,9 @@ class FlagTable {
 
   // Whether a flag of this name was declared (registered or not).
   bool has(const std::string& name) const { return declared_.count(name) > 0; }
+
+  // Every flag declared, registered or not, in the order of declaration.
+  const std::vector<FlagName>& names() const { return names_; }
 
   // The --help group of the flags declared from now on (help.cc's topics).
   void group(const char* name) { group_ = name; }
@@ -246,9 +250,13 @@ class FlagTable {
   }
 
   // Records the name; whether the flag is to be registered.
-  bool declare(const std::string& name, const Aliases& aliases) {
+  bool declare(const std::string& name, const Aliases& aliases, bool takes_value) {
     declared_.insert(name);
-    return filter_.wants(name, *aliases.short_name != 0, env_name(name, aliases));
+    if (!filter_) {
+      names_.push_back({name, *aliases.short_name ? aliases.short_name[1] : '\0', takes_value});
+      return false;
+    }
+    return filter_->wants(name, *aliases.short_name != 0, env_name(name, aliases));
   }
 
   Flag track(const std::string& name, const Aliases& aliases, CLI::Option* option) {
@@ -270,8 +278,9 @@ class FlagTable {
 
   CLI::App& app_;
   LaunchOptions& options_;
-  const FlagFilter& filter_;
+  const FlagFilter* filter_;
   std::unordered_set<std::string> declared_;
+  std::vector<FlagName> names_;  // without a filter
   std::string group_ = kGroupTorchrun;
   std::vector<std::pair<std::string, CLI::Option*>> options_by_name_;
 };
@@ -560,6 +569,36 @@ std::string beside_binary_python(const std::filesystem::path& binary) {
   return "";
 }
 
+// Every launch flag, in --help's order; the TPU and SageMaker flags, refused, put their names in
+// `refused` when given.
+void add_launch_flags(FlagTable& table, LaunchOptions& options, std::vector<std::string>& refused) {
+  add_torchrun_flags(table, options);
+  add_accelerate_flags(table, options);
+  add_own_flags(table, options);
+  add_fanout_flags(table, options);
+  add_output_and_binding_flags(table, options);
+  add_stall_flags(table, options);
+  add_refused_flags(table, refused);
+  add_config_key_flags(table, options);  // last: it skips the names registered above
+}
+
+// The name of every launch flag, CLI11's own --help and --version among them, for
+// expand_flag_prefixes: the flags declared once a process into a table that registers none.
+const std::vector<FlagName>& launch_flag_names() {
+  static const std::vector<FlagName> names = [] {
+    CLI::App app;
+    LaunchOptions options;
+    std::vector<std::string> refused;
+    FlagTable table(app, options, nullptr);
+    add_launch_flags(table, options, refused);
+    std::vector<FlagName> all = table.names();
+    all.push_back({"help", 'h', false});
+    all.push_back({"version", '\0', false});
+    return all;
+  }();
+  return names;
+}
+
 ParseResult usage_error(const std::string& message) {
   ParseResult result;
   result.exit_now = true;
@@ -630,9 +669,13 @@ void resolve_python(LaunchOptions& options, const std::string& beside_binary) {
 namespace {
 
 // parse_launch_args, with what --help prints made by `render_help` (launch_help's topics).
-ParseResult parse(const std::vector<std::string>& args,
+ParseResult parse(const std::vector<std::string>& words,
                   const std::function<std::string(CLI::App&)>& render_help,
                   const std::string& launcher_binary) {
+  // argparse's abbreviations (--nproc_per_nod): the rest reads whole names only.
+  const ExpandedFlags expanded = expand_flag_prefixes(words, launch_flag_names());
+  if (!expanded.error.empty()) return usage_error(expanded.error);
+  const std::vector<std::string>& args = expanded.args;
   ParseResult result;
   LaunchOptions& options = result.options;
   apply_torchrun_variables(options);
@@ -645,16 +688,9 @@ ParseResult parse(const std::vector<std::string>& args,
   app.get_help_ptr()->group(kGroupTorchrun);
   app.get_version_ptr()->group(kGroupTorchrun);
   const FlagFilter filter(args);
-  FlagTable table(app, options, filter);
-  add_torchrun_flags(table, options);
-  add_accelerate_flags(table, options);
-  add_own_flags(table, options);
-  add_fanout_flags(table, options);
-  add_output_and_binding_flags(table, options);
-  add_stall_flags(table, options);
+  FlagTable table(app, options, &filter);
   std::vector<std::string> refused;
-  add_refused_flags(table, refused);
-  add_config_key_flags(table, options);  // last: it skips the names registered above
+  add_launch_flags(table, options, refused);
 
   const std::vector<std::string> split = split_empty_values(app, args);
   std::vector<std::string> reversed(split.rbegin(), split.rend());
