@@ -12,19 +12,21 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <type_traits>
 #include <unordered_set>
+#include <vector>
 
 #include "acc/common/strings.h"
 #include "acc/config/schema.h"
 #include "acc/launcher/cli/version.h"
 #include "cli/flag_filter.h"
+#include "cli/help_format.h"
 
 namespace acc::launcher {
 namespace {
 
 // The groups of --help, in its order; `acc-launch help TOPIC` shows one (kHelpTopics).
-constexpr const char* kGroupTorchrun =
-    "Torchrun (each flag also with dashes, --nproc-per-node, and from $PET_<NAME>)";
+constexpr const char* kGroupTorchrun = "Torchrun (each flag also from $PET_<NAME>)";
 constexpr const char* kGroupAccelerate = "Accelerate launch";
 constexpr const char* kGroupMultiNode = "Multi-node: rendezvous, hostfiles, one command for all";
 constexpr const char* kGroupHangs = "Hangs and health";
@@ -87,6 +89,9 @@ std::string usage_text() {
       "  acc-launch --config_file cfg.yaml train.py          as accelerate launch --config_file\n"
       "  acc-launch --nnodes 2 --rdzv_backend c10d --rdzv_endpoint node0:29400 \\\n"
       "             --nproc_per_node 8 train.py             on each of two nodes\n"
+      "\n"
+      "Every flag may also be written with dashes (--nproc-per-node) and shortened to a unique\n"
+      "prefix (--nproc_per), as torchrun and accelerate launch take them.\n"
       "\nSubcommands:\n";
   for (const SubcommandHelp& command : subcommand_help())
     text += "  " + std::string(command.name) +
@@ -98,7 +103,7 @@ std::string usage_text() {
 }
 
 // --help: the usage, the subcommands and the topics first, then the flags in groups.
-class HelpFormatter : public CLI::Formatter {
+class HelpFormatter : public PlainHelpFormatter {
  public:
   std::string make_usage(const CLI::App*, std::string) const override { return usage_text(); }
   std::string make_description(const CLI::App*) const override { return ""; }
@@ -115,6 +120,52 @@ std::string pet_name(const std::string& name) {
   std::string upper = "PET_" + name;
   std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
   return upper;
+}
+
+// How --help names the value of a flag whose name says little of it (help_format.h names the
+// others: by their choices, SECONDS, N, or their name in capitals); nullptr: none here.
+const char* value_placeholder(const std::string& name) {
+  static const std::map<std::string, const char*> kPlaceholders = {
+      {"nproc_per_node", "NPROC"},
+      {"master_addr", "HOST"},
+      {"local_addr", "HOST"},
+      {"main_process_ip", "HOST"},
+      {"status_host", "HOST"},
+      {"master_port", "PORT"},
+      {"main_process_port", "PORT"},
+      {"ssh_port", "PORT"},
+      {"status_port", "PORT"},
+      {"rdzv_endpoint", "HOST[:PORT]"},
+      {"rdzv_backend", "BACKEND"},
+      {"rdzv_id", "ID"},
+      {"rdzv_conf", "KEY=VALUE,..."},
+      {"role", "NAME"},
+      {"log_dir", "DIR"},
+      {"redirects", "MODE"},
+      {"tee", "MODE"},
+      {"local_ranks_filter", "RANKS"},
+      {"signals_to_handle", "SIGNALS"},
+      {"logs_specs", "NAME"},
+      {"event_log_handler", "NAME"},
+      {"duplicate_stdout_filters", "FILTERS"},
+      {"duplicate_stderr_filters", "FILTERS"},
+      {"python", "PATH"},
+      {"config_file", "FILE"},
+      {"hostfile", "FILE"},
+      {"include", "HOSTS"},
+      {"exclude", "HOSTS"},
+      {"ssh_option", "OPTION"},
+      {"env_passthrough", "NAMES"},
+      {"node_slots", "SLOTS"},
+      {"gpu_ids", "IDS"},
+      {"bind_core_list", "CPUS"},
+      {"log_line_prefix_template", "TEMPLATE"},
+      {"dedup_window", "MS"},
+      {"retryable_exit_code", "CODE"},
+      {"no_restart_exit_code", "CODE"},
+  };
+  const auto found = kPlaceholders.find(name);
+  return found == kPlaceholders.end() ? nullptr : found->second;
 }
 
 // Validators whose messages say what was expected in words, not as a numeric range.
@@ -192,7 +243,10 @@ class FlagTable {
   template <typename T>
   Flag value(const std::string& name, T& target, const std::string& help, Aliases aliases = {}) {
     if (!declare(name, aliases, true)) return Flag(nullptr);
-    return track(name, aliases, app_.add_option(spec(name, aliases), target, help));
+    CLI::Option* option = app_.add_option(spec(name, aliases), target, help);
+    // --help shows the default (help_format.h); a list has none to show.
+    if constexpr (!std::is_same_v<T, std::vector<std::string>>) option->capture_default_str();
+    return track(name, aliases, option);
   }
 
   Flag flag(const std::string& name, bool& target, const std::string& help, Aliases aliases = {}) {
@@ -261,6 +315,8 @@ class FlagTable {
 
   Flag track(const std::string& name, const Aliases& aliases, CLI::Option* option) {
     if (const std::string env = env_name(name, aliases); !env.empty()) option->envname(env);
+    // How --help names the value (help_format.h).
+    if (const char* placeholder = value_placeholder(name)) option->option_text(placeholder);
     // First of its checks: a value that would print over two lines, or recolour the terminal,
     // is named escaped, before any other check echoes it raw.
     option->check(CLI::Validator(
@@ -310,8 +366,8 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
   t.value("rdzv_conf", o.rdzv_conf, "rendezvous settings k1=v1,k2=v2", kPet);
   t.value("local_addr", o.local_addr, "this node's address", kPet);
   t.value("exit_barrier_timeout", o.exit_barrier_timeout,
-          "elastic: seconds a finished node waits for the others (default 300; also "
-          "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT)",
+          "elastic: seconds a finished node waits for the others (default: "
+          "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT, else 300)",
           kPet)
       ->check(seconds());
   t.group(kGroupTorchrun);
@@ -338,8 +394,8 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
   t.value("local_ranks_filter", o.local_ranks_filter, "local ranks shown on the console (0,1)",
           kPet);
   t.value("shutdown_timeout", o.shutdown_timeout,
-          "seconds from SIGTERM to SIGKILL when stopping "
-          "workers",
+          "seconds from SIGTERM to SIGKILL when stopping workers (default: "
+          "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)",
           kPet)
       ->check(seconds());
   t.value("kill_timeout", o.kill_timeout,
@@ -347,8 +403,8 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
           "unkillable and exits 5")
       ->check(seconds());
   t.value("signals_to_handle", o.signals_to_handle,
-          "signals forwarded to the workers that then end the job (default "
-          "SIGTERM,SIGINT,SIGHUP,SIGQUIT; also $TORCHELASTIC_SIGNALS_TO_HANDLE)",
+          "signals forwarded to the workers that then end the job (default: "
+          "$TORCHELASTIC_SIGNALS_TO_HANDLE, else SIGTERM,SIGINT,SIGHUP,SIGQUIT)",
           kPet);
   t.flag("virtual_local_rank", o.virtual_local_rank,
          "every worker gets LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES", kPet);
@@ -502,7 +558,7 @@ void add_output_and_binding_flags(FlagTable& t, LaunchOptions& o) {
   t.flag("dedup_lines", o.dedup_lines,
          "print a line that several ranks print at once a single time, as [rank0-7]: line");
   t.value("dedup_window", o.dedup_window_ms,
-          "milliseconds a line waits for the same line from other ranks (default 150)")
+          "milliseconds a line waits for the same line from other ranks (default: 150)")
       ->check(whole_number(1));
   t.value("numa_binding", o.numa_binding,
           "bind each worker to CPUs near its GPU: node, socket, exclusive or core-complex")
@@ -685,8 +741,8 @@ ParseResult parse(const std::vector<std::string>& words,
   app.formatter(std::make_shared<HelpFormatter>());
   app.prefix_command();
   app.set_version_flag("--version", std::string("acc-launch ") + kVersion);
-  app.get_help_ptr()->group(kGroupTorchrun);
-  app.get_version_ptr()->group(kGroupTorchrun);
+  app.get_help_ptr()->group(kGroupTorchrun)->description("print this help and exit");
+  app.get_version_ptr()->group(kGroupTorchrun)->description("print the version and exit");
   const FlagFilter filter(args);
   FlagTable table(app, options, &filter);
   std::vector<std::string> refused;
@@ -754,7 +810,7 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
       ->check(seconds());
   t.value("stall_init_timeout", o.stall_init_timeout,
           "with --stall_timeout: the limit for a worker's start-up, before its first line, beat "
-          "or collective (import torch, loading, init_process_group); default 600",
+          "or collective (import torch, loading, init_process_group)",
           {.env = "ACC_STALL_INIT_TIMEOUT"})
       ->check(seconds());
   t.value("stall_action", o.stall_action,
@@ -763,29 +819,30 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
   t.group(kGroupMultiNode);
   t.value("preflight_timeout", o.preflight_timeout,
           "seconds a node that does not host the store keeps trying to reach it (master, "
-          "rendezvous endpoint) before the launch fails in one line (default 60); 0: no check")
+          "rendezvous endpoint) before the launch fails in one line; 0: no check")
       ->check(seconds());
   t.group(kGroupHangs);
   t.value("retryable_exit_code", o.retryable_exit_code,
           "exit with CODE (e.g. 138) for every failure of the launcher's own (hang, lost node, "
-          "unkillable worker, rendezvous), so Kubeflow's ExitCode restart policy retries it")
+          "unkillable worker, rendezvous), so Kubeflow's ExitCode restart policy retries it; 0: "
+          "off")
       ->check(whole_number(0));
   t.value("max_no_progress_restarts", o.max_no_progress_restarts,
           "after this many attempts in a row that failed before any progress (no beat, no "
           "completed collective), stop restarting and exit --no_restart_exit_code; 0: off")
       ->check(whole_number(0));
   t.value("no_restart_exit_code", o.no_restart_exit_code,
-          "the exit status when --max_no_progress_restarts stops the restarts (default 93, as "
+          "the exit status when --max_no_progress_restarts stops the restarts (default: 93, as "
           "NVIDIA's ft_launcher)")
       ->check(whole_number(1));
   t.value("health_check_timeout", o.health_check_timeout,
           "with $TORCHELASTIC_HEALTH_CHECK_PORT: seconds without a worker's progress before the "
-          "health check answers 503 (default 60)",
+          "health check answers 503 (default: 60)",
           {.env = "ACC_HEALTH_CHECK_TIMEOUT"})
       ->check(seconds());
   t.value("straggler_window", o.straggler_window,
           "every this many seconds, compare the ranks' time outside collectives per step and "
-          "name a rank 1.5 times slower than the median (default 30); 0: off",
+          "name a rank 1.5 times slower than the median; 0: off",
           {.env = "ACC_STRAGGLER_WINDOW"})
       ->check(seconds());
   t.group(kGroupStatus);
@@ -795,7 +852,7 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
           {.env = "ACC_STATUS_PORT"})
       ->check(whole_number(0));
   t.value("status_host", o.status_host,
-          "the address --status_port is served on (default 127.0.0.1; 0.0.0.0: every one)");
+          "the address --status_port is served on (default: 127.0.0.1; 0.0.0.0: every one)");
 }
 
 }  // namespace
