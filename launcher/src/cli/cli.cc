@@ -724,14 +724,11 @@ void resolve_python(LaunchOptions& options, const std::string& beside_binary) {
 
 namespace {
 
-// parse_launch_args, with what --help prints made by `render_help` (launch_help's topics).
-ParseResult parse(const std::vector<std::string>& words,
-                  const std::function<std::string(CLI::App&)>& render_help,
-                  const std::string& launcher_binary) {
-  // argparse's abbreviations (--nproc_per_nod): the rest reads whole names only.
-  const ExpandedFlags expanded = expand_flag_prefixes(words, launch_flag_names());
-  if (!expanded.error.empty()) return usage_error(expanded.error);
-  const std::vector<std::string>& args = expanded.args;
+// parse(), of flags named whole; `unknown_flag` is set when a flag before the program is none
+// of the launch's.
+ParseResult parse_whole_names(const std::vector<std::string>& args,
+                              const std::function<std::string(CLI::App&)>& render_help,
+                              const std::string& launcher_binary, bool& unknown_flag) {
   ParseResult result;
   LaunchOptions& options = result.options;
   apply_torchrun_variables(options);
@@ -782,11 +779,28 @@ ParseResult parse(const std::vector<std::string>& words,
   if (rest.empty()) return usage_error("no PROGRAM given: acc-launch [options] PROGRAM [args...]");
   if (rest.front().empty())
     return usage_error("PROGRAM is an empty word: acc-launch [options] PROGRAM [args...]");
-  if (rest.front().size() > 1 && rest.front()[0] == '-')
+  if (rest.front().size() > 1 && rest.front()[0] == '-') {
+    unknown_flag = true;
     return usage_error("unknown option " + rest.front().substr(0, rest.front().find('=')));
+  }
   options.program = rest.front();
   options.program_args.assign(rest.begin() + 1, rest.end());
   return result;
+}
+
+// parse_launch_args, with what --help prints made by `render_help` (launch_help's topics).
+ParseResult parse(const std::vector<std::string>& args,
+                  const std::function<std::string(CLI::App&)>& render_help,
+                  const std::string& launcher_binary) {
+  bool unknown_flag = false;
+  ParseResult result = parse_whole_names(args, render_help, launcher_binary, unknown_flag);
+  if (!unknown_flag) return result;
+  // argparse's abbreviations (--nproc_per_nod), written out whole, and the words read again:
+  // a command line of whole names, the usual one, never needs the names of every flag.
+  const ExpandedFlags expanded = expand_flag_prefixes(args, launch_flag_names());
+  if (!expanded.error.empty()) return usage_error(expanded.error);
+  if (expanded.args == args) return result;
+  return parse_whole_names(expanded.args, render_help, launcher_binary, unknown_flag);
 }
 
 }  // namespace
