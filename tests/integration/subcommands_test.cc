@@ -67,6 +67,28 @@ TEST(SubcommandTest, HelpNamesTheFlagsWithUnderscores) {
             std::string::npos);
 }
 
+// As the launch's help (cli/help_format.h): values by placeholders and defaults in words, not
+// CLI11's spellings of types and checks.
+TEST(SubcommandTest, HelpNamesValuesInPlainWords) {
+  for (const std::vector<std::string>& command : {std::vector<std::string>{"env"},
+                                                  {"config", "default"},
+                                                  {"stacks"},
+                                                  {"top"},
+                                                  {"rendezvous", "serve"}}) {
+    std::vector<std::string> args = command;
+    args.push_back("--help");
+    const LaunchRun run = run_launcher(args);
+    ASSERT_EQ(run.exit_code, 0) << joined(command) << ": " << run.err;
+    for (const char* code :
+         {" TEXT", " INT ", " INT:", " FLOAT", ":{", "=0.0.0.0", "--config-file", "-h,--"})
+      EXPECT_EQ(run.out.find(code), std::string::npos) << joined(command) << ": " << code;
+  }
+  const std::string serve = run_launcher({"rendezvous", "serve", "--help"}).out;
+  for (const char* plain : {"--port PORT ", "(default: 29400)", "--store_compat {1.13,2.1}"})
+    EXPECT_NE(serve.find(plain), std::string::npos) << plain << "\n" << serve;
+  EXPECT_NE(run_launcher({"stacks", "--help"}).out.find("LAUNCHER_PID ..."), std::string::npos);
+}
+
 TEST(SubcommandTest, ABadCommandLineIsOneLineNamingTheFlagAndExitsTwo) {
   struct Case {
     std::vector<std::string> args;

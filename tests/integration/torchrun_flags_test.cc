@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -171,7 +172,7 @@ TEST(TorchrunFlagsTest, HelpTopicShowsOneGroupOfFlags) {
   const LaunchRun hangs = run_launcher({"help", "hangs"});
   ASSERT_EQ(hangs.exit_code, 0) << hangs.err;
   EXPECT_NE(hangs.out.find("--stall_timeout"), std::string::npos) << hangs.out;
-  EXPECT_EQ(hangs.out.find("--nproc-per-node,--nproc_per_node"), std::string::npos) << hangs.out;
+  EXPECT_EQ(hangs.out.find("\n  --nproc_per_node "), std::string::npos) << hangs.out;
   EXPECT_EQ(hangs.out.find("--fsdp_sharding_strategy"), std::string::npos) << hangs.out;
   const LaunchRun all = run_launcher({"help", "all"});
   ASSERT_EQ(all.exit_code, 0) << all.err;
@@ -183,6 +184,55 @@ TEST(TorchrunFlagsTest, HelpTopicShowsOneGroupOfFlags) {
   EXPECT_NE(unknown.err.find("torchrun, accelerate, multi-node, hangs, output, status, all"),
             std::string::npos)
       << unknown.err;
+}
+
+// --help reads as torchrun's: a placeholder for each value, the default and the variable in
+// words, none of CLI11's spellings of types and checks.
+std::string one_spaced(const std::string& text) {
+  std::string out;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c)) || (!out.empty() && out.back() != ' '))
+      out += std::isspace(static_cast<unsigned char>(c)) ? ' ' : c;
+  return out;
+}
+
+TEST(TorchrunFlagsTest, HelpNamesValuesDefaultsAndVariablesInPlainWords) {
+  for (const std::vector<std::string>& asked :
+       {std::vector<std::string>{"--help"}, {"help", "all"}}) {
+    const LaunchRun run = run_launcher(asked);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    for (const char* code : {":INT>=", "(Env:", " TEXT", "TEXT:", "INT:", " FLOAT", ":SECONDS",
+                             "=1.13", " ...\n", "--nproc-per-node,"})
+      EXPECT_EQ(run.out.find(code), std::string::npos) << asked.front() << ": " << code;
+    const std::string text = one_spaced(run.out);
+    for (const char* plain :
+         {"--nproc_per_node NPROC workers on this node: N, auto, cpu or gpu (default: 1; or "
+          "$PET_NPROC_PER_NODE)",
+          "--max_restarts N ", "--standalone single-node job on a free port (or $PET_STANDALONE=1)",
+          "--start_method {spawn,fork,forkserver}", "-m, --module run PROGRAM",
+          "--master_port PORT port of the node 0 store (default: free port on one node, else "
+          "29500; or $PET_MASTER_PORT)",
+          "--stall_timeout SECONDS ", "--ssh_option OPTION ", "-h, --help print this help"})
+      EXPECT_NE(text.find(plain), std::string::npos) << asked.front() << ": " << plain;
+  }
+}
+
+// argparse's abbreviations, as torchrun and accelerate launch take them: a prefix that begins one
+// flag is that flag; one that begins several is one line naming them.
+TEST(TorchrunFlagsTest, AUniquePrefixIsTheFlagItBeginsAndAnAmbiguousOneIsOneLine) {
+  const LaunchRun run =
+      run_launcher({"--nproc_per_nod", "2", "--max-rest=1", "--no_python", "/bin/sh", "-c",
+                    "echo $WORLD_SIZE $TORCHELASTIC_MAX_RESTARTS", "--nproc"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::vector<std::string> lines = lines_of(run.out);
+  ASSERT_EQ(lines.size(), 2u) << run.out;
+  for (const std::string& line : lines) EXPECT_NE(line.find(": 2 1"), std::string::npos) << line;
+
+  const LaunchRun ambiguous = run_launcher({"--no_py", "/bin/true"});
+  EXPECT_EQ(ambiguous.exit_code, 2);
+  EXPECT_EQ(ambiguous.err,
+            "acc-launch: error: ambiguous option: --no_py could match --no_python, "
+            "--no_python_hook (see acc-launch --help)\n");
 }
 
 TEST(TorchrunFlagsTest, TheStackedSingleNodeLineRunsOnAFreePort) {

@@ -1,9 +1,10 @@
 #pragma once
 
-// A /proc whose processes a test sets: each one's stat line (state, parent, CPU time), threads,
-// name, command line, owner, the signals it catches and the files of its threads (wchan, comm). A
-// pid the test has not set is gone, as on the machine: it reads as empty. Children and
-// descendants follow the parents the test sets, as the machine's walk does.
+// A /proc whose processes a test sets: each one's stat line (state, parent, session, CPU time,
+// start), threads, name, command line, working directory, owner, the signals it catches and the
+// files of its threads (wchan, comm). A pid the test has not set is gone, as on the machine: it
+// reads as empty. Children and descendants follow the parents the test sets, as the machine's walk
+// does.
 
 #include <unistd.h>
 
@@ -23,6 +24,7 @@ class FakeProc final : public proc::Reader {
     proc::Stat stat;
     std::string name = "python3";
     std::vector<std::string> command_line;
+    std::string working_directory = "/home/user";
     long owner = static_cast<long>(::getuid());
     std::set<int> catches;                                           // signals it has a handler for
     std::map<int, std::map<std::string, std::string>> thread_files;  // tid -> file -> text
@@ -75,6 +77,10 @@ class FakeProc final : public proc::Reader {
   std::vector<std::string> command_line(int pid) override {
     const Process* p = find(pid);
     return p ? p->command_line : std::vector<std::string>{};
+  }
+  std::string working_directory(int pid) override {
+    const Process* p = find(pid);
+    return p ? p->working_directory : "";
   }
   bool catches_signal(int pid, int signal) override {
     const Process* p = find(pid);

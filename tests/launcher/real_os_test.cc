@@ -136,5 +136,19 @@ TEST(RealOsTest, ProcSaysWhoThisProgramIsAndWhoOwnsAProcess) {
   EXPECT_GT(os.proc().nr_open(), 0);
 }
 
+// What `acc-launch stacks` tells launchers apart by: session, working directory and start.
+TEST(RealOsTest, ProcSaysWhereAndWhenAProcessStarted) {
+  RealOs os;
+  const proc::Stat self = os.proc().stat(::getpid());
+  EXPECT_EQ(self.session, ::getsid(0));
+  EXPECT_EQ(os.proc().working_directory(::getpid()), std::filesystem::current_path().string());
+  EXPECT_EQ(os.proc().working_directory(5000001), "");
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  EXPECT_LE(self.started, now);
+  EXPECT_GT(self.started, now - 3600) << "this test began less than an hour ago";
+}
+
 }  // namespace
 }  // namespace acc::launcher

@@ -5,6 +5,8 @@
 #include "commands/stacks_command.h"
 
 #include <signal.h>
+#include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -30,11 +32,18 @@ constexpr int kLauncher = 5000001;
 constexpr int kWatchdog = 5000002;
 constexpr int kTop = 5000003;
 constexpr int kOtherLauncher = 5000004;
+// Where this command runs: its session and its working directory, as the fake /proc says.
+constexpr int kSession = 4242;
+const char* const kDirectory = "/home/user/job";
 
 class StacksCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    testing::FakeProc::Process& self = os_.fake_proc.set(::getpid());
+    self.stat.session = kSession;
+    self.working_directory = kDirectory;
     launcher(kLauncher, 1);
+    os_.fake_proc.at(kLauncher).stat.session = kSession;
     launcher(kWatchdog, kLauncher);  // a launcher's watchdog looks like it: its child
     os_.fake_proc.set(kTop).command_line = {"/opt/bin/acc-launch", "top"};
     os_.fake_proc.set(77).command_line = {"python3", "train.py"};
@@ -57,14 +66,17 @@ class StacksCommandTest : public ::testing::Test {
   }
   int run(const std::vector<std::string>& args) {
     ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
     int code = -1;
     try {
       code = run_stacks_command(args, os_);
     } catch (...) {
       output_ = ::testing::internal::GetCapturedStdout();
+      errors_ = ::testing::internal::GetCapturedStderr();
       throw;
     }
     output_ = ::testing::internal::GetCapturedStdout();
+    errors_ = ::testing::internal::GetCapturedStderr();
     return code;
   }
   std::vector<std::pair<pid_t, int>> usr2s() const {
@@ -77,6 +89,7 @@ class StacksCommandTest : public ::testing::Test {
   FakeOs os_;
   int checks_ = 0;
   std::string output_;
+  std::string errors_;
 };
 
 TEST_F(StacksCommandTest, PrintsTheReportTheLauncherWritesAfterItsSignalAndRemovesIt) {
@@ -88,15 +101,68 @@ TEST_F(StacksCommandTest, PrintsTheReportTheLauncherWritesAfterItsSignalAndRemov
   EXPECT_FALSE(std::filesystem::exists(on_demand_report_path(kLauncher)));
 }
 
-TEST_F(StacksCommandTest, WithoutAPidAsksEveryLauncherButNotItsWatchdogNorASubcommand) {
+// On a machine shared under one user (root in a container) another session's launcher, started
+// elsewhere, is someone else's job: SIGUSR2 would print a report into their terminal.
+TEST_F(StacksCommandTest, WithoutAPidAsksTheLauncherOfThisSessionButNotItsWatchdogNorASubcommand) {
   launcher(kOtherLauncher, 1);
+  os_.fake_proc.at(kOtherLauncher).stat.session = kSession + 1;
+  os_.fake_proc.at(kWatchdog).stat.session = kSession;
+  os_.fake_proc.at(kTop).stat.session = kSession;
   reports_after(1);
   EXPECT_EQ(run({}), 0);
-  EXPECT_EQ(usr2s(),
-            (std::vector<std::pair<pid_t, int>>{{kLauncher, SIGUSR2}, {kOtherLauncher, SIGUSR2}}));
-  const std::string one = std::to_string(kLauncher), other = std::to_string(kOtherLauncher);
-  EXPECT_EQ(output_, "== launcher " + one + "\nreport of " + one + "\n== launcher " + other +
-                         "\nreport of " + other + "\n");
+  EXPECT_EQ(usr2s(), (std::vector<std::pair<pid_t, int>>{{kLauncher, SIGUSR2}}));
+  EXPECT_EQ(output_, "report of " + std::to_string(kLauncher) + "\n");
+}
+
+TEST_F(StacksCommandTest, WithoutAPidALauncherStartedFromThisDirectoryIsAsked) {
+  os_.fake_proc.at(kLauncher).stat.session = kSession + 1;  // started with nohup, or in tmux
+  os_.fake_proc.at(kLauncher).working_directory = kDirectory;
+  reports_after(1);
+  EXPECT_EQ(run({}), 0);
+  EXPECT_EQ(usr2s(), (std::vector<std::pair<pid_t, int>>{{kLauncher, SIGUSR2}}));
+}
+
+TEST_F(StacksCommandTest, WithoutAPidSeveralLaunchersStartedHereAreListedAndNoneIsSignalled) {
+  const char* tz = std::getenv("TZ");
+  const std::string saved_tz = tz ? tz : "";
+  ::setenv("TZ", "UTC0", 1);
+  ::tzset();
+  launcher(kOtherLauncher, 1);
+  os_.fake_proc.at(kOtherLauncher).working_directory = kDirectory;
+  os_.fake_proc.at(kOtherLauncher).command_line = {"acc-launch", "--no_python", "/bin/sh", "-c",
+                                                   "sleep 9\n"};
+  os_.fake_proc.at(kLauncher).stat.started = 1767225600;  // 2026-01-01 00:00:00 UTC
+  EXPECT_EQ(run({}), 2);
+  tz ? ::setenv("TZ", saved_tz.c_str(), 1) : ::unsetenv("TZ");
+  ::tzset();
+  EXPECT_TRUE(os_.signalled.empty());
+  EXPECT_EQ(output_, "");
+  EXPECT_EQ(errors_,
+            "acc-launch stacks: 2 acc-launch launchers were started from this session or this "
+            "directory; name one: acc-launch stacks LAUNCHER_PID\n  " +
+                std::to_string(kLauncher) +
+                "  started 2026-01-01 00:00:00  /opt/bin/acc-launch --nproc_per_node 2 train.py\n"
+                "  " +
+                std::to_string(kOtherLauncher) +
+                "  started ?  acc-launch --no_python /bin/sh -c sleep 9\\n\n");
+}
+
+TEST_F(StacksCommandTest, WithoutAPidAndNoLauncherStartedHereTheUserIsToldSoInOneLine) {
+  os_.fake_proc.at(kLauncher).stat.session = kSession + 1;
+  try {
+    run({});
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "acc-launch stacks: no acc-launch launcher was started from this session or this "
+              "directory; name one of the 1 on this machine: acc-launch stacks LAUNCHER_PID (see "
+              "`pgrep -a acc-launch`)");
+  }
+  EXPECT_TRUE(os_.signalled.empty());
+  // Named, it is asked.
+  reports_after(1);
+  EXPECT_EQ(run({std::to_string(kLauncher)}), 0);
+  EXPECT_EQ(usr2s(), (std::vector<std::pair<pid_t, int>>{{kLauncher, SIGUSR2}}));
 }
 
 TEST_F(StacksCommandTest, ALauncherThatEndsBeforeItsReportIsNamed) {

@@ -12,19 +12,21 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <type_traits>
 #include <unordered_set>
+#include <vector>
 
 #include "acc/common/strings.h"
 #include "acc/config/schema.h"
 #include "acc/launcher/cli/version.h"
 #include "cli/flag_filter.h"
+#include "cli/help_format.h"
 
 namespace acc::launcher {
 namespace {
 
 // The groups of --help, in its order; `acc-launch help TOPIC` shows one (kHelpTopics).
-constexpr const char* kGroupTorchrun =
-    "Torchrun (each flag also with dashes, --nproc-per-node, and from $PET_<NAME>)";
+constexpr const char* kGroupTorchrun = "Torchrun (each flag also from $PET_<NAME>)";
 constexpr const char* kGroupAccelerate = "Accelerate launch";
 constexpr const char* kGroupMultiNode = "Multi-node: rendezvous, hostfiles, one command for all";
 constexpr const char* kGroupHangs = "Hangs and health";
@@ -87,6 +89,9 @@ std::string usage_text() {
       "  acc-launch --config_file cfg.yaml train.py          as accelerate launch --config_file\n"
       "  acc-launch --nnodes 2 --rdzv_backend c10d --rdzv_endpoint node0:29400 \\\n"
       "             --nproc_per_node 8 train.py             on each of two nodes\n"
+      "\n"
+      "Every flag may also be written with dashes (--nproc-per-node) and shortened to a unique\n"
+      "prefix (--nproc_per), as torchrun and accelerate launch take them.\n"
       "\nSubcommands:\n";
   for (const SubcommandHelp& command : subcommand_help())
     text += "  " + std::string(command.name) +
@@ -98,7 +103,7 @@ std::string usage_text() {
 }
 
 // --help: the usage, the subcommands and the topics first, then the flags in groups.
-class HelpFormatter : public CLI::Formatter {
+class HelpFormatter : public PlainHelpFormatter {
  public:
   std::string make_usage(const CLI::App*, std::string) const override { return usage_text(); }
   std::string make_description(const CLI::App*) const override { return ""; }
@@ -115,6 +120,52 @@ std::string pet_name(const std::string& name) {
   std::string upper = "PET_" + name;
   std::transform(upper.begin(), upper.end(), upper.begin(), ::toupper);
   return upper;
+}
+
+// How --help names the value of a flag whose name says little of it (help_format.h names the
+// others: by their choices, SECONDS, N, or their name in capitals); nullptr: none here.
+const char* value_placeholder(const std::string& name) {
+  static const std::map<std::string, const char*> kPlaceholders = {
+      {"nproc_per_node", "NPROC"},
+      {"master_addr", "HOST"},
+      {"local_addr", "HOST"},
+      {"main_process_ip", "HOST"},
+      {"status_host", "HOST"},
+      {"master_port", "PORT"},
+      {"main_process_port", "PORT"},
+      {"ssh_port", "PORT"},
+      {"status_port", "PORT"},
+      {"rdzv_endpoint", "HOST[:PORT]"},
+      {"rdzv_backend", "BACKEND"},
+      {"rdzv_id", "ID"},
+      {"rdzv_conf", "KEY=VALUE,..."},
+      {"role", "NAME"},
+      {"log_dir", "DIR"},
+      {"redirects", "MODE"},
+      {"tee", "MODE"},
+      {"local_ranks_filter", "RANKS"},
+      {"signals_to_handle", "SIGNALS"},
+      {"logs_specs", "NAME"},
+      {"event_log_handler", "NAME"},
+      {"duplicate_stdout_filters", "FILTERS"},
+      {"duplicate_stderr_filters", "FILTERS"},
+      {"python", "PATH"},
+      {"config_file", "FILE"},
+      {"hostfile", "FILE"},
+      {"include", "HOSTS"},
+      {"exclude", "HOSTS"},
+      {"ssh_option", "OPTION"},
+      {"env_passthrough", "NAMES"},
+      {"node_slots", "SLOTS"},
+      {"gpu_ids", "IDS"},
+      {"bind_core_list", "CPUS"},
+      {"log_line_prefix_template", "TEMPLATE"},
+      {"dedup_window", "MS"},
+      {"retryable_exit_code", "CODE"},
+      {"no_restart_exit_code", "CODE"},
+  };
+  const auto found = kPlaceholders.find(name);
+  return found == kPlaceholders.end() ? nullptr : found->second;
 }
 
 // Validators whose messages say what was expected in words, not as a numeric range.
@@ -180,29 +231,33 @@ class Flag {
   CLI::Option* option_;
 };
 
-// Declares the flags, and registers with CLI11 those the filter wants. Each registered one
-// records its canonical (underscore) name so that LaunchOptions can tell a flag that was given
-// from one left at its default (LaunchOptions::sources).
+// Declares the flags, and registers with CLI11 those the filter wants (none without a filter:
+// the names are all that is wanted then). Each registered one records its canonical
+// (underscore) name so that LaunchOptions can tell a flag that was given from one left at its
+// default (LaunchOptions::sources).
 class FlagTable {
  public:
-  FlagTable(CLI::App& app, LaunchOptions& options, const FlagFilter& filter)
+  FlagTable(CLI::App& app, LaunchOptions& options, const FlagFilter* filter)
       : app_(app), options_(options), filter_(filter) {}
 
   template <typename T>
   Flag value(const std::string& name, T& target, const std::string& help, Aliases aliases = {}) {
-    if (!declare(name, aliases)) return Flag(nullptr);
-    return track(name, aliases, app_.add_option(spec(name, aliases), target, help));
+    if (!declare(name, aliases, true)) return Flag(nullptr);
+    CLI::Option* option = app_.add_option(spec(name, aliases), target, help);
+    // --help shows the default (help_format.h); a list has none to show.
+    if constexpr (!std::is_same_v<T, std::vector<std::string>>) option->capture_default_str();
+    return track(name, aliases, option);
   }
 
   Flag flag(const std::string& name, bool& target, const std::string& help, Aliases aliases = {}) {
-    if (!declare(name, aliases)) return Flag(nullptr);
+    if (!declare(name, aliases, false)) return Flag(nullptr);
     return track(name, aliases, app_.add_flag(spec(name, aliases), target, help));
   }
 
   // A flag whose value (or, for a switch, its presence) is kept as text by `store`.
   Flag text(const std::string& name, bool takes_value, const std::string& help,
             std::function<void(const std::string&)> store) {
-    if (!declare(name, {})) return Flag(nullptr);
+    if (!declare(name, {}, takes_value)) return Flag(nullptr);
     CLI::Option* option =
         takes_value ? app_.add_option_function<std::string>(spec(name, {}), std::move(store), help)
                     : app_.add_flag_callback(
@@ -212,6 +267,9 @@ class FlagTable {
 
   // Whether a flag of this name was declared (registered or not).
   bool has(const std::string& name) const { return declared_.count(name) > 0; }
+
+  // Every flag declared, registered or not, in the order of declaration.
+  const std::vector<FlagName>& names() const { return names_; }
 
   // The --help group of the flags declared from now on (help.cc's topics).
   void group(const char* name) { group_ = name; }
@@ -246,13 +304,19 @@ class FlagTable {
   }
 
   // Records the name; whether the flag is to be registered.
-  bool declare(const std::string& name, const Aliases& aliases) {
+  bool declare(const std::string& name, const Aliases& aliases, bool takes_value) {
     declared_.insert(name);
-    return filter_.wants(name, *aliases.short_name != 0, env_name(name, aliases));
+    if (!filter_) {
+      names_.push_back({name, *aliases.short_name ? aliases.short_name[1] : '\0', takes_value});
+      return false;
+    }
+    return filter_->wants(name, *aliases.short_name != 0, env_name(name, aliases));
   }
 
   Flag track(const std::string& name, const Aliases& aliases, CLI::Option* option) {
     if (const std::string env = env_name(name, aliases); !env.empty()) option->envname(env);
+    // How --help names the value (help_format.h).
+    if (const char* placeholder = value_placeholder(name)) option->option_text(placeholder);
     // First of its checks: a value that would print over two lines, or recolour the terminal,
     // is named escaped, before any other check echoes it raw.
     option->check(CLI::Validator(
@@ -270,8 +334,9 @@ class FlagTable {
 
   CLI::App& app_;
   LaunchOptions& options_;
-  const FlagFilter& filter_;
+  const FlagFilter* filter_;
   std::unordered_set<std::string> declared_;
+  std::vector<FlagName> names_;  // without a filter
   std::string group_ = kGroupTorchrun;
   std::vector<std::pair<std::string, CLI::Option*>> options_by_name_;
 };
@@ -301,8 +366,8 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
   t.value("rdzv_conf", o.rdzv_conf, "rendezvous settings k1=v1,k2=v2", kPet);
   t.value("local_addr", o.local_addr, "this node's address", kPet);
   t.value("exit_barrier_timeout", o.exit_barrier_timeout,
-          "elastic: seconds a finished node waits for the others (default 300; also "
-          "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT)",
+          "elastic: seconds a finished node waits for the others (default: "
+          "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT, else 300)",
           kPet)
       ->check(seconds());
   t.group(kGroupTorchrun);
@@ -329,8 +394,8 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
   t.value("local_ranks_filter", o.local_ranks_filter, "local ranks shown on the console (0,1)",
           kPet);
   t.value("shutdown_timeout", o.shutdown_timeout,
-          "seconds from SIGTERM to SIGKILL when stopping "
-          "workers",
+          "seconds from SIGTERM to SIGKILL when stopping workers (default: "
+          "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)",
           kPet)
       ->check(seconds());
   t.value("kill_timeout", o.kill_timeout,
@@ -338,8 +403,8 @@ void add_torchrun_flags(FlagTable& t, LaunchOptions& o) {
           "unkillable and exits 5")
       ->check(seconds());
   t.value("signals_to_handle", o.signals_to_handle,
-          "signals forwarded to the workers that then end the job (default "
-          "SIGTERM,SIGINT,SIGHUP,SIGQUIT; also $TORCHELASTIC_SIGNALS_TO_HANDLE)",
+          "signals forwarded to the workers that then end the job (default: "
+          "$TORCHELASTIC_SIGNALS_TO_HANDLE, else SIGTERM,SIGINT,SIGHUP,SIGQUIT)",
           kPet);
   t.flag("virtual_local_rank", o.virtual_local_rank,
          "every worker gets LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES", kPet);
@@ -493,7 +558,7 @@ void add_output_and_binding_flags(FlagTable& t, LaunchOptions& o) {
   t.flag("dedup_lines", o.dedup_lines,
          "print a line that several ranks print at once a single time, as [rank0-7]: line");
   t.value("dedup_window", o.dedup_window_ms,
-          "milliseconds a line waits for the same line from other ranks (default 150)")
+          "milliseconds a line waits for the same line from other ranks (default: 150)")
       ->check(whole_number(1));
   t.value("numa_binding", o.numa_binding,
           "bind each worker to CPUs near its GPU: node, socket, exclusive or core-complex")
@@ -558,6 +623,36 @@ std::string beside_binary_python(const std::filesystem::path& binary) {
       return candidate;
   }
   return "";
+}
+
+// Every launch flag, in --help's order; the TPU and SageMaker flags, refused, put their names in
+// `refused` when given.
+void add_launch_flags(FlagTable& table, LaunchOptions& options, std::vector<std::string>& refused) {
+  add_torchrun_flags(table, options);
+  add_accelerate_flags(table, options);
+  add_own_flags(table, options);
+  add_fanout_flags(table, options);
+  add_output_and_binding_flags(table, options);
+  add_stall_flags(table, options);
+  add_refused_flags(table, refused);
+  add_config_key_flags(table, options);  // last: it skips the names registered above
+}
+
+// The name of every launch flag, CLI11's own --help and --version among them, for
+// expand_flag_prefixes: the flags declared once a process into a table that registers none.
+const std::vector<FlagName>& launch_flag_names() {
+  static const std::vector<FlagName> names = [] {
+    CLI::App app;
+    LaunchOptions options;
+    std::vector<std::string> refused;
+    FlagTable table(app, options, nullptr);
+    add_launch_flags(table, options, refused);
+    std::vector<FlagName> all = table.names();
+    all.push_back({"help", 'h', false});
+    all.push_back({"version", '\0', false});
+    return all;
+  }();
+  return names;
 }
 
 ParseResult usage_error(const std::string& message) {
@@ -629,10 +724,11 @@ void resolve_python(LaunchOptions& options, const std::string& beside_binary) {
 
 namespace {
 
-// parse_launch_args, with what --help prints made by `render_help` (launch_help's topics).
-ParseResult parse(const std::vector<std::string>& args,
-                  const std::function<std::string(CLI::App&)>& render_help,
-                  const std::string& launcher_binary) {
+// parse(), of flags named whole; `unknown_flag` is set when a flag before the program is none
+// of the launch's.
+ParseResult parse_whole_names(const std::vector<std::string>& args,
+                              const std::function<std::string(CLI::App&)>& render_help,
+                              const std::string& launcher_binary, bool& unknown_flag) {
   ParseResult result;
   LaunchOptions& options = result.options;
   apply_torchrun_variables(options);
@@ -642,19 +738,12 @@ ParseResult parse(const std::vector<std::string>& args,
   app.formatter(std::make_shared<HelpFormatter>());
   app.prefix_command();
   app.set_version_flag("--version", std::string("acc-launch ") + kVersion);
-  app.get_help_ptr()->group(kGroupTorchrun);
-  app.get_version_ptr()->group(kGroupTorchrun);
+  app.get_help_ptr()->group(kGroupTorchrun)->description("print this help and exit");
+  app.get_version_ptr()->group(kGroupTorchrun)->description("print the version and exit");
   const FlagFilter filter(args);
-  FlagTable table(app, options, filter);
-  add_torchrun_flags(table, options);
-  add_accelerate_flags(table, options);
-  add_own_flags(table, options);
-  add_fanout_flags(table, options);
-  add_output_and_binding_flags(table, options);
-  add_stall_flags(table, options);
+  FlagTable table(app, options, &filter);
   std::vector<std::string> refused;
-  add_refused_flags(table, refused);
-  add_config_key_flags(table, options);  // last: it skips the names registered above
+  add_launch_flags(table, options, refused);
 
   const std::vector<std::string> split = split_empty_values(app, args);
   std::vector<std::string> reversed(split.rbegin(), split.rend());
@@ -690,11 +779,28 @@ ParseResult parse(const std::vector<std::string>& args,
   if (rest.empty()) return usage_error("no PROGRAM given: acc-launch [options] PROGRAM [args...]");
   if (rest.front().empty())
     return usage_error("PROGRAM is an empty word: acc-launch [options] PROGRAM [args...]");
-  if (rest.front().size() > 1 && rest.front()[0] == '-')
+  if (rest.front().size() > 1 && rest.front()[0] == '-') {
+    unknown_flag = true;
     return usage_error("unknown option " + rest.front().substr(0, rest.front().find('=')));
+  }
   options.program = rest.front();
   options.program_args.assign(rest.begin() + 1, rest.end());
   return result;
+}
+
+// parse_launch_args, with what --help prints made by `render_help` (launch_help's topics).
+ParseResult parse(const std::vector<std::string>& args,
+                  const std::function<std::string(CLI::App&)>& render_help,
+                  const std::string& launcher_binary) {
+  bool unknown_flag = false;
+  ParseResult result = parse_whole_names(args, render_help, launcher_binary, unknown_flag);
+  if (!unknown_flag) return result;
+  // argparse's abbreviations (--nproc_per_nod), written out whole, and the words read again:
+  // a command line of whole names, the usual one, never needs the names of every flag.
+  const ExpandedFlags expanded = expand_flag_prefixes(args, launch_flag_names());
+  if (!expanded.error.empty()) return usage_error(expanded.error);
+  if (expanded.args == args) return result;
+  return parse_whole_names(expanded.args, render_help, launcher_binary, unknown_flag);
 }
 
 }  // namespace
@@ -718,7 +824,7 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
       ->check(seconds());
   t.value("stall_init_timeout", o.stall_init_timeout,
           "with --stall_timeout: the limit for a worker's start-up, before its first line, beat "
-          "or collective (import torch, loading, init_process_group); default 600",
+          "or collective (import torch, loading, init_process_group)",
           {.env = "ACC_STALL_INIT_TIMEOUT"})
       ->check(seconds());
   t.value("stall_action", o.stall_action,
@@ -727,29 +833,30 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
   t.group(kGroupMultiNode);
   t.value("preflight_timeout", o.preflight_timeout,
           "seconds a node that does not host the store keeps trying to reach it (master, "
-          "rendezvous endpoint) before the launch fails in one line (default 60); 0: no check")
+          "rendezvous endpoint) before the launch fails in one line; 0: no check")
       ->check(seconds());
   t.group(kGroupHangs);
   t.value("retryable_exit_code", o.retryable_exit_code,
           "exit with CODE (e.g. 138) for every failure of the launcher's own (hang, lost node, "
-          "unkillable worker, rendezvous), so Kubeflow's ExitCode restart policy retries it")
+          "unkillable worker, rendezvous), so Kubeflow's ExitCode restart policy retries it; 0: "
+          "off")
       ->check(whole_number(0));
   t.value("max_no_progress_restarts", o.max_no_progress_restarts,
           "after this many attempts in a row that failed before any progress (no beat, no "
           "completed collective), stop restarting and exit --no_restart_exit_code; 0: off")
       ->check(whole_number(0));
   t.value("no_restart_exit_code", o.no_restart_exit_code,
-          "the exit status when --max_no_progress_restarts stops the restarts (default 93, as "
+          "the exit status when --max_no_progress_restarts stops the restarts (default: 93, as "
           "NVIDIA's ft_launcher)")
       ->check(whole_number(1));
   t.value("health_check_timeout", o.health_check_timeout,
           "with $TORCHELASTIC_HEALTH_CHECK_PORT: seconds without a worker's progress before the "
-          "health check answers 503 (default 60)",
+          "health check answers 503 (default: 60)",
           {.env = "ACC_HEALTH_CHECK_TIMEOUT"})
       ->check(seconds());
   t.value("straggler_window", o.straggler_window,
           "every this many seconds, compare the ranks' time outside collectives per step and "
-          "name a rank 1.5 times slower than the median (default 30); 0: off",
+          "name a rank 1.5 times slower than the median; 0: off",
           {.env = "ACC_STRAGGLER_WINDOW"})
       ->check(seconds());
   t.group(kGroupStatus);
@@ -759,7 +866,7 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
           {.env = "ACC_STATUS_PORT"})
       ->check(whole_number(0));
   t.value("status_host", o.status_host,
-          "the address --status_port is served on (default 127.0.0.1; 0.0.0.0: every one)");
+          "the address --status_port is served on (default: 127.0.0.1; 0.0.0.0: every one)");
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 #pragma once
 
-// Which of the launch flags a command line can use, so that only those are made into CLI11
-// options. CLI11 checks each new option's names against those of every option added before it:
-// the ~160 flags of a launch (both spellings of each) cost O(n^2) string comparisons, the largest
-// user-space cost of a launch (bench/README.md). A launch names a handful; --help and
+// The launch flags a command line names: their unique prefixes written out whole, as argparse
+// reads them (expand_flag_prefixes), and which flags a command line can use (FlagFilter), so
+// that only those are made into CLI11 options. CLI11 checks each new option's names against those
+// of every option added before it: the ~160 flags of a launch (both spellings of each) cost O(n^2)
+// string comparisons, the largest user-space cost of a launch (bench/README.md). A launch names a
+// handful; --help and
 // --print-completion list them all.
 
 #include <string>
@@ -11,6 +13,29 @@
 #include <vector>
 
 namespace acc::launcher {
+
+// A launch flag as a command line may name it: `name` with underscores (its dashed spelling is
+// accepted too), its short name ('\0': none), and whether it takes a value (the next word,
+// unless given as --name=value).
+struct FlagName {
+  std::string name;
+  char short_name = '\0';
+  bool takes_value = false;
+};
+
+// `args` (the words after the program's name) with each long flag before the program that is a
+// unique prefix of one of `flags`, in either spelling, written out whole, as torchrun and
+// accelerate launch (argparse) read them: `--nproc_per_nod 2` and `--nproc_per_nod=2` become
+// `--nproc_per_node 2` and `--nproc_per_node=2`, in the spelling the prefix is written in. An
+// exact name wins over the longer names it begins (--no_python beside --no_python_hook). The
+// program and its arguments, and whatever follows `--` or a flag no name begins, are left as
+// they are. `error` is set instead, to one line, when a prefix begins several flags.
+struct ExpandedFlags {
+  std::vector<std::string> args;
+  std::string error;  // "ambiguous option: --no_py could match --no_python, --no_python_hook"
+};
+ExpandedFlags expand_flag_prefixes(const std::vector<std::string>& args,
+                                   const std::vector<FlagName>& flags);
 
 class FlagFilter {
  public:

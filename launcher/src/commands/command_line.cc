@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
+#include "cli/help_format.h"
 #include "output/console.h"
 
 namespace acc::launcher {
@@ -29,9 +31,17 @@ void check_subcommand(const CLI::App& app, const std::vector<std::string>& args)
                     " (see " + app.get_name() + " --help)");
 }
 
+// Every (sub-)subcommand's --help in the launch's plain words (cli/help_format.h): a subcommand
+// takes its parent's formatter when it is added, before this one is set.
+void use_plain_help(CLI::App& app, const std::shared_ptr<CLI::FormatterBase>& formatter) {
+  app.formatter(formatter);
+  for (CLI::App* sub : app.get_subcommands({})) use_plain_help(*sub, formatter);
+}
+
 }  // namespace
 
 std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::string>& args) {
+  use_plain_help(app, std::make_shared<PlainHelpFormatter>());
   check_subcommand(app, args);
   try {
     // CLI11 takes a vector of words last-first.

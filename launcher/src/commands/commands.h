@@ -20,7 +20,8 @@ int run_env_command(const std::vector<std::string>& args);
 int run_test_command(const std::vector<std::string>& args);
 
 // `acc-launch stacks [LAUNCHER_PID...]`: the hang report of running jobs (stall_watch.h), which
-// go on. Without a pid, every acc-launch launcher of this user on this machine.
+// go on. Without a pid, the one acc-launch launcher of this user started from this session or
+// this directory (stacks_command.h).
 int run_stacks_command(const std::vector<std::string>& args);
 
 // `acc-launch top [--url URL] [--once]`: a running job's ranks, live, from the status its

@@ -10,9 +10,11 @@
 
 namespace acc::launcher {
 
-// As run_stacks_command(args), through `os`. Writes the reports to stdout; throws ConfigError for
-// a bad pid or no launcher, LaunchError when a launcher ends before its report, TimeoutError when
-// none comes in 30 s of `os`'s clock.
+// As run_stacks_command(args), through `os`. Writes the reports to stdout. Without a pid, of
+// several launchers started from this session or this directory, lists them on stderr and
+// returns 2, signalling none. Throws ConfigError for a bad pid or no launcher (none of this
+// user's, or none started here), LaunchError when a launcher ends before its report,
+// TimeoutError when none comes in 30 s of `os`'s clock.
 int run_stacks_command(const std::vector<std::string>& args, Os& os);
 
 }  // namespace acc::launcher

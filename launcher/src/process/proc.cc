@@ -34,6 +34,16 @@ std::vector<int> numeric_entries(const std::string& directory) {
   return numbers;
 }
 
+// The machine's boot, in seconds since the epoch (btime of /proc/stat); 0 when not known.
+long long boot_time() {
+  static const long long kBoot = [] {
+    const std::string text = read_file("/proc/stat");
+    const size_t at = text.find("\nbtime ");
+    return at == std::string::npos ? 0LL : std::atoll(text.c_str() + at + 7);
+  }();
+  return kBoot;
+}
+
 }  // namespace
 
 std::string read(int pid, const std::string& file, int tid) {
@@ -50,7 +60,7 @@ Stat stat(int pid, int tid) {
   std::string_view rest(text);
   rest.remove_prefix(close + 2);
   std::vector<std::string> f;
-  while (f.size() < 13) {
+  while (f.size() < 20) {
     const size_t start = rest.find_first_not_of(" \n");
     if (start == std::string_view::npos) break;
     rest.remove_prefix(start);
@@ -62,9 +72,13 @@ Stat stat(int pid, int tid) {
   result.ok = true;
   result.state = f[0];
   result.parent = std::atoi(f[1].c_str());
+  result.session = std::atoi(f[3].c_str());
   const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
   result.cpu_seconds =
       (std::strtod(f[11].c_str(), nullptr) + std::strtod(f[12].c_str(), nullptr)) / ticks;
+  if (f.size() == 20 && boot_time() > 0)
+    result.started =
+        boot_time() + static_cast<long long>(std::strtod(f[19].c_str(), nullptr) / ticks);
   return result;
 }
 
@@ -79,6 +93,11 @@ std::vector<std::string> command_line(int pid) {
   std::istringstream in(read(pid, "cmdline"));
   for (std::string arg; std::getline(in, arg, '\0');) args.push_back(arg);
   return args;
+}
+
+std::string working_directory(int pid) {
+  std::error_code error;
+  return std::filesystem::read_symlink(path(pid, "cwd", 0), error).string();
 }
 
 std::string environment_value(int pid, const std::string& variable) {
@@ -157,6 +176,7 @@ Reader& Reader::machine() {
     std::vector<int> threads(int pid) override { return proc::threads(pid); }
     std::string name(int pid) override { return proc::name(pid); }
     std::vector<std::string> command_line(int pid) override { return proc::command_line(pid); }
+    std::string working_directory(int pid) override { return proc::working_directory(pid); }
     bool catches_signal(int pid, int signal) override { return proc::catches_signal(pid, signal); }
     std::vector<int> processes() override { return proc::processes(); }
     std::vector<std::pair<int, int>> descendants(int pid) override {

@@ -16,7 +16,9 @@ struct Stat {
   bool ok = false;
   std::string state;  // R, S, D, T, Z
   int parent = 0;
+  int session = 0;         // the session's id (getsid)
   double cpu_seconds = 0;  // user + system
+  long long started = 0;   // seconds since the epoch at its start; 0: not known
 };
 Stat stat(int pid, int tid = 0);
 
@@ -28,6 +30,9 @@ std::string name(int pid);
 
 // /proc/PID/cmdline, one string an argument.
 std::vector<std::string> command_line(int pid);
+
+// Where /proc/PID/cwd leads: PID's working directory; "" when it cannot be read.
+std::string working_directory(int pid);
 
 // The value of `variable` in the environment PID was started with; empty when absent.
 std::string environment_value(int pid, const std::string& variable);
@@ -66,6 +71,7 @@ class Reader {
   virtual std::vector<int> threads(int pid) = 0;
   virtual std::string name(int pid) = 0;
   virtual std::vector<std::string> command_line(int pid) = 0;
+  virtual std::string working_directory(int pid) = 0;
   virtual bool catches_signal(int pid, int signal) = 0;
   virtual std::vector<int> processes() = 0;
   virtual std::vector<std::pair<int, int>> descendants(int pid) = 0;
