@@ -978,6 +978,11 @@ std::size_t StoreServer::num_connections() const {
   return impl_->num_connections.load(std::memory_order_relaxed);
 }
 
+std::vector<std::string> StoreServer::keys(std::string_view prefix) const {
+  std::lock_guard lock(impl_->state_mutex);
+  return impl_->state.keys_with_prefix(prefix);
+}
+
 void StoreServer::begin_key_space(std::string prefix, std::string when_set) {
   std::lock_guard lock(impl_->state_mutex);
   // As clients send it: "/" + the key (store_client.h).

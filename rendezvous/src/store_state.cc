@@ -211,6 +211,13 @@ bool StoreState::read(const Request& request, const std::string& space, std::str
   return true;
 }
 
+std::vector<std::string> StoreState::keys_with_prefix(std::string_view prefix) const {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : values_)
+    if (key.starts_with(prefix)) keys.push_back(key);
+  return keys;
+}
+
 void StoreState::drop_connection(ConnectionId connection) {
   cancel_waits(connection);
   space_of_.erase(connection);

@@ -56,6 +56,8 @@ class StoreState {
   static bool is_shared_key(std::string_view key);
 
   std::size_t num_keys() const { return values_.size(); }
+  // The keys that start with `prefix`, as stored.
+  std::vector<std::string> keys_with_prefix(std::string_view prefix) const;
   std::size_t num_pending_waits() const { return waits_.size(); }
 
  private:

@@ -10,6 +10,8 @@
 
 #include "acc/common/error.h"
 #include "acc/common/exit_code.h"
+#include "acc/common/int_ranges.h"
+#include "acc/common/strings.h"
 #include "acc/launcher/agent/failure_report.h"
 #include "acc/launcher/nodes/membership.h"
 #include "agent/attempt_failures.h"
@@ -43,6 +45,10 @@ constexpr int kAlwaysHandled[] = {SIGUSR1, SIGUSR2};
 // hang: node 0's own stall watch (its ranks wait in the collective that stalled), the traces of
 // every node (at most 2 s) and the stacks (at most 5 s).
 constexpr std::chrono::milliseconds kNodeZeroReportWait{10'000};
+
+// How long into an attempt the launcher looks which ranks have not arrived in
+// init_process_group (at most half of --stall_init_timeout).
+constexpr std::chrono::milliseconds kStartUpLook{30'000};
 
 // The date as torchelastic's timer and health check give theirs: seconds since the epoch. The
 // health check's server thread reads the machine's clock, which any thread may read (the Os is
@@ -307,6 +313,28 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (attempt == 0)
       for (const std::string& message : plan_.notices) notice(message);
     start_stall_watch();
+    start_up_look_at_ = os_.now() + std::min(kStartUpLook, plan_.stall_init_timeout / 2);
+  }
+
+  // A short while into an attempt, where this node sees the workers' store (node 0 of a static
+  // job): the ranks that have not arrived in init_process_group, which the others wait for.
+  void look_at_start_up() {
+    const std::optional<std::vector<int>> arrived = membership_->ranks_in_store();
+    if (!arrived || arrived->empty() || static_cast<int>(arrived->size()) >= plan_.world_size)
+      return;
+    std::vector<int> missing;
+    for (int rank = 0; rank < plan_.world_size; ++rank)
+      if (!std::binary_search(arrived->begin(), arrived->end(), rank)) missing.push_back(rank);
+    auto ranks = [](const std::vector<int>& r, const char* one, const char* several) {
+      return (r.size() == 1 ? "rank " : "ranks ") + format_int_ranges(r) +
+             (r.size() == 1 ? one : several);
+    };
+    notice("attempt " + std::to_string(restart_count_) + ": after " +
+           decimal_seconds(std::min(kStartUpLook, plan_.stall_init_timeout / 2)) + " s, " +
+           ranks(missing, " has", " have") +
+           " not arrived in init_process_group (no Gloo address in the store); " +
+           ranks(*arrived, " waits", " wait") + " there for " +
+           (missing.size() == 1 ? "it" : "them"));
   }
 
   // Its workers have all ended: the stragglers' summary, the attempt's time counted.
@@ -333,6 +361,8 @@ class Agent::Impl : public WorkerGroup::Listener {
       wake = std::min(wake.value_or(Clock::time_point::max()), stall_watch_->next_wake());
     if (stop_stalled_at_)
       wake = std::min(wake.value_or(Clock::time_point::max()), *stop_stalled_at_);
+    if (start_up_look_at_)
+      wake = std::min(wake.value_or(Clock::time_point::max()), *start_up_look_at_);
     if (auto at =
             file_timer_ ? next_timer_expiry(*file_timer_, os_, wall_seconds(os_)) : std::nullopt)
       wake = std::min(wake.value_or(Clock::time_point::max()), *at);
@@ -345,6 +375,10 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (status_.board()) status_.board()->workers_running(group_->running_workers());
     if (file_timer_) signal_expired_regions(*file_timer_, *group_, os_, wall_seconds(os_));
     if (stop_stalled_at_ && os_.now() >= *stop_stalled_at_ && !group_->stopping()) stop_stalled();
+    if (start_up_look_at_ && os_.now() >= *start_up_look_at_ && !group_->stopping()) {
+      start_up_look_at_.reset();
+      look_at_start_up();
+    }
     if (!group_->stopping() && !stop_stalled_at_ && stall_watch_ && stall_watch_->tick())
       on_stall();
     if (membership_->poll_interval().count() == 0 || os_.now() < next_membership_check_) return;
@@ -559,6 +593,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   // A node other than 0 whose workers stalled stops them at this time unless node 0 has ended
   // the job first (on_stall).
   std::optional<Clock::time_point> stop_stalled_at_;
+  std::optional<Clock::time_point> start_up_look_at_;  // look_at_start_up(), once an attempt
   std::unique_ptr<FileTimer> file_timer_;
   StatusServers status_;
   std::string failure_report_;

@@ -2,6 +2,9 @@
 
 #include <string.h>
 
+#include <regex>
+#include <set>
+
 #include "acc/common/endpoint.h"
 #include "acc/common/exit_code.h"
 #include "acc/common/store_keys.h"
@@ -297,6 +300,17 @@ class StaticMembership::Link {
   rendezvous::Clock::time_point last_reply_;
 };
 
+std::vector<int> gloo_ranks(const std::vector<std::string>& keys, const std::string& space) {
+  static const std::regex kGlooAddress("//(cpu|cuda)//[0-9]+/([0-9]{1,9})$");
+  std::set<int> ranks;
+  std::smatch match;
+  for (const std::string& key : keys) {
+    const std::string own = key.starts_with(space) ? key.substr(space.size()) : key;
+    if (std::regex_search(own, match, kGlooAddress)) ranks.insert(std::stoi(match[2].str()));
+  }
+  return {ranks.begin(), ranks.end()};
+}
+
 StaticMembership::StaticMembership(const LaunchPlan& plan)
     : StaticMembership(plan, rendezvous::Clock::steady()) {}
 StaticMembership::StaticMembership(const LaunchPlan& plan, const rendezvous::Clock& clock)
@@ -394,6 +408,12 @@ JobEvent StaticMembership::await_exit(int restart_count) {
   // Another node's failure restarts the job: this node's arrival no longer counts.
   if (event.kind == JobEvent::Kind::kRestart) link_->arrive(store_keys::exit_barrier(), -1);
   return event;
+}
+
+std::optional<std::vector<int>> StaticMembership::ranks_in_store() {
+  if (!store_) return std::nullopt;
+  const std::string space = store_keys::worker_key_space(attempt_);
+  return gloo_ranks(store_->keys(space), space);
 }
 
 void StaticMembership::leave(bool succeeded) {

@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "acc/rendezvous/protocol.h"
 
@@ -102,6 +103,9 @@ class StoreServer {
   // already name their attempt ("/worker/attempt_<n>/..."). Connections open before keep their own
   // space. LIST and GET_NUM_KEYS see the connection's own space. Thread-safe.
   void begin_key_space(std::string prefix, std::string when_set = {});
+
+  // The keys that start with `prefix` (a key space's, say), as stored. Thread-safe.
+  std::vector<std::string> keys(std::string_view prefix) const;
 
   // Connections open right now. Thread-safe (reads a counter the loop updates).
   std::size_t num_connections() const;

@@ -9,7 +9,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "acc/common/error.h"
 #include "acc/launcher/plan/plan.h"
@@ -139,6 +141,12 @@ class Membership {
   // This node is done with the job.
   virtual void leave(bool succeeded) { (void)succeeded; }
 
+  // While the workers of the last join()'s attempt start: the global ranks whose Gloo process
+  // group has put its address in the store (PyTorch's per-rank keys), to name those that have
+  // not arrived in init_process_group; nullopt where this node cannot see the store's keys (it
+  // does not serve the workers' store).
+  virtual std::optional<std::vector<int>> ranks_in_store() { return std::nullopt; }
+
   // How a long wait here (a rendezvous round, a barrier, a pre-flight check) learns that the
   // launcher was asked to stop: the agent sets `check`, which returns the stop signal that has
   // arrived (SIGINT, SIGTERM, ...; 0 while none). Such waits call throw_if_stopped() at least
@@ -195,6 +203,8 @@ class StaticMembership : public Membership {
   // store, so that none of them reads the store's end as node 0's loss; a node already silent
   // for the window is lost, not waited for.
   void leave(bool succeeded) override;
+  // Node 0: the ranks whose Gloo address is in this attempt's key space.
+  std::optional<std::vector<int>> ranks_in_store() override;
 
  private:
   class Link;
@@ -206,6 +216,11 @@ class StaticMembership : public Membership {
   int attempt_ = 0;                    // the last join()'s restart count
   std::string socket_interface_;       // Round::socket_interface; several nodes only
 };
+
+// The global ranks named by Gloo's per-rank keys among `keys` (as stored, each under `space`):
+// PyTorch 2.x's process group puts each rank's address at "<group>//<device>//<n>/<rank>"
+// ("/0//cpu//0/3" on the wire). Sorted, each once; keys of another shape are ignored.
+std::vector<int> gloo_ranks(const std::vector<std::string>& keys, const std::string& space);
 
 // The membership the plan asks for: elastic for --rdzv_backend c10d or etcd-v2, else static.
 std::unique_ptr<Membership> make_membership(const LaunchPlan& plan, const std::string& hostname);
