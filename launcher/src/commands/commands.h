@@ -13,7 +13,8 @@ namespace acc::launcher {
 // `config validate [F]`, `config update`.
 int run_config_command(const std::vector<std::string>& args);
 
-// `acc-launch env [--config_file F]`: versions, libraries found, GPUs, CPUs, memory, the config.
+// `acc-launch env [--config_file F] [--python P]`: versions, the workers' Python and its PyTorch,
+// libraries found, GPUs, CPUs, memory, the config.
 int run_env_command(const std::vector<std::string>& args);
 
 // `acc-launch test [--config_file F]`: launches the built-in check over the configured workers.

@@ -50,10 +50,11 @@ class Agent {
   std::unique_ptr<Impl> impl_;
 };
 
-// What --dry_run prints: for each worker, of the environment it would get (worker_environment(),
-// as the spawn builds it), the torchrun contract and the plan's variables, and every other
-// variable whose value differs from `environment`, the launcher's own (KEY=VALUE, one a line;
-// <run dir> for the directory made at launch); then its command line. Defined in
+// What --dry_run prints: the job's shape, the workers' Python and the PyTorch it was taken to
+// import (and where it was read); for each worker, of the environment it would get
+// (worker_environment(), as the spawn builds it), the torchrun contract and the plan's variables,
+// and every other variable whose value differs from `environment`, the launcher's own (KEY=VALUE,
+// one a line; <run dir> for the directory made at launch); then its command line. Defined in
 // agent/worker_environment.cc.
 std::string format_dry_run(const LaunchPlan& plan, int master_port,
                            const std::map<std::string, std::string>& environment);
