@@ -215,7 +215,10 @@ TEST(LaunchTest, WorkersThatIgnoreSigtermAreKilledAfterTheGracePeriod) {
 
 TEST(LaunchTest, KillDashNineOfTheLauncherLeavesNoOrphanOrZombie) {
   const std::string dir = make_temp_dir();
-  pid_t launcher = start_launcher(worker({"--nproc_per_node", "3"}, {"wait", dir}), dir);
+  // Its run directory in `dir`, not in the machine's /dev/shm: a launcher killed outright leaves
+  // it there for the next launcher to remove (run_dir_test.cc).
+  pid_t launcher =
+      start_launcher(worker({"--nproc_per_node", "3"}, {"wait", dir}), dir, {{"TMPDIR", dir}});
   for (int rank = 0; rank < 3; ++rank)
     ASSERT_TRUE(wait_for_file(dir + "/" + std::to_string(rank) + ".ready", seconds(30)));
   // The launcher, its watchdog, three workers and each worker's own child.

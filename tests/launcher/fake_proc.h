@@ -45,6 +45,7 @@ class FakeProc final : public proc::Reader {
   int looks = 0;  // stat() calls: each is a /proc read on the machine
   std::string binary = "/opt/acc-launch/bin/acc-launch";
   long long open_files = 1048576;
+  std::string space = "boot-1 pid:[4026531836]";  // pid_space()
 
   // --- proc::Reader ----------------------------------------------------------------------------
 
@@ -117,6 +118,7 @@ class FakeProc final : public proc::Reader {
   }
   std::string executable() override { return binary; }
   long long nr_open() override { return open_files; }
+  std::string pid_space() override { return space; }
 
  private:
   const Process* find(int pid) const {

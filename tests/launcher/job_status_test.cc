@@ -17,6 +17,7 @@
 #include <string>
 
 #include "acc/common/progress_file.h"
+#include "fake_clock.h"
 #include "fake_proc.h"
 #include "status/status_server.h"
 
@@ -326,6 +327,56 @@ TEST_F(StatusBoardTest, NodeZeroShowsTheOtherNodesRanksAfterItsOwnByRank) {
   // A new attempt forgets the other nodes until they report again.
   board.attempt_started(1, 2, 4, workers_, {"127.0.0.1", 29500, 1, 2, 0});
   EXPECT_EQ(board.status().ranks.size(), 2u);
+}
+
+// /api/job's goodput as of now: the wall time since the first attempt started, and an attempt's
+// time as progress once a worker made some, as the agent counts it at the attempt's end.
+TEST_F(StatusBoardTest, GoodputIsTheProgressSoFarOverTheWallTimeSoFarWhileTheJobRuns) {
+  acc::testing::FakeClock clock;
+  StatusBoard board("job-1", "host-a", 0, proc::Reader::machine(), clock);
+  auto goodput = [&] {
+    const nlohmann::json job = nlohmann::json::parse(job_json(board.status()));
+    return std::pair(job["goodput"]["wall_seconds"].get<double>(),
+                     job["goodput"]["progress_seconds"].get<double>());
+  };
+  EXPECT_EQ(goodput(), std::pair(0.0, 0.0)) << "before the first attempt";
+
+  board.attempt_started(0, 1, 2, workers_);
+  progress_file::Writer rank1(workers_[1].progress_file);
+  clock.advance(std::chrono::seconds(10));
+  EXPECT_EQ(goodput(), std::pair(10.0, 0.0)) << "no progress yet";
+  EXPECT_EQ(board.status().goodput.lost_seconds, 0) << "nor lost: the attempt may yet progress";
+  rank1.beat();
+  clock.advance(std::chrono::seconds(5));
+  EXPECT_EQ(goodput(), std::pair(15.0, 15.0)) << "the whole attempt, as at its end";
+  const std::string ratio = "acc_goodput_ratio{job_id=\"job-1\",node=\"0\",host=\"host-a\"} 1\n";
+  EXPECT_NE(prometheus_text(board.status()).find(ratio), std::string::npos);
+
+  // The attempt ends (the agent's count replaces the running one), a recovery of 4 s.
+  board.attempt_ended();
+  clock.advance(std::chrono::milliseconds(1));
+  EXPECT_EQ(goodput().second, 15.001) << "until the agent's count comes";
+  board.set_goodput({15.001, 15.001, 0, 0});
+  clock.advance(std::chrono::seconds(4));
+  EXPECT_EQ(goodput(), std::pair(19.001, 15.001)) << "between attempts the wall time runs";
+  board.set_goodput({15.001, 15.001, 4, 4});
+
+  // The next attempt, whose workers make no progress.
+  std::vector<StatusBoard::Worker> again = workers_;
+  for (StatusBoard::Worker& w : again) {
+    w.progress_file += ".2";
+    progress_file::create(w.progress_file);
+  }
+  board.attempt_started(1, 1, 2, again);
+  clock.advance(std::chrono::seconds(6));
+  EXPECT_EQ(goodput(), std::pair(25.001, 15.001));
+  EXPECT_EQ(board.status().goodput.lost_seconds, 4);
+  board.attempt_ended();
+  board.set_goodput({25.0, 15.001, 4, 10});
+  board.job_ended();
+  clock.advance(std::chrono::seconds(60));
+  EXPECT_EQ(goodput(), std::pair(25.0, 15.001)) << "ended: the agent's, the wall time stopped";
+  EXPECT_EQ(board.status().goodput.lost_seconds, 10);
 }
 
 TEST(StatusServerTest, RoutesUrlsAndAPageWithoutAnythingFromElsewhere) {

@@ -150,5 +150,29 @@ TEST(RealOsTest, ProcSaysWhereAndWhenAProcessStarted) {
   EXPECT_GT(self.started, now - 3600) << "this test began less than an hour ago";
 }
 
+// What tells a run directory's owner from a process that took its pid later (agent/run_dir.h).
+TEST(RealOsTest, ProcSaysWhenAProcessStartedAndWherePidsAreNumbered) {
+  RealOs os;
+  const proc::Stat self = os.proc().stat(::getpid());
+  ASSERT_TRUE(self.ok);
+  EXPECT_GT(self.start_ticks, 0u);
+  EXPECT_EQ(os.proc().stat(::getpid()).start_ticks, self.start_ticks) << "read twice: the same";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  EXPECT_GE(os.proc().stat(child).start_ticks, self.start_ticks) << "started later";
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_FALSE(os.proc().stat(child).ok);
+  // "<boot id> pid:[<inode>]", as another process of this namespace sees it too.
+  const std::string space = os.proc().pid_space();
+  EXPECT_NE(space.find(" pid:["), std::string::npos) << space;
+  EXPECT_EQ(space.find('\n'), std::string::npos) << space;
+  EXPECT_EQ(RealOs().proc().pid_space(), space);
+}
+
 }  // namespace
 }  // namespace acc::launcher

@@ -135,7 +135,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     membership_->set_stop_check([this] { return arrived_stop_signal(); });
     run_preflight(plan_, [this] { return arrived_stop_signal(); });
     unfit_gpus_ = gpu_checks_.health_check_refusal();
-    run_dir_.emplace(plan_);
+    run_dir_.emplace(plan_, os_.proc());
     if (!plan_.no_python_hook) python_hook_dir_ = install_python_stack_hook(run_dir_->path());
     timeline::mark("run dir");
     file_timer_ = start_file_timer(plan_, environment_, run_dir_->path());

@@ -59,8 +59,11 @@ Stat stat(int pid, int tid) {
   if (close == std::string::npos || close + 2 >= text.size()) return result;
   std::string_view rest(text);
   rest.remove_prefix(close + 2);
+  // Fields 3 to 22 of proc(5): the state, the parent, ..., utime and stime, ..., starttime.
+  constexpr size_t kFields = 20;
   std::vector<std::string> f;
-  while (f.size() < 20) {
+  f.reserve(kFields);
+  while (f.size() < kFields) {
     const size_t start = rest.find_first_not_of(" \n");
     if (start == std::string_view::npos) break;
     rest.remove_prefix(start);
@@ -68,7 +71,7 @@ Stat stat(int pid, int tid) {
     f.emplace_back(rest.substr(0, end));
     rest.remove_prefix(end);
   }
-  if (f.size() < 13) return result;
+  if (f.size() < kFields) return result;
   result.ok = true;
   result.state = f[0];
   result.parent = std::atoi(f[1].c_str());
@@ -76,9 +79,12 @@ Stat stat(int pid, int tid) {
   const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
   result.cpu_seconds =
       (std::strtod(f[11].c_str(), nullptr) + std::strtod(f[12].c_str(), nullptr)) / ticks;
-  if (f.size() == 20 && boot_time() > 0)
-    result.started =
-        boot_time() + static_cast<long long>(std::strtod(f[19].c_str(), nullptr) / ticks);
+  if (f.size() == kFields) {
+    result.start_ticks = std::strtoull(f[19].c_str(), nullptr, 10);
+    if (boot_time() > 0)
+      result.started =
+          boot_time() + static_cast<long long>(static_cast<double>(result.start_ticks) / ticks);
+  }
   return result;
 }
 
@@ -197,6 +203,13 @@ Reader& Reader::machine() {
       long long most = 0;
       std::ifstream("/proc/sys/fs/nr_open") >> most;
       return std::max(most, 0LL);
+    }
+    std::string pid_space() override {
+      std::string boot = read_file("/proc/sys/kernel/random/boot_id");
+      while (!boot.empty() && (boot.back() == '\n' || boot.back() == ' ')) boot.pop_back();
+      std::error_code error;
+      const std::string pids = std::filesystem::read_symlink("/proc/self/ns/pid", error).string();
+      return boot.empty() || pids.empty() ? "" : boot + " " + pids;
     }
   };
   static Machine* const kMachine = new Machine;

@@ -19,6 +19,9 @@ struct Stat {
   int session = 0;         // the session's id (getsid)
   double cpu_seconds = 0;  // user + system
   long long started = 0;   // seconds since the epoch at its start; 0: not known
+  // When it started, in clock ticks after the boot (starttime): with the pid, names one process
+  // for as long as the machine runs, as a pid alone does not once it is reused.
+  unsigned long long start_ticks = 0;
 };
 Stat stat(int pid, int tid = 0);
 
@@ -82,6 +85,11 @@ class Reader {
   virtual std::string executable() = 0;
   // The most files a process may open (/proc/sys/fs/nr_open); 0 when it cannot be read.
   virtual long long nr_open() = 0;
+  // Where this process's pids are numbered: the machine's boot (/proc/sys/kernel/random/boot_id)
+  // and this process's pid namespace (/proc/self/ns/pid), one string. Two processes see the same
+  // pid as the same process only where their pid_space() is the same (a container with its own
+  // pid namespace shares a host's /dev/shm under `docker --ipc=host`). "" when it cannot be read.
+  virtual std::string pid_space() = 0;
 
   // This machine's /proc; one object for the process, never destroyed. Thread-safe.
   static Reader& machine();

@@ -264,8 +264,9 @@ struct StatusBoard::Rank {
   std::optional<double> gpu_busy;
 };
 
-StatusBoard::StatusBoard(std::string job_id, std::string host, int node_rank, proc::Reader& proc)
-    : proc_(proc) {
+StatusBoard::StatusBoard(std::string job_id, std::string host, int node_rank, proc::Reader& proc,
+                         const rendezvous::Clock& clock)
+    : proc_(proc), clock_(clock) {
   job_.job_id = std::move(job_id);
   job_.host = std::move(host);
   job_.node_rank = node_rank;
@@ -297,6 +298,8 @@ void StatusBoard::attempt_started(int restarts, int nnodes, int world_size,
   job_.world_size = world_size;
   job_.phase = "running";
   attempt_started_ns_ = progress_file::now_ns();
+  counting_since_ = clock_.now();
+  if (!first_started_) first_started_ = counting_since_;
   store_ = std::move(store);
   others_.clear();
 }
@@ -347,6 +350,22 @@ void StatusBoard::recovered(const RecoveryStatus& recovery) {
 void StatusBoard::set_goodput(const GoodputStatus& goodput) {
   const std::lock_guard lock(mutex_);
   job_.goodput = goodput;
+  counting_since_.reset();
+}
+
+// Why a running attempt's time without progress is not yet lost: at its end it counts whole as
+// progress if its workers made any by then, so counting it lost now and as progress at the first
+// beat would take time back from acc_time_lost_seconds_total, a counter.
+GoodputStatus StatusBoard::goodput_now(bool progressed) const {
+  GoodputStatus goodput = job_.goodput;
+  if (job_.phase == "ended" || !first_started_) return goodput;
+  const rendezvous::Clock::time_point now = clock_.now();
+  const auto seconds = [](rendezvous::Clock::duration d) {
+    return std::chrono::duration<double>(d).count();
+  };
+  goodput.wall_seconds = seconds(now - *first_started_);
+  if (counting_since_ && progressed) goodput.progress_seconds += seconds(now - *counting_since_);
+  return goodput;
 }
 
 void StatusBoard::sample() {
@@ -398,6 +417,7 @@ JobStatus StatusBoard::status() const {
   JobStatus job = job_;
   const std::int64_t now = progress_file::now_ns();
   std::vector<RankTiming> timings;
+  bool progressed = false;  // a worker of this node, as made_progress() (agent/recoveries.h)
   for (size_t i = 0; i < ranks_.size(); ++i) {
     const Rank& rank = *ranks_[i];
     // The counters as of now (a few memory reads); the samples give the window's rates.
@@ -410,6 +430,7 @@ JobStatus StatusBoard::status() const {
     r.host = job.host;
     r.pid = rank.worker.pid;
     r.reporting = s.writer_pid != 0;
+    progressed = progressed || s.beats > 0 || s.completed > 0;
     r.steps = s.beats;
     r.collectives = s.completed;
     r.collective_seconds = seconds_of(s.in_collective_ns);
@@ -449,6 +470,7 @@ JobStatus StatusBoard::status() const {
     job.workers_alive += running ? 1 : 0;
     job.ranks.push_back(std::move(r));
   }
+  job.goodput = goodput_now(progressed);
   job.nodes.push_back(
       {job.node_rank, job.host, job.phase, job.attempt, job.restarts, job.workers_alive});
   // Node 0 of several: the other nodes' latest, after this node's. Each node judges its own

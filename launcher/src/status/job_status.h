@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "acc/rendezvous/clock.h"
 #include "process/proc.h"
 
 namespace acc::progress_file {
@@ -79,7 +80,10 @@ struct RecoveryStatus {
   double seconds = 0;             // the three
 };
 
-// Where the job's wall time went, on this node, since its first attempt started.
+// Where the job's wall time went, on this node, since its first attempt started. While the job
+// runs (StatusBoard::status()), as of now: the wall time so far, and each attempt's time counted
+// as it is at the attempt's end, once that is known (goodput so far: progress_seconds over
+// wall_seconds).
 struct GoodputStatus {
   double wall_seconds = 0;      // since the first attempt started
   double progress_seconds = 0;  // in attempts whose workers made progress (a beat, a collective)
@@ -139,10 +143,12 @@ class StatusBoard {
 
   using JobStore = StatusJobStore;
 
-  // `proc` (the machine's, a fake in tests) says whose child each busy GPU process is; it must
-  // outlive the board.
+  // `proc` (the machine's, a fake in tests) says whose child each busy GPU process is; `clock`
+  // (any thread's: Clock::steady(), a fake in tests) times the goodput so far. Both must outlive
+  // the board.
   StatusBoard(std::string job_id, std::string host, int node_rank,
-              proc::Reader& proc = proc::Reader::machine());
+              proc::Reader& proc = proc::Reader::machine(),
+              const rendezvous::Clock& clock = rendezvous::Clock::steady());
   ~StatusBoard();
   StatusBoard(const StatusBoard&) = delete;
   StatusBoard& operator=(const StatusBoard&) = delete;
@@ -155,8 +161,14 @@ class StatusBoard {
   void hang_report(const std::string& report);  // an on-demand one: the job goes on
   void attempt_ended();
   void job_ended();
-  // A recovery ended (the next attempt's workers are spawned); the goodput so far.
+  // A recovery ended (the next attempt's workers are spawned).
   void recovered(const RecoveryStatus& recovery);
+  // The agent's goodput (Recoveries): through the attempt that ended last, and the recovery
+  // after it. Until the next attempt_started(), status() adds no running attempt's time. While
+  // an attempt runs, status() adds its time so far as the agent counts it at its end: as progress
+  // once a worker of this node has made some (a beat, a completed collective; then all of it),
+  // else not yet (it is lost only if the attempt ends so). The wall time runs from the first
+  // attempt's start until job_ended(), then is the agent's.
   void set_goodput(const GoodputStatus& goodput);
 
   // The server's side: one look at every worker's file (once a second), and the board now.
@@ -180,6 +192,11 @@ class StatusBoard {
   std::vector<JobStatus> others_;
   bool stalled_ = false;
   std::int64_t attempt_started_ns_ = 0;
+  // The goodput so far (set_goodput).
+  GoodputStatus goodput_now(bool progressed) const;
+  const rendezvous::Clock& clock_;
+  std::optional<rendezvous::Clock::time_point> first_started_;
+  std::optional<rendezvous::Clock::time_point> counting_since_;  // the running attempt's start
 };
 
 }  // namespace acc::launcher
