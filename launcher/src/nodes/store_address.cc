@@ -167,9 +167,11 @@ void set_listen(rendezvous::StoreServerOptions& options, const StoreListen& list
 
 std::string describe_store_listeners(const LaunchPlan& plan, int master_port) {
   const auto line = [](const std::string& what, const StoreListen& listen, int port) {
-    std::string text = "# " + what + " listens on " + describe_listen(listen.hosts) + ", port " +
-                       std::to_string(port);
-    return text + (listen.why.empty() ? "" : " (" + listen.why + ")") + "\n";
+    // The reason for every interface already says where: the line says it once.
+    if (!listen.why.empty())
+      return "# " + what + ": " + listen.why + "; port " + std::to_string(port) + "\n";
+    return "# " + what + " listens on " + describe_listen(listen.hosts) + ", port " +
+           std::to_string(port) + "\n";
   };
   if (plan.rdzv_backend == "static") {
     if (plan.node_rank != 0)
