@@ -60,11 +60,13 @@ constexpr int kRoomDescriptors = 8;
 // Ready descriptors taken from the epoll set at once.
 constexpr int kEventsPerPoll = 256;
 // Tags of the loop's own descriptors in the epoll set; connection ids start above them.
-constexpr std::uint64_t kListenerTag = 1;
-constexpr std::uint64_t kWakeTag = 2;
-constexpr std::uint64_t kSweepTag = 3;
-constexpr std::uint64_t kAcceptRetryTag = 4;
+constexpr std::uint64_t kWakeTag = 1;
+constexpr std::uint64_t kSweepTag = 2;
+constexpr std::uint64_t kAcceptRetryTag = 3;
+constexpr std::uint64_t kFirstListenerTag = 4;  // listener i: kFirstListenerTag + i
 constexpr ConnectionId kFirstConnectionId = 16;
+// Listeners of one server (host and more_hosts): their tags fit below the connections'.
+constexpr std::size_t kMaxListeners = kFirstConnectionId - kFirstListenerTag;
 // A connection's buffers keep at most this much capacity once empty: one big reply must not pin
 // its size for the rest of a connection that PyTorch's clients hold for the whole job.
 constexpr std::size_t kKeptBufferBytes = 256 * 1024;
@@ -189,9 +191,19 @@ struct Shard : detail::ReplySink {
     return ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &event) == 0;
   }
 
+  bool watch_listeners() {
+    for (std::size_t i = 0; i < listen_fds.size(); ++i)
+      if (!watch(listen_fds[i], kFirstListenerTag + i, EPOLLIN)) return false;
+    return true;
+  }
+
+  void unwatch_listeners() {
+    for (int fd : listen_fds) ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+  }
+
   // Registers the loop's descriptors and starts the sweep's clock. Loop thread, or before it.
   void arm() {
-    ACC_CHECK(watch(listen_fd, kListenerTag, EPOLLIN) && watch(wake_fd, kWakeTag, EPOLLIN) &&
+    ACC_CHECK(watch_listeners() && watch(wake_fd, kWakeTag, EPOLLIN) &&
                   watch(sweep_fd, kSweepTag, EPOLLIN) &&
                   watch(accept_retry_fd, kAcceptRetryTag, EPOLLIN),
               NetworkError, "cannot watch the store server's descriptors: ", std::strerror(errno));
@@ -245,13 +257,11 @@ struct Shard : detail::ReplySink {
     return again || !held.empty();
   }
 
-  // The listener, the stop eventfd and the timers.
+  // The listeners, the stop eventfd and the timers.
   void serve_own(std::uint64_t tag) {
+    if (tag >= kFirstListenerTag) return accept_ready(listen_fds[tag - kFirstListenerTag]);
     std::uint64_t count;
     switch (tag) {
-      case kListenerTag:
-        accept_ready();
-        break;
       case kWakeTag: {
         [[maybe_unused]] auto n = ::read(wake_fd, &count, sizeof(count));
         { StateLock lock(*this); }  // takes the replies other shards left in the inbox
@@ -264,7 +274,7 @@ struct Shard : detail::ReplySink {
       case kAcceptRetryTag:
         if (::read(accept_retry_fd, &count, sizeof(count)) != sizeof(count)) break;
         if (has_room()) {
-          watch(listen_fd, kListenerTag, EPOLLIN);
+          watch_listeners();
         } else {
           retry_accept_soon();
         }
@@ -272,7 +282,7 @@ struct Shard : detail::ReplySink {
     }
   }
 
-  void accept_ready() {
+  void accept_ready(int listen_fd) {
     for (int i = 0; i < kAcceptsPerEvent; ++i) {
       // accept4 makes the socket close-on-exec atomically, so a concurrent fork+exec in the
       // launcher's thread cannot leak it; Asio's own accept does not.
@@ -297,24 +307,24 @@ struct Shard : detail::ReplySink {
     }
   }
 
-  // This shard's table is full: the next shard, with a table of its own, takes the listener.
+  // This shard's table is full: the next shard, with a table of its own, takes the listeners.
   // False where there is none to take it (this thread has no table of its own, or no shard is
   // left).
   bool hand_over() {
     if (!private_table || !start_next_shard()) return false;
-    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+    unwatch_listeners();
     return true;
   }
 
   // Out of descriptors (`error`), or the last shard's table full but for its room (EMFILE): the
-  // listener leaves the set for 100 ms instead of spinning on a readiness that stays. Said once
+  // listeners leave the set for 100 ms instead of spinning on a readiness that stays. Said once
   // until an accept succeeds again, not at each retry, with the limit and the way to raise it.
   void out_of_room(int error) {
     if (!out_of_descriptors) {
       out_of_descriptors = true;
       options.log(out_of_descriptors_message(error));
     }
-    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+    unwatch_listeners();
     retry_accept_soon();
   }
 
@@ -608,10 +618,10 @@ struct Shard : detail::ReplySink {
 
   Server& server;
   const StoreServerOptions& options;
-  detail::StoreState& state;  // under state_locked
-  const unsigned index;       // in Server::shards, and the low bits of its connections' ids
-  const int listen_fd;        // the server's listener, in the epoll set of the shard that accepts
-  const int wake_fd;          // an eventfd: stop(), or replies in the inbox
+  detail::StoreState& state;          // under state_locked
+  const unsigned index;               // in Server::shards, and the low bits of its connections' ids
+  const std::vector<int> listen_fds;  // the server's, in the epoll set of the shard that accepts
+  const int wake_fd;                  // an eventfd: stop(), or replies in the inbox
   std::atomic<bool>& stop_requested;
   std::atomic<std::size_t>& total_connections;  // of all shards
   int epoll_fd = -1;           // the listener while this shard accepts, the connections, the rest
@@ -705,38 +715,75 @@ struct Server {
       if (fd >= 0) ::close(fd);
       fd = -1;
     }
-    if (listen_fd >= 0) ::close(listen_fd);
-    listen_fd = -1;
+    close_listeners();
   }
 
-  // A plain socket: Asio's acceptor would start Asio's reactor (an epoll set, an eventfd and a
-  // timerfd of its own) that the loop never uses.
+  void close_listeners() {
+    for (int fd : listen_fds) ::close(fd);
+    listen_fds.clear();
+  }
+
+  // Plain sockets: Asio's acceptor would start Asio's reactor (an epoll set, an eventfd and a
+  // timerfd of its own) that the loop never uses. host's listener picks the port where it is 0;
+  // the others take the same, and where one finds it taken (another process listens there on
+  // that address alone) every listener tries a fresh port, a few times.
   void listen() {
-    const tcp::endpoint endpoint = resolve_endpoint(options.host, options.port);
-    const std::string where = format_endpoint(options.host, options.port);
-    listen_fd = ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                         IPPROTO_TCP);
-    ACC_CHECK(listen_fd >= 0, NetworkError, "cannot open a socket for ", where, ": ",
+    std::vector<std::string> hosts{options.host.empty() ? "0.0.0.0" : options.host};
+    hosts.insert(hosts.end(), options.more_hosts.begin(), options.more_hosts.end());
+    ACC_CHECK(hosts.size() <= kMaxListeners, ConfigError, "the store listens on at most ",
+              kMaxListeners, " addresses, not ", hosts.size());
+    for (int tries = 1;; ++tries) {
+      bound_port = options.port;
+      try {
+        for (const std::string& host : hosts) {
+          listen_fds.push_back(listen_on(host, bound_port));
+          if (bound_port == 0) bound_port = port_of(listen_fds.back());
+        }
+        break;
+      } catch (const NetworkError&) {
+        close_listeners();
+        if (options.port != 0 || hosts.size() == 1 || tries == 8) throw;
+      }
+    }
+    for (const std::string& host : hosts)
+      bound_addresses.push_back(format_endpoint(host, bound_port));
+    bound_address = bound_addresses.front();
+  }
+
+  // A listening socket on host:port. Throws as the constructor.
+  static int listen_on(const std::string& host, int port) {
+    const tcp::endpoint endpoint = resolve_endpoint(host, port);
+    const std::string where = format_endpoint(host, port);
+    const int fd = ::socket(endpoint.protocol().family(),
+                            SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+    ACC_CHECK(fd >= 0, NetworkError, "cannot open a socket for ", where, ": ",
               std::strerror(errno));
     int on = 1;
-    ::setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
     if (endpoint.address().is_v6() && endpoint.address().is_unspecified()) {
       int off = 0;
-      ::setsockopt(listen_fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+      ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
     }
-    const int bound = ::bind(listen_fd, endpoint.data(), static_cast<socklen_t>(endpoint.size()));
-    ACC_CHECK(bound == 0 || errno != EADDRINUSE, NetworkError, "address ", where,
+    const int bound = ::bind(fd, endpoint.data(), static_cast<socklen_t>(endpoint.size()));
+    const int bind_error = errno;
+    const int listened = bound == 0 ? ::listen(fd, SOMAXCONN) : -1;
+    const int error = errno;
+    if (listened != 0) ::close(fd);
+    ACC_CHECK(bound == 0 || bind_error != EADDRINUSE, NetworkError, "address ", where,
               " is already in use; stop the process that holds it or choose another port");
-    ACC_CHECK(bound == 0, NetworkError, "cannot listen on ", where, ": ", std::strerror(errno));
-    ACC_CHECK(::listen(listen_fd, SOMAXCONN) == 0, NetworkError, "cannot listen on ", where, ": ",
-              std::strerror(errno));
+    ACC_CHECK(bound == 0, NetworkError, "cannot listen on ", where, ": ",
+              std::strerror(bind_error));
+    ACC_CHECK(listened == 0, NetworkError, "cannot listen on ", where, ": ", std::strerror(error));
+    return fd;
+  }
+
+  static int port_of(int fd) {
     sockaddr_storage local{};
     socklen_t length = sizeof(local);
-    ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&local), &length);
-    bound_port =
-        ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(local).sin6_port
-                                          : reinterpret_cast<const sockaddr_in&>(local).sin_port);
-    bound_address = format_endpoint(options.host.empty() ? "0.0.0.0" : options.host, bound_port);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length);
+    return ntohs(local.ss_family == AF_INET6
+                     ? reinterpret_cast<const sockaddr_in6&>(local).sin6_port
+                     : reinterpret_cast<const sockaddr_in&>(local).sin_port);
   }
 
   // Makes shard `index` (> 0) and its thread, and waits until it serves. Under control_mutex.
@@ -817,17 +864,17 @@ struct Server {
     // Shard 0's descriptors and the listener, in this table (their last copies): the port is
     // free once stop() returns.
     if (shards[0]) shards[0]->close_descriptors();
-    if (listen_fd >= 0) ::close(listen_fd);
-    listen_fd = -1;
+    close_listeners();
   }
 
   StoreServerOptions options;
-  detail::StoreState state;  // under state_mutex
-  std::mutex state_mutex;    // the state, and every shard's inbox
-  int listen_fd = -1;        // non-blocking; in the epoll set of the shard that accepts
+  detail::StoreState state;     // under state_mutex
+  std::mutex state_mutex;       // the state, and every shard's inbox
+  std::vector<int> listen_fds;  // non-blocking; in the epoll set of the shard that accepts
   std::array<int, detail::kMaxShards> wake_fds{};
   int bound_port = 0;
   std::string bound_address;
+  std::vector<std::string> bound_addresses;
   std::atomic<bool> stop_requested{false};
   std::atomic<std::size_t> num_connections{0};
   // Written once each, under control_mutex, before the shard's thread starts; read by other
@@ -847,7 +894,7 @@ Shard::Shard(Server& server, unsigned index)
       options(server.options),
       state(server.state),
       index(index),
-      listen_fd(server.listen_fd),
+      listen_fds(server.listen_fds),
       wake_fd(server.wake_fds[index]),
       stop_requested(server.stop_requested),
       total_connections(server.num_connections),
@@ -881,12 +928,13 @@ void Shard::serve(std::promise<std::string>* ready) {
   // How ps and top name the thread: the first as before, the others numbered.
   const std::string name = index == 0 ? "acc-store" : "acc-store-" + std::to_string(index);
   ::pthread_setname_np(::pthread_self(), name.c_str());
-  // Keeps the server's listener, every shard's eventfd and (shard 0) its own descriptors; the
+  // Keeps the server's listeners, every shard's eventfd and (shard 0) its own descriptors; the
   // rest of the copied table (the launcher's descriptors, or the previous shard's connections) is
   // closed in this one. Where the kernel or a seccomp profile refuses unshare, shard 0 serves from
   // the process's own table as before, and no further shard can have a table of its own.
   std::vector<int> keep(server.wake_fds.begin(), server.wake_fds.end());
-  keep.insert(keep.end(), {listen_fd, epoll_fd, sweep_fd, accept_retry_fd});
+  keep.insert(keep.end(), listen_fds.begin(), listen_fds.end());
+  keep.insert(keep.end(), {epoll_fd, sweep_fd, accept_retry_fd});
   private_table = detail::use_own_descriptor_table(keep).empty();
   rlimit limit{};
   ::getrlimit(RLIMIT_NOFILE, &limit);
@@ -907,7 +955,7 @@ void Shard::serve(std::promise<std::string>* ready) {
   ring.reset();
   if (private_table) {
     close_descriptors();
-    ::close(listen_fd);
+    for (int fd : listen_fds) ::close(fd);
   }
   server.shard_ended();
 }
@@ -965,6 +1013,10 @@ int StoreServer::port() const {
 
 std::string StoreServer::address() const {
   return impl_->bound_address;
+}
+
+std::vector<std::string> StoreServer::addresses() const {
+  return impl_->bound_addresses;
 }
 
 std::uint64_t StoreServer::connection_capacity(std::uint64_t open_file_limit) {

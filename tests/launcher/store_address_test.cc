@@ -164,5 +164,80 @@ TEST(StoreAddressTest, TheWorkersInterfaceIsTheOneThatHoldsTheirAddressUnlessItI
   EXPECT_EQ(worker_socket_interface("no-such-host.invalid", "127.0.0.1", "203.0.113.77"), "");
 }
 
+// A node with 10.0.0.2 and fd00::2 on its interfaces, and lo's 127.0.0.1 and ::1.
+ListenFacts clients_given(std::string host, std::vector<std::string> resolved,
+                          bool only_this_machine) {
+  ListenFacts facts;
+  facts.host = std::move(host);
+  facts.resolved = std::move(resolved);
+  facts.own = {"127.0.0.1", "::1", "10.0.0.2", "fd00::2"};
+  facts.only_this_machine = only_this_machine;
+  return facts;
+}
+
+using Hosts = std::vector<std::string>;
+
+TEST(StoreListenTest, ASingleNodeJobListensOnLoopbackOnly) {
+  for (const char* host : {"127.0.0.1", "localhost"}) {
+    const StoreListen listen = choose_store_listen(clients_given(host, {"127.0.0.1"}, true));
+    EXPECT_EQ(listen.hosts, Hosts{"127.0.0.1"}) << host;
+    EXPECT_EQ(listen.why, "");
+  }
+  EXPECT_EQ(choose_store_listen(clients_given("localhost", {"127.0.0.1", "::1"}, true)).hosts,
+            (Hosts{"127.0.0.1", "::1"}));
+}
+
+TEST(StoreListenTest, ASingleNodeJobAtALoopbackHostnameListensThereToo) {
+  // Debian's "127.0.1.1 <hostname>": every client resolves it here, so it is loopback alone.
+  const StoreListen listen = choose_store_listen(clients_given("host-b", {"127.0.1.1"}, true));
+  EXPECT_EQ(listen.hosts, (Hosts{"127.0.0.1", "127.0.1.1"}));
+  EXPECT_EQ(listen.why, "");
+}
+
+TEST(StoreListenTest, NodeZeroListensOnLoopbackAndTheAddressTheOthersReach) {
+  EXPECT_EQ(choose_store_listen(clients_given("10.0.0.2", {"10.0.0.2"}, false)).hosts,
+            (Hosts{"127.0.0.1", "10.0.0.2"}));
+  EXPECT_EQ(choose_store_listen(clients_given("host-b", {"10.0.0.2", "fd00::2"}, false)).hosts,
+            (Hosts{"127.0.0.1", "::1", "10.0.0.2", "fd00::2"}));
+  EXPECT_EQ(choose_store_listen(clients_given("fd00::2", {"fd00::2"}, false)).hosts,
+            (Hosts{"127.0.0.1", "::1", "fd00::2"}));
+}
+
+TEST(StoreListenTest, AnAddressNotOfThisNodeListensOnEveryInterfaceAndSaysWhy) {
+  const StoreListen service = choose_store_listen(clients_given("job.svc", {"10.96.0.5"}, false));
+  EXPECT_EQ(service.hosts, Hosts{"0.0.0.0"});
+  EXPECT_EQ(service.why,
+            "the store listens on every interface (0.0.0.0): MASTER_ADDR job.svc resolves to "
+            "10.96.0.5, not an address of this node (a service name, NAT, /etc/hosts?), where the "
+            "other nodes may reach it at any address of this node's");
+  // Even with one node: the clients come to an address this node does not hold.
+  EXPECT_EQ(choose_store_listen(clients_given("job.svc", {"10.96.0.5"}, true)).hosts,
+            Hosts{"0.0.0.0"});
+  EXPECT_EQ(choose_store_listen(clients_given("fd00::9", {"fd00::9"}, false)).hosts, Hosts{"::"});
+  EXPECT_NE(choose_store_listen(clients_given("gone", {}, false)).why.find("does not resolve"),
+            std::string::npos);
+}
+
+TEST(StoreListenTest, ALoopbackHostnameOfSeveralNodesListensOnEveryInterface) {
+  // The other nodes resolve the name through their DNS, to an address not known here.
+  const StoreListen listen =
+      choose_store_listen(clients_given("host-b", {"127.0.1.1", "10.0.0.2"}, false));
+  EXPECT_EQ(listen.hosts, Hosts{"0.0.0.0"});
+  EXPECT_NE(listen.why.find("resolves to 127.0.1.1 here, a loopback address"), std::string::npos);
+}
+
+TEST(StoreListenTest, NoIpv6LoopbackWhereLoHasNone) {
+  ListenFacts facts = clients_given("localhost", {"127.0.0.1", "::1"}, true);
+  facts.own = {"127.0.0.1", "10.0.0.2"};  // a container without IPv6
+  EXPECT_EQ(choose_store_listen(facts).hosts, Hosts{"127.0.0.1"});
+}
+
+TEST(StoreListenTest, DescribesTheListeners) {
+  EXPECT_EQ(describe_listen({"127.0.0.1"}), "127.0.0.1");
+  EXPECT_EQ(describe_listen({"127.0.0.1", "10.0.0.2"}), "127.0.0.1 and 10.0.0.2");
+  EXPECT_EQ(describe_listen({"127.0.0.1", "::1", "10.0.0.2"}), "127.0.0.1, ::1 and 10.0.0.2");
+  EXPECT_EQ(describe_listen({"::"}), "every interface (::)");
+}
+
 }  // namespace
 }  // namespace acc::launcher

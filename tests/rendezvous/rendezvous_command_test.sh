@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `acc-launch rendezvous serve`: prints its address, serves PyTorch-protocol bytes, stops on
-# SIGTERM with 0; a port in use gives one line naming host:port and exit 3; a bad flag exit 2.
+# SIGTERM with 0; without --host it says in one line that it listens on every interface; a port
+# in use gives one line naming host:port and exit 3; a bad flag exit 2.
 # Usage: rendezvous_command_test.sh ACC_LAUNCH_BINARY
 set -uo pipefail
 bin=$1
@@ -30,6 +31,18 @@ kill -TERM "$pid"
 wait "$pid"
 code=$?
 check "SIGTERM stops it with 0" '[ $code -eq 0 ]'
+
+# Without --host: every interface, as before, said in one line on stderr; with it, that one alone.
+"$bin" rendezvous serve --port 0 >"$work/out4" 2>"$work/err4" &
+pid=$!
+for _ in $(seq 100); do grep -q listening "$work/out4" && break; sleep 0.05; done
+check "no --host listens on every interface" 'grep -q "listening on 0.0.0.0:" "$work/out4"'
+check "and says so in one line" \
+  'grep -q "no --host: the store listens on every interface (0.0.0.0)" "$work/err4" &&
+   [ $(wc -l <"$work/err4") -eq 1 ]'
+check "--host says nothing of it" '! grep -q "every interface" "$work/err"'
+kill -TERM "$pid"
+wait "$pid"
 
 "$bin" rendezvous serve --prot 1 >/dev/null 2>"$work/err3"
 code=$?

@@ -491,6 +491,48 @@ TEST(StoreServerTest, APortInUseThrowsNetworkErrorNamingTheAddress) {
   }
 }
 
+TEST(StoreServerTest, MoreHostsListenOnTheSamePortAndServeOneStore) {
+  StoreServerOptions options = loopback();
+  options.more_hosts = {"127.0.0.2", "127.0.0.3"};
+  StoreServer server(options);
+  server.start();
+  const std::string port = std::to_string(server.port());
+  EXPECT_EQ(server.addresses(), (std::vector<std::string>{"127.0.0.1:" + port, "127.0.0.2:" + port,
+                                                          "127.0.0.3:" + port}));
+  EXPECT_EQ(server.address(), "127.0.0.1:" + port);
+  StoreClientOptions client;
+  client.port = server.port();
+  client.connect_timeout = 10s;
+  client.timeout = 20s;
+  client.host = "127.0.0.3";
+  StoreClient third(client);
+  third.set("from", "the third");
+  client.host = "127.0.0.2";
+  StoreClient second(client);
+  EXPECT_EQ(second.get("from"), "the third");
+  // Only those: another loopback address of the same port is refused.
+  client.host = "127.0.0.4";
+  client.connect_timeout = 0ms;
+  EXPECT_THROW(StoreClient{client}, Error);
+}
+
+TEST(StoreServerTest, AMoreHostInUseThrowsNamingItAndReleasesTheOthers) {
+  StoreServer first(loopback());
+  StoreServerOptions options = loopback();
+  options.host = "127.0.0.2";
+  options.port = first.port();
+  options.more_hosts = {"127.0.0.1"};
+  try {
+    StoreServer second(options);
+    FAIL() << "a second server bound the same address and port";
+  } catch (const NetworkError& error) {
+    std::string expected = "127.0.0.1:" + std::to_string(first.port()) + " is already in use";
+    EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
+  }
+  options.more_hosts.clear();  // 127.0.0.2's listener was closed: it binds again
+  EXPECT_NO_THROW(StoreServer{options});
+}
+
 TEST(StoreServerTest, StopClosesEveryConnectionAndReturns) {
   StoreServer server(loopback());
   server.start();

@@ -9,6 +9,7 @@
 #include "acc/launcher/agent/agent.h"
 #include "hangs/flight_recorder.h"
 #include "hangs/python_stack_hook.h"
+#include "nodes/store_address.h"
 #include "output/console.h"
 
 namespace acc::launcher {
@@ -56,6 +57,7 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
   out << "# acc-launch dry run: " << plan.nnodes << " node(s) x " << plan.nproc_per_node
       << " worker(s), world size " << plan.world_size << ", node rank " << plan.node_rank
       << ", store " << plan.master_addr << ":" << master_port << "\n";
+  out << describe_store_listeners(plan, master_port);
   if (!plan.python.empty()) out << "# python: " << plan.python << "\n";
   // The PyTorch whose names of renamed variables the workers get (host/python_torch.h).
   if (!plan.worker_torch_origin.empty())

@@ -16,7 +16,7 @@
 namespace acc::launcher {
 namespace {
 
-int serve(rendezvous::StoreServerOptions options) {
+int serve(rendezvous::StoreServerOptions options, bool host_given) {
   // Signals are taken synchronously by this thread: blocked before the server's thread starts so
   // that it inherits the mask and never runs a handler itself.
   sigset_t signals;
@@ -25,6 +25,13 @@ int serve(rendezvous::StoreServerOptions options) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   options.host = parse_host(options.host, "--host");  // [::1] as well as ::1
+  // Its clients are other machines, so every interface stays the default; the store has no
+  // authorisation (PyTorch's SECURITY.md), so the line says how to narrow it.
+  if (!host_given)
+    std::fprintf(stderr,
+                 "acc-launch rendezvous: no --host: the store listens on every interface (%s); "
+                 "--host ADDRESS listens on that address alone\n",
+                 options.host.c_str());
   // A bind failure throws NetworkError: main prints its one line and exits 3.
   rendezvous::StoreServer server(std::move(options));
   server.start();
@@ -57,8 +64,11 @@ int run_rendezvous_command(const std::vector<std::string>& args) {
       "store for TORCHELASTIC_USE_AGENT_STORE=True workers)");
   rendezvous::StoreServerOptions options;
   std::string compat = "1.13";
-  serve_command->add_option("--host", options.host, "Address to listen on (\"::\" for IPv6 too)")
-      ->capture_default_str();
+  CLI::Option* host =
+      serve_command
+          ->add_option("--host", options.host,
+                       "Address to listen on (\"::\" for IPv6 too); every interface without it")
+          ->capture_default_str();
   options.port = 29400;
   serve_command->add_option("--port", options.port, "Port to listen on; 0 picks a free one")
       ->check(CLI::Range(0, 65535))
@@ -72,7 +82,7 @@ int run_rendezvous_command(const std::vector<std::string>& args) {
   if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
   options.legacy_dialect =
       compat == "2.1" ? rendezvous::Dialect::kV2_1 : rendezvous::Dialect::kV1_13;
-  return serve(std::move(options));
+  return serve(std::move(options), host->count() > 0);
 }
 
 }  // namespace acc::launcher

@@ -35,10 +35,12 @@ using std::chrono::milliseconds;
 // one (a firewall) waits this long.
 constexpr milliseconds kStoreCheckBound{3000};
 
-// The host a store serves on so that clients reach it at `host`: IPv6 and IPv4 both ("::",
-// dual-stack) for an IPv6 address, else the default (every IPv4 address).
-void listen_for(rendezvous::StoreServerOptions& options, const std::string& host) {
-  if (is_ipv6_literal(host)) options.host = "::";
+// Where a store that clients reach at `host` listens: loopback and the addresses of this node's
+// that `host` resolves to (every interface where it brings them to none; store_address.h).
+void listen_for(rendezvous::StoreServerOptions& options, const LaunchPlan& plan,
+                const std::string& host, const std::string& peer_host, const char* named_as) {
+  const bool only_this_machine = plan.max_nodes == 1 || names_this_machine(peer_host);
+  set_listen(options, store_listen_for(host, only_this_machine, named_as));
 }
 
 }  // namespace
@@ -128,14 +130,16 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   // already and we are its client. Tried again between the client's tries, so that a port taken
   // by a process that then went (another program's, or a launcher that failed) is served here
   // rather than waited on by every node.
-  const auto try_to_serve = [this] {
+  rendezvous::StoreServerOptions options;
+  if (may_host) {
+    options.port = plan_.rdzv_port;
+    listen_for(options, plan_, plan_.rdzv_host, plan_.rdzv_host, "the rendezvous endpoint");
+    options.log = [](std::string_view line) {
+      log::warn("rendezvous store: " + std::string(line));
+    };
+  }
+  const auto try_to_serve = [this, &options] {
     try {
-      rendezvous::StoreServerOptions options;
-      options.port = plan_.rdzv_port;
-      listen_for(options, plan_.rdzv_host);
-      options.log = [](std::string_view line) {
-        log::warn("rendezvous store: " + std::string(line));
-      };
       auto server = std::make_unique<rendezvous::StoreServer>(options);
       server->start();
       rendezvous_server_ = std::move(server);
@@ -210,7 +214,7 @@ Endpoint ElasticMembership::join_round(int restart_count) {
   if (info.node_rank == 0) {
     rendezvous::StoreServerOptions options;
     options.log = [](std::string_view) {};
-    listen_for(options, address_);
+    listen_for(options, plan_, address_, rendezvous_host(), "the workers' store address");
     worker_store_ = std::make_unique<rendezvous::StoreServer>(options);
     worker_store_->start();
     client_->set(key("workers_store"), format_endpoint(address_, worker_store_->port()));

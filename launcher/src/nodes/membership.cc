@@ -321,8 +321,11 @@ Round StaticMembership::join(int restart_count) {
   if (plan_.node_rank == 0 && !store_) {
     rendezvous::StoreServerOptions options;
     options.port = plan_.master_port;
-    // Workers reach the store at MASTER_ADDR: an IPv6 one needs a listener on IPv6 too.
-    if (is_ipv6_literal(plan_.master_addr)) options.host = "::";
+    // Loopback (this launcher and its workers) and the addresses of this node's that MASTER_ADDR
+    // brings the other nodes to, not every interface: the store has no authorisation.
+    const StoreListen listen = store_listen_for(
+        plan_.master_addr, plan_.nnodes == 1 || names_this_machine(plan_.master_addr));
+    set_listen(options, listen);
     options.log = [](std::string_view) {};  // a worker's broken connection is its own report
     store_ = std::make_unique<rendezvous::StoreServer>(options);
     store_->start();

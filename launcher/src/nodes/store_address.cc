@@ -9,9 +9,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "acc/common/endpoint.h"
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
+#include "acc/launcher/plan/plan.h"
+#include "acc/rendezvous/store_server.h"
 #include "acc/rendezvous/tcp_connect.h"
+#include "output/log.h"
 
 namespace acc::launcher {
 namespace {
@@ -87,7 +91,115 @@ std::string route_source(const std::string& host) {
   return source;
 }
 
+bool is_ipv6_text(const std::string& address) {
+  return address.find(':') != std::string::npos;
+}
+
+void add_once(std::vector<std::string>& list, const std::string& item) {
+  if (!contains(list, item)) list.push_back(item);
+}
+
+// Whether a client given the host reaches this listener address, and the address can be bound:
+// one of this node's, or (every client running here) an IPv4 loopback one, all of which lo holds.
+bool listenable(const ListenFacts& facts, const std::string& address) {
+  return contains(facts.own, address) ||
+         (facts.only_this_machine && is_loopback_address(address) && !is_ipv6_text(address));
+}
+
+// Why the clients' host brings them to no address of this node's, or "" where it does.
+std::string listen_problem(const ListenFacts& facts) {
+  const std::string name = facts.named_as + " " + facts.host;
+  if (facts.resolved.empty()) return name + " does not resolve here";
+  const auto loopback =
+      std::find_if(facts.resolved.begin(), facts.resolved.end(), is_loopback_address);
+  // Another machine resolves the name otherwise (its DNS, not this /etc/hosts).
+  if (!facts.only_this_machine && loopback != facts.resolved.end())
+    return name + " resolves to " + *loopback + " here, a loopback address";
+  for (const std::string& address : facts.resolved)
+    if (listenable(facts, address)) return "";
+  return name + " resolves to " + facts.resolved.front() + ", not an address of this node";
+}
+
 }  // namespace
+
+StoreListen choose_store_listen(const ListenFacts& facts) {
+  const std::string problem = listen_problem(facts);
+  if (!problem.empty()) {
+    // Dual-stack "::" where the clients come over IPv6 only, as before; IPv4's everywhere else.
+    const bool only_ipv6 =
+        is_ipv6_text(facts.host) ||
+        (!facts.resolved.empty() &&
+         std::all_of(facts.resolved.begin(), facts.resolved.end(), is_ipv6_text));
+    const std::string every = only_ipv6 ? "::" : "0.0.0.0";
+    return {{every},
+            "the store listens on " + describe_listen({every}) + ": " + problem +
+                " (a service name, NAT, /etc/hosts?), where the other nodes may reach "
+                "it at any address of this node's"};
+  }
+  StoreListen listen{{"127.0.0.1"}, ""};
+  // ::1 where the clients may come over IPv6 and lo holds it (a container may have no IPv6).
+  if (std::any_of(facts.resolved.begin(), facts.resolved.end(), is_ipv6_text) &&
+      contains(facts.own, "::1"))
+    listen.hosts.push_back("::1");
+  for (const std::string& address : facts.resolved)
+    if (listenable(facts, address)) add_once(listen.hosts, address);
+  return listen;
+}
+
+StoreListen store_listen_for(const std::string& host, bool only_this_machine,
+                             const std::string& named_as) {
+  ListenFacts facts;
+  facts.host = host;
+  facts.named_as = named_as;
+  facts.resolved = resolve(host);
+  facts.only_this_machine = only_this_machine;
+  for_each_interface_address([&](const ifaddrs& i, std::string text) {
+    if ((i.ifa_flags & IFF_UP) && !text.empty()) add_once(facts.own, text);
+  });
+  return choose_store_listen(facts);
+}
+
+void set_listen(rendezvous::StoreServerOptions& options, const StoreListen& listen) {
+  options.host = listen.hosts.front();
+  options.more_hosts.assign(listen.hosts.begin() + 1, listen.hosts.end());
+  if (!listen.why.empty()) log::info(listen.why);
+}
+
+std::string describe_store_listeners(const LaunchPlan& plan, int master_port) {
+  const auto line = [](const std::string& what, const StoreListen& listen, int port) {
+    // The reason for every interface already says where: the line says it once.
+    if (!listen.why.empty())
+      return "# " + what + ": " + listen.why + "; port " + std::to_string(port) + "\n";
+    return "# " + what + " listens on " + describe_listen(listen.hosts) + ", port " +
+           std::to_string(port) + "\n";
+  };
+  if (plan.rdzv_backend == "static") {
+    if (plan.node_rank != 0)
+      return "# store: node 0's, at " + format_endpoint(plan.master_addr, master_port) + "\n";
+    const bool here = plan.nnodes == 1 || names_this_machine(plan.master_addr);
+    return line("store", store_listen_for(plan.master_addr, here), master_port);
+  }
+  std::string text;
+  if (plan.rdzv_backend == "c10d" && hosts_rendezvous_store(plan)) {
+    const bool here = plan.max_nodes == 1 || names_this_machine(plan.rdzv_host);
+    text += line("rendezvous store",
+                 store_listen_for(plan.rdzv_host, here, "the rendezvous endpoint"), plan.rdzv_port);
+  }
+  return text +
+         "# workers' store: node 0 of each round serves it on loopback and the address it "
+         "publishes (every interface where that is none of its own)\n";
+}
+
+std::string describe_listen(const std::vector<std::string>& hosts) {
+  if (hosts.size() == 1 && (hosts.front() == "0.0.0.0" || hosts.front() == "::"))
+    return "every interface (" + hosts.front() + ")";
+  std::string text;
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (i > 0) text += i + 1 == hosts.size() ? " and " : ", ";
+    text += hosts[i];
+  }
+  return text;
+}
 
 std::string numeric_address(const sockaddr& address) {
   char text[INET6_ADDRSTRLEN] = {};

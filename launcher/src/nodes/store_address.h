@@ -13,7 +13,13 @@
 
 struct sockaddr;
 
+namespace acc::rendezvous {
+struct StoreServerOptions;
+}
+
 namespace acc::launcher {
+
+struct LaunchPlan;
 
 // What the choice is made from, as read on this node (read_address_facts) or given by a test.
 // Addresses are numeric text ("10.0.0.1", "fd00::2").
@@ -77,6 +83,47 @@ bool is_loopback_address(const std::string& address);
 // A host named as this machine on purpose (a loopback literal, localhost): where a loopback
 // address is no /etc/hosts trap. Pure.
 bool names_this_machine(const std::string& host);
+
+// Where a store listens (docs/launch.md, "Where the stores listen"): loopback, which this node's
+// own launcher and workers reach it on, plus each address of this node's that the host its clients
+// are given (MASTER_ADDR, the rendezvous endpoint's host) resolves to; every interface where that
+// host brings the clients to no address of this node's (a Kubernetes service name, NAT, a name
+// that resolves to nothing here, or, with other machines in the job, to a loopback address: the
+// others resolve it otherwise).
+struct ListenFacts {
+  std::string host;                      // as the clients are given it
+  std::string named_as = "MASTER_ADDR";  // what messages call host
+  std::vector<std::string> resolved;     // what it resolves to here, numeric; empty: nothing
+  std::vector<std::string> own;          // this node's interface addresses, numeric
+  bool only_this_machine = false;        // every client runs here (one node, or a localhost job)
+};
+
+struct StoreListen {
+  std::vector<std::string> hosts;  // numeric addresses; "0.0.0.0" or "::" alone for every interface
+  std::string why;                 // one line when it is every interface; empty otherwise
+};
+
+// The addresses to listen on, as above. Where every client runs here, a loopback address the
+// host resolves to (Debian's "127.0.1.1 <hostname>") is one of them. IPv6 loopback (::1) only
+// where the host resolves to an IPv6 address. Pure.
+StoreListen choose_store_listen(const ListenFacts& facts);
+
+// choose_store_listen of `host`, resolved here (getaddrinfo: may wait for DNS), and this node's
+// interface addresses (getifaddrs). Never throws.
+StoreListen store_listen_for(const std::string& host, bool only_this_machine,
+                             const std::string& named_as = "MASTER_ADDR");
+
+// Listens where `listen` says: options.host and options.more_hosts; prints listen.why, if any, as
+// one info line (--quiet hides it).
+void set_listen(rendezvous::StoreServerOptions& options, const StoreListen& listen);
+
+// Where this node's stores will listen, as --dry_run's comment lines ("# ...\n" each): the
+// workers' store of a static job's node 0 (port `master_port`), the c10d rendezvous store this
+// node would host. Resolves names as store_listen_for. Never throws.
+std::string describe_store_listeners(const LaunchPlan& plan, int master_port);
+
+// "127.0.0.1 and 10.0.0.1", "every interface (0.0.0.0)": for messages and --dry_run. Pure.
+std::string describe_listen(const std::vector<std::string>& hosts);
 
 // An IPv4 or IPv6 socket address as numeric text ("10.0.0.1", "fd00::2"); "" for another family.
 std::string numeric_address(const sockaddr& address);

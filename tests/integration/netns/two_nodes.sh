@@ -3,8 +3,9 @@
 # running acc-launch with 2 PyTorch Gloo workers:
 #   1. a static 2-node job passes its all_reduce check across the nodes, the workers' Gloo
 #      interface chosen by the launchers;
-#   2. node 1's launcher is killed with SIGKILL mid-job: node 0 stops cleanly with a failure
-#      report and a non-zero status, and nothing is left running in either namespace.
+#   2. node 0's store listens on 127.0.0.1 and 10.231.7.1 alone; node 1's launcher is killed
+#      with SIGKILL mid-job: node 0 stops cleanly with a failure report and a non-zero status, and
+#      nothing is left running in either namespace.
 # Usage: two_nodes.sh ACC_LAUNCH. Exits 77 (skipped) without netns rights or python3-torch.
 set -uo pipefail
 launcher=$(realpath "$1")
@@ -64,6 +65,12 @@ node $a 0 $va "$here/../pytorch/allreduce_loop.py" 100000 >"$work/a2.out" 2>"$wo
 launcher_a=$!
 for _ in $(seq 600); do grep -q '^\[rank0\]: step 20$' "$work/a2.out" && break; sleep 0.1; done
 grep -q 'step 20' "$work/a2.out" || { echo "FAIL: the job never got going"; tail "$work/a2.err"; exit 1; }
+# Node 0's store listens on loopback (its own launcher) and the address node 1 reaches, not on
+# every interface.
+listening=$(ip netns exec $a ss -ltnpH | grep "pid=$launcher_a," | awk '{print $4}' | sort | xargs)
+echo "node0 listens on: $listening"
+[ "$listening" = "10.231.7.1:29517 127.0.0.1:29517" ] ||
+  { echo "FAIL: node 0 listens on $listening, not 127.0.0.1 and 10.231.7.1 alone"; exit 1; }
 kill -9 $launcher_b
 started=$(date +%s)
 wait $launcher_a

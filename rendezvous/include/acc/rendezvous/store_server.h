@@ -28,6 +28,10 @@ namespace acc::rendezvous {
 struct StoreServerOptions {
   // Address to listen on: "0.0.0.0" (all IPv4), "::" (all IPv6 and IPv4), an address or a name.
   std::string host = "0.0.0.0";
+  // Further addresses to listen on, at the same port as host's (the one it picked, where port is
+  // 0): each a listener of its own in the same loop, for a store that serves on loopback and on
+  // the address other machines reach it at, rather than on every interface. At most 11.
+  std::vector<std::string> more_hosts;
   // Port to listen on; 0 picks a free one (see StoreServer::port()).
   int port = 0;
   // Bounds on a single request; a request over one closes its connection.
@@ -68,9 +72,9 @@ struct StoreServerOptions {
 
 class StoreServer {
  public:
-  // Resolves the host, binds and listens now (serving starts with start() or run()).
-  // Throws NetworkError naming host:port when the address is in use or cannot be bound, and
-  // ConfigError when the host does not resolve or the port is out of range.
+  // Resolves the hosts, binds and listens on each now (serving starts with start() or run()).
+  // Throws NetworkError naming host:port when an address is in use or cannot be bound, and
+  // ConfigError when a host does not resolve, the port is out of range or more_hosts too long.
   explicit StoreServer(StoreServerOptions options);
   // Stops (as stop()) and releases the socket.
   ~StoreServer();
@@ -79,8 +83,10 @@ class StoreServer {
 
   // The bound port (the chosen one when options.port was 0). Thread-safe.
   int port() const;
-  // "host:port" as bound, for messages. Thread-safe.
+  // "host:port" as bound, for messages (host's, not more_hosts'). Thread-safe.
   std::string address() const;
+  // Every listener's "host:port", host's first. Thread-safe.
+  std::vector<std::string> addresses() const;
 
   // Serves on a background thread and returns at once. Call at most once, and not with run().
   void start();
