@@ -55,7 +55,7 @@ Value value_of(Reader& in, std::string_view section, int depth) {
       return Value::of_bool(in.byte() % 2);
     case 2:
       return Value::of_int(static_cast<std::int8_t>(in.byte()) *
-                           (in.byte() % 4 == 0 ? 1 << 30 : 1));
+                           (in.byte() % 4 == 0 ? 1LL << 40 : 1LL));
     case 3:
       return Value::of_float(static_cast<std::int8_t>(in.byte()) / 7.0);
     case 4:
