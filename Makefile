@@ -2,6 +2,8 @@
 # (Debian packages, through scripts/install-deps.sh), builds, then runs.
 BUILD       ?= build
 ASAN_BUILD  ?= build-asan
+FUZZ_BUILD  ?= build-fuzz
+FUZZ_SECONDS ?= 60
 TORCH2_TEST_BUILD ?= build-torch2-test
 JOBS        ?= $(shell nproc)
 WERROR      ?= $(if $(CI),ON,OFF)
@@ -13,7 +15,7 @@ PYTHON      ?= /usr/bin/python3
 # (scripts/install-python-peers.sh): the modern peer the tests and benches compare against.
 TORCH2_PYTHON ?= $(shell bash scripts/install-python-peers.sh --python)
 
-.PHONY: all deps test-deps configure build wheel test unit-test asan-test asan-build asan-ctest torch2-test check-format format demo install bench clean
+.PHONY: all deps test-deps configure build wheel test unit-test asan-test asan-build asan-ctest fuzz torch2-test check-format format demo install bench clean
 
 all: build
 
@@ -74,6 +76,16 @@ asan-ctest:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  bash scripts/in-test-tmpdir.sh ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
+# The libFuzzer targets (tests/fuzz, docs/fuzzing.md): a clang tree of their own with ASan and
+# UBSan, each target run FUZZ_SECONDS from a copy of its corpus; the last line sums them up, and
+# a crash fails it. `make test` runs each corpus once through the same targets (ctest fuzz.*).
+fuzz: deps
+	@command -v clang++ >/dev/null || { echo "make fuzz: needs clang (apt-get install clang)"; exit 1; }
+	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DACC_FUZZ=ON -DACC_BUILD_TESTS=OFF -DACC_BUILD_RUNTIME=OFF -DACC_WERROR=$(WERROR) >/dev/null
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target acc_fuzzers
+	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 # libacc against the LibTorch inside PyTorch 2.x's wheel: it compiles, its one-process tests run,
 # and the installed package's consumer builds against it (find_package) and runs one process.
 torch2-test: deps test-deps
@@ -95,4 +107,4 @@ bench: build test-deps
 	@bash bench/run_all.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TORCH2_TEST_BUILD) build-wheel dist
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(TORCH2_TEST_BUILD) build-wheel dist

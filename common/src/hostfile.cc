@@ -76,8 +76,10 @@ std::vector<SelectedHost> select_hosts(const std::vector<HostfileEntry>& hosts,
   const auto excluded = parse_host_filter(exclude, "--exclude");
   auto check_known = [&](const std::map<std::string, std::vector<int>>& filter, const char* flag) {
     for (const auto& [name, slots] : filter) {
+      // The binding through a reference of its own: clang 14 captures no binding in a lambda.
+      const std::string& host = name;
       auto entry = std::find_if(hosts.begin(), hosts.end(),
-                                [&](const HostfileEntry& e) { return e.host == name; });
+                                [&](const HostfileEntry& e) { return e.host == host; });
       ACC_CHECK(entry != hosts.end(), ConfigError, flag, ": host ", name,
                 " is not in the hostfile");
       for (int slot : slots)

@@ -7,6 +7,13 @@
 
 namespace acc::config {
 
+Value::Value() = default;
+Value::Value(const Value&) = default;
+Value::Value(Value&&) noexcept = default;
+Value& Value::operator=(const Value&) = default;
+Value& Value::operator=(Value&&) noexcept = default;
+Value::~Value() = default;
+
 Value Value::of_bool(bool b) {
   Value v;
   v.kind = Kind::kBool;

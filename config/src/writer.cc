@@ -113,7 +113,12 @@ std::string to_yaml(const ClusterConfig& config) {
 }
 
 std::string to_json(const ClusterConfig& config) {
-  return json_value(config.root()).dump(2, ' ', /*ensure_ascii=*/true) + "\n";
+  // A YAML file may hold bytes that are not UTF-8 (the YAML reader passes them through): each
+  // becomes U+FFFD, as Python's errors="replace" would write it, instead of the type_error that
+  // nlohmann::json throws for it by default (found by tests/fuzz/config_yaml_fuzz.cc).
+  return json_value(config.root())
+             .dump(2, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace) +
+         "\n";
 }
 
 void save_config(const ClusterConfig& config, const std::string& path, bool create_parent) {

@@ -30,6 +30,15 @@ struct Value {
   Mark key_mark;        // where its key was written (entries of a map)
   bool quoted = false;  // a quoted scalar: never a bool, number or null
 
+  // Declared here and defaulted in value.cc: clang (with libstdc++) cannot check Value's implicit
+  // members inside the class, where the std::pair of `entries` is still incomplete; GCC can.
+  Value();
+  Value(const Value&);
+  Value(Value&&) noexcept;
+  Value& operator=(const Value&);
+  Value& operator=(Value&&) noexcept;
+  ~Value();
+
   static Value null() { return Value{}; }
   static Value of_bool(bool b);
   static Value of_int(long long i);

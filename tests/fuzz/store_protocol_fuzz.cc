@@ -1,6 +1,8 @@
-// libFuzzer target for the store's codec and state: arbitrary bytes go through dialect detection
-// and the incremental parser as a connection would deliver them, every decoded request is applied
-// to a StoreState, and re-encoding a decoded request must give back the bytes it came from.
+// The store protocol in both of PyTorch's framings: arbitrary bytes go through dialect detection
+// and the incremental parser as a connection would deliver them (the first byte picks the legacy
+// dialect a connection without a handshake is read as: 1.13's or 2.1's; 2.2's VALIDATE
+// handshake is detected from the bytes), every decoded request is applied to a StoreState, and
+// re-encoding a decoded request must give back the bytes it came from.
 
 #include <cstddef>
 #include <cstdint>
