@@ -59,17 +59,15 @@ if grep -i "deprecated" "$out/run.log"; then
   status=1
 fi
 # The control: the same torch reached through a .pth import line, code the launcher does not run.
-# It cannot tell the version, gives both names, and this PyTorch warns: the check above can fail.
+# It cannot tell the version and gives both names: the dry-run checks above can fail. (On a node
+# without GPUs the only doubled name left, NCCL's async error handling, is one a Gloo job of
+# this PyTorch does not read, so its run need not warn; the Flight Recorder's, which it would
+# read, are given where workers use GPUs only.)
 echo "import sys; sys.path.append('$torch_site')" >"$site/peers.pth"
+control=$("$launcher" --dry_run --python "$python" "$here/allreduce_loop.py" 3)
 if ! grep -qxF "# torch: not found for $python: renamed variables are given under both names" \
-    <("$launcher" --dry_run --python "$python" "$here/allreduce_loop.py" 3); then
+    <<<"$control" || ! grep -qx "NCCL_ASYNC_ERROR_HANDLING=1" <<<"$control"; then
   echo "FAIL: the launcher saw through a .pth import line: the control proves nothing"
-  status=1
-fi
-"$launcher" --nproc_per_node 2 --python "$python" "$here/allreduce_loop.py" 3 >"$out/both.log" 2>&1
-if ! grep -q "is deprecated" "$out/both.log"; then
-  echo "FAIL: given both names, PyTorch $version printed no warning: the check proves nothing"
-  cat "$out/both.log"
   status=1
 fi
 [ $status -eq 0 ] && echo "PASS: PyTorch $version through $site/peers.pth: named, and no 'deprecated' line"
