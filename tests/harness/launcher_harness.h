@@ -68,6 +68,9 @@ bool reap_until_no_children(std::chrono::milliseconds limit);
 // A fresh empty directory under the test temp dir.
 std::string make_temp_dir();
 
+// A loopback port nobody listens on now (bound, read and released: another process may take it).
+int unused_port();
+
 // A fresh directory, removed with everything in it when the object goes.
 class TempDir {
  public:

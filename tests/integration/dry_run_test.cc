@@ -22,19 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using Environment = std::map<std::string, std::string>;
 
-// A port nobody listens on now: the store's, the same for the dry run and the run.
-int unused_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t size = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 Environment read_environ(const std::string& path) {
   Environment env;
   std::istringstream in(read_text(path));

@@ -26,19 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::seconds;
 
-// A port nobody listens on now: the store's of a node that waits for another.
-int unused_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t size = sizeof(address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 class RunDirTest : public ::testing::Test {
  protected:
   // The launchers' environment: their temporary directory is tmp_.

@@ -313,7 +313,12 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (attempt == 0)
       for (const std::string& message : plan_.notices) notice(message);
     start_stall_watch();
-    start_up_look_at_ = os_.now() + std::min(kStartUpLook, plan_.stall_init_timeout / 2);
+    start_up_look_at_ = os_.now() + start_up_look();
+  }
+
+  // How long into an attempt look_at_start_up() looks: at most half of --stall_init_timeout.
+  std::chrono::milliseconds start_up_look() const {
+    return std::min(kStartUpLook, plan_.stall_init_timeout / 2);
   }
 
   // A short while into an attempt, where this node sees the workers' store (node 0 of a static
@@ -330,8 +335,7 @@ class Agent::Impl : public WorkerGroup::Listener {
              (r.size() == 1 ? one : several);
     };
     notice("attempt " + std::to_string(restart_count_) + ": after " +
-           decimal_seconds(std::min(kStartUpLook, plan_.stall_init_timeout / 2)) + " s, " +
-           ranks(missing, " has", " have") +
+           decimal_seconds(start_up_look()) + " s, " + ranks(missing, " has", " have") +
            " not arrived in init_process_group (no Gloo address in the store); " +
            ranks(*arrived, " waits", " wait") + " there for " +
            (missing.size() == 1 ? "it" : "them"));
