@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 
 #include "acc/common/error.h"
@@ -25,6 +26,10 @@ std::vector<HostfileEntry> parse_hostfile(const std::string& text, const std::st
       auto slots = starts_with(word, "slots=") ? parse_int(word.substr(6)) : std::nullopt;
       ACC_CHECK(slots && *slots > 0, ConfigError, path, ":", number, ": '", word,
                 "' is not slots=N; lines read: host slots=N");
+      // A host's slots are its devices: a count past this is a typo, and each slot is listed.
+      constexpr int kMaxSlots = 1 << 16;
+      ACC_CHECK(*slots <= kMaxSlots, ConfigError, path, ":", number, ": '", word,
+                "' is more slots than a host has (at most ", kMaxSlots, ")");
       entry.slots = *slots;
     }
     hosts.push_back(entry);
@@ -104,8 +109,9 @@ std::vector<SelectedHost> select_hosts(const std::vector<HostfileEntry>& hosts,
     }
     // A slot named twice is one slot; the order given is kept (it orders CUDA_VISIBLE_DEVICES).
     std::vector<int> unique;
+    std::set<int> seen;
     for (int slot : host.slots)
-      if (std::find(unique.begin(), unique.end(), slot) == unique.end()) unique.push_back(slot);
+      if (seen.insert(slot).second) unique.push_back(slot);
     host.slots = std::move(unique);
     if (!host.slots.empty()) selected.push_back(std::move(host));
   }

@@ -35,6 +35,9 @@ TEST(HostfileTest, NamesFileAndLineOfAMalformedLine) {
             "hf:2: 'slots=x' is not slots=N; lines read: host slots=N");
   EXPECT_EQ(message_of([] { parse_hostfile("w1 slots=0\n", "hf"); }),
             "hf:1: 'slots=0' is not slots=N; lines read: host slots=N");
+  // Found by the hostfile fuzzer: a slot count past any host's took seconds to list.
+  EXPECT_EQ(message_of([] { parse_hostfile("w1 slots=2000000000\n", "hf"); }),
+            "hf:1: 'slots=2000000000' is more slots than a host has (at most 65536)");
   EXPECT_EQ(message_of([] { parse_hostfile("# nothing\n", "hf"); }),
             "hf: no hosts; lines read: host slots=N");
 }

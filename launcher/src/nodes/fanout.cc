@@ -140,7 +140,10 @@ std::vector<std::pair<std::string, std::string>> env_to_pass(
   static const char* const kPrefixes[] = {"NCCL_", "PYTHON", "UCX_", "CUDA_", "ACC_", "GLOO_"};
   const std::vector<std::string> named = split(passthrough, ',');
   std::vector<std::pair<std::string, std::string>> env;
-  for (const auto& [name, value] : environment) {
+  for (const auto& variable : environment) {
+    // Named, not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const std::string& name = variable.first;
+    const std::string& value = variable.second;
     const bool listed = std::find(named.begin(), named.end(), name) != named.end();
     const bool prefixed = std::any_of(std::begin(kPrefixes), std::end(kPrefixes),
                                       [&](const char* p) { return name.rfind(p, 0) == 0; });
