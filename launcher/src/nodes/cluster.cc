@@ -108,7 +108,11 @@ std::vector<std::string> expand_slurm_hostlist(const std::string& hostlist) {
       const std::string high = dash == std::string::npos ? low : range.substr(dash + 1);
       auto from = to_int(low), to = to_int(high);
       if (low.empty() || !from || !to || *from > *to) throw bad();
-      for (int n = *from; n <= *to; ++n) {
+      // No job has more nodes: a range past it is a typo, not millions of names to make.
+      constexpr long long kMaxHosts = 1 << 20;
+      if (static_cast<long long>(*to) - *from + static_cast<long long>(hosts.size()) >= kMaxHosts)
+        throw bad();
+      for (long long n = *from; n <= *to; ++n) {
         std::string number = std::to_string(n);
         if (number.size() < low.size()) number.insert(0, low.size() - number.size(), '0');
         hosts.push_back(prefix + number);
