@@ -29,6 +29,38 @@ std::vector<std::pair<std::string, Value>> written_entries(const Value& map) {
   return out;
 }
 
+bool is_control(char c) {
+  return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+}
+
+// A string as YAML text (a key or a value): plain where it reads back as the same string,
+// single-quoted where it needs quotes, double-quoted with escapes where it holds a control
+// character (a newline or NUL would not survive single quotes), as PyYAML's safe_dump writes it.
+std::string yaml_text(const std::string& text) {
+  if (!detail::needs_quotes(text)) return text;
+  if (std::none_of(text.begin(), text.end(), is_control)) {
+    std::string quoted = "'";
+    for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+    return quoted + "'";
+  }
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      quoted += '\\';
+      quoted += c;
+    } else if (is_control(c)) {
+      const auto byte = static_cast<unsigned char>(c);
+      quoted += "\\x";
+      quoted += kHex[byte >> 4];
+      quoted += kHex[byte & 15];
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "\"";
+}
+
 std::string yaml_scalar(const Value& value) {
   switch (value.kind) {
     case Value::Kind::kNull:
@@ -39,12 +71,8 @@ std::string yaml_scalar(const Value& value) {
       return std::to_string(value.integer);
     case Value::Kind::kFloat:
       return python_float_repr(value.real);
-    default: {
-      if (!detail::needs_quotes(value.text)) return value.text;
-      std::string quoted = "'";
-      for (char c : value.text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
-      return quoted + "'";
-    }
+    default:
+      return yaml_text(value.text);
   }
 }
 
@@ -52,17 +80,17 @@ void write_yaml(const Value& map, int indent, std::string& out) {
   const std::string pad(indent, ' ');
   for (const auto& [key, value] : written_entries(map)) {
     if (value.is_map()) {
-      out += pad + key + ":\n";
+      out += pad + yaml_text(key) + ":\n";
       write_yaml(value, indent + 2, out);
     } else if (value.kind == Value::Kind::kList) {
       if (value.items.empty()) {
-        out += pad + key + ": []\n";
+        out += pad + yaml_text(key) + ": []\n";
         continue;
       }
-      out += pad + key + ":\n";
+      out += pad + yaml_text(key) + ":\n";
       for (const Value& item : value.items) out += pad + "- " + yaml_scalar(item) + "\n";
     } else {
-      out += pad + key + ": " + yaml_scalar(value) + "\n";
+      out += pad + yaml_text(key) + ": " + yaml_scalar(value) + "\n";
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
+#include <algorithm>
 
 #include <cmath>
 #include <regex>
@@ -165,8 +166,9 @@ bool needs_quotes(const std::string& text) {
   if (text.front() == ' ' || text.back() == ' ') return true;
   static const std::string kIndicators = "-?:,[]{}#&*!|>'\"%@`";
   if (kIndicators.find(text.front()) != std::string::npos) return true;
+  const auto control = [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; };
   return text.find(": ") != std::string::npos || text.find(" #") != std::string::npos ||
-         text.find('\n') != std::string::npos || text.find('\t') != std::string::npos;
+         text.back() == ':' || std::any_of(text.begin(), text.end(), control);
 }
 
 Value parse_yaml(const std::string& text, const std::string& path, bool json_numbers,

@@ -211,6 +211,27 @@ fsdp_config: {}
   EXPECT_EQ(second.section("dynamo_config").find("dynamo_use_fullgraph")->boolean, true);
 }
 
+// Keys and values with a newline, a NUL, a tab, quotes, a backslash or a trailing colon are
+// written so that they read back the same (found by tests/fuzz/config_yaml_fuzz.cc: a key with a
+// newline was written bare, and the file written could not be read).
+TEST(ClusterConfigTest, YamlRoundTripKeepsKeysAndValuesWithControlCharacters) {
+  const ClusterConfig first = parse_config(
+      "distributed_type: FSDP\nfsdp_config:\n"
+      "  \"fsdp_key\\nwith a newline\": \"tab\\there, NUL\\0 'q' \\\"dq\\\" \\\\\"\n"
+      "  'ends with:': 'a: b'\n",
+      "c.yaml");
+  const std::string written = to_yaml(first);
+  const ClusterConfig second = parse_config(written, "written.yaml");
+  EXPECT_EQ(to_yaml(second), written);
+  const auto& section = second.section("fsdp_config");
+  ASSERT_NE(section.find("fsdp_key\nwith a newline"), nullptr) << written;
+  EXPECT_EQ(section.find("fsdp_key\nwith a newline")->text,
+            std::string("tab\there, NUL") + '\0' + " 'q' \"dq\" \\")
+      << written;
+  ASSERT_NE(section.find("ends with:"), nullptr) << written;
+  EXPECT_EQ(section.find("ends with:")->text, "a: b");
+}
+
 TEST(ClusterConfigTest, JsonRoundTripKeepsEveryValue) {
   TempDir dir;
   const ClusterConfig first = parse_config(
