@@ -94,7 +94,8 @@ struct Connection {
   bool dialect_known = false;
   Dialect dialect = Dialect::kV1_13;
   bool closed = false;
-  std::string in;  // received bytes not yet parsed into a whole request
+  std::string in;              // received bytes not yet parsed into a whole request
+  std::size_t counted_in = 0;  // the memory of `in` counted in the shard's unfinished_bytes
   SteadyClock::time_point partial_since;
   bool requests_held = false;  // whole requests wait in `in` for the replies to drain
   std::string out;             // reply bytes not yet written, from out_pos on
@@ -407,7 +408,35 @@ struct Shard : detail::ReplySink {
     }
     process(conn);
     if (eof) close(conn, {});
+    count_unfinished(conn);
     return more && !conn.closed;
+  }
+
+  // Keeps unfinished_bytes up to date with `conn.in`, and sheds the oldest unfinished requests
+  // when it passes max_unfinished_bytes.
+  void count_unfinished(Connection& conn) {
+    if (conn.closed) return;
+    // The memory `in` holds: a large buffer's capacity (appends grow it up to twice its size).
+    const std::size_t held =
+        conn.in.capacity() > kKeptBufferBytes ? conn.in.capacity() : conn.in.size();
+    unfinished_bytes = unfinished_bytes - conn.counted_in + held;
+    conn.counted_in = held;
+    if (unfinished_bytes > options.max_unfinished_bytes) shed_unfinished();
+  }
+
+  void shed_unfinished() {
+    std::vector<std::shared_ptr<Connection>> holding;
+    for (auto& [id, conn] : connections)
+      if (conn->counted_in > 0) holding.push_back(conn);
+    std::sort(holding.begin(), holding.end(),
+              [](const auto& a, const auto& b) { return a->partial_since < b->partial_since; });
+    const std::string limit = std::to_string(options.max_unfinished_bytes >> 20) + " MB";
+    for (auto& conn : holding) {
+      if (unfinished_bytes <= options.max_unfinished_bytes) break;
+      close(*conn, "the store held more unfinished requests than its limit of " + limit +
+                       ", and this one's was the oldest (" + std::to_string(conn->counted_in) +
+                       " bytes)");
+    }
   }
 
   void process(Connection& conn) {
@@ -451,6 +480,7 @@ struct Shard : detail::ReplySink {
       if (conn->closed || !conn->requests_held) continue;
       conn->requests_held = false;
       process(*conn);
+      count_unfinished(*conn);
     }
   }
 
@@ -552,19 +582,53 @@ struct Shard : detail::ReplySink {
   };
   std::vector<Closes> round_closes;
 
+  // Past kCloseLinesPerWindow lines in kCloseLogWindow (a flood of bad clients), the closes are
+  // counted instead, and said in one line when the window ends.
+  static constexpr std::size_t kCloseLinesPerWindow = 10;
+  static constexpr std::chrono::seconds kCloseLogWindow{10};
+  SteadyClock::time_point close_window_start;
+  std::size_t close_lines = 0;
+  Closes unsaid;  // closes not logged in this window: their count and the first one's reason
+
   void log_closes() {
+    say_unsaid_closes();
     for (const Closes& c : round_closes) {
-      options.log(c.count == 1 ? "closed connection from " + c.peer + ": " + c.reason
-                               : "closed " + std::to_string(c.count) +
-                                     " connections for the same cause, the first from " + c.peer +
-                                     ": " + c.reason);
+      if (close_lines < kCloseLinesPerWindow) {
+        ++close_lines;
+        options.log(c.count == 1 ? "closed connection from " + c.peer + ": " + c.reason
+                                 : "closed " + std::to_string(c.count) +
+                                       " connections for the same cause, the first from " + c.peer +
+                                       ": " + c.reason);
+      } else {
+        if (unsaid.count == 0)
+          unsaid = c;
+        else
+          unsaid.count += c.count;
+      }
     }
     round_closes.clear();
+  }
+
+  // When the window has ended (or the store stops): the closes it did not log, in one line; a
+  // new window begins.
+  void say_unsaid_closes(bool stopping_now = false) {
+    const auto now = SteadyClock::now();
+    if (!stopping_now && now - close_window_start < kCloseLogWindow) return;
+    if (unsaid.count > 0) {
+      options.log("closed " + std::to_string(unsaid.count) + " more connections in " +
+                  std::to_string(kCloseLogWindow.count()) +
+                  " s without a line each, the first from " + unsaid.peer + ": " + unsaid.reason);
+    }
+    unsaid = {};
+    close_lines = 0;
+    close_window_start = now;
   }
 
   void close(Connection& conn, const std::string& reason) {
     if (conn.closed) return;
     conn.closed = true;
+    unfinished_bytes -= conn.counted_in;
+    conn.counted_in = 0;
     if (!reason.empty()) {
       const std::string cause = reason.substr(0, reason.find('('));
       auto it = std::find_if(round_closes.begin(), round_closes.end(),
@@ -592,6 +656,7 @@ struct Shard : detail::ReplySink {
 
   // Closes connections that left a request half-sent, or replies unread, past the stall timeout.
   void sweep() {
+    say_unsaid_closes();
     auto now = SteadyClock::now();
     std::vector<std::shared_ptr<Connection>> stalled;
     for (auto& [id, conn] : connections) {
@@ -614,6 +679,7 @@ struct Shard : detail::ReplySink {
     for (auto& [id, conn] : connections) all.push_back(conn);
     for (auto& conn : all) close(*conn, {});
     if (!round_closes.empty()) log_closes();  // a round that stop() cut short
+    say_unsaid_closes(true);
   }
 
   Server& server;
@@ -629,7 +695,8 @@ struct Shard : detail::ReplySink {
   int accept_retry_fd = -1;    // a one-shot timerfd: the listener back after running out of fds
   bool private_table = false;  // the thread has a descriptor table of its own
   int fd_limit = 0;            // the soft RLIMIT_NOFILE when the thread started
-  bool out_of_descriptors = false;  // accepts fail for want of descriptors; logged once
+  bool out_of_descriptors = false;   // accepts fail for want of descriptors; logged once
+  std::size_t unfinished_bytes = 0;  // every connection's counted_in (max_unfinished_bytes)
 
   // Holds Server::state_mutex: the state is this thread's to apply to, and the replies that other
   // shards left in the inbox are taken first, so that a connection's replies keep the order in

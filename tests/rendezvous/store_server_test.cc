@@ -717,6 +717,70 @@ TEST(StoreServerTest, WatchersClosedTogetherForTheSameCauseAreOneLine) {
   EXPECT_NE(lines[0].find("its replies are not being read"), std::string::npos) << lines[0];
 }
 
+// Clients that each stall in the middle of a large SET cannot take the node's memory: past
+// max_unfinished_bytes the oldest unfinished request's connection is closed, and the newest
+// one, a client still sending, completes its SET.
+TEST(StoreServerTest, UnfinishedRequestsPastTheirBoundCloseTheOldestAndTheNewestCompletes) {
+  StoreServerOptions options = loopback();
+  options.max_unfinished_bytes = 4 << 20;
+  LogLines log(options);
+  StoreServer server(options);
+  server.start();
+  // A SET of `key` announcing a value of 3 MiB, with the first 2 MiB of it.
+  const auto half_set = [](const std::string& key) {
+    std::string bytes;
+    append_u8(bytes, *opcode_of(Op::kSet, Dialect::kV1_13));
+    append_u64(bytes, key.size());
+    bytes += key;
+    append_u64(bytes, 3u << 20);
+    return bytes + std::string(2u << 20, 'v');
+  };
+  RawSocket oldest(server.port());
+  ASSERT_TRUE(oldest.send(half_set("/old")));
+  std::this_thread::sleep_for(50ms);
+  RawSocket middle(server.port());
+  ASSERT_TRUE(middle.send(half_set("/middle")));
+  std::this_thread::sleep_for(50ms);
+  RawSocket newest(server.port());
+  ASSERT_TRUE(newest.send(half_set("/new")));
+  EXPECT_TRUE(oldest.closed_by_peer(5s));
+  ASSERT_TRUE(newest.send(std::string(1u << 20, 'v')));  // the rest of its value
+  StoreClient reader = connect(server);
+  ASSERT_TRUE(reader.check({"new"}));
+  EXPECT_EQ(reader.get("new").size(), 3u << 20);
+  EXPECT_FALSE(reader.check({"old"}));
+  const std::vector<std::string> lines = log.lines();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("held more unfinished requests than its limit of 4 MB"),
+            std::string::npos)
+      << lines[0];
+}
+
+// A flood of bad clients is a few lines, not one per client: past ten lines, the closes are
+// counted and said in one line (here when the store stops, before its window ends).
+TEST(StoreServerTest, AFloodOfBadClientsIsTenLinesAndOneThatCountsTheRest) {
+  StoreServerOptions options = loopback();
+  LogLines log(options);
+  StoreServer server(options);
+  server.start();
+  StoreClient good = connect(server);
+  for (int i = 0; i < 30; ++i) {
+    RawSocket bad(server.port());
+    ASSERT_TRUE(bad.send("\x63garbage"));  // opcode 99 does not exist
+    ASSERT_TRUE(bad.closed_by_peer(5s));
+    EXPECT_EQ(good.add("n", 1), i + 1);  // a round after the close's, which logs it
+  }
+  server.stop();
+  const std::vector<std::string> lines = log.lines();
+  ASSERT_EQ(lines.size(), 11u) << lines.back();
+  EXPECT_NE(lines[9].find("closed connection from 127.0.0.1:"), std::string::npos) << lines[9];
+  EXPECT_NE(lines[10].find("closed 20 more connections in 10 s without a line each, the first "
+                           "from 127.0.0.1:"),
+            std::string::npos)
+      << lines[10];
+  EXPECT_NE(lines[10].find("unknown opcode 99"), std::string::npos) << lines[10];
+}
+
 // A StoreServer in a child process whose open-file limit, soft and hard, is `limit`: one that no
 // process can raise, as on a machine whose root lacks CAP_SYS_RESOURCE. The child holds only its
 // standard streams: stdin is the control pipe (the server stops when it closes), stdout gives the

@@ -326,7 +326,9 @@ Round StaticMembership::join(int restart_count) {
     const StoreListen listen = store_listen_for(
         plan_.master_addr, plan_.nnodes == 1 || names_this_machine(plan_.master_addr));
     set_listen(options, listen);
-    options.log = [](std::string_view) {};  // a worker's broken connection is its own report
+    // A client refused (bad bytes, a limit, a stall): one line each, as the rendezvous store's.
+    // A worker's connection that merely ends is not one.
+    options.log = [](std::string_view line) { log::warn("store: " + std::string(line)); };
     store_ = std::make_unique<rendezvous::StoreServer>(options);
     store_->start();
   }

@@ -52,6 +52,11 @@ struct StoreServerOptions {
   // (reading pauses first, so they add at most pause_reading_bytes + max_reply_bytes); what other
   // connections cause (WAIT wake-ups, WATCH_KEY notifications) can.
   std::size_t max_pending_reply_bytes = 64 * 1024 * 1024;
+  // Most bytes of unfinished requests (sent in part, or waiting for their connection's replies
+  // to drain) a store thread holds for all its connections together. Past it, the connections
+  // whose unfinished request is oldest are closed until it holds no more: many clients that
+  // each stall in the middle of a large SET cannot take the node's memory.
+  std::size_t max_unfinished_bytes = 64 * 1024 * 1024;
   // The dialect of connections that do not start with VALIDATE: kV1_13 (PyTorch 1.13 to 2.0) or
   // kV2_1 (PyTorch 2.1). The two cannot be told apart from their bytes.
   Dialect legacy_dialect = Dialect::kV1_13;
