@@ -36,14 +36,15 @@ struct HttpConnection::Impl {
   }
 
   // Runs the asynchronous step `start` began until it completes; its error, if any, is thrown:
-  // ConfigError when OpenSSL refused the handshake (a setting to fix, the same on every try).
+  // ConfigError when a side refused the other's certificate (a setting to fix, the same on every
+  // try; with TLS 1.3 a server's refusal comes with the first reply).
   void finish(beast::error_code& ec, const std::string& address, std::string_view step,
               const TlsContext* tls) {
     io.restart();
     io.run();
     if (!ec) return;
     std::string why = ec == beast::error::timeout ? "timed out" : ec.message();
-    if (tls && is_tls_error(ec)) {
+    if (tls && is_tls_refusal(ec)) {
       const long verified = tls_stream ? SSL_get_verify_result(tls_stream->native_handle()) : 0;
       if (verified != X509_V_OK)
         why += std::string(" (") + X509_verify_cert_error_string(verified) + ")";
@@ -91,9 +92,9 @@ void HttpConnection::connect(std::chrono::milliseconds timeout) {
   c.tcp().async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
   c.finish(ec, address_, "connect", tls_.get());
   if (!tls_) return;
-  // SNI for a host name only (never an address); the certificate must name the host as given.
-  if (!is_ip_address(c.host))
-    SSL_set_tlsext_host_name(c.tls_stream->native_handle(), c.host.c_str());
+  // SNI for a host name only; the certificate must name the host as given. OpenSSL's own check
+  // (expect_host) names a mismatch in the error, which Asio's callback alone leaves unspecified.
+  expect_host(c.tls_stream->native_handle(), c.host);
   c.tls_stream->set_verify_callback(asio::ssl::host_name_verification(c.host));
   c.tls_stream->async_handshake(asio::ssl::stream_base::client,
                                 [&](beast::error_code e) { ec = e; });

@@ -37,10 +37,20 @@ void load_pem(const char* key, const std::string& path, Load load) {
             "; give a PEM file (-----BEGIN ...)");
 }
 
-// The last OpenSSL error, or the socket's when OpenSSL has none (the peer hung up).
-std::string last_error(int ssl_error) {
-  const unsigned long code = ERR_get_error();
+// An OpenSSL error that a setting causes, the same on every try: our verification refused the
+// server's certificate, or the server sent an alert (its verification refused ours, or found
+// none). Anything else (a member gone mid-record: "unexpected eof") is the network's.
+bool is_refusal(unsigned long code) {
+  const int reason = ERR_GET_REASON(code);
+  return reason == SSL_R_CERTIFICATE_VERIFY_FAILED || reason >= SSL_AD_REASON_OFFSET;
+}
+
+// The last OpenSSL error, or the socket's when OpenSSL has none (the peer hung up). `refused`
+// says whether it is_refusal().
+std::string last_error(int ssl_error, bool& refused) {
+  const unsigned long code = ERR_peek_last_error();
   ERR_clear_error();
+  refused = code != 0 && is_refusal(code);
   if (code != 0) {
     const char* reason = ERR_reason_error_string(code);
     return reason ? reason : "TLS error";
@@ -57,8 +67,19 @@ bool is_ip_address(const std::string& host) {
          ::inet_pton(AF_INET6, host.c_str(), buffer) == 1;
 }
 
-bool is_tls_error(const std::error_code& error) {
-  return error.category() == boost::asio::error::get_ssl_category();
+void expect_host(SSL* ssl, const std::string& host) {
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+  if (is_ip_address(host)) {
+    X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str());
+  } else {
+    SSL_set_tlsext_host_name(ssl, host.c_str());  // SNI: names only, never an address
+    X509_VERIFY_PARAM_set1_host(param, host.c_str(), 0);
+  }
+}
+
+bool is_tls_refusal(const boost::system::error_code& error) {
+  return error.category() == boost::asio::error::get_ssl_category() &&
+         is_refusal(static_cast<unsigned long>(error.value()));
 }
 
 TlsContext::TlsContext(const EtcdTls& tls) : context_(ssl::context::tls_client), files_(tls) {
@@ -114,23 +135,18 @@ TlsSession::TlsSession(TlsContext& context, int fd, const std::string& host,
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
   SSL_set_fd(ssl_, fd);
-  X509_VERIFY_PARAM* param = SSL_get0_param(ssl_);
-  if (is_ip_address(host)) {
-    X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str());
-  } else {
-    SSL_set_tlsext_host_name(ssl_, host.c_str());  // SNI: names only, never an address
-    X509_VERIFY_PARAM_set1_host(param, host.c_str(), 0);
-  }
+  expect_host(ssl_, host);
   errno = 0;
   const int done = SSL_connect(ssl_);
   if (done == 1) return;
   const int ssl_error = SSL_get_error(ssl_, done);
   const long verified = SSL_get_verify_result(ssl_);
-  std::string why = last_error(ssl_error);
+  bool refused = false;
+  std::string why = last_error(ssl_error, refused);
   if (verified != X509_V_OK)
     why += std::string(" (") + X509_verify_cert_error_string(verified) + ")";
   SSL_free(ssl_);
-  if (ssl_error == SSL_ERROR_SSL) throw ConfigError(context.failure(address, why));
+  if (refused) throw ConfigError(context.failure(address, why));
   throw NetworkError("etcd at " + address + ": watch: TLS handshake failed: " + why);
 }
 

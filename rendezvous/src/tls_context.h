@@ -35,9 +35,10 @@ class TlsContext {
   EtcdTls files_;
 };
 
-// True when `error` came from OpenSSL (a certificate refused, an alert from the server): a
-// setting to fix, not a member to retry.
-bool is_tls_error(const std::error_code& error);
+// True when `error` is OpenSSL refusing the peer (a certificate that does not verify) or the
+// peer refusing us (an alert: our certificate refused or missing): a setting to fix, not a
+// member to retry. A connection that broke mid-record is not one.
+bool is_tls_refusal(const boost::system::error_code& error);
 
 // An OpenSSL session over a connected, blocking socket `fd` (not owned) to `host`, handshaken
 // within `timeout`: the server's certificate verified against the context's CAs and `host` (a name
@@ -65,5 +66,9 @@ class TlsSession {
 
 // Host `host` (as in the endpoint) as OpenSSL checks it: an IP address literal or a DNS name.
 bool is_ip_address(const std::string& host);
+// Sets up `ssl` to send `host` as SNI (a name only, never an address) and to refuse a
+// certificate that does not name it (X509_V_ERR_HOSTNAME_MISMATCH or IP_ADDRESS_MISMATCH, which
+// the one-line error then states).
+void expect_host(SSL* ssl, const std::string& host);
 
 }  // namespace acc::rendezvous

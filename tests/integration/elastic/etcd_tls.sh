@@ -3,11 +3,13 @@
 # protocol=https,cacert=,cert=,key=), on a real etcd (Debian's etcd-server) that serves https only
 # and demands client certificates (--client-cert-auth --trusted-ca-file); a CA, etcd's
 # certificate (SAN IP:127.0.0.1) and a client certificate made here with openssl:
+#   0. a dry run shows the member as https://;
 #   1. two launchers (--nnodes 2, one shell worker each) meet through it: ranks 0 and 1 of 2;
 #   2. without the client certificate, a launcher stops within 15 s, non-zero, with one line
 #      naming the endpoint and the fix;
 #   3. with another CA as cacert, the same;
-#   4. a cacert that cannot be read: one line naming the file, exit 2, before any connection.
+#   4. an endpoint named localhost, which etcd's certificate does not name, the same;
+#   5. a cacert that cannot be read: one line naming the file, exit 2, before any connection.
 # etcd is killed and the temporary directory removed on every exit.
 # Usage: etcd_tls.sh ACC_LAUNCH. Exits 77 (skipped) without etcd, openssl or a network namespace.
 set -uo pipefail
@@ -63,10 +65,16 @@ chmod +x "$worker"
 # launch NAME RDZV_CONF: one node of job ${NAME%-*}, its output in NAME.log.
 launch() {
   timeout 30 "$launcher" --nnodes 2 --nproc_per_node 1 --rdzv_backend etcd \
-    --rdzv_endpoint "$endpoint" --rdzv_id "job-${1%-*}" --rdzv_conf "read_timeout=10,$2" \
+    --rdzv_endpoint "${member:-$endpoint}" --rdzv_id "job-${1%-*}" --rdzv_conf "read_timeout=10,$2" \
     --no_python "$worker" >"$1.log" 2>&1
 }
 tls="protocol=https,cacert=$work/ca.crt,cert=$work/client.crt,key=$work/client.key"
+
+# 0. A dry run shows the member as https, with the files.
+"$launcher" --dry_run --nnodes 2 --rdzv_backend etcd --rdzv_endpoint "$endpoint" --rdzv_id dry \
+  --rdzv_conf "$tls" --no_python "$worker" >dry.log 2>&1 || fail "the dry run exited $?"
+grep -qF "# rendezvous: etcd at https://$endpoint, cacert $work/ca.crt" dry.log ||
+  fail "the dry run does not show https: $(cat dry.log)"
 
 # 1. Two nodes meet over TLS.
 launch meet-a "$tls" &
@@ -98,6 +106,8 @@ refused no-cert "protocol=https,cacert=$work/ca.crt" "etcd at $endpoint"
 grep -q "cert=PATH,key=PATH" no-cert.log || fail "no-cert: the line does not say to give cert="
 refused wrong-ca "protocol=https,cacert=$work/other-ca.crt,cert=$work/client.crt,key=$work/client.key" \
   "cacert=$work/other-ca.crt"
+# 4. A certificate that does not name the host as the endpoint gives it (IP:127.0.0.1 only).
+member=localhost:2379 refused wrong-host "$tls" "(hostname mismatch)"
 refused unreadable "protocol=https,cacert=$work/missing.crt" "cacert=$work/missing.crt"
 # Nothing left running but etcd.
 sleep 0.2
