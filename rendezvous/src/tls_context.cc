@@ -10,6 +10,7 @@
 #include <sys/time.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "acc/common/error.h"
@@ -55,6 +56,9 @@ std::string last_error(int ssl_error, bool& refused) {
     const char* reason = ERR_reason_error_string(code);
     return reason ? reason : "TLS error";
   }
+  // The socket's SO_RCVTIMEO/SO_SNDTIMEO (the deadline) ran out.
+  if (ssl_error == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK))
+    return "timed out";
   if (ssl_error == SSL_ERROR_SYSCALL && errno != 0) return std::strerror(errno);
   return "the connection closed";
 }
