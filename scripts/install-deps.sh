@@ -16,7 +16,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   clang clang-format libclang-rt-14-dev
   libcli11-dev libyaml-cpp-dev libboost-dev libboost-system-dev libspdlog-dev libfmt-dev
-  nlohmann-json3-dev liburing-dev
+  nlohmann-json3-dev liburing-dev libssl-dev
   libgtest-dev libgmock-dev
   libtorch-dev libgloo-dev
   dataset-fashion-mnist

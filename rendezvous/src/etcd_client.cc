@@ -20,6 +20,7 @@
 #include "acc/rendezvous/tcp_connect.h"
 #include "base64.h"
 #include "http_connection.h"
+#include "tls_context.h"
 
 namespace acc::rendezvous {
 
@@ -138,7 +139,8 @@ int connect_within(const std::string& address, milliseconds timeout) {
 
 }  // namespace
 
-EtcdWatch::EtcdWatch(const std::string& address, const std::string& request, milliseconds timeout) {
+EtcdWatch::EtcdWatch(const std::string& address, const std::string& request, milliseconds timeout,
+                     TlsContext* tls) {
   int pipe_fds[2];
   ACC_CHECK(::pipe2(pipe_fds, O_CLOEXEC) == 0, SystemError,
             "cannot make a pipe: ", std::strerror(errno));
@@ -156,23 +158,35 @@ EtcdWatch::EtcdWatch(const std::string& address, const std::string& request, mil
       acc::detail::concat("POST /v3/watch HTTP/1.1\r\nHost: ", endpoint.host,
                           "\r\nContent-Type: application/json\r\nContent-Length: ", request.size(),
                           "\r\n\r\n", request);
-  size_t sent = 0;
-  while (sent < message.size()) {
-    const ssize_t n = ::send(fd_, message.data() + sent, message.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd_);
-      ::close(quiet_read_);
-      ::close(quiet_write_);
-      throw NetworkError("etcd at " + address + ": watch: request failed: " + why);
+  try {
+    if (tls) tls_ = std::make_unique<TlsSession>(*tls, fd_, endpoint.host, address, timeout);
+    if (!send_all(message)) {
+      throw NetworkError("etcd at " + address + ": watch: request failed: " + std::strerror(errno));
     }
-    sent += static_cast<size_t>(n);
+  } catch (...) {
+    tls_.reset();
+    ::close(fd_);
+    ::close(quiet_read_);
+    ::close(quiet_write_);
+    throw;
   }
   ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
 }
 
+bool EtcdWatch::send_all(std::string_view message) {
+  if (tls_) return tls_->write(message);
+  size_t sent = 0;
+  while (sent < message.size()) {
+    const ssize_t n = ::send(fd_, message.data() + sent, message.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 EtcdWatch::~EtcdWatch() {
+  tls_.reset();
   ::close(fd_);
   ::close(quiet_read_);
   ::close(quiet_write_);
@@ -187,7 +201,10 @@ bool EtcdWatch::fired() {
 
 bool EtcdWatch::read_stream() {
   char buffer[4096];
-  for (;;) {
+  // With TLS, everything the socket holds is decrypted now: no record waits inside OpenSSL for a
+  // poll() on the socket that would never wake.
+  if (tls_ && !tls_->read_available(received_)) return true;
+  for (; !tls_;) {
     const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
     if (n > 0) {
       received_.append(buffer, static_cast<size_t>(n));
@@ -226,6 +243,8 @@ bool EtcdWatch::read_stream() {
 
 void EtcdWatch::take_over(EtcdWatch& other) {
   ::dup3(other.fd_, fd_, O_CLOEXEC);
+  tls_ = std::move(other.tls_);
+  if (tls_) tls_->rebind(fd_);
   done_ = false;
   received_.clear();
   body_.clear();
@@ -253,8 +272,9 @@ EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options))
   receipt_key_ = std::string(".receipts/") + id;
   ACC_CHECK(!options_.endpoints.empty(), ConfigError,
             "--rdzv_endpoint: give the etcd members' client addresses, host:port[,host:port...]");
+  if (options_.tls.enabled) tls_ = std::make_shared<TlsContext>(options_.tls);
   for (const auto& endpoint : options_.endpoints)
-    members_.push_back(std::make_unique<HttpConnection>(endpoint));
+    members_.push_back(std::make_unique<HttpConnection>(endpoint, tls_));
   call("/v3/maintenance/status", "{}");
 }
 
@@ -357,9 +377,9 @@ std::vector<std::string> EtcdClient::await(const std::vector<std::string>& keys,
     const std::string& key = keys[static_cast<size_t>(missing - entries.begin())];
     std::unique_ptr<EtcdWatch> watching;
     try {
-      watching.reset(
-          new EtcdWatch(endpoint(), watch_request(key, std::nullopt, revision),
-                        std::clamp(remaining(deadline), milliseconds(1), kAttemptTimeout)));
+      watching.reset(new EtcdWatch(
+          endpoint(), watch_request(key, std::nullopt, revision),
+          std::clamp(remaining(deadline), milliseconds(1), kAttemptTimeout), tls_.get()));
     } catch (const NetworkError&) {
       // The member went between the read and the watch: the next read moves on to another.
       backoff.sleep(deadline);
@@ -389,7 +409,7 @@ std::unique_ptr<EtcdWatch> EtcdClient::watch(std::string_view key, milliseconds 
   std::int64_t revision = 0;
   const std::optional<Entry> entry = read({std::string(key)}, &revision).front();
   return std::unique_ptr<EtcdWatch>(
-      new EtcdWatch(endpoint(), watch_request(key, entry, revision), connect_timeout));
+      new EtcdWatch(endpoint(), watch_request(key, entry, revision), connect_timeout, tls_.get()));
 }
 
 std::string EtcdClient::get(std::string_view key) {

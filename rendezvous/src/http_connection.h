@@ -1,8 +1,9 @@
 #pragma once
 
-// One keep-alive HTTP/1.1 connection to one server, for the JSON POSTs of etcd's gateway. Built
-// on Boost.Beast; every step is bounded by a deadline (Beast's timeouts apply to asynchronous
-// operations only, so each call runs its own io_context until the step completes).
+// One keep-alive HTTP/1.1 connection to one server, for the JSON POSTs of etcd's gateway, in
+// plain text or over TLS (https). Built on Boost.Beast; every step is bounded by a deadline
+// (Beast's timeouts apply to asynchronous operations only, so each call runs its own io_context
+// until the step completes).
 
 #include <chrono>
 #include <memory>
@@ -11,10 +12,13 @@
 
 namespace acc::rendezvous {
 
+class TlsContext;
+
 class HttpConnection {
  public:
-  // `address` is host:port. Does not connect yet.
-  explicit HttpConnection(std::string address);
+  // `address` is host:port. Does not connect yet. With `tls`, every connection is https: the
+  // server's certificate verified against `tls` and the host as `address` names it.
+  explicit HttpConnection(std::string address, std::shared_ptr<TlsContext> tls = nullptr);
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -26,14 +30,19 @@ class HttpConnection {
   // Connects when not connected, POSTs `body` (JSON) to `target` and reads the reply, all within
   // `timeout`. Throws NetworkError (naming the address) when the server cannot be reached, the
   // connection breaks or the time runs out; the connection is closed then and the next post()
-  // connects again. Blocks.
+  // connects again. Throws ConfigError (one line: the endpoint, OpenSSL's reason and the fix)
+  // when the TLS handshake is refused, either way. Blocks.
   Reply post(std::string_view target, std::string_view body, std::chrono::milliseconds timeout);
 
   const std::string& address() const { return address_; }
 
  private:
   struct Impl;
+  // Resolves and connects (and with TLS, handshakes) within `timeout`; throws as post().
+  void connect(std::chrono::milliseconds timeout);
+
   std::string address_;
+  std::shared_ptr<TlsContext> tls_;
   std::unique_ptr<Impl> impl_;
 };
 

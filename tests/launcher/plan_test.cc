@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 
 #include "acc/common/error.h"
 #include "acc/config/cluster_config.h"
@@ -167,6 +169,46 @@ TEST(PlanTest, EtcdBackendNeedsEndpointsThatAreHostPort) {
     o.rdzv_endpoint = endpoint;
     EXPECT_THROW(build_plan(o, host()), ConfigError) << endpoint;
   }
+}
+
+// torchrun's etcd TLS keys: files checked here, so a dry run names the one it cannot read.
+TEST(PlanTest, EtcdBackendTakesTlsKeysAndNamesAFileItCannotRead) {
+  const std::string pem = ::testing::TempDir() + "plan_test_ca.pem";
+  std::ofstream(pem) << "-----BEGIN CERTIFICATE-----\n";
+  const auto plan_for = [](const std::string& backend, const std::string& conf) {
+    LaunchOptions o = program();
+    o.nnodes = "2";
+    o.rdzv_backend = backend;
+    o.rdzv_endpoint = "127.0.0.1:2379";
+    o.rdzv_conf = conf;
+    return build_plan(o, host());
+  };
+  const auto error_of = [&](const std::string& backend, const std::string& conf) {
+    try {
+      plan_for(backend, conf);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const LaunchPlan plan =
+      plan_for("etcd", "protocol=https,cacert=" + pem + ",cert=" + pem + ",key=" + pem);
+  EXPECT_EQ(plan.rdzv_conf.at("protocol"), "https");
+  EXPECT_EQ(plan.rdzv_conf.at("cacert"), pem);
+  EXPECT_EQ(plan_for("etcd", "protocol=http").rdzv_conf.at("protocol"), "http");
+  EXPECT_EQ(error_of("etcd", "protocol=ftp"),
+            "--rdzv_conf protocol=ftp: expected http or https (etcd's client URLs scheme)");
+  EXPECT_EQ(error_of("etcd", "protocol=https,cacert=/nonexistent/ca.pem"),
+            "--rdzv_conf cacert=/nonexistent/ca.pem: cannot read the file; give the path of a PEM "
+            "file this user can read");
+  EXPECT_EQ(error_of("etcd", "cacert=" + pem),
+            "--rdzv_conf cacert=" + pem + ": TLS files need protocol=https; add it to --rdzv_conf");
+  EXPECT_EQ(
+      error_of("etcd", "protocol=https,key=" + pem),
+      "--rdzv_conf key=" + pem + ": a key without its certificate; add cert=PATH to --rdzv_conf");
+  EXPECT_EQ(error_of("c10d", "protocol=https"),
+            "--rdzv_conf protocol: only the etcd backend takes it (--rdzv_backend etcd)");
+  std::remove(pem.c_str());
 }
 
 TEST(PlanTest, ProgramsRunUnderTheInterpreterByTheirKind) {

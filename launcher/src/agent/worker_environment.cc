@@ -58,6 +58,17 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
       << " worker(s), world size " << plan.world_size << ", node rank " << plan.node_rank
       << ", store " << plan.master_addr << ":" << master_port << "\n";
   out << describe_store_listeners(plan, master_port);
+  if (plan.rdzv_backend == "etcd-v2") {
+    const auto protocol = plan.rdzv_conf.find("protocol");
+    const bool https = protocol != plan.rdzv_conf.end() && protocol->second == "https";
+    out << "# rendezvous: etcd at";
+    for (const std::string& member : plan.etcd_endpoints)
+      out << " " << (https ? "https://" : "http://") << member;
+    for (const char* key : {"cacert", "cert", "key"})
+      if (const auto file = plan.rdzv_conf.find(key); file != plan.rdzv_conf.end())
+        out << ", " << key << " " << file->second;
+    out << "\n";
+  }
   if (!plan.python.empty()) out << "# python: " << plan.python << "\n";
   // The PyTorch whose names of renamed variables the workers get (host/python_torch.h).
   if (!plan.worker_torch_origin.empty())

@@ -123,6 +123,15 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
     rendezvous::EtcdClientOptions etcd;
     etcd.endpoints = plan_.etcd_endpoints;
     etcd.timeout = read_timeout_;
+    // --rdzv_conf protocol=https,cacert=,cert=,key= (build_plan checked them).
+    auto conf = [&](const char* key) {
+      const auto given = plan_.rdzv_conf.find(key);
+      return given == plan_.rdzv_conf.end() ? std::string() : given->second;
+    };
+    etcd.tls.enabled = conf("protocol") == "https";
+    etcd.tls.ca_file = conf("cacert");
+    etcd.tls.cert_file = conf("cert");
+    etcd.tls.key_file = conf("key");
     return std::make_unique<rendezvous::EtcdClient>(etcd);
   }
   const bool may_host = hosts_rendezvous_store(plan_);

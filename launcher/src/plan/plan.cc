@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -67,10 +68,24 @@ std::pair<int, int> resolve_nnodes(const std::string& value) {
   return {*low, *high};
 }
 
-const std::set<std::string> kRendezvousKeys = {
-    "join_timeout",           "last_call_timeout", "close_timeout", "keep_alive_interval",
-    "keep_alive_max_attempt", "read_timeout",      "is_host",       "timeout",
-    "heartbeat_timeout",      "store_type",        "rank"};
+const std::set<std::string> kRendezvousKeys = {"join_timeout",
+                                               "last_call_timeout",
+                                               "close_timeout",
+                                               "keep_alive_interval",
+                                               "keep_alive_max_attempt",
+                                               "read_timeout",
+                                               "is_host",
+                                               "timeout",
+                                               "heartbeat_timeout",
+                                               "store_type",
+                                               "rank",
+                                               "protocol",
+                                               "cacert",
+                                               "cert",
+                                               "key"};
+
+// The etcd backend's TLS files (torchrun's names); their values are paths.
+const std::set<std::string> kTlsFileKeys = {"cacert", "cert", "key"};
 
 // A truth value as torchrun takes it (1/0, true/false, yes/no, any case); none for anything else.
 std::optional<bool> truth_value(std::string value) {
@@ -92,6 +107,12 @@ void check_rdzv_conf_value(const std::string& key, const std::string& value) {
     ACC_CHECK(n && *n >= 0, ConfigError, where, ": expected a whole number of at least 0");
   } else if (key == "is_host") {
     ACC_CHECK(truth_value(value), ConfigError, where, ": expected true or false");
+  } else if (key == "protocol") {
+    ACC_CHECK(value == "http" || value == "https", ConfigError, where,
+              ": expected http or https (etcd's client URLs scheme)");
+  } else if (kTlsFileKeys.count(key)) {
+    ACC_CHECK(std::ifstream(value).good(), ConfigError, where,
+              ": cannot read the file; give the path of a PEM file this user can read");
   } else if (key != "store_type") {
     double seconds = -1;
     const char* end = value.data() + value.size();
@@ -111,12 +132,23 @@ std::map<std::string, std::string> parse_rdzv_conf(const std::string& text) {
     const std::string key = item.substr(0, equals);
     ACC_CHECK(kRendezvousKeys.count(key), ConfigError, "--rdzv_conf ", key,
               ": unknown key; known: join_timeout, last_call_timeout, keep_alive_interval, "
-              "keep_alive_max_attempt, read_timeout, is_host, ...");
+              "keep_alive_max_attempt, read_timeout, is_host, protocol, cacert, cert, key, ...");
     const std::string value = item.substr(equals + 1);
     check_rdzv_conf_value(key, value);
     conf[key] = value;
   }
   return conf;
+}
+
+// The TLS keys agree: files only with protocol=https, a key only with its certificate.
+void check_etcd_tls(const std::map<std::string, std::string>& conf) {
+  const bool https = conf.count("protocol") && conf.at("protocol") == "https";
+  for (const std::string& key : kTlsFileKeys)
+    ACC_CHECK(https || !conf.count(key), ConfigError, "--rdzv_conf ", key, "=", conf.at(key),
+              ": TLS files need protocol=https; add it to --rdzv_conf");
+  ACC_CHECK(!conf.count("key") || conf.count("cert"), ConfigError,
+            "--rdzv_conf key=", conf.count("key") ? conf.at("key") : "",
+            ": a key without its certificate; add cert=PATH to --rdzv_conf");
 }
 
 // --rdzv_backend etcd-v2: the members' client addresses, host[:2379] each, comma-separated.
@@ -136,8 +168,12 @@ void resolve_elastic(const LaunchOptions& o, LaunchPlan& plan) {
             "--rdzv_id none: give the job an id every node shares");
   if (plan.rdzv_backend == "etcd-v2") {
     plan.etcd_endpoints = resolve_etcd_endpoints(o.rdzv_endpoint);
+    check_etcd_tls(plan.rdzv_conf);
     return;
   }
+  for (const char* key : {"protocol", "cacert", "cert", "key"})
+    ACC_CHECK(!plan.rdzv_conf.count(key), ConfigError, "--rdzv_conf ", key,
+              ": only the etcd backend takes it (--rdzv_backend etcd)");
   ACC_CHECK(!o.rdzv_endpoint.empty(), ConfigError,
             "--rdzv_backend c10d: give --rdzv_endpoint host[:port], the address of the "
             "rendezvous store (one of the nodes, or `acc-launch rendezvous serve`)");

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "acc/rendezvous/key_value_store.h"
@@ -26,6 +27,8 @@
 namespace acc::rendezvous {
 
 class HttpConnection;
+class TlsContext;
+class TlsSession;
 
 // A watch on one etcd key, on a connection of its own, for a caller's poll loop: the agent's
 // loop, which waits on its workers, also waits on fd(), so that a key another node writes wakes
@@ -48,18 +51,22 @@ class EtcdWatch {
 
  private:
   friend class EtcdClient;
-  // Connected to `address` (host:port) within `timeout`, the watch request sent; NetworkError
-  // when the member cannot be reached.
+  // Connected to `address` (host:port) within `timeout` (through `tls` when not null), the
+  // watch request sent; NetworkError when the member cannot be reached, ConfigError when it
+  // refuses the TLS handshake.
   EtcdWatch(const std::string& address, const std::string& request,
-            std::chrono::milliseconds timeout);
+            std::chrono::milliseconds timeout, TlsContext* tls);
   // Takes `other`'s connection onto this watch's descriptor number, so that a poll set holding
   // fd() watches the new stream.
   void take_over(EtcdWatch& other);
   // Takes what the stream holds now; true when it says the key changed or it ended.
   bool read_stream();
+  // Sends the whole request (through TLS with https); false when the connection broke.
+  bool send_all(std::string_view message);
   void quiet();
 
-  int fd_ = -1;  // the socket, then a duplicate of quiet_'s read end
+  int fd_ = -1;                      // the socket, then a duplicate of quiet_'s read end
+  std::unique_ptr<TlsSession> tls_;  // over fd_, with https
   int quiet_read_ = -1;
   int quiet_write_ = -1;
   bool done_ = false;
@@ -69,8 +76,21 @@ class EtcdWatch {
   bool in_body_ = false;
 };
 
+// https to the members (--rdzv_conf protocol=https,cacert=,cert=,key=, as torchrun's etcd
+// rendezvous takes them): the members' certificates are verified against ca_file (the system's
+// CAs where empty) and the host as the endpoint names it; cert_file and key_file (PEM) are
+// presented to members that ask for a client certificate (key_file empty: the key is in
+// cert_file).
+struct EtcdTls {
+  bool enabled = false;
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+};
+
 struct EtcdClientOptions {
   std::vector<std::string> endpoints;  // the members' client URLs as host:port, tried in turn
+  EtcdTls tls;
   std::string key_prefix = "/acc-launch/";
   // How long get(), multi_get() and wait() without a timeout wait for keys, and how long one
   // request keeps trying the members before NetworkError.
@@ -83,7 +103,8 @@ struct EtcdClientOptions {
 class EtcdClient : public KeyValueStore {
  public:
   // Asks the members for their status until one answers (NetworkError after options.timeout).
-  // Throws ConfigError when no endpoint is given.
+  // Throws ConfigError when no endpoint is given, when a TLS file cannot be read, and when a
+  // member refuses the TLS handshake (its certificate not signed by ca_file, or ours refused).
   explicit EtcdClient(EtcdClientOptions options);
   ~EtcdClient() override;
   EtcdClient(const EtcdClient&) = delete;
@@ -134,6 +155,7 @@ class EtcdClient : public KeyValueStore {
   std::string encoded_key(std::string_view key) const;
 
   EtcdClientOptions options_;
+  std::shared_ptr<TlsContext> tls_;  // with https, shared by members_ and the watches
   std::vector<std::unique_ptr<HttpConnection>> members_;
   size_t current_ = 0;
   // add() writes "<attempt>:<value>" here in the same transaction (see add()); removed by the
