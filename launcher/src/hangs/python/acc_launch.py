@@ -435,10 +435,50 @@ class _Finder:
         return spec
 
 
+def _runnable_threads(own_id):
+    """Whether a thread of this process other than `own_id` is running or waiting for a CPU."""
+    try:
+        for task in _os.listdir("/proc/self/task"):
+            if task == own_id:
+                continue
+            with open("/proc/self/task/%s/stat" % task, "rb") as stat:
+                if stat.read().rpartition(b")")[2].split()[0] == b"R":
+                    return True
+    except (OSError, IndexError):
+        pass
+    return False
+
+
+def _let_threads_settle(limit=0.3):
+    """At exit, while the interpreter is still whole: waits, the GIL given up, until no other
+    thread of the process is runnable (two looks in a row), at most `limit` seconds.
+
+    Against a race in PyTorch 2.x (seen with Gloo in 2.11, under load, with or without
+    destroy_process_group): a ProcessGroupGloo worker thread drops its finished Work, which can
+    hold the last reference to tensors Python made, a moment after the collective has returned.
+    Where the interpreter is finalizing by then, that thread's decref takes the GIL, Python ends
+    the thread (pthread_exit), the unwinding meets C++ noexcept frames, and the process aborts
+    after the program's last line: "terminate called without an active exception", SIGABRT.
+    Given the time, the thread finishes its decref while Python still runs: the program ends as
+    it was written. Registered first, so it runs after the program's own atexit functions."""
+    if "torch.distributed" not in _sys.modules:
+        return
+    import threading
+    own_id = str(threading.get_native_id())
+    deadline = _time.monotonic() + limit
+    quiet = 0
+    while quiet < 2 and _time.monotonic() < deadline:
+        _time.sleep(0.002)
+        quiet = 0 if _runnable_threads(own_id) else quiet + 1
+
+
 def _start():
-    """From sitecustomize: claims the progress file and watches for torch.distributed."""
+    """From sitecustomize: claims the progress file, watches for torch.distributed, and lets
+    torch's threads settle at exit."""
     if _open() is None:
         return
+    import atexit
+    atexit.register(_let_threads_settle)
     dist = _sys.modules.get("torch.distributed")
     if dist is not None:
         _patch(dist)
