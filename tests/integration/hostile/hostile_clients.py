@@ -52,6 +52,13 @@ def string(data):
     return U64.pack(len(data)) + data
 
 
+def closed_when_stopped(held):
+    """Waits for STOP; then how many of the connections `held` the store has closed."""
+    while not stopped():
+        time.sleep(0.1)
+    return sum(closed_by_store(s) for s in held)
+
+
 def idle():
     held = []
     while len(held) < IDLE and not stopped():
@@ -59,10 +66,8 @@ def idle():
         if s is None:
             break
         held.append(s)
-    while not stopped():
-        time.sleep(0.1)
     report["idle"] = "%d connections held, %d closed by the store" % (
-        len(held), sum(closed_by_store(s) for s in held))
+        len(held), closed_when_stopped(held))
 
 
 def garbage():
@@ -95,10 +100,8 @@ def half_frames():
         except OSError:
             pass
         held.append(s)
-    while not stopped():
-        time.sleep(0.1)
     report["half frames"] = "%d SETs of 8 MB stalled at 4 MB, %d closed by the store" % (
-        len(held), sum(closed_by_store(s) for s in held))
+        len(held), closed_when_stopped(held))
 
 
 def huge():

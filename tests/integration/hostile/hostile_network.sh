@@ -13,7 +13,7 @@ launcher=$(realpath "$1")
 python=$2
 here=$(cd "$(dirname "$0")" && pwd)
 script=$here/../../wheel/ddp_until_stop.py
-memory_mb=${MEMORY_MB:-96}
+memory_mb=${MEMORY_MB:-128}
 flood_seconds=5
 "$python" -c 'import torch.distributed' 2>/dev/null || { echo "SKIP: $python lacks torch"; exit 77; }
 work=$(mktemp -d /tmp/acc-hostile-XXXXXX)
