@@ -3,7 +3,6 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
@@ -92,10 +91,9 @@ void HttpConnection::connect(std::chrono::milliseconds timeout) {
   c.tcp().async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
   c.finish(ec, address_, "connect", tls_.get());
   if (!tls_) return;
-  // SNI for a host name only; the certificate must name the host as given. OpenSSL's own check
-  // (expect_host) names a mismatch in the error, which Asio's callback alone leaves unspecified.
+  // SNI for a host name only; the certificate must name the host as given: OpenSSL's own check
+  // (expect_host, as the watches' sessions), which names a mismatch in the error.
   expect_host(c.tls_stream->native_handle(), c.host);
-  c.tls_stream->set_verify_callback(asio::ssl::host_name_verification(c.host));
   c.tls_stream->async_handshake(asio::ssl::stream_base::client,
                                 [&](beast::error_code e) { ec = e; });
   c.finish(ec, address_, "TLS handshake", tls_.get());

@@ -11,7 +11,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "acc/common/error.h"
 
@@ -21,17 +20,10 @@ namespace ssl = boost::asio::ssl;
 
 namespace {
 
-// ConfigError unless `path` opens for reading: the one line names the key and the file.
-void check_readable(const char* key, const std::string& path) {
-  std::ifstream file(path);
-  ACC_CHECK(file.good(), ConfigError, "--rdzv_conf ", key, "=", path,
-            ": cannot read the file; give the path of a PEM file this user can read");
-}
-
 // Runs `load` (one of the context's loaders); ConfigError naming the file when it refuses it.
+// (The launcher's plan has already refused a file it cannot read, in its own line.)
 template <typename Load>
 void load_pem(const char* key, const std::string& path, Load load) {
-  check_readable(key, path);
   boost::system::error_code ec;
   load(ec);
   ACC_CHECK(!ec, ConfigError, "--rdzv_conf ", key, "=", path, ": ", ec.message(),
