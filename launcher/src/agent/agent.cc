@@ -18,6 +18,7 @@
 #include "agent/gpu_checks.h"
 #include "agent/recoveries.h"
 #include "agent/run_dir.h"
+#include "agent/standbys.h"
 #include "agent/status_servers.h"
 #include "agent/timer_requests.h"
 #include "agent/worker_group.h"
@@ -85,7 +86,10 @@ class Agent::Impl : public WorkerGroup::Listener {
   int run() {
     set_up();
     for (int attempt = 0;; ++attempt)
-      if (const std::optional<int> status = run_attempt_and_decide(attempt)) return *status;
+      if (const std::optional<int> status = run_attempt_and_decide(attempt)) {
+        standbys_.reset();
+        return *status;
+      }
   }
 
   const std::string& failure_report() const { return failure_report_; }
@@ -137,6 +141,12 @@ class Agent::Impl : public WorkerGroup::Listener {
     unfit_gpus_ = gpu_checks_.health_check_refusal();
     run_dir_.emplace(plan_, os_.proc());
     if (!plan_.no_python_hook) python_hook_dir_ = install_python_stack_hook(run_dir_->path());
+    if (Standbys::wanted(plan_, os_)) {
+      if (const std::string no = Standbys::memory_refusal(plan_); !no.empty())
+        notice("warm workers off: " + no);
+      else
+        standbys_.emplace(os_, plan_, environment_, run_dir_->path(), python_hook_dir_);
+    }
     timeline::mark("run dir");
     file_timer_ = start_file_timer(plan_, environment_, run_dir_->path());
   }
@@ -295,8 +305,9 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (file_timer_) group_->watch(file_timer_->fd());
     next_membership_check_ = os_.now() + membership_->poll_interval();
     failures_.attempt_started();
-    group_->start();
+    group_->start(standbys_ && attempt > 0 ? &*standbys_ : nullptr);
     timeline::mark("started");
+    if (standbys_) standbys_->replenish(round_);
     // After the spawn, which must not wait for a connection: another node's failure, restart or
     // new round wakes this loop at once (membership.h, event_fd()).
     membership_fd_ = membership_->event_fd();
@@ -591,6 +602,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   std::optional<RunDir> run_dir_;  // from set_up()
   std::string python_hook_dir_;
   std::unique_ptr<WorkerGroup> group_;
+  std::optional<Standbys> standbys_;  // warm workers for the next attempt (standbys.h)
   int interrupted_by_ = 0;
   std::unique_ptr<StallWatch> stall_watch_;
   bool stalled_ = false;

@@ -61,10 +61,10 @@ WorkerGroup::WorkerGroup(Os& os, const LaunchPlan& plan, const Round& round,
 
 WorkerGroup::~WorkerGroup() = default;
 
-void WorkerGroup::start() {
+void WorkerGroup::start(Standbys* standbys) {
   try {
     std::vector<SpawnedProcess> started;
-    for (const WorkerSpec& spec : plan_.workers) started.push_back(start_worker(spec));
+    for (const WorkerSpec& spec : plan_.workers) started.push_back(start_worker(spec, standbys));
     for (SpawnedProcess& process : started) os_.await_exec(process);
   } catch (...) {
     kill();
@@ -74,7 +74,7 @@ void WorkerGroup::start() {
   }
 }
 
-SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec) {
+SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec, Standbys* standbys) {
   auto worker = std::make_unique<Worker>();
   worker->spec = spec;
   worker->rank = global_rank(plan_, round_, spec.local_rank);
@@ -114,7 +114,24 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec) {
     request.stdin_fd = stdin_pipe.get();
   }
 
-  SpawnedProcess process = supervisor_.spawn(*worker, std::move(request), search_path);
+  SpawnedProcess process;
+  std::string why;
+  std::optional<Standbys::Taken> standby;
+  if (standbys) standby = standbys->take(spec.local_rank, env, why);
+  if (standby) {
+    try {
+      process = supervisor_.hand_over(*worker, request, standby->pid, standby->channel.get());
+    } catch (const SystemError& e) {
+      why = e.what();
+      os_.signal_group(standby->pid, SIGKILL);
+      os_.forget(standby->pid);
+      standby.reset();
+    }
+  }
+  if (standbys && !standby)
+    listener_.notice("warm workers: local rank " + std::to_string(spec.local_rank) +
+                     " starts cold: " + why);
+  if (!standby) process = supervisor_.spawn(*worker, std::move(request), search_path);
   if (input_) input_->started(worker->rank, process.pid);
   if (!worker->out.fd) worker->out.console_fd = -1;
   workers_.push_back(std::move(worker));

@@ -19,6 +19,7 @@
 
 #include "acc/launcher/agent/failure_report.h"
 #include "acc/launcher/plan/plan.h"
+#include "agent/standbys.h"
 #include "agent/terminal_input.h"
 #include "output/deduped_console.h"
 #include "process/os.h"
@@ -66,9 +67,11 @@ class WorkerGroup : private Supervisor::Listener {
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  // Starts every worker and waits until each has exec'd. Throws LaunchError (after killing
-  // and reaping those that started, within the kill bound) when one cannot run.
-  void start();
+  // Starts every worker and waits until each has exec'd: through its local rank's standby where
+  // `standbys` has one that fits (standbys.h), else cold, with one line saying why not. Throws
+  // LaunchError (after killing and reaping those that started, within the kill bound) when one
+  // cannot run.
+  void start(Standbys* standbys = nullptr);
   // Whether a worker still runs (one given up on as unkillable no longer counts).
   bool running() const;
   // Waits for the next event, at most until `wake` (none: no limit beyond the group's own
@@ -99,7 +102,7 @@ class WorkerGroup : private Supervisor::Listener {
   void resize_terminals();
 
  private:
-  SpawnedProcess start_worker(const WorkerSpec& spec);
+  SpawnedProcess start_worker(const WorkerSpec& spec, Standbys* standbys);
   void setup_stream(Worker& worker, Stream& stream, int which, const std::string& prefix,
                     int console, const char* file_name);
   void start_dedup();

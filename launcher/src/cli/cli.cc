@@ -518,6 +518,9 @@ void add_own_flags(FlagTable& t, LaunchOptions& o) {
   t.flag("no_python_hook", o.no_python_hook,
          "no acc-launch sitecustomize in Python workers (also ACC_PYTHON_HOOK=0): no stacks in "
          "hang reports, no collective recorder");
+  t.flag("no_warm_workers", o.no_warm_workers,
+         "no standby Python per local rank with torch imported for the next attempt (also "
+         "ACC_WARM_WORKERS=0): every restart starts its workers cold (docs/goodput.md)");
   t.flag("dry_run", o.dry_run,
          "print each worker's command and the environment it gets (what acc-launch sets or "
          "changes), start nothing");
@@ -764,6 +767,8 @@ ParseResult parse_whole_names(const std::vector<std::string>& args,
   resolve_python(options, beside_binary_python(launcher_binary));
   if (const char* hook = std::getenv("ACC_PYTHON_HOOK"); hook && std::string(hook) == "0")
     options.no_python_hook = true;
+  if (const char* warm = std::getenv("ACC_WARM_WORKERS"); warm && std::string(warm) == "0")
+    options.no_warm_workers = true;
   if (!options.print_completion.empty()) {
     result.exit_now = true;
     result.message = completion_script(app, options.print_completion);

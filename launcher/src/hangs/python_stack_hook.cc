@@ -64,6 +64,14 @@ def _acc_start_recorder():
         pass
 
 
+def _acc_serve_as_standby():
+    # A warm worker's standby waits here, torch imported, for the worker it becomes (acc_launch.py).
+    if "ACC_STANDBY_FD" in _acc_os.environ:
+        import acc_launch
+        acc_launch._serve_as_standby()
+
+
+_acc_serve_as_standby()
 _acc_register_stack_dump()
 # A forked child (a DataLoader worker) runs no sitecustomize: it would dump into its parent's file.
 _acc_os.register_at_fork(after_in_child=_acc_register_stack_dump)

@@ -642,6 +642,7 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
     plan.notices.push_back("Python workers run " + plan.python);
   }
   plan.no_python_hook = o.no_python_hook;
+  plan.no_warm_workers = o.no_warm_workers;
   plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
   plan.stall_stops_job = o.stall_action != "report";
   plan.retryable_exit_code = resolve_retryable_exit_code(o);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "acc/common/error.h"
 #include "acc/rendezvous/clock.h"
 #include "process/proc.h"
 #include "process/spawn.h"
@@ -39,6 +40,14 @@ class Os : public rendezvous::Clock {
   virtual SpawnedProcess spawn(SpawnRequest request, const std::string& path) = 0;
   // Whether the process exec'd; throws LaunchError when it could not (see await_exec).
   virtual void await_exec(SpawnedProcess& process) = 0;
+  // Standbys (agent/standbys.h): a process spawned with a channel_fd is one, no orphan, until
+  // hand_over() gives it its worker (spawn.h; the process then is the worker) or forget(). The
+  // default (a fake's): none kept, and hand_over throws LaunchError.
+  virtual bool can_keep_standbys() const { return false; }
+  virtual SpawnedProcess hand_over(SpawnRequest request, pid_t standby, int channel) {
+    (void)request, (void)standby, (void)channel;
+    throw LaunchError("no standbys here");
+  }
   // The group is gone: the watchdog need not kill it should the launcher die.
   virtual void forget(pid_t process_group) = 0;
   // No worker runs and none will start: the watchdog may end now (RealOs reaps it at its

@@ -44,6 +44,13 @@ SpawnedProcess RealOs::spawn(SpawnRequest request, const std::string& path) {
   request.executable = resolve_executable(request.argv.front(), path);
   SpawnedProcess process = spawn_process(request);
   if (watchdog_) watchdog_->watch(process.pid);
+  if (request.channel_fd >= 0 && process.exec_error == 0) standbys_.insert(process.pid);
+  return process;
+}
+
+SpawnedProcess RealOs::hand_over(SpawnRequest request, pid_t standby, int channel) {
+  SpawnedProcess process = acc::launcher::hand_over(request, standby, channel);
+  standbys_.erase(standby);
   return process;
 }
 
@@ -67,6 +74,7 @@ void RealOs::await_exec(SpawnedProcess& process) {
 }
 
 void RealOs::forget(pid_t process_group) {
+  standbys_.erase(process_group);
   if (watchdog_) watchdog_->forget(process_group);
 }
 
@@ -108,7 +116,7 @@ int RealOs::reap(pid_t pid, long* peak_rss_kib) {
 std::vector<pid_t> RealOs::orphans() {
   std::vector<pid_t> children;
   for (pid_t pid : proc::children(::getpid()))
-    if (!watchdog_ || pid != watchdog_->pid()) children.push_back(pid);
+    if ((!watchdog_ || pid != watchdog_->pid()) && !standbys_.count(pid)) children.push_back(pid);
   return children;
 }
 

@@ -5,6 +5,7 @@
 // (watchdog.h) that kills the workers' groups should the launcher itself be killed.
 
 #include <memory>
+#include <set>
 
 #include "acc/common/unique_fd.h"
 #include "process/os.h"
@@ -21,6 +22,8 @@ class RealOs : public Os {
   void take_signals(const std::vector<int>& signals) override;
   SpawnedProcess spawn(SpawnRequest request, const std::string& path) override;
   void await_exec(SpawnedProcess& process) override;
+  bool can_keep_standbys() const override { return true; }
+  SpawnedProcess hand_over(SpawnRequest request, pid_t standby, int channel) override;
   void forget(pid_t process_group) override;
   void dismiss_watchdog() override;
   void signal_group(pid_t process_group, int sig) override;
@@ -52,6 +55,7 @@ class RealOs : public Os {
   // The child whose exit raised the SIGCHLD that wait() read: the first of all that exited
   // while the signal was pending (the kernel keeps the first sender of a pending signal).
   pid_t first_exited_ = 0;
+  std::set<pid_t> standbys_;  // spawned with a channel, not handed a worker yet: no orphans
 };
 
 }  // namespace acc::launcher

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -20,6 +21,9 @@
 
 namespace acc::launcher {
 namespace {
+
+// The descriptor a standby finds its channel on (ACC_STANDBY_FD says so too).
+constexpr int kStandbyChannel = 3;
 
 // Both ends owned: a failure anywhere before the hand-over closes them.
 struct Pipe {
@@ -96,6 +100,14 @@ struct CpuMask {
     child_fail(report, errno);
   if (request.capture_stderr && ::dup2(err.write.get(), STDERR_FILENO) < 0)
     child_fail(report, errno);
+  for (int fd : {STDOUT_FILENO, STDERR_FILENO})
+    if (request.output_fd >= 0 && ::dup2(request.output_fd, fd) < 0) child_fail(report, errno);
+  // dup2 onto itself keeps close-on-exec: cleared by hand then.
+  if (request.channel_fd == kStandbyChannel && ::fcntl(kStandbyChannel, F_SETFD, 0) != 0)
+    child_fail(report, errno);
+  if (request.channel_fd >= 0 && request.channel_fd != kStandbyChannel &&
+      ::dup2(request.channel_fd, kStandbyChannel) < 0)
+    child_fail(report, errno);
   // Before exec, so that the worker and every thread it starts inherit it (C++ workers too).
   // A negative errno tells await_exec that the binding, not the exec, failed.
   if (cpus.set && ::sched_setaffinity(0, cpus.size, cpus.set.get()) != 0)
@@ -133,9 +145,10 @@ std::string resolve_executable(const std::string& program, const std::string& pa
   throw LaunchError("cannot run " + program + ": not found in PATH");
 }
 
-SpawnedProcess spawn_process(const SpawnRequest& request) {
-  const CpuMask cpus(request.cpus);
-  Pipe out, err;
+namespace {
+
+// The captured streams `request` asks for, opened.
+void open_streams(const SpawnRequest& request, Pipe& out, Pipe& err) {
   if (request.capture_stdout && request.stdout_terminal)
     out.open_terminal(*request.stdout_terminal);
   else if (request.capture_stdout)
@@ -144,6 +157,23 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
     err.open_terminal(*request.stderr_terminal);
   else if (request.capture_stderr)
     err.open();
+}
+
+// The read ends of the streams, non-blocking, as the process's.
+void keep_read_ends(Pipe& out, Pipe& err, SpawnedProcess& process) {
+  // A read end's status flags are O_RDONLY alone (O_CLOEXEC is a descriptor flag).
+  for (const UniqueFd* fd : {&out.read, &err.read})
+    if (*fd) ::fcntl(fd->get(), F_SETFL, O_RDONLY | O_NONBLOCK);
+  process.stdout_fd = out.read.release();
+  process.stderr_fd = err.read.release();
+}
+
+}  // namespace
+
+SpawnedProcess spawn_process(const SpawnRequest& request) {
+  const CpuMask cpus(request.cpus);
+  Pipe out, err;
+  open_streams(request, out, err);
   std::vector<char*> argv = c_strings(request.argv);
   std::vector<char*> envp = c_strings(request.env);
   const pid_t launcher = ::getpid();
@@ -162,12 +192,40 @@ SpawnedProcess spawn_process(const SpawnRequest& request) {
   ::setpgid(pid, pid);
   SpawnedProcess process;
   process.pid = pid;
-  // A read end's status flags are O_RDONLY alone (O_CLOEXEC is a descriptor flag).
-  for (const UniqueFd* fd : {&out.read, &err.read})
-    if (*fd) ::fcntl(fd->get(), F_SETFL, O_RDONLY | O_NONBLOCK);
-  process.stdout_fd = out.read.release();
-  process.stderr_fd = err.read.release();
+  keep_read_ends(out, err, process);
   process.exec_error = child_error;
+  process.name = request.argv.front();
+  return process;
+}
+
+SpawnedProcess hand_over(const SpawnRequest& request, pid_t pid, int channel) {
+  Pipe out, err;
+  open_streams(request, out, err);
+  // The environment, "KEY=VALUE" entries each ended by a NUL; the three descriptors beside it.
+  std::string text;
+  for (const std::string& entry : request.env) text.append(entry).push_back('\0');
+  const int fds[3] = {request.stdin_fd >= 0 ? request.stdin_fd : STDIN_FILENO,
+                      request.capture_stdout ? out.write.get() : STDOUT_FILENO,
+                      request.capture_stderr ? err.write.get() : STDERR_FILENO};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(fds))] = {};
+  iovec data{text.data(), text.size()};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(fds));
+  std::memcpy(CMSG_DATA(header), fds, sizeof(fds));
+  // A channel whose buffer is empty (the standby sends nothing more) takes it whole at once.
+  ACC_CHECK(::sendmsg(channel, &message, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+                static_cast<ssize_t>(text.size()),
+            SystemError, "cannot hand the worker to its standby: ", std::strerror(errno));
+  SpawnedProcess process;
+  process.pid = pid;
+  keep_read_ends(out, err, process);
   process.name = request.argv.front();
   return process;
 }

@@ -26,6 +26,10 @@ struct SpawnRequest {
   std::optional<winsize> stderr_terminal;
   int stdin_fd = -1;      // becomes the child's stdin when >= 0, else it inherits the launcher's
   std::vector<int> cpus;  // the CPUs the child may run on (sched_setaffinity); empty: inherited
+  // A standby (agent/standbys.h): this end of its channel becomes the child's descriptor 3, and
+  // `output_fd`, when >= 0, its stdout and stderr (captured streams come at the hand-over).
+  int channel_fd = -1;
+  int output_fd = -1;
 };
 
 struct SpawnedProcess {
@@ -42,6 +46,14 @@ struct SpawnedProcess {
 // then says which. Throws LaunchError when it cannot fork. Only
 // async-signal-safe calls run between fork and exec.
 SpawnedProcess spawn_process(const SpawnRequest& request);
+
+// Gives the standby `pid` (started with a channel_fd, at rest on the other end, `channel`) the
+// worker that `request` describes: its environment and the descriptors that become its stdin,
+// stdout and stderr (pipes or terminals made here as spawn_process makes them, or the launcher's
+// own), in one message; the standby then runs the worker's program in its own process
+// (docs/goodput.md). Returns it as spawn_process would have. Throws SystemError when the message
+// cannot go (the standby is gone): the caller spawns instead.
+SpawnedProcess hand_over(const SpawnRequest& request, pid_t pid, int channel);
 
 // Says whether the child exec'd (it has exec'd or failed to by the time spawn_process returns).
 // Throws LaunchError naming the program and the reason when it failed (or its CPUs could not

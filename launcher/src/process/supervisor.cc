@@ -15,7 +15,15 @@ Supervisor::Supervisor(Os& os, Listener& listener, std::string children,
       kill_timeout_(kill_timeout) {}
 
 SpawnedProcess Supervisor::spawn(Child& child, SpawnRequest request, const std::string& path) {
-  SpawnedProcess process = os_.spawn(std::move(request), path);
+  return adopt(child, os_.spawn(std::move(request), path));
+}
+
+SpawnedProcess Supervisor::hand_over(Child& child, SpawnRequest request, pid_t standby,
+                                     int channel) {
+  return adopt(child, os_.hand_over(std::move(request), standby, channel));
+}
+
+SpawnedProcess Supervisor::adopt(Child& child, SpawnedProcess process) {
   child.pid = process.pid;
   child.running = true;
   child.out.fd.reset(process.stdout_fd);

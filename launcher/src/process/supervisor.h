@@ -60,6 +60,9 @@ class Supervisor {
   // owner before, read them). `child` stays at its address while the supervisor lives. The
   // caller then calls Os::await_exec. Throws LaunchError.
   SpawnedProcess spawn(Child& child, SpawnRequest request, const std::string& path);
+  // The same through a standby (Os::hand_over): `standby` becomes `child`. Throws SystemError
+  // when the standby cannot take it.
+  SpawnedProcess hand_over(Child& child, SpawnRequest request, pid_t standby, int channel);
   // Whether a child still runs (one given up on as unkillable no longer counts).
   bool running() const;
   // Waits for the next event, at most until `wake` (none: no limit beyond the supervisor's own
@@ -88,6 +91,7 @@ class Supervisor {
   bool stopping() const { return stopping_; }
 
  private:
+  SpawnedProcess adopt(Child& child, SpawnedProcess process);
   void read_streams(const std::vector<pollfd>& fds, const std::vector<Stream*>& streams);
   void reap_children();
   Child* find_child(pid_t pid);

@@ -472,6 +472,135 @@ def _let_threads_settle(limit=0.3):
         quiet = 0 if _runnable_threads(own_id) else quiet + 1
 
 
+# --- warm workers (docs/goodput.md) -------------------------------------------------------------
+
+def _serve_as_standby():
+    """In a standby (the launcher set ACC_STANDBY_FD): imports torch ahead of the worker, then
+    waits for the worker this process becomes. The launcher sends that worker's whole environment
+    and its stdin, stdout and stderr in one message; once they are in place this returns, and the
+    interpreter runs the program as `python script.py` (or `-m mod`) would: it has not begun it.
+    The process ends when the launcher drops it (end of file on the channel)."""
+    fd = _os.environ.pop("ACC_STANDBY_FD", None)
+    if fd is None:
+        return
+    import socket
+    channel = socket.socket(fileno=int(fd))
+    nice = _os.getpriority(_os.PRIO_PROCESS, 0)
+    importer = _warm_up()
+    # The import thread's priority was its own; a thread started in it keeps that low one.
+    fit = importer is not None and all(
+        _priority_of(task) in (None, nice) for task in _other_threads() if task != importer)
+    try:
+        channel.send(b"ready")
+    except OSError:
+        pass  # the launcher has handed this standby its worker already, or dropped it
+    message, descriptors = _receive(channel)
+    if not message:
+        _os._exit(0)
+    _become(message, descriptors)
+    channel.close()
+    if not fit and hasattr(_sys, "orig_argv"):
+        # Torch's import failed here, or left a thread at low priority: the worker starts cold,
+        # in this same process.
+        _os.execv(_sys.executable, _sys.orig_argv)
+
+
+def _warm_up():
+    """Imports torch (and torch.distributed) in a thread of its own at the lowest CPU priority,
+    which it gives back by ending: an unprivileged process cannot raise its own priority again.
+    numpy first, here at the process's priority: its BLAS starts threads at import. Returns the
+    import thread's id once torch is imported, None when it could not be."""
+    import threading
+    try:
+        import numpy  # noqa: F401
+    except Exception:
+        pass
+    done = []
+
+    def run():
+        try:
+            _os.setpriority(_os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except OSError:
+            pass
+        try:
+            import torch  # noqa: F401
+            import torch.distributed  # noqa: F401
+            done.append(str(threading.get_native_id()))
+        except BaseException:
+            pass
+
+    thread = threading.Thread(target=run, name="acc-standby")
+    thread.start()
+    thread.join()
+    return done[0] if done else None
+
+
+def _other_threads():
+    """The ids of this process's threads but the calling one."""
+    import threading
+    own = str(threading.get_native_id())
+    try:
+        return [task for task in _os.listdir("/proc/self/task") if task != own]
+    except OSError:
+        return []
+
+
+def _priority_of(task):
+    """The nice value of thread `task`; None when it has ended."""
+    try:
+        return _os.getpriority(_os.PRIO_PROCESS, int(task))
+    except OSError:
+        return None
+
+
+def _receive(channel):
+    """The launcher's one message: its bytes and the descriptors that came with it; no bytes
+    when the launcher dropped this standby. A launcher that closed its end with our "ready"
+    unread makes the first receive fail (ECONNRESET, reported once): its message is still
+    there to read."""
+    import array
+    import socket
+    size = array.array("i").itemsize
+    for _ in range(2):
+        try:
+            message, ancillary, _, _ = channel.recvmsg(1 << 20, socket.CMSG_SPACE(3 * size))
+            break
+        except ConnectionResetError:
+            continue
+        except OSError:
+            return b"", []
+    else:
+        return b"", []
+    descriptors = array.array("i")
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            descriptors.frombytes(data[: len(data) - len(data) % size])
+    return message, list(descriptors)
+
+
+def _become(message, descriptors):
+    """Takes the worker's environment ("KEY=VALUE" entries, each ended by a NUL) as this
+    process's, whole, and its stdin, stdout and stderr."""
+    wanted = dict(entry.partition(b"=")[::2] for entry in message.split(b"\0") if entry)
+    for key in list(_os.environb):
+        if key not in wanted:
+            del _os.environb[key]
+    for key, value in wanted.items():
+        if _os.environb.get(key) != value:
+            _os.environb[key] = value
+    for stream in (_sys.stdout, _sys.stderr):
+        if stream is not None:
+            stream.flush()
+    for target, fd in enumerate(descriptors[:3]):
+        _os.dup2(fd, target)
+    for fd in descriptors:
+        if fd > 2:
+            _os.close(fd)
+    # Python line-buffers a stdout that is a terminal, as it found it at start: now it may be.
+    if _sys.stdout is not None and not _sys.stdout.write_through:
+        _sys.stdout.reconfigure(line_buffering=_os.isatty(1))
+
+
 def _start():
     """From sitecustomize: claims the progress file, watches for torch.distributed, and lets
     torch's threads settle at exit."""

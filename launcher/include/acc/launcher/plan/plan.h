@@ -61,6 +61,9 @@ struct LaunchPlan {
   std::string python;
   // Python workers without the sitecustomize hook (--no_python_hook, ACC_PYTHON_HOOK=0).
   bool no_python_hook = false;
+  // Python workers of a job that can restart: no standbys (--no_warm_workers, ACC_WARM_WORKERS=0;
+  // agent/standbys.h).
+  bool no_warm_workers = false;
   // Accelerate's simple launcher: one process that is not a distributed job, so its worker gets
   // no torchrun contract (with RANK/LOCAL_RANK set, Accelerate would join a group of one).
   bool single_process = false;

@@ -1,0 +1,217 @@
+#include "agent/standbys.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "acc/common/error.h"
+#include "acc/common/strings.h"
+#include "agent/worker_environment.h"
+#include "output/log.h"
+
+namespace acc::launcher {
+namespace {
+
+// Set anew for each attempt (plan.cc's worker_env, the rounds' GLOO_SOCKET_IFNAME).
+constexpr const char* kAttemptVariables[] = {"RANK",
+                                             "GROUP_RANK",
+                                             "ROLE_RANK",
+                                             "WORLD_SIZE",
+                                             "GROUP_WORLD_SIZE",
+                                             "ROLE_WORLD_SIZE",
+                                             "MASTER_ADDR",
+                                             "MASTER_PORT",
+                                             "TORCHELASTIC_RESTART_COUNT",
+                                             "TORCHELASTIC_USE_AGENT_STORE",
+                                             "GLOO_SOCKET_IFNAME"};
+
+// MemAvailable of /proc/meminfo in GB; 0 where it cannot be read.
+double available_memory_gb() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  long long kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return static_cast<double>(kib) / 1024 / 1024;
+  return 0;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> import_environment(std::map<std::string, std::string> env,
+                                                      const std::string& run_dir) {
+  for (const char* key : kAttemptVariables) env.erase(key);
+  const std::string attempts = run_dir + "/attempt_";
+  std::erase_if(env, [&](const auto& kv) { return kv.second.find(attempts) != std::string::npos; });
+  return env;
+}
+
+bool Standbys::wanted(const LaunchPlan& plan, const Os& os) {
+  return !plan.python.empty() && !plan.single_process && !plan.no_warm_workers &&
+         !plan.no_python_hook && (plan.max_restarts > 0 || plan.min_nodes != plan.max_nodes) &&
+         os.can_keep_standbys();
+}
+
+std::string Standbys::memory_refusal(const LaunchPlan& plan) {
+  const double need = kGbEach * plan.nproc_per_node;
+  const double available = available_memory_gb();
+  if (available < 2 * need)
+    return "they would hold about " + fixed(need, 1) + " GB and " + fixed(available, 1) +
+           " GB is available (MemAvailable); twice that is needed";
+  return "";
+}
+
+Standbys::Standbys(Os& os, const LaunchPlan& plan,
+                   const std::map<std::string, std::string>& environment, std::string run_dir,
+                   std::string python_hook_dir)
+    : os_(os),
+      plan_(plan),
+      environment_(environment),
+      run_dir_(std::move(run_dir)),
+      python_hook_dir_(std::move(python_hook_dir)) {
+  ::mkdir((run_dir_ + "/standby").c_str(), 0777);
+}
+
+Standbys::~Standbys() {
+  for (auto& [local_rank, standby] : standbys_) end(standby);
+}
+
+void Standbys::replenish(const Round& round) {
+  for (const WorkerSpec& spec : plan_.workers) {
+    const auto it = standbys_.find(spec.local_rank);
+    if (it != standbys_.end() && alive(it->second)) continue;
+    if (it != standbys_.end()) {
+      end(it->second);
+      standbys_.erase(it);
+    }
+    const std::string dir = run_dir_ + "/attempt_" + std::to_string(round.restart_count) + "/" +
+                            std::to_string(spec.local_rank);
+    Standby standby;
+    standby.import_env = import_environment(
+        worker_environment(plan_, spec, round, environment_, {run_dir_, dir, python_hook_dir_}),
+        run_dir_);
+    int ends[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) {
+      log::info("warm workers: no standby for local rank " + std::to_string(spec.local_rank) +
+                ": socketpair: " + std::strerror(errno));
+      continue;
+    }
+    standby.channel.reset(ends[0]);
+    const UniqueFd theirs(ends[1]);
+    const std::string log_path = run_dir_ + "/standby/" + std::to_string(spec.local_rank) + ".log";
+    const UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    const UniqueFd nothing(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    SpawnRequest request;
+    request.argv = spec.argv;
+    for (const auto& [key, value] : standby.import_env) request.env.push_back(key + "=" + value);
+    request.env.push_back("ACC_STANDBY_FD=3");
+    request.capture_stdout = request.capture_stderr = false;
+    request.output_fd = log.get();
+    request.stdin_fd = nothing.get();
+    request.channel_fd = theirs.get();
+    if (spec.local_rank < static_cast<int>(plan_.worker_cpus.size()))
+      request.cpus = plan_.worker_cpus[spec.local_rank];
+    const auto path = standby.import_env.find("PATH");
+    try {
+      SpawnedProcess process = os_.spawn(
+          std::move(request), path == standby.import_env.end() ? "/usr/bin:/bin" : path->second);
+      standby.pid = process.pid;
+      os_.await_exec(process);
+    } catch (const std::exception& e) {
+      log::info(std::string("warm workers: no standby for local rank ") +
+                std::to_string(spec.local_rank) + ": " + e.what());
+      end(standby);
+      continue;
+    }
+    standbys_[spec.local_rank] = std::move(standby);
+  }
+}
+
+std::optional<Standbys::Taken> Standbys::take(int local_rank,
+                                              const std::map<std::string, std::string>& env,
+                                              std::string& why) {
+  const auto it = standbys_.find(local_rank);
+  if (it == standbys_.end()) {
+    why = "it has no standby";
+    return std::nullopt;
+  }
+  Standby standby = std::move(it->second);
+  standbys_.erase(it);
+  if (!alive(standby)) {
+    why = "its standby has ended (see " + run_dir_ + "/standby/" + std::to_string(local_rank) +
+          ".log)";
+    end(standby);
+    return std::nullopt;
+  }
+  const std::map<std::string, std::string> wanted = import_environment(env, run_dir_);
+  if (wanted != standby.import_env) {
+    std::string key;
+    for (const auto& [k, v] : wanted)
+      if (auto s = standby.import_env.find(k); s == standby.import_env.end() || s->second != v) {
+        key = k;
+        break;
+      }
+    for (const auto& [k, v] : standby.import_env)
+      if (key.empty() && !wanted.count(k)) key = k;
+    why = "its environment at import differs in " + key;
+    end(standby);
+    return std::nullopt;
+  }
+  read_news(standby);  // its "ready", so that closing the channel does not reset it
+  Taken taken;
+  taken.pid = standby.pid;
+  taken.channel = std::move(standby.channel);
+  return taken;
+}
+
+int Standbys::waiting() const {
+  return static_cast<int>(standbys_.size());
+}
+
+int Standbys::ready() {
+  int count = 0;
+  for (auto& [local_rank, standby] : standbys_) {
+    read_news(standby);
+    count += standby.ready;
+  }
+  return count;
+}
+
+// The standby says "ready" once torch is imported; it holds its end until it runs a worker or
+// ends, so a hang-up means it has ended (and may be reaped by anyone: its pid is not ours now).
+bool Standbys::alive(const Standby& standby) const {
+  if (!standby.channel || standby.pid < 0) return false;
+  pollfd fd{standby.channel.get(), POLLIN, 0};
+  return ::poll(&fd, 1, 0) >= 0 && !(fd.revents & (POLLHUP | POLLERR));
+}
+
+void Standbys::read_news(Standby& standby) {
+  char text[64];
+  while (standby.channel) {
+    const ssize_t n = ::recv(standby.channel.get(), text, sizeof(text), MSG_DONTWAIT);
+    if (n <= 0) return;
+    if (std::string_view(text, n) == "ready") standby.ready = true;
+  }
+}
+
+// One that has ended is left to whoever reaps next (an attempt's supervisor reaps every child
+// that exits): its pid may be another process's by now.
+void Standbys::end(Standby& standby) {
+  if (standby.pid > 0 && alive(standby)) {
+    os_.signal_group(standby.pid, SIGKILL);
+    os_.reap(standby.pid);
+  }
+  if (standby.pid > 0) os_.forget(standby.pid);
+  standby.pid = -1;
+  standby.channel.reset();
+}
+
+}  // namespace acc::launcher

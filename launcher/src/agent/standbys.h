@@ -1,0 +1,88 @@
+#pragma once
+
+// Warm workers (docs/goodput.md): while an attempt runs, one standby Python per local rank waits
+// with the slow part of a worker's start done (the interpreter, `import torch`, the hook), so
+// that the next attempt's worker costs what the launcher and init_process_group cost. A standby
+// is started by exec, never fork, with the worker's own command line and the environment a cold
+// start of its local rank would have at import: worker_environment() without what changes
+// between attempts (import_environment()). The hook (sitecustomize) imports torch in a thread of
+// its own at the lowest CPU priority, then waits on its channel (descriptor 3, ACC_STANDBY_FD).
+// On a restart the WorkerGroup gives each worker to its rank's standby (Os::hand_over: the
+// environment and the three standard descriptors in one message) where that standby is alive
+// and its environment at import is the worker's; else it spawns the worker cold, with one line.
+// Not thread-safe: the agent's one thread owns it.
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "acc/common/unique_fd.h"
+#include "acc/launcher/plan/plan.h"
+#include "process/os.h"
+
+namespace acc::launcher {
+
+// What of a worker's environment a standby starts with: all but what changes from one attempt to
+// the next (ranks, world sizes, the store's address, the restart count, the attempt's paths).
+std::map<std::string, std::string> import_environment(std::map<std::string, std::string> env,
+                                                      const std::string& run_dir);
+
+class Standbys {
+ public:
+  // About what one standby holds once torch is imported (docs/goodput.md).
+  static constexpr double kGbEach = 0.5;
+
+  // Whether `plan` is one for standbys: Python workers with the hook, a restart to serve
+  // (--max_restarts, or an elastic --nnodes), not --no_warm_workers, an Os that keeps them.
+  static bool wanted(const LaunchPlan& plan, const Os& os);
+  // Why this machine cannot hold them, for the user ("" where it can): MemAvailable below twice
+  // what they would hold.
+  static std::string memory_refusal(const LaunchPlan& plan);
+
+  // `run_dir` holds the standbys' logs (standby/<local rank>.log: what the import printed).
+  Standbys(Os& os, const LaunchPlan& plan, const std::map<std::string, std::string>& environment,
+           std::string run_dir, std::string python_hook_dir);
+  // Kills and reaps every standby left.
+  ~Standbys();
+  Standbys(const Standbys&) = delete;
+  Standbys& operator=(const Standbys&) = delete;
+
+  // Starts a standby for each local rank that has none, with the environment `round` would give
+  // its worker at import. A standby that cannot start is left out with one line (cold starts).
+  void replenish(const Round& round);
+
+  struct Taken {
+    pid_t pid = -1;
+    UniqueFd channel;
+  };
+  // The standby of `local_rank` for a worker whose environment is `env`, out of the set. None
+  // (and `why`, for the user) where there is none, it died, or its environment at import differs.
+  std::optional<Taken> take(int local_rank, const std::map<std::string, std::string>& env,
+                            std::string& why);
+  // How many standbys wait, and how many of them have said they are ready (torch imported).
+  int waiting() const;
+  int ready();
+
+ private:
+  struct Standby {
+    pid_t pid = -1;
+    UniqueFd channel;
+    std::map<std::string, std::string> import_env;
+    bool ready = false;
+  };
+  bool alive(const Standby& standby) const;
+  void end(Standby& standby);
+  void read_news(Standby& standby);
+
+  Os& os_;
+  const LaunchPlan& plan_;
+  const std::map<std::string, std::string>& environment_;
+  std::string run_dir_;
+  std::string python_hook_dir_;
+  std::map<int, Standby> standbys_;  // by local rank
+};
+
+}  // namespace acc::launcher
