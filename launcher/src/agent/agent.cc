@@ -119,6 +119,10 @@ class Agent::Impl : public WorkerGroup::Listener {
   void on_readable(int fd) override {
     if (file_timer_ && fd == file_timer_->fd()) file_timer_->read_requests();
     if (fd == membership_fd_ && membership_->take_event()) next_membership_check_ = os_.now();
+    if (standbys_ && std::ranges::count(standbys_->channels(), fd) > 0) {
+      if (!standbys_->read_news(fd)) group_->unwatch(fd);
+      show_warm_workers();
+    }
   }
 
   // The one place the agent prints a notice.
@@ -141,7 +145,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     unfit_gpus_ = gpu_checks_.health_check_refusal();
     run_dir_.emplace(plan_, os_.proc());
     if (!plan_.no_python_hook) python_hook_dir_ = install_python_stack_hook(run_dir_->path());
-    if (Standbys::wanted(plan_, os_)) {
+    if (Standbys::wanted(plan_) && os_.can_keep_standbys()) {
       if (const std::string no = Standbys::memory_refusal(plan_); !no.empty())
         notice("warm workers off: " + no);
       else
@@ -149,6 +153,11 @@ class Agent::Impl : public WorkerGroup::Listener {
     }
     timeline::mark("run dir");
     file_timer_ = start_file_timer(plan_, environment_, run_dir_->path());
+  }
+
+  // The standbys on the status page and /metrics.
+  void show_warm_workers() {
+    if (status_.board()) status_.board()->set_warm_workers(standbys_->status());
   }
 
   // One attempt and what follows it: the status to exit with, or none for another attempt.
@@ -307,7 +316,11 @@ class Agent::Impl : public WorkerGroup::Listener {
     failures_.attempt_started();
     group_->start(standbys_ && attempt > 0 ? &*standbys_ : nullptr);
     timeline::mark("started");
-    if (standbys_) standbys_->replenish(round_);
+    if (standbys_) {
+      standbys_->replenish(round_);
+      for (int fd : standbys_->channels()) group_->watch(fd);
+      show_warm_workers();
+    }
     // After the spawn, which must not wait for a connection: another node's failure, restart or
     // new round wakes this loop at once (membership.h, event_fd()).
     membership_fd_ = membership_->event_fd();

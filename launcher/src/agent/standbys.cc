@@ -54,10 +54,9 @@ std::map<std::string, std::string> import_environment(std::map<std::string, std:
   return env;
 }
 
-bool Standbys::wanted(const LaunchPlan& plan, const Os& os) {
+bool Standbys::wanted(const LaunchPlan& plan) {
   return !plan.python.empty() && !plan.single_process && !plan.no_warm_workers &&
-         !plan.no_python_hook && (plan.max_restarts > 0 || plan.min_nodes != plan.max_nodes) &&
-         os.can_keep_standbys();
+         !plan.no_python_hook && (plan.max_restarts > 0 || plan.min_nodes != plan.max_nodes);
 }
 
 std::string Standbys::memory_refusal(const LaunchPlan& plan) {
@@ -151,6 +150,13 @@ std::optional<Standbys::Taken> Standbys::take(int local_rank,
     end(standby);
     return std::nullopt;
   }
+  // Its import runs at the lowest CPU priority: a worker waiting on it could wait long.
+  read_news(standby);
+  if (!standby.ready) {
+    why = "its standby has not imported torch yet";
+    end(standby);
+    return std::nullopt;
+  }
   const std::map<std::string, std::string> wanted = import_environment(env, run_dir_);
   if (wanted != standby.import_env) {
     std::string key;
@@ -165,24 +171,36 @@ std::optional<Standbys::Taken> Standbys::take(int local_rank,
     end(standby);
     return std::nullopt;
   }
-  read_news(standby);  // its "ready", so that closing the channel does not reset it
   Taken taken;
   taken.pid = standby.pid;
   taken.channel = std::move(standby.channel);
   return taken;
 }
 
-int Standbys::waiting() const {
-  return static_cast<int>(standbys_.size());
+std::vector<int> Standbys::channels() const {
+  std::vector<int> fds;
+  for (const auto& [local_rank, standby] : standbys_)
+    if (standby.channel) fds.push_back(standby.channel.get());
+  return fds;
 }
 
-int Standbys::ready() {
-  int count = 0;
-  for (auto& [local_rank, standby] : standbys_) {
-    read_news(standby);
-    count += standby.ready;
+bool Standbys::read_news(int fd) {
+  for (auto& [local_rank, standby] : standbys_)
+    if (standby.channel.get() == fd) return read_news(standby);
+  return false;
+}
+
+WarmWorkersStatus Standbys::status() const {
+  WarmWorkersStatus status;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  for (const auto& [local_rank, standby] : standbys_) {
+    ++status.waiting;
+    status.ready += standby.ready;
+    std::ifstream statm("/proc/" + std::to_string(standby.pid) + "/statm");
+    long long size = 0, resident = 0;
+    if (statm >> size >> resident) status.resident_bytes += static_cast<double>(resident) * page;
   }
-  return count;
+  return status;
 }
 
 // The standby says "ready" once torch is imported; it holds its end until it runs a worker or
@@ -193,13 +211,15 @@ bool Standbys::alive(const Standby& standby) const {
   return ::poll(&fd, 1, 0) >= 0 && !(fd.revents & (POLLHUP | POLLERR));
 }
 
-void Standbys::read_news(Standby& standby) {
+bool Standbys::read_news(Standby& standby) {
   char text[64];
   while (standby.channel) {
     const ssize_t n = ::recv(standby.channel.get(), text, sizeof(text), MSG_DONTWAIT);
-    if (n <= 0) return;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return false;
+    if (n < 0) return true;
     if (std::string_view(text, n) == "ready") standby.ready = true;
   }
+  return false;
 }
 
 // One that has ended is left to whoever reaps next (an attempt's supervisor reaps every child

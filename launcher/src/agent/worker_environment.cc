@@ -5,8 +5,10 @@
 
 #include "acc/common/int_ranges.h"
 #include "acc/common/progress_file.h"
+#include "acc/common/strings.h"
 #include "acc/common/torch_env.h"
 #include "acc/launcher/agent/agent.h"
+#include "agent/standbys.h"
 #include "hangs/flight_recorder.h"
 #include "hangs/python_stack_hook.h"
 #include "nodes/store_address.h"
@@ -85,6 +87,12 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
         << plan.max_no_progress_restarts
         << " attempt(s) in a row without progress (--max_no_progress_restarts), then exit "
         << plan.no_restart_exit_code << " (--no_restart_exit_code)\n";
+  if (Standbys::wanted(plan))
+    out << "# warm workers: once an attempt has started, one standby Python per local rank imports "
+           "torch for the next attempt's worker (about "
+        << fixed(Standbys::kGbEach, 1) << " GB each, "
+        << fixed(Standbys::kGbEach * plan.nproc_per_node, 1)
+        << " GB in all; none where MemAvailable is below twice that; --no_warm_workers: none)\n";
   if (plan.health_check_port)
     out << "# health check: HTTP on port " << *plan.health_check_port
         << " (TORCHELASTIC_HEALTH_CHECK_PORT), 503 after "

@@ -81,6 +81,7 @@ class WorkerGroup : private Supervisor::Listener {
   // Adds a descriptor of the listener's (the file timer's pipe) to the wait: on_readable(fd)
   // when it can be read. The caller keeps it open while the group lives.
   void watch(int fd) { supervisor_.watch(fd); }
+  void unwatch(int fd) { supervisor_.unwatch(fd); }
   // Stops the group: `sig` to every running worker's group now, SIGKILL at the deadline.
   void stop(int sig);
   // SIGKILL to every running worker's group now.

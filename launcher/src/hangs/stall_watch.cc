@@ -435,7 +435,7 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
     if (i < running.size() && !running[i]) continue;
     targets.push_back({workers_[i].pid, workers_[i].dir});
     indices.push_back(i);
-    ranks.push_back({workers_[i].rank, workers_[i].pid});
+    ranks.push_back({workers_[i].rank, progress_file_path(workers_[i].dir)});
   }
   // The traces before the stacks, which disturb the workers; shared with node 0 at a stall.
   std::vector<RankTrace> traces = local_traces(ranks);

@@ -6,22 +6,15 @@
 #include "acc/common/progress_file.h"
 #include "acc/common/store_keys.h"
 #include "acc/rendezvous/store_client.h"
-#include "process/proc.h"
 
 namespace acc::launcher {
-
-std::string progress_file_of(int pid) {
-  return proc::environment_value(pid, progress_file::kEnvVar);
-}
 
 std::vector<RankTrace> local_traces(const std::vector<LocalRank>& ranks) {
   std::vector<RankTrace> traces;
   bool any_call = false;
   for (const LocalRank& r : ranks) {
-    const std::string path = progress_file_of(r.pid);
-    if (path.empty()) continue;
     try {
-      const progress_file::Reader reader(path);
+      const progress_file::Reader reader(r.progress_file);
       traces.push_back(trace_from_snapshot(r.rank, reader.snapshot(), progress_file::now_ns()));
       any_call |= !traces.back().calls.empty();
     } catch (const std::exception&) {

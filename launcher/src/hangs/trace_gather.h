@@ -1,7 +1,7 @@
 #pragma once
 
 // Where the hang report's collective traces come from: each local
-// worker's progress file (named in the ACC_PROGRESS_FILE it was started with), node 0's store for
+// worker's progress file (the ACC_PROGRESS_FILE the launcher gave it), node 0's store for
 // the ranks of the other nodes (store_keys::collective_trace); the processes a worker started are
 // process/proc.h's. Called from the agent's thread at a stall or on demand; never throws.
 
@@ -18,13 +18,11 @@ class StoreClient;
 
 namespace acc::launcher {
 
-// The ACC_PROGRESS_FILE the process `pid` was started with (/proc/PID/environ); empty when it
-// has none or is gone.
-std::string progress_file_of(int pid);
-
+// A local worker: its rank and its progress file (never read from /proc/PID/environ, which a
+// warm worker's standby started without).
 struct LocalRank {
   int rank = 0;
-  int pid = 0;
+  std::string progress_file;
 };
 
 // The trace of every rank whose progress file can be read. Empty when no rank has any call in

@@ -106,14 +106,6 @@ std::string working_directory(int pid) {
   return std::filesystem::read_symlink(path(pid, "cwd", 0), error).string();
 }
 
-std::string environment_value(int pid, const std::string& variable) {
-  const std::string prefix = variable + "=";
-  std::istringstream in(read(pid, "environ"));
-  for (std::string entry; std::getline(in, entry, '\0');)
-    if (entry.rfind(prefix, 0) == 0) return entry.substr(prefix.size());
-  return "";
-}
-
 bool catches_signal(int pid, int signal) {
   std::istringstream status(read(pid, "status"));
   for (std::string line; std::getline(status, line);) {

@@ -37,9 +37,6 @@ std::vector<std::string> command_line(int pid);
 // Where /proc/PID/cwd leads: PID's working directory; "" when it cannot be read.
 std::string working_directory(int pid);
 
-// The value of `variable` in the environment PID was started with; empty when absent.
-std::string environment_value(int pid, const std::string& variable);
-
 // Whether PID catches `signal` (its SigCgt mask in /proc/PID/status).
 bool catches_signal(int pid, int signal);
 

@@ -217,6 +217,13 @@ void write_recovery_families(Exposition& out, const JobStatus& job, const std::s
   out.sample(own, job.goodput.wall_seconds > 0
                       ? job.goodput.progress_seconds / job.goodput.wall_seconds
                       : 0.0);
+  out.family("acc_warm_workers", "gauge",
+             "Standby Pythons waiting for the next attempt's workers (docs/goodput.md).");
+  out.sample(own, job.warm_workers.waiting);
+  out.family("acc_warm_workers_ready", "gauge", "Standbys that have torch imported.");
+  out.sample(own, job.warm_workers.ready);
+  out.family("acc_warm_workers_resident_bytes", "gauge", "The memory the standbys hold.");
+  out.sample(own, job.warm_workers.resident_bytes);
 }
 
 }  // namespace
@@ -345,6 +352,11 @@ void StatusBoard::job_ended() {
 void StatusBoard::recovered(const RecoveryStatus& recovery) {
   const std::lock_guard lock(mutex_);
   job_.recoveries.push_back(recovery);
+}
+
+void StatusBoard::set_warm_workers(const WarmWorkersStatus& warm) {
+  const std::lock_guard lock(mutex_);
+  job_.warm_workers = warm;
 }
 
 void StatusBoard::set_goodput(const GoodputStatus& goodput) {

@@ -91,6 +91,14 @@ struct GoodputStatus {
   double lost_seconds = 0;      // in attempts without progress, and recoveries
 };
 
+// This node's standbys (agent/standbys.h): how many wait, how many have torch imported, and
+// the memory they hold.
+struct WarmWorkersStatus {
+  int waiting = 0;
+  int ready = 0;
+  double resident_bytes = 0;
+};
+
 // What the serving launcher shows: its own node, and on node 0 of several the other nodes too.
 struct JobStatus {
   std::string job_id;
@@ -107,6 +115,7 @@ struct JobStatus {
   std::string hang_report;                 // the last one this launcher printed; empty: none
   std::vector<RecoveryStatus> recoveries;  // this node's, oldest first
   GoodputStatus goodput;                   // this node's
+  WarmWorkersStatus warm_workers;          // this node's (not sent to node 0)
 };
 
 // Prometheus' text exposition format (version 0.0.4): a HELP and TYPE line for every family,
@@ -170,6 +179,7 @@ class StatusBoard {
   // else not yet (it is lost only if the attempt ends so). The wall time runs from the first
   // attempt's start until job_ended(), then is the agent's.
   void set_goodput(const GoodputStatus& goodput);
+  void set_warm_workers(const WarmWorkersStatus& warm);
 
   // The server's side: one look at every worker's file (once a second), and the board now.
   void sample();

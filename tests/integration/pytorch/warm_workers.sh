@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Warm workers as a user meets them (docs/goodput.md): a DDP script (warm_workers.py) whose last
+# rank fails in attempt 0, under --nproc_per_node 2 --max_restarts 1.
+#   1. By default, attempt 1's workers are the standbys: torch was imported before the script
+#      began, and the script still runs as `python script.py ARGS` would (__main__, sys.argv,
+#      sys.path[0], cwd, the command line ps shows), with attempt 1's environment, the hook's
+#      recorder and stack dump, and every thread at the launcher's nice value.
+#   2. With --no_warm_workers attempt 1 starts cold.
+#   3. As a user without privileges (root only; setpriv), the same as 1: the standby's lower CPU
+#      priority is given back.
+# Usage: warm_workers.sh ACC_LAUNCH PYTHON. Exits 77 (skipped) where PYTHON lacks torch.
+set -uo pipefail
+launcher=$(realpath "$1")
+python=$2
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -z "$python" ] || ! "$python" -c 'import torch.distributed' 2>/dev/null; then
+  echo "SKIP: $python cannot import torch.distributed"; exit 77
+fi
+source "$here/../own_loopback.sh"
+work=$(mktemp -d /tmp/acc-warm-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+chmod 755 "$work"
+cp "$here/warm_workers.py" "$work/"
+
+# run NAME WARM [COMMAND PREFIX...]: the job in $work, as the prefix runs it; then the checks.
+run() {
+  local name=$1 warm=$2
+  shift 2
+  (cd "$work" && "$@" env WARM_METRICS=http://127.0.0.1:29613/metrics "$launcher" \
+    --nproc_per_node 2 --max_restarts 1 --python "$python" --status_port 29613 \
+    --monitor_interval 0.1 $([ "$warm" = cold ] && echo --no_warm_workers) \
+    warm_workers.py x "y z" >"$work/$name.out" 2>"$work/$name.err")
+  local rc=$?
+  [ $rc -eq 0 ] || { echo "FAIL: $name: the job exited $rc"; tail -20 "$work/$name.err"; exit 1; }
+  "$python" - "$work/$name.out" "$warm" "$work" <<'PY' || { tail -20 "$work/$name.err"; exit 1; }
+import json, os, sys
+out, warm, work = sys.argv[1], sys.argv[2] == "warm", sys.argv[3]
+workers = [json.loads(line.split("WORKER ", 1)[1]) for line in open(out) if "WORKER " in line]
+problems = []
+if sorted((w["attempt"], w["rank"]) for w in workers) != [(0, 0), (0, 1), (1, 0), (1, 1)]:
+    problems.append("not one line per rank and attempt: %s" % [(w["attempt"], w["rank"]) for w in workers])
+script = os.path.join(work, "warm_workers.py")
+for w in workers:
+    who = "attempt %d rank %d" % (w["attempt"], w["rank"])
+    expected = {
+        "preloaded": warm and w["attempt"] == 1, "main": "__main__",
+        "argv": ["warm_workers.py", "x", "y z"], "path0": os.path.realpath(work),
+        "cwd": os.path.realpath(work), "standby_fd": False, "nice": [os.getpriority(os.PRIO_PROCESS, 0)],
+        "recorded": True, "stack_file": True, "sum": 2.0, "world": 2,
+    }
+    for key, value in expected.items():
+        if w[key] != value:
+            problems.append("%s: %s is %r, not %r" % (who, key, w[key], value))
+    if w["command"][-3:] != ["warm_workers.py", "x", "y z"]:
+        problems.append("%s: its command line is %r" % (who, w["command"]))
+    if "/attempt_%d/%d/" % (w["attempt"], w["rank"]) not in w["progress"]:
+        problems.append("%s: its progress file is %s" % (who, w["progress"]))
+for problem in problems:
+    print("FAIL: " + problem)
+warm_seconds = [w["seconds"] for w in workers if w["attempt"] == 1]
+print("%s: attempt 1's workers past their first all_reduce %s s after their scripts began"
+      % ("warm" if warm else "cold", warm_seconds))
+sys.exit(1 if problems else 0)
+PY
+  echo "PASS: $name"
+}
+
+run warm warm
+run cold cold
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+  run unprivileged warm setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$work"
+else
+  echo "SKIP: unprivileged (not root, or no setpriv)"
+fi
