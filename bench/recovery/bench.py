@@ -96,8 +96,25 @@ if os.path.exists(os.path.join(d, "failed_at")):
     sys.exit(0)
 """
 
-PYTHON_WORKER = PYTHON_WORKER_START + r"""
+# Warm workers: the failure comes once every launcher's standbys are ready (WARM_METRICS, their
+# /metrics), as it would in a job that has run a while.
+WAIT_FOR_STANDBYS = r"""
+def wait_for_standbys(env, limit=120):
+    import urllib.request
+    deadline = time.monotonic() + limit
+    for url in filter(None, env.get("WARM_METRICS", "").split(",")):
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(url) as page:
+                text = page.read().decode()
+            if any(l.startswith("acc_warm_workers_ready{") and float(l.split()[-1]) >= 2
+                   for l in text.splitlines()):
+                break
+            time.sleep(0.1)
+"""
+
+PYTHON_WORKER = PYTHON_WORKER_START + WAIT_FOR_STANDBYS + r"""
 if os.environ["RANK"] == "1":
+    wait_for_standbys(os.environ)
     os.mkdir(os.path.join(d, "failing"))
     time.sleep(0.5)
     with open(os.path.join(d, "failed_at"), "w") as f:
@@ -123,6 +140,8 @@ while True:
     dist.all_reduce(x)
     time.sleep(0.01)
 """
+
+exec(WAIT_FOR_STANDBYS)  # the bench's own wait_for_standbys, before it kills a node
 
 KEEP_ALIVE = "keep_alive_interval=1,keep_alive_max_attempt=3"
 KEEP_ALIVE_WINDOW_MS = 3000
@@ -370,6 +389,7 @@ def lose_a_node(cmds, timeout, env, errs, d, wait_s):
         else:
             raise BenchError("the 4 workers of attempt 0 did not start")
         time.sleep(0.3)
+        wait_for_standbys(env)
         # The launcher's session and every process under it (torchrun 2.x starts each worker in
         # a session of its own): the whole node goes at once.
         doomed = descendants(procs[1].pid)
@@ -422,6 +442,18 @@ def one_run(launcher, scenario, args, env):
             shutil.rmtree(left, ignore_errors=True)
 
 
+def with_status_ports(cmds, ports, python):
+    """acc-launch's command on each node with --status_port, and told that the workers are Python
+    (--python PY script instead of --no_python PY script): only those get warm workers."""
+    if not ports:
+        return cmds
+    cmds = [[cmd[0], "--status_port", str(port), *cmd[1:]] for cmd, port in zip(cmds, ports)]
+    for cmd in cmds:
+        at = cmd.index("--no_python")
+        cmd[at:at + 2] = ["--python", python]
+    return cmds
+
+
 def run_in_temporary_dir(launcher, scenario, args, env):
     with tempfile.TemporaryDirectory(prefix="recovery-") as d:
         python = scenario.endswith("py")
@@ -431,13 +463,22 @@ def run_in_temporary_dir(launcher, scenario, args, env):
                     PYTHON_WORKER if python else
                     LOST_WORKER if scenario == "node lost" else SHELL_WORKER)
         errs = [os.path.join(d, f"stderr-{i}") for i in range(nodes_of(scenario))]
+        if launcher == "acc-launch" and python:
+            # Warm workers (on by default): each launcher's /metrics says when its standbys are
+            # ready; the failure waits for them.
+            ports = [free_port() for _ in errs]
+            env = dict(env, WARM_METRICS=",".join(f"http://127.0.0.1:{p}/metrics" for p in ports))
+        else:
+            ports = []
         if scenario == "2 nodes etcd":
             with Etcd(d) as etcd:
                 cmds = commands(launcher, scenario, d, script, args.torch2_python, free_port(),
                                 etcd.client)
                 launch(cmds, args.timeout, [env] * len(cmds), errs)
         elif scenario.startswith("node lost"):
-            cmds = commands(launcher, scenario, d, script, args.torch2_python, free_port())
+            cmds = with_status_ports(
+                commands(launcher, scenario, d, script, args.torch2_python, free_port()), ports,
+                args.torch2_python)
             lose_a_node(cmds, args.timeout, env, errs, d,
                         args.timeout if python else min(args.timeout, LOST_WAIT_S))
         elif scenario.endswith("netns"):
@@ -445,7 +486,9 @@ def run_in_temporary_dir(launcher, scenario, args, env):
             with Namespaces():
                 launch(cmds, args.timeout, [env] * len(cmds), errs)
         else:
-            cmds = commands(launcher, scenario, d, script, args.torch2_python, free_port())
+            cmds = with_status_ports(
+                commands(launcher, scenario, d, script, args.torch2_python, free_port()), ports,
+                args.torch2_python)
             launch(cmds, args.timeout, [env] * len(cmds), errs)
         ms, rows, failed = measure(d, workers_of(scenario))
         # The last worker's spawn (a Python row's figure also holds its start-up).
@@ -480,6 +523,7 @@ def main():
                         help="print acc-launch's ACC_TIMELINE line of the last run per scenario")
     args = parser.parse_args()
     LAUNCHERS["acc-launch"] = [args.acc_launch]
+    LAUNCHERS["acc-launch cold"] = [args.acc_launch, "--no_warm_workers"]
     LAUNCHERS["torchrun"] = [args.torch2_python, "-m", "torch.distributed.run"]
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     try:
@@ -491,6 +535,8 @@ def main():
             print(f"{'scenario':<18} {'acc-launch ms':>14} {'torchrun ms':>12}  torchrun / acc-launch")
             for scenario in scenarios:
                 launchers = ["acc-launch"]
+                if scenario.endswith("py"):
+                    launchers.append("acc-launch cold")  # --no_warm_workers
                 if not (args.no_torchrun or scenario == "2 nodes static"):
                     launchers.append("torchrun")
                 if "torchrun" in launchers and scenario == "2 nodes etcd" and subprocess.run(
@@ -513,9 +559,9 @@ def main():
                         try:
                             ms, rows, failed, phases = one_run(
                                 name, scenario, args,
-                                ours_env if name == "acc-launch" else peer_env)
+                                ours_env if name.startswith("acc-launch") else peer_env)
                         except BenchError as e:
-                            if name == "acc-launch":
+                            if name.startswith("acc-launch"):
                                 raise
                             # A peer that does not recover is a result, not a bench failure.
                             lines = str(e).splitlines()
@@ -543,6 +589,11 @@ def main():
                 print(row + "   (runs: " + ", ".join(
                     f"{n} " + " ".join(f"{t:.0f}" for t in times[n])
                     for n in launchers if times[n]) + ")")
+                if times.get("acc-launch cold"):
+                    cold = statistics.median(times["acc-launch cold"])
+                    print(f"  acc-launch --no_warm_workers: {cold:.1f} ms, {cold / ours:.1f}x the "
+                          "warm workers' figure above" +
+                          (f"; torchrun / it {theirs / cold:.1f}x" if theirs else ""))
                 for name, whys in broken.items():
                     tried = len(whys) + len(times[name])
                     print(f"  {name} did not recover in {len(whys)} of {tried} runs: {whys[-1]}")
