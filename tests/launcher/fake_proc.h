@@ -46,6 +46,8 @@ class FakeProc final : public proc::Reader {
   std::string binary = "/opt/acc-launch/bin/acc-launch";
   long long open_files = 1048576;
   std::string space = "boot-1 pid:[4026531836]";  // pid_space()
+  std::map<int, double> resident;                 // resident_bytes()
+  double available_memory = 64e9;                 // available_memory_bytes()
 
   // --- proc::Reader ----------------------------------------------------------------------------
 
@@ -119,6 +121,8 @@ class FakeProc final : public proc::Reader {
   std::string executable() override { return binary; }
   long long nr_open() override { return open_files; }
   std::string pid_space() override { return space; }
+  double resident_bytes(int pid) override { return resident.count(pid) ? resident.at(pid) : 0; }
+  double available_memory_bytes() override { return available_memory; }
 
  private:
   const Process* find(int pid) const {

@@ -146,7 +146,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     run_dir_.emplace(plan_, os_.proc());
     if (!plan_.no_python_hook) python_hook_dir_ = install_python_stack_hook(run_dir_->path());
     if (Standbys::wanted(plan_) && os_.can_keep_standbys()) {
-      if (const std::string no = Standbys::memory_refusal(plan_); !no.empty())
+      if (const std::string no = Standbys::memory_refusal(plan_, os_.proc()); !no.empty())
         notice("warm workers off: " + no);
       else
         standbys_.emplace(os_, plan_, environment_, run_dir_->path(), python_hook_dir_);

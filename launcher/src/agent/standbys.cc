@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
@@ -33,17 +32,6 @@ constexpr const char* kAttemptVariables[] = {"RANK",
                                              "TORCHELASTIC_USE_AGENT_STORE",
                                              "GLOO_SOCKET_IFNAME"};
 
-// MemAvailable of /proc/meminfo in GB; 0 where it cannot be read.
-double available_memory_gb() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  long long kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:") return static_cast<double>(kib) / 1024 / 1024;
-  return 0;
-}
-
 }  // namespace
 
 std::map<std::string, std::string> import_environment(std::map<std::string, std::string> env,
@@ -59,9 +47,9 @@ bool Standbys::wanted(const LaunchPlan& plan) {
          !plan.no_python_hook && (plan.max_restarts > 0 || plan.min_nodes != plan.max_nodes);
 }
 
-std::string Standbys::memory_refusal(const LaunchPlan& plan) {
+std::string Standbys::memory_refusal(const LaunchPlan& plan, proc::Reader& proc) {
   const double need = kGbEach * plan.nproc_per_node;
-  const double available = available_memory_gb();
+  const double available = proc.available_memory_bytes() / 1e9;
   if (available < 2 * need)
     return "they would hold about " + fixed(need, 1) + " GB and " + fixed(available, 1) +
            " GB is available (MemAvailable); twice that is needed";
@@ -190,15 +178,12 @@ bool Standbys::read_news(int fd) {
   return false;
 }
 
-WarmWorkersStatus Standbys::status() const {
+WarmWorkersStatus Standbys::status() {
   WarmWorkersStatus status;
-  const long page = ::sysconf(_SC_PAGESIZE);
   for (const auto& [local_rank, standby] : standbys_) {
     ++status.waiting;
     status.ready += standby.ready;
-    std::ifstream statm("/proc/" + std::to_string(standby.pid) + "/statm");
-    long long size = 0, resident = 0;
-    if (statm >> size >> resident) status.resident_bytes += static_cast<double>(resident) * page;
+    status.resident_bytes += os_.proc().resident_bytes(standby.pid);
   }
   return status;
 }

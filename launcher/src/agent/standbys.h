@@ -42,7 +42,7 @@ class Standbys {
   static bool wanted(const LaunchPlan& plan);
   // Why this machine cannot hold them, for the user ("" where it can): MemAvailable below twice
   // what they would hold.
-  static std::string memory_refusal(const LaunchPlan& plan);
+  static std::string memory_refusal(const LaunchPlan& plan, proc::Reader& proc);
 
   // `run_dir` holds the standbys' logs (standby/<local rank>.log: what the import printed).
   Standbys(Os& os, const LaunchPlan& plan, const std::map<std::string, std::string>& environment,
@@ -69,7 +69,7 @@ class Standbys {
   // Reads what came on `fd` (one of channels()); false once it has ended (stop watching it).
   bool read_news(int fd);
   // How many wait, how many have said they are ready, and the memory they hold (/proc).
-  WarmWorkersStatus status() const;
+  WarmWorkersStatus status();
 
  private:
   struct Standby {

@@ -196,6 +196,19 @@ Reader& Reader::machine() {
       std::ifstream("/proc/sys/fs/nr_open") >> most;
       return std::max(most, 0LL);
     }
+    double resident_bytes(int pid) override {
+      long long size = 0, resident = 0;
+      std::ifstream(path(pid, "statm", 0)) >> size >> resident;
+      return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+    }
+    double available_memory_bytes() override {
+      std::ifstream meminfo("/proc/meminfo");
+      std::string key, unit;
+      long long kib = 0;
+      while (meminfo >> key >> kib >> unit)
+        if (key == "MemAvailable:") return static_cast<double>(kib) * 1024;
+      return 0;
+    }
     std::string pid_space() override {
       std::string boot = read_file("/proc/sys/kernel/random/boot_id");
       while (!boot.empty() && (boot.back() == '\n' || boot.back() == ' ')) boot.pop_back();

@@ -87,6 +87,10 @@ class Reader {
   // pid as the same process only where their pid_space() is the same (a container with its own
   // pid namespace shares a host's /dev/shm under `docker --ipc=host`). "" when it cannot be read.
   virtual std::string pid_space() = 0;
+  // The resident memory of PID in bytes (/proc/PID/statm); 0 when it is gone.
+  virtual double resident_bytes(int pid) = 0;
+  // The machine's MemAvailable in bytes (/proc/meminfo); 0 when it cannot be read.
+  virtual double available_memory_bytes() = 0;
 
   // This machine's /proc; one object for the process, never destroyed. Thread-safe.
   static Reader& machine();
