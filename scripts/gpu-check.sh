@@ -296,6 +296,17 @@ export -f status_gpu_check
 figure_status_gpu_busy() { grep -m1 -o 'gpu_busy max [0-9.]*' "$1"; }
 gpu_only status_gpu_busy || check status_gpu_busy 90 status_gpu_check
 
+# Warm workers (docs/goodput.md): a 1-rank NCCL DDP job fails once its standby is ready; the
+# restart runs in the standby (torch imported, CUDA untouched by it) and steps on the GPU.
+warm_cuda_check() {
+  local port=29619
+  WARM_METRICS=http://127.0.0.1:$port/metrics "$launcher" --nproc_per_node 1 --max_restarts 1 \
+    --status_port $port --python "$python" tests/integration/pytorch/warm_cuda_restart.py
+}
+export -f warm_cuda_check
+figure_warm_cuda_restart() { grep -o 'attempt=1 .*' "$1" | tr -s ' ' | head -1; }
+gpu_only warm_cuda_restart || check warm_cuda_restart 120 warm_cuda_check
+
 # No "... is deprecated" line from PyTorch about the launcher's variables, in any NCCL job above.
 if [ "$cpu_only" = 1 ]; then
   check no_deprecated_names 120 bash tests/integration/pytorch/no_deprecated_names.sh \
