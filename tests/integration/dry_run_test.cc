@@ -54,12 +54,27 @@ bool matches(const std::string& dry, const std::string& real, std::string& run_d
   return matches(dry, real, run_dir);
 }
 
-// Runs `program` (after the launcher flags) as a dry run and for real; compares rank by rank.
+// A restarted worker's environment as attempt 0's would be: the restart count 0, attempt_0's paths.
+Environment as_attempt_zero(Environment env) {
+  for (auto& [key, value] : env) {
+    if (key == "TORCHELASTIC_RESTART_COUNT") value = "0";
+    for (size_t at = value.find("/attempt_1/"); at != std::string::npos;
+         at = value.find("/attempt_1/", at))
+      value.replace(at, 11, "/attempt_0/");
+  }
+  return env;
+}
+
+// Runs `program` (after the launcher flags, then `flags`) as a dry run and for real; compares
+// rank by rank. `restarted`: the workers that write are attempt 1's (as attempt 0's).
 void expect_dry_run_is_what_workers_get(const std::vector<std::string>& program,
-                                        const std::string& dir) {
+                                        const std::string& dir,
+                                        const std::vector<std::string>& flags = {},
+                                        bool restarted = false) {
   std::vector<std::string> args = {"--nproc_per_node", "2",
                                    "--master_port",    std::to_string(unused_port()),
                                    "--log_dir",        dir + "/logs"};
+  args.insert(args.end(), flags.begin(), flags.end());
   args.insert(args.end(), program.begin(), program.end());
   std::vector<std::string> dry_args = args;
   dry_args.insert(dry_args.begin(), "--dry_run");
@@ -72,7 +87,8 @@ void expect_dry_run_is_what_workers_get(const std::vector<std::string>& program,
 
   for (int rank = 0; rank < 2; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
-    const Environment worker = read_environ(dir + "/worker." + std::to_string(rank));
+    Environment worker = read_environ(dir + "/worker." + std::to_string(rank));
+    if (restarted) worker = as_attempt_zero(worker);
     const Environment launcher = read_environ(dir + "/launcher." + std::to_string(rank));
     ASSERT_FALSE(worker.empty());
     ASSERT_FALSE(launcher.empty());
@@ -116,6 +132,42 @@ with open("/proc/%d/environ" % os.getppid()) as parent:
 )PY");
   expect_dry_run_is_what_workers_get({"--python", "/usr/bin/python3", script, dir.path()},
                                      dir.path());
+}
+
+// Warm workers (docs/goodput.md): attempt 1's workers run in standbys, and get what the dry run
+// says all the same (attempt 0 fails once /metrics shows both standbys ready).
+TEST(DryRunTest, PrintsExactlyTheEnvironmentARestartedWarmPythonWorkerGets) {
+  const TempDir dir;
+  const int status_port = unused_port();
+  const std::string script = dir.file("environ.py", R"PY(
+import os, sys, time, urllib.request
+warm = "torch" in sys.modules
+rank = os.environ["RANK"]
+if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(
+            line.startswith("acc_warm_workers_ready{") and line.endswith(" 2")
+            for line in urllib.request.urlopen(sys.argv[2]).read().decode().splitlines()):
+        time.sleep(0.1)
+    sys.exit(1)
+with open(os.path.join(sys.argv[1], "warm." + rank), "w") as f:
+    f.write(str(warm))
+with open(os.path.join(sys.argv[1], "worker." + rank), "w") as f:
+    f.write("".join("%s=%s\0" % item for item in os.environ.items()))
+with open("/proc/%d/environ" % os.getppid()) as parent:
+    with open(os.path.join(sys.argv[1], "launcher." + rank), "w") as f:
+        f.write(parent.read())
+)PY");
+  // At the process's own priority: beside other tests, the lowest could take minutes.
+  ::setenv("ACC_WARM_WORKERS_NICE", "0", 1);
+  expect_dry_run_is_what_workers_get(
+      {"--python", "/usr/bin/python3", script, dir.path(),
+       "http://127.0.0.1:" + std::to_string(status_port) + "/metrics"},
+      dir.path(), {"--max_restarts", "1", "--status_port", std::to_string(status_port)}, true);
+  ::unsetenv("ACC_WARM_WORKERS_NICE");
+  for (const char* rank : {"0", "1"})
+    EXPECT_EQ(read_text(dir.path() + "/warm." + rank), "True")
+        << "rank " << rank << " started cold";
 }
 
 TEST(DryRunTest, SaysWhichPythonTheWorkersRunAndWhy) {

@@ -8,6 +8,8 @@
 #   2. With --no_warm_workers attempt 1 starts cold.
 #   3. As a user without privileges (root only; setpriv), the same as 1: the standby's lower CPU
 #      priority is given back.
+# The standbys import at nice 10 (ACC_WARM_WORKERS_NICE), not 19: still below the workers', but
+# not starved by the nice-19 build `make test` runs beside the tests.
 # Usage: warm_workers.sh ACC_LAUNCH PYTHON. Exits 77 (skipped) where PYTHON lacks torch.
 set -uo pipefail
 launcher=$(realpath "$1")
@@ -26,7 +28,7 @@ cp "$here/warm_workers.py" "$work/"
 run() {
   local name=$1 warm=$2
   shift 2
-  (cd "$work" && "$@" env WARM_METRICS=http://127.0.0.1:29613/metrics "$launcher" \
+  (cd "$work" && "$@" env WARM_METRICS=http://127.0.0.1:29613/metrics ACC_WARM_WORKERS_NICE=10 "$launcher" \
     --nproc_per_node 2 --max_restarts 1 --python "$python" --status_port 29613 \
     --monitor_interval 0.1 $([ "$warm" = cold ] && echo --no_warm_workers) \
     warm_workers.py x "y z" >"$work/$name.out" 2>"$work/$name.err")
@@ -68,7 +70,9 @@ PY
 run warm warm
 run cold cold
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
-  run unprivileged warm setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$work"
+  mkdir "$work/home" && chown 65534:65534 "$work/home"
+  run unprivileged warm setpriv --reuid=65534 --regid=65534 --clear-groups \
+    env HOME="$work/home" TMPDIR="$work/home"
 else
   echo "SKIP: unprivileged (not root, or no setpriv)"
 fi

@@ -506,7 +506,8 @@ def _serve_as_standby():
 
 
 def _warm_up():
-    """Imports torch (torch.distributed, and what DDP needs) in a thread of its own at the lowest CPU priority,
+    """Imports torch (torch.distributed, and what DDP needs) in a thread of its own at the lowest
+    CPU priority (nice 19; ACC_WARM_WORKERS_NICE sets another, never below the process's own),
     which it gives back by ending: an unprivileged process cannot raise its own priority again.
     numpy first, here at the process's priority: its BLAS starts threads at import. Returns the
     import thread's id once torch is imported, None when it could not be."""
@@ -519,8 +520,10 @@ def _warm_up():
 
     def run():
         try:
-            _os.setpriority(_os.PRIO_PROCESS, threading.get_native_id(), 19)
-        except OSError:
+            nice = int(_os.environ.get("ACC_WARM_WORKERS_NICE", "19"))
+            _os.setpriority(_os.PRIO_PROCESS, threading.get_native_id(),
+                            max(_os.getpriority(_os.PRIO_PROCESS, 0), min(nice, 19)))
+        except (OSError, ValueError):
             pass
         try:
             import torch  # noqa: F401
