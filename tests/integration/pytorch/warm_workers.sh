@@ -10,10 +10,12 @@
 #      priority is given back.
 # The standbys import at nice 10 (ACC_WARM_WORKERS_NICE), not 19: still below the workers', but
 # not starved by the nice-19 build `make test` runs beside the tests.
-# Usage: warm_workers.sh ACC_LAUNCH PYTHON. Exits 77 (skipped) where PYTHON lacks torch.
+# Usage: warm_workers.sh ACC_LAUNCH PYTHON [RUNS] (default "warm cold unprivileged"). Exits 77
+# (skipped) where PYTHON lacks torch.
 set -uo pipefail
 launcher=$(realpath "$1")
 python=$2
+runs=${3:-warm cold unprivileged}
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -z "$python" ] || ! "$python" -c 'import torch.distributed' 2>/dev/null; then
   echo "SKIP: $python cannot import torch.distributed"; exit 77
@@ -28,7 +30,10 @@ cp "$here/warm_workers.py" "$work/"
 run() {
   local name=$1 warm=$2
   shift 2
-  (cd "$work" && "$@" env WARM_METRICS=http://127.0.0.1:29613/metrics ACC_WARM_WORKERS_NICE=10 "$launcher" \
+  # Warm: the failure waits until /metrics shows both standbys ready.
+  local metrics=http://127.0.0.1:29613/metrics
+  [ "$warm" = cold ] && metrics=
+  (cd "$work" && "$@" env WARM_METRICS=$metrics ACC_WARM_WORKERS_NICE=10 "$launcher" \
     --nproc_per_node 2 --max_restarts 1 --python "$python" --status_port 29613 \
     --monitor_interval 0.1 $([ "$warm" = cold ] && echo --no_warm_workers) \
     warm_workers.py x "y z" >"$work/$name.out" 2>"$work/$name.err")
@@ -67,12 +72,17 @@ PY
   echo "PASS: $name"
 }
 
-run warm warm
-run cold cold
-if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
-  mkdir "$work/home" && chown 65534:65534 "$work/home"
-  run unprivileged warm setpriv --reuid=65534 --regid=65534 --clear-groups \
-    env HOME="$work/home" TMPDIR="$work/home"
-else
-  echo "SKIP: unprivileged (not root, or no setpriv)"
-fi
+for name in $runs; do
+  case $name in
+    warm) run warm warm ;;
+    cold) run cold cold ;;
+    unprivileged)
+      if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+        mkdir "$work/home" && chown 65534:65534 "$work/home"
+        run unprivileged warm setpriv --reuid=65534 --regid=65534 --clear-groups \
+          env HOME="$work/home" TMPDIR="$work/home"
+      else
+        echo "SKIP: unprivileged (not root, or no setpriv)"
+      fi ;;
+  esac
+done
