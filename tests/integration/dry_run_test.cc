@@ -119,17 +119,20 @@ TEST(DryRunTest, PrintsExactlyTheEnvironmentACppWorkerGets) {
                                      dir.path());
 }
 
-TEST(DryRunTest, PrintsExactlyTheEnvironmentAPythonWorkerGets) {
-  const TempDir dir;
-  const std::string script = dir.file("environ.py", R"PY(
-import os, sys
+// A Python worker's last lines: its environment and its launcher's into the directory argv[1].
+constexpr const char* kWriteEnvironments = R"PY(
 rank = os.environ["RANK"]
 with open(os.path.join(sys.argv[1], "worker." + rank), "w") as f:
     f.write("".join("%s=%s\0" % item for item in os.environ.items()))
 with open("/proc/%d/environ" % os.getppid()) as parent:
     with open(os.path.join(sys.argv[1], "launcher." + rank), "w") as f:
         f.write(parent.read())
-)PY");
+)PY";
+
+TEST(DryRunTest, PrintsExactlyTheEnvironmentAPythonWorkerGets) {
+  const TempDir dir;
+  const std::string script =
+      dir.file("environ.py", std::string("import os, sys\n") + kWriteEnvironments);
   expect_dry_run_is_what_workers_get({"--python", "/usr/bin/python3", script, dir.path()},
                                      dir.path());
 }
@@ -152,12 +155,7 @@ if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
     sys.exit(1)
 with open(os.path.join(sys.argv[1], "warm." + rank), "w") as f:
     f.write(str(warm))
-with open(os.path.join(sys.argv[1], "worker." + rank), "w") as f:
-    f.write("".join("%s=%s\0" % item for item in os.environ.items()))
-with open("/proc/%d/environ" % os.getppid()) as parent:
-    with open(os.path.join(sys.argv[1], "launcher." + rank), "w") as f:
-        f.write(parent.read())
-)PY");
+)PY" + std::string(kWriteEnvironments));
   // At the process's own priority: beside other tests, the lowest could take minutes.
   ::setenv("ACC_WARM_WORKERS_NICE", "0", 1);
   expect_dry_run_is_what_workers_get(
