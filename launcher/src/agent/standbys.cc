@@ -68,15 +68,15 @@ Standbys::Standbys(Os& os, const LaunchPlan& plan,
 }
 
 Standbys::~Standbys() {
-  for (auto& [local_rank, standby] : standbys_) end(standby);
+  for (auto& [local_rank, standby] : standbys_) end(standby.pid, standby.channel);
 }
 
 void Standbys::replenish(const Round& round) {
   for (const WorkerSpec& spec : plan_.workers) {
     const auto it = standbys_.find(spec.local_rank);
-    if (it != standbys_.end() && alive(it->second)) continue;
+    if (it != standbys_.end() && alive(it->second.pid, it->second.channel)) continue;
     if (it != standbys_.end()) {
-      end(it->second);
+      end(it->second.pid, it->second.channel);
       standbys_.erase(it);
     }
     const std::string dir = run_dir_ + "/attempt_" + std::to_string(round.restart_count) + "/" +
@@ -115,7 +115,7 @@ void Standbys::replenish(const Round& round) {
     } catch (const std::exception& e) {
       log::info(std::string("warm workers: no standby for local rank ") +
                 std::to_string(spec.local_rank) + ": " + e.what());
-      end(standby);
+      end(standby.pid, standby.channel);
       continue;
     }
     standbys_[spec.local_rank] = std::move(standby);
@@ -132,17 +132,17 @@ std::optional<Standbys::Taken> Standbys::take(int local_rank,
   }
   Standby standby = std::move(it->second);
   standbys_.erase(it);
-  if (!alive(standby)) {
+  if (!alive(standby.pid, standby.channel)) {
     why = "its standby has ended (see " + run_dir_ + "/standby/" + std::to_string(local_rank) +
           ".log)";
-    end(standby);
+    end(standby.pid, standby.channel);
     return std::nullopt;
   }
   // Its import runs at the lowest CPU priority: a worker waiting on it could wait long.
   read_news(standby);
   if (!standby.ready) {
     why = "its standby has not imported torch yet";
-    end(standby);
+    end(standby.pid, standby.channel);
     return std::nullopt;
   }
   const std::map<std::string, std::string> wanted = import_environment(env, run_dir_);
@@ -156,7 +156,7 @@ std::optional<Standbys::Taken> Standbys::take(int local_rank,
     for (const auto& [k, v] : standby.import_env)
       if (key.empty() && !wanted.count(k)) key = k;
     why = "its environment at import differs in " + key;
-    end(standby);
+    end(standby.pid, standby.channel);
     return std::nullopt;
   }
   Taken taken;
@@ -190,9 +190,9 @@ WarmWorkersStatus Standbys::status() {
 
 // The standby says "ready" once torch is imported; it holds its end until it runs a worker or
 // ends, so a hang-up means it has ended (and may be reaped by anyone: its pid is not ours now).
-bool Standbys::alive(const Standby& standby) const {
-  if (!standby.channel || standby.pid < 0) return false;
-  pollfd fd{standby.channel.get(), POLLIN, 0};
+bool Standbys::alive(pid_t pid, const UniqueFd& channel) {
+  if (!channel || pid < 0) return false;
+  pollfd fd{channel.get(), POLLIN, 0};
   return ::poll(&fd, 1, 0) >= 0 && !(fd.revents & (POLLHUP | POLLERR));
 }
 
@@ -209,14 +209,18 @@ bool Standbys::read_news(Standby& standby) {
 
 // One that has ended is left to whoever reaps next (an attempt's supervisor reaps every child
 // that exits): its pid may be another process's by now.
-void Standbys::end(Standby& standby) {
-  if (standby.pid > 0 && alive(standby)) {
-    os_.signal_group(standby.pid, SIGKILL);
-    os_.reap(standby.pid);
+void Standbys::end(pid_t pid, UniqueFd& channel) {
+  if (pid > 0 && alive(pid, channel)) {
+    os_.signal_group(pid, SIGKILL);
+    os_.reap(pid);
   }
-  if (standby.pid > 0) os_.forget(standby.pid);
-  standby.pid = -1;
-  standby.channel.reset();
+  if (pid > 0) os_.forget(pid);
+  channel.reset();
+}
+
+void Standbys::end(Taken& taken) {
+  end(taken.pid, taken.channel);
+  taken.pid = -1;
 }
 
 }  // namespace acc::launcher

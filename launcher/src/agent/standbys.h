@@ -68,6 +68,8 @@ class Standbys {
   std::vector<int> channels() const;
   // Reads what came on `fd` (one of channels()); false once it has ended (stop watching it).
   bool read_news(int fd);
+  // Ends a standby taken but not handed its worker (the hand-over failed).
+  void end(Taken& taken);
   // How many wait, how many have said they are ready, and the memory they hold (/proc).
   WarmWorkersStatus status();
 
@@ -78,8 +80,8 @@ class Standbys {
     std::map<std::string, std::string> import_env;
     bool ready = false;
   };
-  bool alive(const Standby& standby) const;
-  void end(Standby& standby);
+  static bool alive(pid_t pid, const UniqueFd& channel);
+  void end(pid_t pid, UniqueFd& channel);
   // False when the standby has ended.
   bool read_news(Standby& standby);
 

@@ -123,8 +123,7 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec, Standbys* stand
       process = supervisor_.hand_over(*worker, request, standby->pid, standby->channel.get());
     } catch (const SystemError& e) {
       why = e.what();
-      os_.signal_group(standby->pid, SIGKILL);
-      os_.forget(standby->pid);
+      standbys->end(*standby);
       standby.reset();
     }
   }
