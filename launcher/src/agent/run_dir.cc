@@ -77,6 +77,7 @@ std::string make_run_dir(const LaunchPlan& plan) {
   fs::path base = plan.log_dir.empty() ? temporary_base(plan) : fs::path(plan.log_dir);
   std::error_code ec;
   fs::create_directories(base, ec);
+  ACC_CHECK(!ec, SystemError, "cannot create a log directory ", base.string(), ": ", ec.message());
   const std::string prefix = plan.log_dir.empty() ? std::string(kTemporaryPrefix) : "";
   std::string pattern = (base / (prefix + plan.run_id + "_XXXXXX")).string();
   ACC_CHECK(::mkdtemp(pattern.data()) != nullptr, SystemError, "cannot create a log directory in ",

@@ -29,19 +29,23 @@ def nice_values():
     return sorted(values)
 
 
-def wait_for_standbys(count, limit=120):
+def wait_for_standbys(count, limit=60):
     url = os.environ.get("WARM_METRICS")
     if not url:
         return
     import urllib.request
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        with urllib.request.urlopen(url) as page:
-            for line in page.read().decode().splitlines():
-                if line.startswith("acc_warm_workers_ready{") and float(line.split()[-1]) >= count:
-                    return
+        with direct.open(url, timeout=10) as page:
+            metrics = [line for line in page.read().decode().splitlines()
+                       if line.startswith("acc_warm_workers")]
+        if any(line.startswith("acc_warm_workers_ready{") and float(line.split()[-1]) >= count
+               for line in metrics):
+            return
         time.sleep(0.2)
-    print("the standbys were not ready after %d s" % limit, flush=True)
+    print("the standbys were not ready after %d s: %s" % (limit, metrics), file=sys.stderr,
+          flush=True)
 
 
 def main():

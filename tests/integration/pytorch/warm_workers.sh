@@ -26,6 +26,14 @@ trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
 cp "$here/warm_workers.py" "$work/"
 
+# show_logs NAME: the launcher's last lines, then each standby's and worker's log (--log_dir).
+show_logs() {
+  echo "-- the launcher's stderr:"; tail -30 "$work/$1.err"
+  find "$work/logs-$1" -name '*.log' -size +0 | sort | while read -r log; do
+    echo "-- ${log#"$work/"}:"; tail -15 "$log"
+  done
+}
+
 # run NAME WARM [COMMAND PREFIX...]: the job in $work, as the prefix runs it; then the checks.
 run() {
   local name=$1 warm=$2
@@ -33,13 +41,24 @@ run() {
   # Warm: the failure waits until /metrics shows both standbys ready.
   local metrics=http://127.0.0.1:29613/metrics
   [ "$warm" = cold ] && metrics=
-  (cd "$work" && "$@" env WARM_METRICS=$metrics ACC_WARM_WORKERS_NICE=10 "$launcher" \
+  mkdir -m 777 "$work/logs-$name"
+  (cd "$work" && exec "$@" env WARM_METRICS=$metrics ACC_WARM_WORKERS_NICE=10 "$launcher" \
     --nproc_per_node 2 --max_restarts 1 --python "$python" --status_port 29613 \
-    --monitor_interval 0.1 $([ "$warm" = cold ] && echo --no_warm_workers) \
-    warm_workers.py x "y z" >"$work/$name.out" 2>"$work/$name.err")
-  local rc=$?
-  [ $rc -eq 0 ] || { echo "FAIL: $name: the job exited $rc"; tail -20 "$work/$name.err"; exit 1; }
-  "$python" - "$work/$name.out" "$warm" "$work" <<'PY' || { tail -20 "$work/$name.err"; exit 1; }
+    --monitor_interval 0.1 --log_dir "$work/logs-$name" \
+    $([ "$warm" = cold ] && echo --no_warm_workers) \
+    warm_workers.py x "y z" >"$work/$name.out" 2>"$work/$name.err") &
+  local job=$! rc
+  # A job that has not ended in 150 s (it takes 5-15) is shown as it stands, then stopped.
+  for _ in $(seq 1500); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $job 2>/dev/null; then
+    echo "FAIL: $name: the job has not ended after 150 s; its processes:"
+    ps -o pid,ppid,pgid,ni,stat,wchan:24,etime,args --forest -p $job --ppid $job
+    kill -USR2 $job; sleep 5; kill -TERM $job; sleep 5; kill -KILL $job 2>/dev/null
+    wait $job; show_logs "$name"; exit 1
+  fi
+  wait $job; rc=$?
+  [ $rc -eq 0 ] || { echo "FAIL: $name: the job exited $rc"; show_logs "$name"; exit 1; }
+  if "$python" - "$work/$name.out" "$warm" "$work" <<'PY'; then
 import json, os, sys
 out, warm, work = sys.argv[1], sys.argv[2] == "warm", sys.argv[3]
 workers = [json.loads(line.split("WORKER ", 1)[1]) for line in open(out) if "WORKER " in line]
@@ -69,7 +88,10 @@ print("%s: attempt 1's workers past their first all_reduce %s s after their scri
       % ("warm" if warm else "cold", warm_seconds))
 sys.exit(1 if problems else 0)
 PY
-  echo "PASS: $name"
+    echo "PASS: $name"
+  else
+    show_logs "$name"; exit 1
+  fi
 }
 
 for name in $runs; do

@@ -343,6 +343,7 @@ class _Recorder:
 
     def init_done(self, fn):
         def init_process_group(*args, **kwargs):
+            del _retired_groups[:]
             try:
                 result = fn(*args, **kwargs)
             except BaseException as error:
@@ -357,6 +358,34 @@ class _Recorder:
         init_process_group.__doc__ = fn.__doc__
         init_process_group._acc_recorded = True
         return init_process_group
+
+
+    def retiring(self, fn):
+        """destroy_process_group, keeping the groups it destroys until the program ends or calls
+        init_process_group again (_retired_groups)."""
+        def destroy_process_group(*args, **kwargs):
+            group = args[0] if args else kwargs.get("group")
+            if group is None or group is self.dist.GroupMember.WORLD:
+                world = getattr(self.c10d, "_world", None)  # 2.x; 1.13: _pg_map
+                groups = getattr(world, "pg_map", None) or getattr(self.c10d, "_pg_map", {})
+                _retired_groups.extend(groups)
+            else:
+                _retired_groups.append(group)
+            return fn(*args, **kwargs)
+        destroy_process_group.__wrapped__ = fn
+        destroy_process_group.__doc__ = fn.__doc__
+        destroy_process_group._acc_recorded = True
+        return destroy_process_group
+
+
+# Process groups the program destroyed, still referenced here. Against a deadlock in PyTorch
+# (seen in 2.11 with Gloo): a DDP model that outlives destroy_process_group (a local of the
+# function that called it) holds the last reference to its group. Freed, its Reducer destroys the
+# group with the GIL held, the group joins its worker threads, and a worker still dropping its
+# last finished Work (a tensor Python made) waits for the GIL: forever, after the program's last
+# line. Kept here, the group outlives the model, and it goes through its Python object, whose
+# destructor gives the GIL up, at exit (_let_threads_settle) or at the next init_process_group.
+_retired_groups = []
 
 
 class _WaitedWork:
@@ -398,12 +427,14 @@ def _patch(dist):
         setattr(c10d, name, wrapped)
         if getattr(dist, name, None) is fn:
             setattr(dist, name, wrapped)
-    init = getattr(c10d, "init_process_group", None)
-    if init is not None:
-        wrapped = recorder.init_done(init)
-        c10d.init_process_group = wrapped
-        if getattr(dist, "init_process_group", None) is init:
-            dist.init_process_group = wrapped
+    for name, wrap in (("init_process_group", recorder.init_done),
+                       ("destroy_process_group", recorder.retiring)):
+        fn = getattr(c10d, name, None)
+        if fn is not None:
+            wrapped = wrap(fn)
+            setattr(c10d, name, wrapped)
+            if getattr(dist, name, None) is fn:
+                setattr(dist, name, wrapped)
     dist._acc_recorded = True
 
 
@@ -460,7 +491,8 @@ def _let_threads_settle(limit=0.3):
     the thread (pthread_exit), the unwinding meets C++ noexcept frames, and the process aborts
     after the program's last line: "terminate called without an active exception", SIGABRT.
     Given the time, the thread finishes its decref while Python still runs: the program ends as
-    it was written. Registered first, so it runs after the program's own atexit functions."""
+    it was written. Registered first, so it runs after the program's own atexit functions. Then
+    lets go of the groups the program destroyed (_retired_groups)."""
     if "torch.distributed" not in _sys.modules:
         return
     import threading
@@ -470,6 +502,7 @@ def _let_threads_settle(limit=0.3):
     while quiet < 2 and _time.monotonic() < deadline:
         _time.sleep(0.002)
         quiet = 0 if _runnable_threads(own_id) else quiet + 1
+    del _retired_groups[:]
 
 
 # --- warm workers (docs/goodput.md) -------------------------------------------------------------
