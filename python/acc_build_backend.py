@@ -1,8 +1,8 @@
 """The wheel's build backend (PEP 517), in the tree: it packs acc-launch as CMake builds it.
 
 What a wheel holds:
-  acc_launch/                       the Python package (python/acc_launch/), with the launcher's
-                                    hook (launcher/src/hangs/python/acc_launch.py) as _hook.py
+  acc_launch/                       the Python package (python/acc_launch/: the hook, checkpoint;
+                                    the launcher installs the same files into each run directory)
                                     and _version.py from VERSION
   acc_launch-V.data/scripts/acc-launch
                                     the native binary itself, stripped: pip puts it on the
@@ -154,9 +154,6 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         for name in sorted(os.listdir(package)):
             if name.endswith(".py"):
                 wheel.add("%s/%s" % (_NAME, name), _read(os.path.join(package, name)))
-        wheel.add(_NAME + "/_hook.py",
-                  _read(os.path.join(_ROOT, "launcher", "src", "hangs", "python",
-                                     "acc_launch.py")))
         wheel.add(_NAME + "/_version.py", ('__version__ = "%s"\n' % version).encode())
         wheel.add(data + "/scripts/acc-launch", _stripped(binary, scratch), 0o755)
         wheel.add(dist_info + "/METADATA", _metadata(version).encode())

@@ -32,8 +32,12 @@ Environment read_environ(const std::string& path) {
   return env;
 }
 
-// A dry-run value as a pattern: "<run dir>" stands for the directory the run made.
+// A dry-run value as a pattern: "<run dir>" stands for the directory the run made, and
+// "<checkpoint memory>" for the one it made beside it for acc_launch.checkpoint.
 bool matches(const std::string& dry, const std::string& real, std::string& run_dir) {
+  if (dry == "<checkpoint memory>")
+    return real.find("/acc-launch-") != std::string::npos &&
+           real.find("-checkpoints_") != std::string::npos;
   const std::string placeholder = "<run dir>";
   const size_t at = dry.find(placeholder);
   if (at == std::string::npos) return dry == real;

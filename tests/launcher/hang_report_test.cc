@@ -186,7 +186,7 @@ TEST(StackParseTest, FaulthandlerStacksLeaveTheRecordersFrameOut) {
       "Current thread 0x00007f2 (most recent call first):\n"
       "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1536 "
       "in all_reduce\n"
-      "  File \"/tmp/acc-launch-run/python/acc_launch.py\", line 250 in recorded\n"
+      "  File \"/tmp/acc-launch-run/python/acc_launch/_hook.py\", line 250 in recorded\n"
       "  File \"train.py\", line 9 in main\n");
   EXPECT_EQ(stack.main_thread,
             (std::vector<std::string>{"File \"/usr/lib/python3/dist-packages/torch/distributed/"

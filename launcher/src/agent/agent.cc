@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 
 #include "acc/common/error.h"
@@ -15,6 +17,7 @@
 #include "acc/launcher/agent/failure_report.h"
 #include "acc/launcher/nodes/membership.h"
 #include "agent/attempt_failures.h"
+#include "agent/checkpoint_memory.h"
 #include "agent/gpu_checks.h"
 #include "agent/recoveries.h"
 #include "agent/run_dir.h"
@@ -50,6 +53,25 @@ constexpr std::chrono::milliseconds kNodeZeroReportWait{10'000};
 // How long into an attempt the launcher looks which ranks have not arrived in
 // init_process_group (at most half of --stall_init_timeout).
 constexpr std::chrono::milliseconds kStartUpLook{30'000};
+
+// At the job's end, how long the launcher waits for the newest checkpoint saved in memory to be
+// written to storage (checkpoint_memory.h).
+constexpr std::chrono::milliseconds kCheckpointWriteLimit{300'000};
+
+// How often the newest checkpoint in memory is written to storage while saves come:
+// $ACC_CHECKPOINT_WRITE_INTERVAL seconds (0: only when an attempt fails and at the end),
+// default 60.
+std::chrono::milliseconds checkpoint_persist_interval(
+    const std::map<std::string, std::string>& environment) {
+  const auto set = environment.find("ACC_CHECKPOINT_WRITE_INTERVAL");
+  double seconds = 60;
+  if (set != environment.end()) {
+    char* end = nullptr;
+    const double value = std::strtod(set->second.c_str(), &end);
+    if (end != set->second.c_str() && *end == '\0' && value >= 0) seconds = value;
+  }
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+}
 
 // The date as torchelastic's timer and health check give theirs: seconds since the epoch. The
 // health check's server thread reads the machine's clock, which any thread may read (the Os is
@@ -145,6 +167,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     unfit_gpus_ = gpu_checks_.health_check_refusal();
     run_dir_.emplace(plan_, os_.proc());
     if (!plan_.no_python_hook) python_hook_dir_ = install_python_stack_hook(run_dir_->path());
+    set_up_checkpoints();
     if (Standbys::wanted(plan_) && os_.can_keep_standbys()) {
       if (const std::string no = Standbys::memory_refusal(plan_, os_.proc()); !no.empty())
         notice("warm workers off: " + no);
@@ -153,6 +176,25 @@ class Agent::Impl : public WorkerGroup::Listener {
     }
     timeline::mark("run dir");
     file_timer_ = start_file_timer(plan_, environment_, run_dir_->path());
+  }
+
+  // Python workers with the hook: the memory acc_launch.checkpoint saves into
+  // (checkpoint_memory.h).
+  void set_up_checkpoints() {
+    if (!wants_checkpoint_memory(plan_)) return;
+    std::string dir;
+    try {
+      dir = run_dir_->make_memory_dir("checkpoints", os_.proc());
+    } catch (const SystemError& e) {
+      notice(std::string("checkpoint: no memory for acc_launch.checkpoint: ") + e.what());
+      return;
+    }
+    const auto pythonpath = environment_.find("PYTHONPATH");
+    checkpoints_.emplace(
+        os_, dir, plan_.workers.front().argv.front(),
+        python_hook_dir_ + (pythonpath == environment_.end() ? "" : ":" + pythonpath->second),
+        checkpoint_persist_interval(environment_), [this](const std::string& m) { notice(m); });
+    environment_[CheckpointMemory::kEnvVar] = dir;
   }
 
   // The standbys on the status page and /metrics.
@@ -201,6 +243,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (next.kind == JobEvent::Kind::kNone) return finish(0);
     if (next.kind != JobEvent::Kind::kRestart) return report_end(attempt, next);
     restart_count_ = next.restart_count;
+    if (checkpoints_) checkpoints_->persist();  // in the background: the restart does not wait
     no_progress_.count(attempt_made_progress());
     notice(next.why + "; restarting (" + std::to_string(restart_count_) + " of " +
            std::to_string(plan_.max_restarts) + no_progress_.describe() + ")");
@@ -227,6 +270,9 @@ class Agent::Impl : public WorkerGroup::Listener {
   }
 
   int finish(int status) {
+    if (checkpoints_)
+      checkpoints_->persist_and_wait(kCheckpointWriteLimit,
+                                     [this](int sig) { return stops_the_job(sig); });
     if (recoveries_.any())
       for (const std::string& line : recoveries_.summary()) notice(line);
     if (status_.board()) status_.board()->job_ended();  // its workers are done; the exit barrier
@@ -391,6 +437,8 @@ class Agent::Impl : public WorkerGroup::Listener {
       wake = std::min(wake.value_or(Clock::time_point::max()), *stop_stalled_at_);
     if (start_up_look_at_)
       wake = std::min(wake.value_or(Clock::time_point::max()), *start_up_look_at_);
+    if (const auto at = checkpoints_ ? checkpoints_->next_wake() : std::nullopt)
+      wake = std::min(wake.value_or(Clock::time_point::max()), *at);
     if (auto at =
             file_timer_ ? next_timer_expiry(*file_timer_, os_, wall_seconds(os_)) : std::nullopt)
       wake = std::min(wake.value_or(Clock::time_point::max()), *at);
@@ -401,6 +449,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   // stop: only keeping this node alive in the job's eyes.
   void look_around() {
     if (status_.board()) status_.board()->workers_running(group_->running_workers());
+    if (checkpoints_) checkpoints_->tick();
     if (file_timer_) signal_expired_regions(*file_timer_, *group_, os_, wall_seconds(os_));
     if (stop_stalled_at_ && os_.now() >= *stop_stalled_at_ && !group_->stopping()) stop_stalled();
     if (start_up_look_at_ && os_.now() >= *start_up_look_at_ && !group_->stopping()) {
@@ -615,7 +664,8 @@ class Agent::Impl : public WorkerGroup::Listener {
   std::optional<RunDir> run_dir_;  // from set_up()
   std::string python_hook_dir_;
   std::unique_ptr<WorkerGroup> group_;
-  std::optional<Standbys> standbys_;  // warm workers for the next attempt (standbys.h)
+  std::optional<Standbys> standbys_;             // warm workers for the next attempt (standbys.h)
+  std::optional<CheckpointMemory> checkpoints_;  // acc_launch.checkpoint's memory
   int interrupted_by_ = 0;
   std::unique_ptr<StallWatch> stall_watch_;
   bool stalled_ = false;

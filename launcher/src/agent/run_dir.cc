@@ -205,7 +205,8 @@ std::vector<std::string> sweep_run_dirs(const std::string& base, proc::Reader& p
   return removed;
 }
 
-RunDir::RunDir(const LaunchPlan& plan, proc::Reader& proc) : named_(!plan.log_dir.empty()) {
+RunDir::RunDir(const LaunchPlan& plan, proc::Reader& proc)
+    : run_id_(plan.run_id), named_(!plan.log_dir.empty()) {
   for (const std::string& base : temporary_bases())
     for (const std::string& path : sweep_run_dirs(base, proc))
       log::debug("removed {}, the run directory of a launcher that is gone", path);
@@ -216,7 +217,22 @@ RunDir::RunDir(const LaunchPlan& plan, proc::Reader& proc) : named_(!plan.log_di
 }
 
 RunDir::~RunDir() {
+  for (const std::string& dir : memory_dirs_) remove_run_dir(dir);
   if (!finished_ && !stays()) remove_run_dir(path_);
+}
+
+std::string RunDir::make_memory_dir(const std::string& what, proc::Reader& proc) {
+  const fs::path base = temporary_directory_named() || ::access("/dev/shm", W_OK | X_OK) != 0
+                            ? fs::temp_directory_path()
+                            : fs::path("/dev/shm");
+  std::string pattern =
+      (base / (std::string(kTemporaryPrefix) + run_id_ + "-" + what + "_XXXXXX")).string();
+  ACC_CHECK(::mkdtemp(pattern.data()) != nullptr, SystemError, "cannot create a directory in ",
+            base.string(), ": ", std::strerror(errno));
+  memory_dirs_.push_back(pattern);
+  if (const std::optional<RunDirOwner> self = this_process(proc))
+    write_file(pattern + "/" + kOwnerFile, encode_run_dir_owner(*self));
+  return pattern;
 }
 
 void RunDir::keep() {
@@ -228,6 +244,8 @@ void RunDir::keep() {
 void RunDir::finish(const std::function<void(const std::string&)>& notice) {
   if (finished_) return;
   finished_ = true;
+  for (const std::string& dir : memory_dirs_) remove_run_dir(dir);
+  memory_dirs_.clear();
   if (stays()) {
     notice("logs in " + path_);
   } else {

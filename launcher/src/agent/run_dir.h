@@ -70,9 +70,18 @@ class RunDir {
   // later calls do nothing.
   void finish(const std::function<void(const std::string&)>& notice);
 
+  // A directory beside the run directory that holds data, not logs (the checkpoints' memory):
+  // in the temporary directory the user named, else on /dev/shm, else in /tmp, named as a
+  // temporary run directory with `what` after the run id, and with its owner record, so that a
+  // sweep removes it once this launcher is gone. It never stays: removed by finish() and the
+  // destructor, kept or not. Throws SystemError when it cannot be made.
+  std::string make_memory_dir(const std::string& what, proc::Reader& proc);
+
  private:
   std::string path_;
-  bool named_;  // under --log_dir
+  std::string run_id_;
+  std::vector<std::string> memory_dirs_;  // make_memory_dir()'s
+  bool named_;                            // under --log_dir
   bool keep_ = false;
   bool finished_ = false;
 };

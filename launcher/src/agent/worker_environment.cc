@@ -8,6 +8,7 @@
 #include "acc/common/strings.h"
 #include "acc/common/torch_env.h"
 #include "acc/launcher/agent/agent.h"
+#include "agent/checkpoint_memory.h"
 #include "agent/standbys.h"
 #include "hangs/flight_recorder.h"
 #include "hangs/python_stack_hook.h"
@@ -53,6 +54,38 @@ std::map<std::string, std::string> worker_environment(
   return env;
 }
 
+namespace {
+
+// The dry run's lines on what the launcher adds to the job: restarts, warm workers, checkpoints
+// in memory, the health check.
+void describe_what_the_job_adds(const LaunchPlan& plan, std::ostringstream& out) {
+  if (plan.nnodes > 1)
+    out << "# several nodes: GLOO_SOCKET_IFNAME may be added once they meet (where the hostname "
+           "does not reach node 0)\n";
+  if (plan.max_no_progress_restarts > 0)
+    out << "# restarts: " << plan.max_restarts << " (--max_restarts), none after "
+        << plan.max_no_progress_restarts
+        << " attempt(s) in a row without progress (--max_no_progress_restarts), then exit "
+        << plan.no_restart_exit_code << " (--no_restart_exit_code)\n";
+  if (Standbys::wanted(plan))
+    out << "# warm workers: once an attempt has started, one standby Python per local rank imports "
+           "torch for the next attempt's worker (about "
+        << fixed(Standbys::kGbEach, 1) << " GB each, "
+        << fixed(Standbys::kGbEach * plan.nproc_per_node, 1)
+        << " GB in all; none where MemAvailable is below twice that; --no_warm_workers: none)\n";
+  if (wants_checkpoint_memory(plan))
+    out << "# checkpoints: acc_launch.checkpoint.save copies into <checkpoint memory> (on "
+           "/dev/shm, kept across restarts), written to each save's checkpoint_id in the "
+           "background, when an attempt fails and at the end (docs/checkpoints.md)\n";
+  if (plan.health_check_port)
+    out << "# health check: HTTP on port " << *plan.health_check_port
+        << " (TORCHELASTIC_HEALTH_CHECK_PORT), 503 after "
+        << static_cast<double>(plan.health_check_timeout.count()) / 1000
+        << " s without a worker's progress (--health_check_timeout)\n";
+}
+
+}  // namespace
+
 std::string format_dry_run(const LaunchPlan& plan, int master_port,
                            const std::map<std::string, std::string>& environment) {
   std::ostringstream out;
@@ -79,25 +112,7 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
   out << "# each worker's environment is the launcher's with these variables set"
       << (plan.no_python_hook ? " (Python hook off)" : "")
       << "; <run dir> is made at launch (--log_dir, else in /dev/shm or $TMPDIR)\n";
-  if (plan.nnodes > 1)
-    out << "# several nodes: GLOO_SOCKET_IFNAME may be added once they meet (where the hostname "
-           "does not reach node 0)\n";
-  if (plan.max_no_progress_restarts > 0)
-    out << "# restarts: " << plan.max_restarts << " (--max_restarts), none after "
-        << plan.max_no_progress_restarts
-        << " attempt(s) in a row without progress (--max_no_progress_restarts), then exit "
-        << plan.no_restart_exit_code << " (--no_restart_exit_code)\n";
-  if (Standbys::wanted(plan))
-    out << "# warm workers: once an attempt has started, one standby Python per local rank imports "
-           "torch for the next attempt's worker (about "
-        << fixed(Standbys::kGbEach, 1) << " GB each, "
-        << fixed(Standbys::kGbEach * plan.nproc_per_node, 1)
-        << " GB in all; none where MemAvailable is below twice that; --no_warm_workers: none)\n";
-  if (plan.health_check_port)
-    out << "# health check: HTTP on port " << *plan.health_check_port
-        << " (TORCHELASTIC_HEALTH_CHECK_PORT), 503 after "
-        << static_cast<double>(plan.health_check_timeout.count()) / 1000
-        << " s without a worker's progress (--health_check_timeout)\n";
+  describe_what_the_job_adds(plan, out);
   // Every membership serves the workers' store from the launcher (nodes/membership.h).
   Round round = static_round(plan, master_port, 0);
   round.agent_store = true;
@@ -111,8 +126,10 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
     }
     const WorkerPlace place{run_dir, run_dir + "/attempt_0/" + std::to_string(worker.local_rank),
                             plan.no_python_hook ? "" : run_dir + "/python"};
-    const std::map<std::string, std::string> env =
+    std::map<std::string, std::string> env =
         worker_environment(plan, worker, round, environment, place);
+    // The agent adds it to its own environment once it has made the directory.
+    if (wants_checkpoint_memory(plan)) env[CheckpointMemory::kEnvVar] = "<checkpoint memory>";
     // The torchrun contract and the plan's variables first, in their order, always (acc-launch
     // sets them whatever the launcher has); then, by name, every other variable whose value
     // differs from the launcher's own.

@@ -1,11 +1,16 @@
 #pragma once
 
-// The Python files of hangs/python/, embedded at configure time (python_files.cc.in), so the
-// binary alone can install them into a run directory.
+// The acc_launch Python package (python/acc_launch/: the hook, checkpoint), embedded at configure
+// time (python_files.cc.in), so that the binary alone can install it into a run directory.
 
 namespace acc::launcher {
 
-// hangs/python/acc_launch.py.
-extern const char* const kAccLaunchModule;
+struct PythonFile {
+  const char* name;  // in the package's directory
+  const char* text;
+};
+
+extern const PythonFile kAccLaunchPackage[];
+extern const int kAccLaunchPackageSize;
 
 }  // namespace acc::launcher

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "acc/common/error.h"
 #include "acc/common/files.h"
@@ -21,7 +23,7 @@ namespace {
 constexpr const char* kSitecustomize =
     R"PY(# Written by acc-launch: on the signal in ACC_STACK_SIGNAL, every thread's traceback goes to
 # $ACC_STACK_DIR/python_stacks.<pid>.txt (read by the launcher's hang report and
-# `acc-launch stacks`); torch.distributed's calls are recorded in $ACC_PROGRESS_FILE (acc_launch.py).
+# `acc-launch stacks`); torch.distributed's calls are recorded in $ACC_PROGRESS_FILE (acc_launch/).
 # Then the sitecustomize this one shadows, if any, runs as usual.
 import os as _acc_os
 import sys as _acc_sys
@@ -54,21 +56,21 @@ def _acc_run_shadowed_sitecustomize():
 
 
 def _acc_start_recorder():
-    # acc_launch.py, beside this file: torch.distributed's calls into $ACC_PROGRESS_FILE.
+    # acc_launch/, beside this file: torch.distributed's calls into $ACC_PROGRESS_FILE.
     if not _acc_os.environ.get("ACC_PROGRESS_FILE"):
         return
     try:
         import acc_launch
-        acc_launch._start()
+        acc_launch._hook._start()
     except Exception:
         pass
 
 
 def _acc_serve_as_standby():
-    # A warm worker's standby waits here, torch imported, for the worker it becomes (acc_launch.py).
+    # A warm worker's standby waits here, torch imported, for the worker it becomes (acc_launch/).
     if "ACC_STANDBY_FD" in _acc_os.environ:
         import acc_launch
-        acc_launch._serve_as_standby()
+        acc_launch._hook._serve_as_standby()
 
 
 _acc_serve_as_standby()
@@ -95,11 +97,16 @@ std::string progress_file_path(const std::string& worker_dir) {
 
 std::string install_python_stack_hook(const std::string& run_dir) {
   const std::string dir = run_dir + "/python";
+  const std::string package = dir + "/acc_launch";
   ::mkdir(dir.c_str(), 0777);  // a failure shows as the first file's
-  for (const auto& [name, text] : {std::pair{"sitecustomize.py", kSitecustomize},
-                                   std::pair{"acc_launch.py", kAccLaunchModule}}) {
-    const int error = write_file(dir + "/" + name, text);
-    ACC_CHECK(error == 0, LaunchError, "cannot write ", dir, "/", name, ": ", std::strerror(error));
+  ::mkdir(package.c_str(), 0777);
+  std::vector<std::pair<std::string, std::string>> files = {
+      {dir + "/sitecustomize.py", kSitecustomize}};
+  for (int i = 0; i < kAccLaunchPackageSize; ++i)
+    files.emplace_back(package + "/" + kAccLaunchPackage[i].name, kAccLaunchPackage[i].text);
+  for (const auto& [path, text] : files) {
+    const int error = write_file(path, text);
+    ACC_CHECK(error == 0, LaunchError, "cannot write ", path, ": ", std::strerror(error));
   }
   return dir;
 }

@@ -4,9 +4,10 @@
 // script: a sitecustomize.py of ours, embedded in the binary and written to the run directory,
 // goes first on the workers' PYTHONPATH. It registers faulthandler for the dump signal, writing to
 // a file per process that stack_dump.h reads, then runs the sitecustomize it shadows (if any).
-// Beside it goes acc_launch.py (hangs/python/): the module a program imports to beat or open a
-// named section, and the recorder of torch.distributed's calls into the worker's progress file
-// (acc/common/progress_file.h), which the sitecustomize starts.
+// Beside it goes the acc_launch package (python/acc_launch/, as the wheel has it): what a program
+// imports to beat, open a named section or checkpoint, and the recorder of torch.distributed's
+// calls into the worker's progress file (acc/common/progress_file.h), which the sitecustomize
+// starts.
 
 #include <string>
 
@@ -28,8 +29,8 @@ std::string python_stack_file(const std::string& worker_dir, int pid);
 // starts.
 std::string progress_file_path(const std::string& worker_dir);
 
-// Writes the hook and acc_launch.py into `run_dir`/python and returns that directory. Throws
-// LaunchError.
+// Writes the hook and the acc_launch package into `run_dir`/python and returns that directory.
+// Throws LaunchError.
 std::string install_python_stack_hook(const std::string& run_dir);
 
 // The variables that enable the hook for a worker whose files go in `worker_dir`: PYTHONPATH

@@ -207,10 +207,10 @@ std::vector<WorkerStack> collect_stacks(const std::vector<StackTarget>& targets,
 
 namespace {
 
-// The recorder's wrapper (acc_launch.py's `recorded`) stands between torch's function and the
+// The recorder's wrapper (acc_launch/_hook.py's `recorded`) stands between torch's function and the
 // user's line in every recorded call: the launcher's frame, not the program's.
 bool is_recorder_frame(const std::string& line) {
-  return line.find("acc_launch.py\", line ") != std::string::npos && line.size() >= 12 &&
+  return line.find("acc_launch/_hook.py\", line ") != std::string::npos && line.size() >= 12 &&
          line.compare(line.size() - 12, 12, " in recorded") == 0;
 }
 

@@ -94,14 +94,19 @@ std::optional<pid_t> RealOs::exited_child() {
   siginfo_t info{};
   // waitid(P_ALL) finds the oldest child first, not the first to exit: rank 1, failing a
   // millisecond after rank 2 on the connection rank 2's exit closed, would be the root cause.
-  if (const pid_t first = std::exchange(first_exited_, 0); first > 0)
+  if (const pid_t first = std::exchange(first_exited_, 0); first > 0 && !programs_.count(first))
     if (::waitid(P_PID, static_cast<id_t>(first), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
         info.si_pid == first)
       return first;
-  info = {};
-  if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0)
-    return std::nullopt;
-  return info.si_pid;
+  for (;;) {
+    info = {};
+    if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0)
+      return std::nullopt;
+    if (!programs_.count(info.si_pid)) return info.si_pid;
+    // One of start_program's, never a worker's: its caller asks exit_status() for it.
+    programs_.erase(info.si_pid);
+    program_statuses_[info.si_pid] = reap(info.si_pid);
+  }
 }
 
 int RealOs::reap(pid_t pid, long* peak_rss_kib) {
@@ -116,7 +121,8 @@ int RealOs::reap(pid_t pid, long* peak_rss_kib) {
 std::vector<pid_t> RealOs::orphans() {
   std::vector<pid_t> children;
   for (pid_t pid : proc::children(::getpid()))
-    if ((!watchdog_ || pid != watchdog_->pid()) && !standbys_.count(pid)) children.push_back(pid);
+    if ((!watchdog_ || pid != watchdog_->pid()) && !standbys_.count(pid) && !programs_.count(pid))
+      children.push_back(pid);
   return children;
 }
 
@@ -144,7 +150,9 @@ std::string RealOs::find_program(const std::string& program) {
 }
 
 pid_t RealOs::start_program(const std::vector<std::string>& argv, const std::string& stdout_path) {
-  return acc::launcher::start_program(argv, stdout_path);
+  const pid_t pid = acc::launcher::start_program(argv, stdout_path);
+  if (pid > 0) programs_.insert(pid);
+  return pid;
 }
 
 int RealOs::run_program(const std::vector<std::string>& argv) {
@@ -156,7 +164,14 @@ std::optional<std::string> RealOs::program_output(const std::vector<std::string>
 }
 
 std::optional<int> RealOs::exit_status(pid_t pid) {
-  return acc::launcher::exit_status(pid);
+  if (const auto found = program_statuses_.find(pid); found != program_statuses_.end()) {
+    const int status = found->second;
+    program_statuses_.erase(found);
+    return status;
+  }
+  const std::optional<int> status = acc::launcher::exit_status(pid);
+  if (status) programs_.erase(pid);
+  return status;
 }
 
 void RealOs::replace_with(const std::string& executable, const std::vector<std::string>& argv) {

@@ -4,6 +4,7 @@
 // waitid/waitpid, signalfd and poll, /proc (proc.h), the machine's clock, and the watchdog
 // (watchdog.h) that kills the workers' groups should the launcher itself be killed.
 
+#include <map>
 #include <memory>
 #include <set>
 
@@ -56,6 +57,10 @@ class RealOs : public Os {
   // while the signal was pending (the kernel keeps the first sender of a pending signal).
   pid_t first_exited_ = 0;
   std::set<pid_t> standbys_;  // spawned with a channel, not handed a worker yet: no orphans
+  // start_program's, running (no orphans), and the statuses of those that exited_child() found
+  // ended and reaped, for exit_status().
+  std::set<pid_t> programs_;
+  std::map<pid_t, int> program_statuses_;
 };
 
 }  // namespace acc::launcher

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Python worker's traceback under acc-launch is the one it prints without it: no frame of the
-# collective recorder (acc_launch.py, from the run directory), and, under PyTorch 2.x, which
+# collective recorder (acc_launch/_hook.py, from the run directory), and, under PyTorch 2.x, which
 # prefixes an uncaught exception's lines with [rankN]: itself, no second prefix. ACC_PYTHON_HOOK=0
 # and --no_python_hook leave the hook out of the workers' environment altogether.
 #   traceback_without_hook_frames.sh ACC_LAUNCH PYTHON   (PYTHON without torch: skipped, exit 77)
@@ -24,7 +24,7 @@ grep -q 'in reduce_the_wrong_thing' "$out/on.log" ||
   fail "the traceback does not show the user's frame" "$out/on.log"
 grep -q 'dist.all_reduce(\[1, 2, 3\])' "$out/on.log" ||
   fail "the traceback does not show the user's line" "$out/on.log"
-if grep -q 'acc_launch.py' "$out/on.log"; then fail "a frame of acc_launch.py shows" "$out/on.log"; fi
+if grep -q 'acc_launch/' "$out/on.log"; then fail "a frame of acc_launch/ shows" "$out/on.log"; fi
 if grep -q '^\[rank1\]: \[rank1\]:' "$out/on.log"; then
   fail "a line carries the rank prefix twice" "$out/on.log"
 fi

@@ -1,0 +1,156 @@
+#include "agent/checkpoint_memory.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+#include <utility>
+
+#include "acc/common/files.h"
+
+namespace acc::launcher {
+namespace {
+
+// The helper: acc_launch.checkpoint's persist, its error lines on its stdout (the log file).
+constexpr char kHelperCode[] =
+    "import sys; sys.stderr = sys.stdout; from acc_launch.checkpoint import _main; "
+    "sys.exit(_main(sys.argv[1:]))";
+constexpr char kLog[] = "/persist.log";
+constexpr std::chrono::milliseconds kPoll{100};
+// Until the first save is written: how often the launcher looks for it.
+constexpr std::chrono::milliseconds kFirstLook{1000};
+
+// The number in `name` between `prefix` and `suffix`; -1 when `name` is not so.
+long number_in(std::string_view name, std::string_view prefix, std::string_view suffix) {
+  if (name.size() <= prefix.size() + suffix.size() || name.substr(0, prefix.size()) != prefix ||
+      name.substr(name.size() - suffix.size()) != suffix)
+    return -1;
+  const std::string digits(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) return -1;
+  return std::strtol(digits.c_str(), nullptr, 10);
+}
+
+// The names in the directory `path` (none where it cannot be read).
+std::vector<std::string> names_in(const std::string& path) {
+  std::vector<std::string> names;
+  if (DIR* dir = ::opendir(path.c_str())) {
+    while (const dirent* entry = ::readdir(dir)) names.emplace_back(entry->d_name);
+    ::closedir(dir);
+  }
+  return names;
+}
+
+}  // namespace
+
+bool wants_checkpoint_memory(const LaunchPlan& plan) {
+  return !plan.no_python_hook && !plan.python.empty() && !plan.workers.empty();
+}
+
+CheckpointMemory::CheckpointMemory(Os& os, std::string dir, std::string python,
+                                   std::string pythonpath, std::chrono::milliseconds interval,
+                                   Notice notice)
+    : os_(os), dir_(std::move(dir)), interval_(interval), notice_(std::move(notice)) {
+  helper_ = {os_.find_program("env"),
+             "PYTHONPATH=" + pythonpath,
+             std::move(python),
+             "-c",
+             kHelperCode,
+             "persist",
+             dir_};
+  next_background_ = os_.now() + interval_;
+}
+
+CheckpointMemory::~CheckpointMemory() {
+  if (running_ > 0) os_.signal_process(running_, SIGTERM);
+}
+
+long CheckpointMemory::newest_save(const std::string& dir) {
+  long newest = 0;
+  for (const std::string& name : names_in(dir))
+    newest = std::max(newest, number_in(name, "rank0.", ".meta"));
+  return newest;
+}
+
+long CheckpointMemory::persisted_save(const std::string& dir) {
+  const std::string text = read_file(dir + "/persisted");
+  return std::max(0L, number_in(text.substr(0, text.find('\n')), "", ""));
+}
+
+void CheckpointMemory::persist() {
+  if (running_ > 0 || helper_.front().empty()) return;
+  const long newest = newest_save(dir_);
+  if (newest == 0 || newest <= persisted_save(dir_)) return;
+  running_ = os_.start_program(helper_, dir_ + kLog);
+  if (running_ < 0) notice_("checkpoint: cannot start " + helper_[2] + " to write a save");
+}
+
+void CheckpointMemory::reap(int status) {
+  running_ = -1;
+  std::string text = read_file(dir_ + kLog);
+  bool said = false;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + start, end - start);
+    constexpr std::string_view kOurs = "acc-launch: ";
+    if (line.substr(0, kOurs.size()) == kOurs) line.remove_prefix(kOurs.size());
+    // A write that fails as the last one did says nothing new.
+    if (!line.empty() && said_.insert(std::string(line)).second) notice_(std::string(line));
+    said = said || !line.empty();
+    start = end + 1;
+  }
+  if (!said && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    notice_("checkpoint: the helper writing the newest save ended with " +
+            std::string(WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                          : "signal " + std::to_string(WTERMSIG(status))) +
+            "; training goes on with the copy in memory");
+}
+
+void CheckpointMemory::tick() {
+  if (running_ > 0)
+    if (const std::optional<int> status = os_.exit_status(running_)) reap(*status);
+  // The first save is written at once, so that PATH holds one early; then every interval.
+  const bool first = !written_any_ && running_ < 0 && newest_save(dir_) > 0;
+  if (first || (interval_.count() > 0 && os_.now() >= next_background_)) {
+    next_background_ = os_.now() + interval_;
+    written_any_ = true;
+    persist();
+  }
+}
+
+std::optional<CheckpointMemory::Clock::time_point> CheckpointMemory::next_wake() const {
+  std::optional<Clock::time_point> wake;
+  if (interval_.count() > 0) wake = next_background_;
+  if (!written_any_)
+    wake = std::min(wake.value_or(Clock::time_point::max()), os_.now() + kFirstLook);
+  if (running_ > 0) wake = std::min(wake.value_or(Clock::time_point::max()), os_.now() + kPoll);
+  return wake;
+}
+
+void CheckpointMemory::persist_and_wait(std::chrono::milliseconds limit,
+                                        const std::function<bool(int)>& stops_the_job) {
+  persist();
+  const Clock::time_point deadline = os_.now() + limit;
+  bool stopped = false;
+  while (running_ > 0) {
+    if (const std::optional<int> status = os_.exit_status(running_)) {
+      reap(*status);
+      return;
+    }
+    if (stopped || os_.now() >= deadline) {
+      notice_("checkpoint: the newest save was not written to storage (" +
+              std::string(stopped ? "stopped" : "it took too long") + ")");
+      os_.signal_process(running_, SIGTERM);
+      running_ = -1;
+      return;
+    }
+    std::vector<pollfd> none;
+    for (int sig : os_.wait(none, std::min(deadline, os_.now() + kPoll)))
+      stopped = stopped || stops_the_job(sig);
+  }
+}
+
+}  // namespace acc::launcher

@@ -1,0 +1,432 @@
+"""torch.distributed.checkpoint's save and load, with the state kept in the launcher's memory.
+
+    acc_launch.checkpoint.save(state_dict, checkpoint_id=PATH)   # was dcp.save(...)
+    acc_launch.checkpoint.load(state_dict, checkpoint_id=PATH)   # was dcp.load(...)
+
+Under acc-launch (ACC_CHECKPOINT_MEMORY names a directory on the node's shared memory that the
+launcher made and keeps across restarts), save copies each rank's tensors into one file there and
+returns: no pickling of tensors, no storage. A save is committed when its description file
+appears (rename); each rank keeps its last two, and load takes the newest save that every rank
+committed, so a crash in the middle of a save leaves the one before it. The launcher has the
+newest written to PATH in torch.distributed.checkpoint's own format by a helper interpreter
+(`python -m acc_launch.checkpoint persist`): in the background, when a worker fails, and when the
+job ends, so that plain dcp.load reads PATH without acc-launch. Where the memory has no save that
+every rank committed (a rank on a new node), load reads PATH as dcp.load would.
+
+Outside acc-launch, with a storage_writer, storage_reader or planner, or with state dicts that
+hold DTensors or ShardedTensors, both are torch.distributed.checkpoint's own calls. PyTorch 1.13
+has no checkpoint_id: one line says 2.x is needed. docs/checkpoints.md says what survives what.
+"""
+import mmap as _mmap
+import os as _os
+import pickle as _pickle
+import sys as _sys
+
+__all__ = ["save", "load"]
+
+_MEMORY = "ACC_CHECKPOINT_MEMORY"
+_ALIGN = 64
+_KEPT = 2  # committed saves a rank keeps: the newest, and the one a torn save falls back to
+
+
+def save(state_dict, *, checkpoint_id=None, **kwargs):
+    """torch.distributed.checkpoint.save's arguments; under acc-launch, a copy in memory."""
+    dcp = _torch_checkpoint()
+    memory = _os.environ.get(_MEMORY)
+    if memory and checkpoint_id is not None and set(kwargs) <= {"process_group"}:
+        flat = _Flat.of(state_dict)
+        if flat is not None:
+            rank = _rank(kwargs.get("process_group"))
+            path = _path_of(checkpoint_id)
+            if _Shard.write(memory, rank, path, flat):
+                _made(path)
+                return None
+    return dcp.save(state_dict, checkpoint_id=checkpoint_id, **kwargs)
+
+
+def load(state_dict, *, checkpoint_id=None, **kwargs):
+    """torch.distributed.checkpoint.load's arguments; under acc-launch, the newest save every
+    rank committed to memory, else PATH."""
+    dcp = _torch_checkpoint()
+    memory = _os.environ.get(_MEMORY)
+    if memory and checkpoint_id is not None and set(kwargs) <= {"process_group"}:
+        group = kwargs.get("process_group")
+        path = _path_of(checkpoint_id)
+        seq = _Shard.agree(memory, _rank(group), path, group)
+        if seq is not None and _Flat.of(state_dict) is not None:
+            _Shard.read(memory, _rank(group), seq).into(state_dict)
+            return None
+    return dcp.load(state_dict, checkpoint_id=checkpoint_id, **kwargs)
+
+
+_made_paths = set()
+
+
+def _made(path):
+    """PATH exists from the first save on, as after dcp.save: a script that loads only where
+    os.path.exists(PATH) finds it after a restart, before the launcher has written the save."""
+    if path not in _made_paths:
+        try:
+            _os.makedirs(path, exist_ok=True)
+            _made_paths.add(path)
+        except OSError:
+            pass  # the launcher's write says why, in one line
+
+
+def _dcp():
+    """torch.distributed.checkpoint, once known to take checkpoint_id."""
+    global _checked
+    import torch.distributed.checkpoint as dcp
+    if not _checked:
+        import inspect
+        if "checkpoint_id" not in inspect.signature(getattr(dcp, "save", _none)).parameters:
+            raise ImportError
+        _checked = True
+    return dcp
+
+
+_checked = False
+
+
+def _torch_checkpoint():
+    try:
+        return _dcp()
+    except ImportError:
+        raise _needs_2x() from None
+
+
+def _needs_2x():
+    return RuntimeError("acc_launch.checkpoint needs PyTorch 2.2 or later (torch %s has no "
+                        "torch.distributed.checkpoint with checkpoint_id)"
+                        % _sys.modules["torch"].__version__)
+
+
+def _none():
+    pass
+
+
+def _rank(group):
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(group) if group is not None else dist.get_rank()
+    return int(_os.environ.get("RANK", "0"))
+
+
+def _path_of(checkpoint_id):
+    return _os.path.abspath(_os.fspath(checkpoint_id))
+
+
+def _say(text):
+    print("acc-launch: checkpoint: " + text, file=_sys.stderr, flush=True)
+
+
+class _Flat:
+    """A state dict as its tensors (by key path) and the rest (a skeleton that pickles)."""
+
+    def __init__(self, tensors, skeleton):
+        self.tensors, self.skeleton = tensors, skeleton
+
+    @classmethod
+    def of(cls, state_dict):
+        """None where a value is one this copy does not handle (DTensor, ShardedTensor)."""
+        import torch
+        tensors = []
+
+        def walk(value, path):
+            if hasattr(value, "state_dict") and hasattr(value, "load_state_dict"):
+                value = value.state_dict()  # DCP's Stateful
+            if isinstance(value, torch.Tensor):
+                if type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
+                    raise _Unhandled
+                tensors.append((path, value))
+                return _TensorAt(len(tensors) - 1)
+            if isinstance(value, dict):
+                return {k: walk(v, path + (k,)) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                items = [walk(v, path + (i,)) for i, v in enumerate(value)]
+                return items if isinstance(value, list) else tuple(items)
+            return value
+
+        try:
+            return cls(tensors, walk(state_dict, ()))
+        except _Unhandled:
+            return None
+
+
+class _Unhandled(Exception):
+    pass
+
+
+class _TensorAt:
+    """In a skeleton: the place of tensor number `index`."""
+
+    def __init__(self, index):
+        self.index = index
+
+
+class _Shard:
+    """One rank's committed save in the memory directory: rank<R>.<seq>.data holds the tensors'
+    bytes, rank<R>.<seq>.meta (written last) what they are and the rest of the state dict."""
+
+    _next_seq = {}  # rank -> the seq its next save takes (set by agree() and write())
+
+    def __init__(self, meta, data):
+        self.meta, self.data = meta, data
+
+    @staticmethod
+    def committed(memory, rank, path=None):
+        """The seqs rank `rank` committed in `memory` (for checkpoint `path`), oldest first."""
+        seqs = []
+        prefix = "rank%d." % rank
+        try:
+            names = _os.listdir(memory)
+        except OSError:
+            return []
+        for name in names:
+            if name.startswith(prefix) and name.endswith(".meta"):
+                try:
+                    seqs.append(int(name[len(prefix):-len(".meta")]))
+                except ValueError:
+                    pass
+        seqs.sort()
+        if path is not None:
+            seqs = [s for s in seqs if _Shard.meta_of(memory, rank, s).get("path") == path]
+        return seqs
+
+    @staticmethod
+    def meta_of(memory, rank, seq):
+        try:
+            with open(_os.path.join(memory, "rank%d.%d.meta" % (rank, seq)), "rb") as f:
+                return _pickle.load(f)
+        except (OSError, EOFError, _pickle.UnpicklingError):
+            return {}
+
+    @classmethod
+    def write(cls, memory, rank, path, flat):
+        """Copies `flat` into memory as this rank's next save. False (and one line, once) where
+        the memory has no room: the caller saves to storage instead."""
+        import torch
+        if cls._no_room:
+            return False
+        seq = cls._next_seq.get(rank)
+        if seq is None:
+            seq = max(cls.committed(memory, rank) or [0]) + 1
+        entries, offset = [], 0
+        for key, tensor in flat.tensors:
+            nbytes = tensor.numel() * tensor.element_size()
+            entries.append((key, str(tensor.dtype).replace("torch.", ""), tuple(tensor.shape),
+                            offset, nbytes, str(tensor.device), tensor.requires_grad))
+            offset += -(-nbytes // _ALIGN) * _ALIGN
+        base = _os.path.join(memory, "rank%d.%d" % (rank, seq))
+        fd = _os.open(base + ".data.tmp", _os.O_RDWR | _os.O_CREAT | _os.O_TRUNC, 0o600)
+        try:
+            if offset:
+                try:
+                    _os.posix_fallocate(fd, 0, offset)  # room first: no SIGBUS on a full tmpfs
+                except OSError as error:
+                    _os.unlink(base + ".data.tmp")
+                    cls._say_no_room(memory, offset, error)
+                    return False
+                with _mmap.mmap(fd, offset) as buffer:
+                    whole = torch.frombuffer(buffer, dtype=torch.uint8)
+                    for (key, tensor), entry in zip(flat.tensors, entries):
+                        if entry[4]:
+                            source = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+                            whole[entry[3]:entry[3] + entry[4]].copy_(source)
+                    del whole
+        finally:
+            _os.close(fd)
+        _os.rename(base + ".data.tmp", base + ".data")
+        meta = {"seq": seq, "rank": rank, "path": path, "entries": entries,
+                "skeleton": flat.skeleton}
+        with open(base + ".meta.tmp", "wb") as f:
+            _pickle.dump(meta, f, protocol=_pickle.HIGHEST_PROTOCOL)
+        _os.rename(base + ".meta.tmp", base + ".meta")  # the commit
+        cls._next_seq[rank] = seq + 1
+        for old in cls.committed(memory, rank)[:-_KEPT]:
+            cls.remove(memory, rank, old)
+        return True
+
+    @staticmethod
+    def remove(memory, rank, seq):
+        for suffix in (".meta", ".data"):  # the description first: never a meta without data
+            try:
+                _os.unlink(_os.path.join(memory, "rank%d.%d%s" % (rank, seq, suffix)))
+            except OSError:
+                pass
+
+    _no_room = False  # this process's saves go to storage
+
+    @classmethod
+    def _say_no_room(cls, memory, size, error):
+        """One line for the node (the first process to find no room makes the file no-room)."""
+        cls._no_room = True
+        try:
+            _os.close(_os.open(_os.path.join(memory, "no-room"), _os.O_CREAT | _os.O_EXCL, 0o600))
+        except OSError:
+            return
+        st = _os.statvfs(memory)
+        _say("no room for %.1f MB in %s (%.1f MB free: %s); the saves go to storage as dcp.save's "
+             "would. A container's /dev/shm is often 64 MB: docker run --shm-size=16g (or more) "
+             "gives it room" % (size / 1e6, _os.path.dirname(memory),
+                                st.f_bavail * st.f_frsize / 1e6, error.strerror))
+
+    @classmethod
+    def agree(cls, memory, rank, path, group):
+        """The newest seq of checkpoint `path` that every rank of `group` committed to its
+        node's memory, or None. Collective where torch.distributed is initialized. Every rank's
+        next save then takes one seq past the newest any rank has."""
+        import torch.distributed as dist
+        mine = cls.committed(memory, rank, path)
+        everyone = [mine]
+        if dist.is_available() and dist.is_initialized():
+            everyone = [None] * dist.get_world_size(group)
+            dist.all_gather_object(everyone, mine, group=group)
+        newest = max([s for seqs in everyone for s in seqs] or [0])
+        cls._next_seq[rank] = max(newest, max(cls.committed(memory, rank) or [0])) + 1
+        common = set(everyone[0]).intersection(*everyone[1:])
+        return max(common) if common else None
+
+    @classmethod
+    def read(cls, memory, rank, seq):
+        base = _os.path.join(memory, "rank%d.%d" % (rank, seq))
+        meta = cls.meta_of(memory, rank, seq)
+        with open(base + ".data", "rb") as f:
+            size = _os.fstat(f.fileno()).st_size
+            data = _mmap.mmap(f.fileno(), size, prot=_mmap.PROT_READ) if size else None
+        return cls(meta, data)
+
+    def tensors(self):
+        """The saved tensors, views of the memory (read-only: copy before changing them)."""
+        import warnings
+        import torch
+        out = []
+        for key, dtype, shape, offset, nbytes, device, requires_grad in self.meta["entries"]:
+            if not nbytes:
+                out.append(torch.empty(shape, dtype=getattr(torch, dtype)))
+                continue
+            with warnings.catch_warnings():  # a read-only buffer: we never write through it
+                warnings.simplefilter("ignore")
+                raw = torch.frombuffer(self.data, dtype=torch.uint8, count=nbytes, offset=offset)
+            out.append(raw.view(getattr(torch, dtype)).view(shape))
+        return out
+
+    def state_dict(self):
+        """The saved state dict, its tensors as views of the memory."""
+        tensors = self.tensors()
+
+        def build(value):
+            if isinstance(value, _TensorAt):
+                return tensors[value.index]
+            if isinstance(value, dict):
+                return {k: build(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [build(v) for v in value]
+            if isinstance(value, tuple):
+                return tuple(build(v) for v in value)
+            return value
+
+        return build(self.meta["skeleton"])
+
+    def into(self, state_dict):
+        """Loads in place, as dcp.load does: each tensor of `state_dict` gets the saved values
+        (on its own device), other values are replaced, Stateful objects load theirs."""
+        import torch
+        saved = self.state_dict()
+
+        def fill(target, source, path):
+            if hasattr(target, "state_dict") and hasattr(target, "load_state_dict"):
+                inner = target.state_dict()
+                target.load_state_dict(fill(inner, source, path))
+                return target
+            if isinstance(target, torch.Tensor):
+                if not isinstance(source, torch.Tensor) or source.shape != target.shape:
+                    raise RuntimeError("checkpoint: %s is %s in the saved state, not a tensor of "
+                                       "shape %s" % (_key(path), _what(source),
+                                                     tuple(target.shape)))
+                with torch.no_grad():
+                    target.copy_(source)
+                return target
+            if isinstance(target, dict):
+                if not isinstance(source, dict):
+                    raise RuntimeError("checkpoint: %s is %s in the saved state, not a dict"
+                                       % (_key(path), _what(source)))
+                for k in list(target):
+                    if k not in source:
+                        raise RuntimeError("checkpoint: %s is missing from the saved state"
+                                           % _key(path + (k,)))
+                    target[k] = fill(target[k], source[k], path + (k,))
+                return target
+            if isinstance(target, list) and isinstance(source, list) and len(target) == len(source):
+                for i in range(len(target)):
+                    target[i] = fill(target[i], source[i], path + (i,))
+                return target
+            return source
+
+        fill(state_dict, saved, ())
+
+
+def _key(path):
+    return ".".join(str(p) for p in path) or "the state dict"
+
+
+def _what(value):
+    return type(value).__name__
+
+
+# --- the launcher's helper: `python -m acc_launch.checkpoint persist MEMORY` ---------------------
+
+
+def persist(memory):
+    """Writes the newest save of global rank 0 in `memory` (where this node has it) to its PATH in
+    torch.distributed.checkpoint's format, unless that seq is written already; returns the exit
+    status. Replicated state (DDP) is whole in rank 0's shard, as dcp.save would keep one copy of
+    it. The write goes to PATH.acc-writing, then replaces PATH."""
+    import shutil
+    import warnings
+    seqs = _Shard.committed(memory, 0)
+    if not seqs:
+        return 0
+    seq = seqs[-1]
+    marker = _os.path.join(memory, "persisted")
+    try:
+        with open(marker) as f:
+            if int(f.read().strip() or 0) >= seq:
+                return 0
+    except (OSError, ValueError):
+        pass
+    shard = _Shard.read(memory, 0, seq)
+    path = shard.meta["path"]
+    import torch.distributed.checkpoint as dcp
+    writing, old = path + ".acc-writing", path + ".acc-old"
+    try:
+        shutil.rmtree(writing, ignore_errors=True)
+        _os.makedirs(_os.path.dirname(path) or ".", exist_ok=True)
+        with warnings.catch_warnings():  # "assuming the intent is to save in a single process"
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.save(shard.state_dict(), checkpoint_id=writing, no_dist=True)
+        if _os.path.exists(path):
+            shutil.rmtree(old, ignore_errors=True)
+            _os.rename(path, old)
+        _os.rename(writing, path)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError as error:
+        shutil.rmtree(writing, ignore_errors=True)
+        _say("cannot write %s: %s; training goes on with the copy in memory"
+             % (path, error.strerror or error))
+        return 1
+    with open(marker + ".tmp", "w") as f:
+        f.write("%d\n" % seq)
+    _os.rename(marker + ".tmp", marker)
+    return 0
+
+
+def _main(argv):
+    if len(argv) == 2 and argv[0] == "persist":
+        return persist(argv[1])
+    print("usage: python -m acc_launch.checkpoint persist MEMORY_DIRECTORY", file=_sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    _sys.exit(_main(_sys.argv[1:]))

@@ -1,0 +1,137 @@
+"""acc_launch.checkpoint (python/acc_launch/checkpoint.py) in one process, under the interpreter
+that runs it: PyTorch 2.x (the venv's) for the memory, the commit and the helper's write, and
+PyTorch 1.13 (Debian's) for its one line. Run: python -m unittest discover -s tests/python
+(with python/ on PYTHONPATH); tests/CMakeLists.txt runs it under both."""
+import errno
+import os
+import shutil
+import tempfile
+import unittest
+from unittest import mock
+
+import torch
+
+import acc_launch
+from acc_launch import checkpoint
+
+try:
+    checkpoint._torch_checkpoint()
+    HAS_DCP = True
+except RuntimeError:
+    HAS_DCP = False
+
+
+def state(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(8, 4)
+    return {"model": model.state_dict(), "step": seed,
+            "nested": {"half": torch.full((3,), float(seed), dtype=torch.bfloat16), "list": [seed, "x"]}}
+
+
+@unittest.skipIf(HAS_DCP, "this PyTorch has torch.distributed.checkpoint with checkpoint_id")
+class OldTorchTest(unittest.TestCase):
+    def test_save_says_in_one_line_that_pytorch_2_is_needed(self):
+        with self.assertRaises(RuntimeError) as raised:
+            acc_launch.checkpoint.save({}, checkpoint_id="/nonexistent")
+        self.assertIn("needs PyTorch 2.2 or later", str(raised.exception))
+        self.assertNotIn("\n", str(raised.exception))
+
+
+@unittest.skipUnless(HAS_DCP, "PyTorch < 2.2")
+class MemoryTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.memory = os.path.join(self.dir, "memory")
+        os.mkdir(self.memory)
+        self.path = os.path.join(self.dir, "ckpt")
+        patcher = mock.patch.dict(os.environ, {"ACC_CHECKPOINT_MEMORY": self.memory, "RANK": "0"})
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        checkpoint._Shard._next_seq.clear()
+        checkpoint._Shard._no_room = False
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def files(self):
+        return sorted(n for n in os.listdir(self.memory) if n.startswith("rank"))
+
+    def test_a_save_is_a_copy_in_memory_that_load_puts_back_in_place(self):
+        saved = state(1)
+        acc_launch.checkpoint.save(saved, checkpoint_id=self.path)
+        self.assertEqual(self.files(), ["rank0.1.data", "rank0.1.meta"])
+        self.assertTrue(os.path.isdir(self.path))  # as after dcp.save, for os.path.exists guards
+        self.assertEqual(os.listdir(self.path), [])  # nothing written to storage by the step
+        saved["model"]["weight"].add_(1)  # the copy does not change with the model
+        target = state(2)
+        weight = target["model"]["weight"]
+        acc_launch.checkpoint.load(target, checkpoint_id=self.path)
+        self.assertIs(target["model"]["weight"], weight)  # in place
+        self.assertTrue(torch.equal(weight, state(1)["model"]["weight"]))
+        self.assertEqual(target["step"], 1)
+        self.assertTrue(torch.equal(target["nested"]["half"], state(1)["nested"]["half"]))
+        self.assertEqual(target["nested"]["list"], [1, "x"])
+
+    def test_each_rank_keeps_its_last_two_saves_and_a_torn_one_is_not_loaded(self):
+        for seed in (1, 2, 3):
+            acc_launch.checkpoint.save(state(seed), checkpoint_id=self.path)
+        self.assertEqual(self.files(), ["rank0.2.data", "rank0.2.meta", "rank0.3.data", "rank0.3.meta"])
+        os.unlink(os.path.join(self.memory, "rank0.3.meta"))  # a save that died before its commit
+        target = state(9)
+        acc_launch.checkpoint.load(target, checkpoint_id=self.path)
+        self.assertEqual(target["step"], 2)
+
+    def test_a_key_missing_from_the_save_is_an_error_that_names_it(self):
+        acc_launch.checkpoint.save({"a": torch.ones(2)}, checkpoint_id=self.path)
+        with self.assertRaises(RuntimeError) as raised:
+            acc_launch.checkpoint.load({"a": torch.zeros(2), "b": torch.zeros(1)}, checkpoint_id=self.path)
+        self.assertIn("b is missing", str(raised.exception))
+
+    def test_no_room_is_one_line_and_the_save_goes_to_storage_as_dcp_save(self):
+        no_room = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        with mock.patch("os.posix_fallocate", side_effect=no_room), \
+                mock.patch("acc_launch.checkpoint._say") as say, \
+                mock.patch("torch.distributed.checkpoint.save") as dcp_save:
+            acc_launch.checkpoint.save(state(1), checkpoint_id=self.path)
+            acc_launch.checkpoint.save(state(2), checkpoint_id=self.path)
+        self.assertEqual(say.call_count, 1)
+        self.assertIn("no room for", say.call_args[0][0])
+        self.assertEqual(dcp_save.call_count, 2)
+        self.assertEqual(self.files(), [])  # nothing half-made left
+
+    def test_outside_acc_launch_both_are_dcp_calls(self):
+        os.environ.pop("ACC_CHECKPOINT_MEMORY")
+        with mock.patch("torch.distributed.checkpoint.save") as dcp_save, \
+                mock.patch("torch.distributed.checkpoint.load") as dcp_load:
+            acc_launch.checkpoint.save({"a": 1}, checkpoint_id=self.path)
+            acc_launch.checkpoint.load({"a": 1}, checkpoint_id=self.path)
+        dcp_save.assert_called_once_with({"a": 1}, checkpoint_id=self.path)
+        dcp_load.assert_called_once_with({"a": 1}, checkpoint_id=self.path)
+
+    def test_the_helper_writes_the_newest_save_in_dcps_format_once(self):
+        import torch.distributed.checkpoint as dcp
+        for seed in (1, 2):
+            acc_launch.checkpoint.save(state(seed), checkpoint_id=self.path)
+        self.assertEqual(checkpoint.persist(self.memory), 0)
+        self.assertEqual(open(os.path.join(self.memory, "persisted")).read(), "2\n")
+        with mock.patch("torch.distributed.checkpoint.save") as again:
+            self.assertEqual(checkpoint.persist(self.memory), 0)
+        again.assert_not_called()
+        target = state(9)
+        with mock.patch.dict(os.environ, {}, clear=False):
+            os.environ.pop("ACC_CHECKPOINT_MEMORY")
+            dcp.load(target, checkpoint_id=self.path)
+        self.assertEqual(target["step"], 2)
+        self.assertTrue(torch.equal(target["model"]["weight"], state(2)["model"]["weight"]))
+
+    def test_the_helper_says_in_one_line_why_it_cannot_write(self):
+        blocker = os.path.join(self.dir, "file")
+        open(blocker, "w").close()
+        acc_launch.checkpoint.save(state(1), checkpoint_id=os.path.join(blocker, "ckpt"))
+        with mock.patch("acc_launch.checkpoint._say") as say:
+            self.assertEqual(checkpoint.persist(self.memory), 1)
+        self.assertEqual(say.call_count, 1)
+        self.assertIn("cannot write", say.call_args[0][0])
+        self.assertFalse(os.path.exists(os.path.join(self.memory, "persisted")))
+
+
+if __name__ == "__main__":
+    unittest.main()
