@@ -1,0 +1,125 @@
+// The launcher's side of acc_launch.checkpoint (agent/checkpoint_memory.h), over a scripted Os:
+// when the helper that writes the newest save to storage runs, and what the launcher says of it.
+// The helper itself, and a whole job, are tests/python/ and
+// tests/integration/pytorch/checkpoints.sh.
+
+#include "agent/checkpoint_memory.h"
+
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "acc/common/files.h"
+#include "fake_os.h"
+#include "launcher_harness.h"
+
+namespace acc::launcher {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class CheckpointMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override { os.installed["env"] = "/usr/bin/env"; }
+
+  CheckpointMemory& memory(milliseconds interval = seconds(60)) {
+    memory_.emplace(os, dir.path(), "/venv/bin/python", "/run/python", interval,
+                    [this](const std::string& line) { notices.push_back(line); });
+    return *memory_;
+  }
+  void save(int seq) { write_file(dir.path() + "/rank0." + std::to_string(seq) + ".meta", "x"); }
+  void written(int seq) { write_file(dir.path() + "/persisted", std::to_string(seq) + "\n"); }
+  std::vector<const testing::FakeOs::Process*> helpers() const {
+    std::vector<const testing::FakeOs::Process*> found;
+    for (const auto& p : os.processes()) found.push_back(p.get());
+    return found;
+  }
+  void run_helpers_to_their_end() {
+    std::vector<pollfd> none;
+    os.wait(none, os.now() + seconds(5));
+    memory_->tick();
+  }
+
+  acc::testing::TempDir dir;
+  testing::FakeOs os;
+  std::optional<CheckpointMemory> memory_;
+  std::vector<std::string> notices;
+};
+
+TEST_F(CheckpointMemoryTest, NoHelperRunsBeforeRankZeroHasSavedHere) {
+  CheckpointMemory& m = memory();
+  write_file(dir.path() + "/rank1.4.meta", "x");  // another rank's save: not this node's to write
+  m.tick();
+  m.persist();
+  EXPECT_TRUE(helpers().empty());
+}
+
+TEST_F(CheckpointMemoryTest, TheFirstSaveIsWrittenAtOnceThenOnlyEveryIntervalAndNeverTwice) {
+  CheckpointMemory& m = memory(seconds(60));
+  save(1);
+  m.tick();
+  ASSERT_EQ(helpers().size(), 1u);
+  EXPECT_EQ(helpers()[0]->request.argv,
+            (std::vector<std::string>{"/usr/bin/env", "PYTHONPATH=/run/python", "/venv/bin/python",
+                                      "-c", helpers()[0]->request.argv[4], "persist", dir.path()}));
+  written(1);
+  run_helpers_to_their_end();
+  save(2);
+  m.tick();
+  EXPECT_EQ(helpers().size(), 1u) << "written again before the interval";
+  os.sleep_until(os.now() + seconds(61));
+  m.tick();
+  EXPECT_EQ(helpers().size(), 2u) << "save 2 not written after the interval";
+  written(2);
+  run_helpers_to_their_end();
+  m.persist();  // a failure: nothing newer than what is written
+  EXPECT_EQ(helpers().size(), 2u);
+  EXPECT_TRUE(notices.empty());
+}
+
+TEST_F(CheckpointMemoryTest, AWriteThatFailsAsTheLastOneDidSaysNothingNew) {
+  os.helper = [](const std::vector<std::string>&) {
+    testing::Script script;
+    script.exit_after = milliseconds(10);
+    script.exit_code = 1;
+    script.output =
+        "acc-launch: checkpoint: cannot write /ckpt: Read-only file system; training "
+        "goes on with the copy in memory\n";
+    return script;
+  };
+  CheckpointMemory& m = memory(milliseconds(0));
+  for (int seq = 1; seq <= 3; ++seq) {
+    save(seq);
+    m.persist();
+    run_helpers_to_their_end();
+  }
+  EXPECT_EQ(helpers().size(), 3u);
+  EXPECT_EQ(notices, (std::vector<std::string>{
+                         "checkpoint: cannot write /ckpt: Read-only file system; training goes on "
+                         "with the copy in memory"}));
+}
+
+TEST_F(CheckpointMemoryTest, TheEndWaitsForTheWriteButAStopSignalEndsTheWaitAndTheHelper) {
+  os.helper = [](const std::vector<std::string>&) {
+    testing::Script script;
+    script.exit_after = milliseconds(30'000);
+    return script;
+  };
+  os.take_signals({SIGTERM});
+  CheckpointMemory& m = memory(milliseconds(0));
+  save(1);
+  os.signal_launcher(seconds(2), SIGTERM);
+  m.persist_and_wait(seconds(300), [](int sig) { return sig == SIGTERM; });
+  ASSERT_EQ(helpers().size(), 1u);
+  EXPECT_TRUE(helpers()[0]->got(SIGTERM));
+  EXPECT_LT(os.now() - helpers()[0]->started, seconds(3));
+  EXPECT_EQ(notices, (std::vector<std::string>{
+                         "checkpoint: the newest save was not written to storage (stopped)"}));
+}
+
+}  // namespace
+}  // namespace acc::launcher
