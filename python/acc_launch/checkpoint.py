@@ -165,10 +165,15 @@ class _TensorAt:
 
 
 class _Shard:
-    """One rank's committed save in the memory directory: rank<R>.<seq>.data holds the tensors'
-    bytes, rank<R>.<seq>.meta (written last) what they are and the rest of the state dict."""
+    """One rank's committed save in the memory directory. Each rank has two data files, its
+    slots (rank<R>.slot<0|1>.data), made once and mapped once per process, so that a save is a
+    copy into memory already there; a save goes to the slot the newest committed save is not in.
+    rank<R>.<seq>.meta, written last, says which slot holds save <seq>, what its tensors are and
+    the rest of the state dict. Before a slot is written, the description of the save it held is
+    removed: a description never names a slot that is being written."""
 
     _next_seq = {}  # rank -> the seq its next save takes (set by agree() and write())
+    _slots = {}  # (memory, rank, slot) -> (size, mmap, its bytes as a tensor)
 
     def __init__(self, meta, data):
         self.meta, self.data = meta, data
@@ -201,59 +206,83 @@ class _Shard:
         except (OSError, EOFError, _pickle.UnpicklingError):
             return {}
 
+    @staticmethod
+    def slot_path(memory, rank, slot):
+        return _os.path.join(memory, "rank%d.slot%d.data" % (rank, slot))
+
+    @classmethod
+    def slot(cls, memory, rank, slot, size):
+        """The slot's bytes as a uint8 tensor of `size`, mapped (and its room reserved) once."""
+        import torch
+        key = (memory, rank, slot)
+        held = cls._slots.get(key)
+        if held and held[0] == size:
+            return held[2]
+        if held:
+            del cls._slots[key]
+        fd = _os.open(cls.slot_path(memory, rank, slot), _os.O_RDWR | _os.O_CREAT, 0o600)
+        try:
+            if _os.fstat(fd).st_size != size:  # a new size: the same one is mapped again as is
+                _os.ftruncate(fd, 0)
+            _os.posix_fallocate(fd, 0, size)  # room first: no SIGBUS on a full tmpfs
+            buffer = _mmap.mmap(fd, size)
+        finally:
+            _os.close(fd)
+        whole = torch.frombuffer(buffer, dtype=torch.uint8)
+        cls._slots[key] = (size, buffer, whole)
+        return whole
+
     @classmethod
     def write(cls, memory, rank, path, flat):
-        """Copies `flat` into memory as this rank's next save. False (and one line, once) where
-        the memory has no room: the caller saves to storage instead."""
+        """Copies `flat` into memory as this rank's next save. False (and one line for the node)
+        where the memory has no room: the caller saves to storage instead."""
         import torch
         if cls._no_room:
             return False
+        committed = cls.committed(memory, rank)
         seq = cls._next_seq.get(rank)
         if seq is None:
-            seq = max(cls.committed(memory, rank) or [0]) + 1
+            seq = max(committed or [0]) + 1
         entries, offset = [], 0
         for key, tensor in flat.tensors:
             nbytes = tensor.numel() * tensor.element_size()
             entries.append((key, str(tensor.dtype).replace("torch.", ""), tuple(tensor.shape),
                             offset, nbytes, str(tensor.device), tensor.requires_grad))
             offset += -(-nbytes // _ALIGN) * _ALIGN
-        base = _os.path.join(memory, "rank%d.%d" % (rank, seq))
-        fd = _os.open(base + ".data.tmp", _os.O_RDWR | _os.O_CREAT | _os.O_TRUNC, 0o600)
-        try:
-            if offset:
+        newest = cls.meta_of(memory, rank, committed[-1]) if committed else {}
+        slot = 1 - newest.get("slot", 1)
+        for old in committed:  # the save this slot held, and any older one
+            if old != newest.get("seq"):
+                cls.remove(memory, rank, old)
+        if offset:
+            try:
+                whole = cls.slot(memory, rank, slot, offset)
+            except OSError as error:
                 try:
-                    _os.posix_fallocate(fd, 0, offset)  # room first: no SIGBUS on a full tmpfs
-                except OSError as error:
-                    _os.unlink(base + ".data.tmp")
-                    cls._say_no_room(memory, offset, error)
-                    return False
-                with _mmap.mmap(fd, offset) as buffer:
-                    whole = torch.frombuffer(buffer, dtype=torch.uint8)
-                    for (key, tensor), entry in zip(flat.tensors, entries):
-                        if entry[4]:
-                            source = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-                            whole[entry[3]:entry[3] + entry[4]].copy_(source)
-                    del whole
-        finally:
-            _os.close(fd)
-        _os.rename(base + ".data.tmp", base + ".data")
-        meta = {"seq": seq, "rank": rank, "path": path, "entries": entries,
-                "skeleton": flat.skeleton}
+                    _os.unlink(cls.slot_path(memory, rank, slot))
+                except OSError:
+                    pass
+                cls._say_no_room(memory, offset, error)
+                return False
+            for (key, tensor), entry in zip(flat.tensors, entries):
+                if entry[4]:
+                    source = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+                    whole[entry[3]:entry[3] + entry[4]].copy_(source)
+        meta = {"seq": seq, "rank": rank, "path": path, "slot": slot, "size": offset,
+                "entries": entries, "skeleton": flat.skeleton}
+        base = _os.path.join(memory, "rank%d.%d" % (rank, seq))
         with open(base + ".meta.tmp", "wb") as f:
             _pickle.dump(meta, f, protocol=_pickle.HIGHEST_PROTOCOL)
         _os.rename(base + ".meta.tmp", base + ".meta")  # the commit
         cls._next_seq[rank] = seq + 1
-        for old in cls.committed(memory, rank)[:-_KEPT]:
-            cls.remove(memory, rank, old)
         return True
 
     @staticmethod
     def remove(memory, rank, seq):
-        for suffix in (".meta", ".data"):  # the description first: never a meta without data
-            try:
-                _os.unlink(_os.path.join(memory, "rank%d.%d%s" % (rank, seq, suffix)))
-            except OSError:
-                pass
+        try:
+            _os.unlink(_os.path.join(memory, "rank%d.%d.meta" % (rank, seq)))
+        except OSError:
+            pass
 
     _no_room = False  # this process's saves go to storage
 
@@ -289,12 +318,18 @@ class _Shard:
 
     @classmethod
     def read(cls, memory, rank, seq):
-        base = _os.path.join(memory, "rank%d.%d" % (rank, seq))
+        """Save `seq` of rank `rank`, its data mapped (read-only) from its slot."""
         meta = cls.meta_of(memory, rank, seq)
-        with open(base + ".data", "rb") as f:
-            size = _os.fstat(f.fileno()).st_size
-            data = _mmap.mmap(f.fileno(), size, prot=_mmap.PROT_READ) if size else None
+        data = None
+        if meta.get("size"):
+            with open(cls.slot_path(memory, rank, meta["slot"]), "rb") as f:
+                data = _mmap.mmap(f.fileno(), meta["size"], prot=_mmap.PROT_READ)
         return cls(meta, data)
+
+    def still_committed(self, memory):
+        """Whether this save's description is still there: its slot has not been reused."""
+        return _os.path.exists(_os.path.join(
+            memory, "rank%d.%d.meta" % (self.meta["rank"], self.meta["seq"])))
 
     def tensors(self):
         """The saved tensors, views of the memory (read-only: copy before changing them)."""
@@ -311,9 +346,11 @@ class _Shard:
             out.append(raw.view(getattr(torch, dtype)).view(shape))
         return out
 
-    def state_dict(self):
-        """The saved state dict, its tensors as views of the memory."""
+    def state_dict(self, copy=False):
+        """The saved state dict, its tensors as views of the memory (copies with `copy`)."""
         tensors = self.tensors()
+        if copy:
+            tensors = [t.clone() for t in tensors]
 
         def build(value):
             if isinstance(value, _TensorAt):
@@ -384,18 +421,28 @@ def persist(memory):
     it. The write goes to PATH.acc-writing, then replaces PATH."""
     import shutil
     import warnings
-    seqs = _Shard.committed(memory, 0)
-    if not seqs:
-        return 0
-    seq = seqs[-1]
     marker = _os.path.join(memory, "persisted")
     try:
         with open(marker) as f:
-            if int(f.read().strip() or 0) >= seq:
-                return 0
+            written = int(f.read().strip() or 0)
     except (OSError, ValueError):
-        pass
-    shard = _Shard.read(memory, 0, seq)
+        written = 0
+    # A copy of the newest save, taken while the save stays committed: a rank that saves again
+    # meanwhile reuses the other slot, and only the save after that one reuses this one.
+    for _ in range(10):
+        seqs = _Shard.committed(memory, 0)
+        if not seqs or seqs[-1] <= written:
+            return 0
+        seq = seqs[-1]
+        try:
+            shard = _Shard.read(memory, 0, seq)
+            state = shard.state_dict(copy=True)
+        except (OSError, KeyError, ValueError):
+            continue
+        if shard.still_committed(memory):
+            break
+    else:
+        return 0
     path = shard.meta["path"]
     import torch.distributed.checkpoint as dcp
     writing, old = path + ".acc-writing", path + ".acc-old"
@@ -404,7 +451,7 @@ def persist(memory):
         _os.makedirs(_os.path.dirname(path) or ".", exist_ok=True)
         with warnings.catch_warnings():  # "assuming the intent is to save in a single process"
             warnings.simplefilter("ignore", UserWarning)
-            dcp.save(shard.state_dict(), checkpoint_id=writing, no_dist=True)
+            dcp.save(state, checkpoint_id=writing, no_dist=True)
         if _os.path.exists(path):
             shutil.rmtree(old, ignore_errors=True)
             _os.rename(path, old)

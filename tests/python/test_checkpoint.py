@@ -57,7 +57,7 @@ class MemoryTest(unittest.TestCase):
     def test_a_save_is_a_copy_in_memory_that_load_puts_back_in_place(self):
         saved = state(1)
         acc_launch.checkpoint.save(saved, checkpoint_id=self.path)
-        self.assertEqual(self.files(), ["rank0.1.data", "rank0.1.meta"])
+        self.assertEqual(self.files(), ["rank0.1.meta", "rank0.slot0.data"])
         self.assertTrue(os.path.isdir(self.path))  # as after dcp.save, for os.path.exists guards
         self.assertEqual(os.listdir(self.path), [])  # nothing written to storage by the step
         saved["model"]["weight"].add_(1)  # the copy does not change with the model
@@ -70,10 +70,11 @@ class MemoryTest(unittest.TestCase):
         self.assertTrue(torch.equal(target["nested"]["half"], state(1)["nested"]["half"]))
         self.assertEqual(target["nested"]["list"], [1, "x"])
 
-    def test_each_rank_keeps_its_last_two_saves_and_a_torn_one_is_not_loaded(self):
+    def test_each_rank_keeps_its_last_two_saves_in_two_slots_and_a_torn_one_is_not_loaded(self):
         for seed in (1, 2, 3):
             acc_launch.checkpoint.save(state(seed), checkpoint_id=self.path)
-        self.assertEqual(self.files(), ["rank0.2.data", "rank0.2.meta", "rank0.3.data", "rank0.3.meta"])
+        self.assertEqual(self.files(), ["rank0.2.meta", "rank0.3.meta", "rank0.slot0.data",
+                                        "rank0.slot1.data"])
         os.unlink(os.path.join(self.memory, "rank0.3.meta"))  # a save that died before its commit
         target = state(9)
         acc_launch.checkpoint.load(target, checkpoint_id=self.path)
@@ -105,6 +106,15 @@ class MemoryTest(unittest.TestCase):
             acc_launch.checkpoint.load({"a": 1}, checkpoint_id=self.path)
         dcp_save.assert_called_once_with({"a": 1}, checkpoint_id=self.path)
         dcp_load.assert_called_once_with({"a": 1}, checkpoint_id=self.path)
+
+    def test_a_slot_is_written_only_once_the_save_it_held_is_no_longer_committed(self):
+        acc_launch.checkpoint.save(state(1), checkpoint_id=self.path)  # slot 0
+        acc_launch.checkpoint.save(state(2), checkpoint_id=self.path)  # slot 1
+        shard = checkpoint._Shard.read(self.memory, 0, 1)
+        self.assertTrue(shard.still_committed(self.memory))
+        acc_launch.checkpoint.save(state(3), checkpoint_id=self.path)  # slot 0 again
+        self.assertFalse(shard.still_committed(self.memory))
+        self.assertEqual(checkpoint._Shard.read(self.memory, 0, 3).meta["slot"], 0)
 
     def test_the_helper_writes_the_newest_save_in_dcps_format_once(self):
         import torch.distributed.checkpoint as dcp

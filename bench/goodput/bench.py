@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Goodput: the time a process failure costs a PyTorch DDP job, acc-launch against torchrun of
+PyTorch 2.x, side by side in one invocation.
+
+The job (train.py): 2 ranks on one node (Gloo, CPU), about 150 MB of model and Adam state, STEPS
+steps. Under acc-launch (warm workers, --max_restarts) it saves with acc_launch.checkpoint every
+step; under torchrun it saves with dcp.save every K steps, K chosen as users do, so that
+checkpointing costs about 5% of the step time (a calibration run measures both). Each launcher
+runs the job once without failures and once with rank 1 SIGKILLing itself at each of FAIL_STEPS.
+Where a launcher's restart fails (its job exits non-zero), the bench launches the job again from
+its last checkpoint in storage, as a scheduler's requeue would, and counts that time.
+
+  time lost per failure = (wall time with failures - wall time without) / failures
+
+Also printed: each launcher's step time, the checkpoint's cost in the step against the in-memory
+copy floor (every state tensor cloned, measured in the same process), and the load average.
+Not yet here: two launchers on loopback and a whole node lost.
+
+Usage: bench.py ACC_LAUNCH [--torch2-python PY] [--steps N] [--fail-steps a,b,c]
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAIN = os.path.join(HERE, "train.py")
+
+
+def load():
+    return open("/proc/loadavg").read().split()[0]
+
+
+def launch(command, work, env):
+    """One launch: (exit status, seconds, stdout, stderr, hung). A launch whose rank 0 has
+    printed its TIMES (every step done) but has not exited 30 s later hangs at exit (PyTorch
+    2.11's Gloo teardown, bench/README.md): it is stopped, and its time ends at the TIMES line."""
+    start = time.monotonic()
+    process = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    out, done_at = [], []
+
+    def read():
+        for line in process.stdout:
+            out.append(line)
+            if "TIMES " in line:
+                done_at.append(time.monotonic())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    while process.poll() is None:
+        time.sleep(0.05)
+        if done_at and time.monotonic() - done_at[0] > 30:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            reader.join()
+            return 0, done_at[0] - start, "".join(out), "", True
+    reader.join()
+    return process.returncode, time.monotonic() - start, "".join(out), process.stderr.read(), False
+
+
+def run(command, work, env=None):
+    """Runs the job until it ends 0, launching it again after each non-zero exit (a requeue);
+    returns (wall seconds, launches, hangs at exit, the TIMES of the last launch's rank 0)."""
+    wall, launches, hangs = 0.0, 0, 0
+    while True:
+        launches += 1
+        status, seconds, stdout, stderr, hung = launch(command, work, env)
+        wall += seconds
+        hangs += hung
+        if status == 0:
+            break
+        if launches >= 10:
+            sys.exit("the job failed 10 times:\n" + stderr[-3000:])
+    times = [json.loads(line.split("TIMES ", 1)[1]) for line in stdout.splitlines()
+             if "TIMES " in line]
+    return wall, launches, hangs, times[-1]
+
+
+def job(launcher, mode, args, python, path, steps, save_every, fails, work):
+    script = [TRAIN, mode, path, str(steps), str(save_every), fails, work]
+    if launcher == "torchrun":
+        return [python, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                "--max-restarts", "3"] + script
+    return [args.acc_launch, "--nproc_per_node", "2", "--max_restarts", "3", "--python",
+            python] + script
+
+
+def fresh(work):
+    for name in os.listdir(work):
+        target = os.path.join(work, name)
+        shutil.rmtree(target) if os.path.isdir(target) else os.unlink(target)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("acc_launch")
+    parser.add_argument("--torch2-python", default=os.environ.get("ACC_TORCH2_PYTHON")
+                        or "/opt/acc-launch/peers-venv/bin/python")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--fail-steps", default="20,40")
+    args = parser.parse_args()
+    python = args.torch2_python
+    failures = len(args.fail_steps.split(","))
+    work = tempfile.mkdtemp(prefix="acc-goodput-")
+    path = os.path.join(work, "ckpt")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    try:
+        print("== goodput: %d steps, rank 1 SIGKILLed at steps %s, load %s"
+              % (args.steps, args.fail_steps, load()))
+        # torchrun's K: dcp.save's time against 5% of a step, from 6 steps saving each.
+        _, _, _, calibration = run(job("torchrun", "dcp", args, python, path, 6, 1, "-", work),
+                                work, env)
+        step = statistics.median(calibration["steps"])
+        save = statistics.median(calibration["saves"][1:])
+        k = max(1, math.ceil(save / (0.05 * step)))
+        print("calibration: step %.3f s, dcp.save %.3f s: torchrun saves every %d steps"
+              % (step, save, k))
+        lost = {}
+        for launcher, mode, every in (("acc-launch", "acc", 1), ("torchrun", "dcp", k)):
+            fresh(work)
+            free, _, free_hangs, times = run(job(launcher, mode, args, python, path, args.steps, every, "-",
+                                     work), work, env)
+            fresh(work)
+            failed, launches, hangs, _ = run(job(launcher, mode, args, python, path, args.steps, every,
+                                          args.fail_steps, work), work, env)
+            lost[launcher] = (failed - free) / failures
+            saves = [s for i, s in enumerate(times["saves"]) if mode == "acc" or (i + 1) % every == 0]
+            print("%-10s: without failures %.1f s (step %.3f s), with %d failures %.1f s "
+                  "(%d launch(es)): %.2f s lost per failure; checkpoint %.3f s every %d step(s) "
+                  "(in-memory copy floor %.3f s, %.1fx); hung at exit %d of %d launches; load %s"
+                  % (launcher, free, statistics.median(times["steps"]), failures, failed, launches,
+                     lost[launcher], statistics.median(saves), every, times["floor"],
+                     statistics.median(saves) / times["floor"], free_hangs + hangs,
+                     launches + 1, load()))
+        print("time lost per failure: acc-launch %.2f s, torchrun 2.x %.2f s (%.1fx)"
+              % (lost["acc-launch"], lost["torchrun"], lost["torchrun"] / max(lost["acc-launch"], 1e-3)))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
