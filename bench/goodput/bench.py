@@ -39,6 +39,24 @@ def load():
     return open("/proc/loadavg").read().split()[0]
 
 
+def descendants(pid):
+    """Every process below `pid`, from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open("/proc/%s/stat" % entry).read()
+                parents.setdefault(int(stat.rpartition(")")[2].split()[1]), []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def launch(command, work, env):
     """One launch: (exit status, seconds, stdout, stderr, hung). A launch whose rank 0 has
     printed its TIMES (every step done) but has not exited 30 s later hangs at exit (PyTorch
@@ -59,9 +77,13 @@ def launch(command, work, env):
     while process.poll() is None:
         time.sleep(0.05)
         if done_at and time.monotonic() - done_at[0] > 30:
-            os.killpg(process.pid, signal.SIGKILL)
+            for pid in [process.pid] + descendants(process.pid):  # torchrun's are in sessions
+                try:                                            # of their own
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
             process.wait()
-            reader.join()
+            reader.join(5)
             return 0, done_at[0] - start, "".join(out), "", True
     reader.join()
     return process.returncode, time.monotonic() - start, "".join(out), process.stderr.read(), False
