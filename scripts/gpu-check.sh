@@ -307,6 +307,27 @@ export -f warm_cuda_check
 figure_warm_cuda_restart() { grep -o 'attempt=1 .*' "$1" | tr -s ' ' | head -1; }
 gpu_only warm_cuda_restart || check warm_cuda_restart 120 warm_cuda_check
 
+# acc_launch.checkpoint with CUDA tensors: saved every step, the rank SIGKILLed after step 3, the
+# restart loads step 3 onto the GPU from the launcher's memory; then plain dcp.load reads step 6.
+cuda_checkpoint_check() {
+  local work
+  work=$(mktemp -d)
+  "$launcher" --nproc_per_node 1 --max_restarts 1 --python "$python" \
+    tests/integration/pytorch/cuda_checkpoint.py "$work/ckpt" "$work" &&
+    env -u PYTHONPATH "$python" -c '
+import sys, torch, torch.distributed.checkpoint as dcp
+state = {"step": 0}
+dcp.load(state, checkpoint_id=sys.argv[1])
+assert "acc_launch" not in sys.modules and state["step"] == 6, state
+print("plain dcp.load: step", state["step"])' "$work/ckpt"
+  local status=$?
+  rm -rf "$work"
+  return $status
+}
+export -f cuda_checkpoint_check
+figure_cuda_checkpoint() { grep -o 'attempt=1 loaded .*' "$1" | tr -s ' ' | head -1; }
+gpu_only cuda_checkpoint || check cuda_checkpoint 120 cuda_checkpoint_check
+
 # No "... is deprecated" line from PyTorch about the launcher's variables, in any NCCL job above.
 if [ "$cpu_only" = 1 ]; then
   check no_deprecated_names 120 bash tests/integration/pytorch/no_deprecated_names.sh \
