@@ -26,7 +26,6 @@ __all__ = ["save", "load"]
 
 _MEMORY = "ACC_CHECKPOINT_MEMORY"
 _ALIGN = 64
-_KEPT = 2  # committed saves a rank keeps: the newest, and the one a torn save falls back to
 
 
 def save(state_dict, *, checkpoint_id=None, **kwargs):
