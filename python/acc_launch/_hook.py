@@ -512,7 +512,9 @@ def _serve_as_standby():
     waits for the worker this process becomes. The launcher sends that worker's whole environment
     and its stdin, stdout and stderr in one message; once they are in place this returns, and the
     interpreter runs the program as `python script.py` (or `-m mod`) would: it has not begun it.
-    The process ends when the launcher drops it (end of file on the channel)."""
+    Before it becomes the worker, a warm standby leaves an heir (_leave_heir): a fork of itself,
+    torch imported, that serves the next attempt. The process ends when the launcher drops it
+    (end of file on the channel)."""
     fd = _os.environ.pop("ACC_STANDBY_FD", None)
     if fd is None:
         return
@@ -523,19 +525,95 @@ def _serve_as_standby():
     # The import thread's priority was its own; a thread started in it keeps that low one.
     fit = importer is not None and all(
         _priority_of(task) in (None, nice) for task in _other_threads() if task != importer)
-    try:
-        channel.send(b"ready")
-    except OSError:
-        pass  # the launcher has handed this standby its worker already, or dropped it
-    message, descriptors = _receive(channel)
-    if not message:
-        _os._exit(0)
+    heir = False
+    while True:
+        try:
+            channel.send(b"ready")
+        except OSError:
+            pass  # the launcher has handed this standby its worker already, or dropped it
+        message, descriptors = _receive(channel)
+        if not message:
+            _os._exit(0)
+        try:
+            heir_channel = _leave_heir(channel) if fit else None
+        except BaseException:
+            if heir:  # no standby may run the script with the environment of its import
+                _os._exit(1)
+            raise
+        if heir_channel is None:
+            break
+        # This process is the heir: the worker's descriptors and channel are the parent's.
+        heir = True
+        for descriptor in descriptors:
+            _os.close(descriptor)
+        channel.close()
+        channel = heir_channel
     _become(message, descriptors)
     channel.close()
     if not fit and hasattr(_sys, "orig_argv"):
         # Torch's import failed here, or left a thread at low priority: the worker starts cold,
         # in this same process.
         _os.execv(_sys.executable, _sys.orig_argv)
+
+
+def _leave_heir(channel):
+    """Forks this standby, torch imported and nothing of the worker begun, into the next
+    attempt's: twice, so that the launcher (the subreaper of its workers' orphans) becomes the
+    heir's parent, reaps it, and sees its exit as a worker's. The heir's channel goes to the
+    launcher on this one, as "heir <pid>" with the descriptor. Returns the heir's channel in the
+    heir; None in this process (the worker), and where a fork failed (the launcher then starts a
+    standby that imports torch)."""
+    import array
+    import socket
+    launcher = _os.getppid()
+    try:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        read_end, write_end = _os.pipe()
+        middle = _os.fork()
+    except OSError:
+        return None
+    if middle == 0:
+        # Nothing raised here may reach the code after sitecustomize: the script would run.
+        try:
+            _os.setpgid(0, 0)  # out of the worker's group, which the launcher kills
+            heir = _os.fork()
+            if heir > 0:
+                _os.write(write_end, b"%d" % heir)
+                _os._exit(0)
+            _os.close(read_end)
+            _os.close(write_end)
+            ours.close()
+            if _adopted_by(launcher):
+                return theirs
+        except BaseException:
+            pass
+        _os._exit(0)
+    _os.close(write_end)
+    _os.waitpid(middle, 0)
+    heir = _os.read(read_end, 32)
+    _os.close(read_end)
+    theirs.close()
+    try:
+        if heir:
+            channel.sendmsg([b"heir " + heir], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                  array.array("i", [ours.fileno()]))])
+    except OSError:
+        pass
+    ours.close()
+    return None
+
+
+def _adopted_by(launcher):
+    """In the heir, once its first parent has exited: whether the launcher is its parent now.
+    It then dies with the launcher, as a worker does (PR_SET_PDEATHSIG), and leads a process
+    group of its own, as a standby the launcher spawns does."""
+    import ctypes
+    while _os.getppid() not in (launcher, 1):
+        _time.sleep(0.001)
+    _os.setpgid(0, 0)
+    if ctypes.CDLL(None, use_errno=True).prctl(1, 9) != 0:  # PR_SET_PDEATHSIG, SIGKILL
+        return False
+    return _os.getppid() == launcher
 
 
 def _warm_up():

@@ -142,7 +142,10 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (file_timer_ && fd == file_timer_->fd()) file_timer_->read_requests();
     if (fd == membership_fd_ && membership_->take_event()) next_membership_check_ = os_.now();
     if (standbys_ && std::ranges::count(standbys_->channels(), fd) > 0) {
-      if (!standbys_->read_news(fd)) group_->unwatch(fd);
+      // The channel may have ended, or been replaced by an heir's (maybe under the same number).
+      standbys_->read_news(fd);
+      group_->unwatch(fd);
+      watch_standbys();
       show_warm_workers();
     }
   }
@@ -195,6 +198,14 @@ class Agent::Impl : public WorkerGroup::Listener {
         python_hook_dir_ + (pythonpath == environment_.end() ? "" : ":" + pythonpath->second),
         checkpoint_persist_interval(environment_), [this](const std::string& m) { notice(m); });
     environment_[CheckpointMemory::kEnvVar] = dir;
+  }
+
+  // Every standby's channel in the worker group's wait, once.
+  void watch_standbys() {
+    for (int fd : standbys_->channels()) {
+      group_->unwatch(fd);
+      group_->watch(fd);
+    }
   }
 
   // The standbys on the status page and /metrics.
@@ -364,7 +375,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     timeline::mark("started");
     if (standbys_) {
       standbys_->replenish(round_);
-      for (int fd : standbys_->channels()) group_->watch(fd);
+      watch_standbys();
       show_warm_workers();
     }
     // After the spawn, which must not wait for a connection: another node's failure, restart or

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 
@@ -72,9 +73,13 @@ Standbys::~Standbys() {
 }
 
 void Standbys::replenish(const Round& round) {
+  round_ = round;
   for (const WorkerSpec& spec : plan_.workers) {
     const auto it = standbys_.find(spec.local_rank);
-    if (it != standbys_.end() && alive(it->second.pid, it->second.channel)) continue;
+    if (it != standbys_.end() && !it->second.ended &&
+        (it->second.awaiting_heir ? read_news(it->second)
+                                  : alive(it->second.pid, it->second.channel)))
+      continue;
     if (it != standbys_.end()) {
       end(it->second.pid, it->second.channel);
       standbys_.erase(it);
@@ -132,6 +137,16 @@ std::optional<Standbys::Taken> Standbys::take(int local_rank,
   }
   Standby standby = std::move(it->second);
   standbys_.erase(it);
+  if (standby.awaiting_heir) {
+    const bool coming = read_news(standby);
+    if (standby.awaiting_heir) {
+      why = coming ? "its standby, the last worker's fork, has not come yet"
+                   : "the last worker left no standby (see " + run_dir_ + "/standby/" +
+                         std::to_string(local_rank) + ".log)";
+      end(standby.pid, standby.channel);
+      return std::nullopt;
+    }
+  }
   if (!alive(standby.pid, standby.channel)) {
     why = "its standby has ended (see " + run_dir_ + "/standby/" + std::to_string(local_rank) +
           ".log)";
@@ -162,19 +177,38 @@ std::optional<Standbys::Taken> Standbys::take(int local_rank,
   Taken taken;
   taken.pid = standby.pid;
   taken.channel = std::move(standby.channel);
+  taken.import_env = std::move(standby.import_env);
   return taken;
+}
+
+void Standbys::handed_over(int local_rank, Taken taken) {
+  Standby& heir = standbys_[local_rank];
+  heir = Standby{};
+  heir.channel = std::move(taken.channel);
+  heir.import_env = std::move(taken.import_env);
+  heir.awaiting_heir = true;
 }
 
 std::vector<int> Standbys::channels() const {
   std::vector<int> fds;
   for (const auto& [local_rank, standby] : standbys_)
-    if (standby.channel) fds.push_back(standby.channel.get());
+    if (standby.channel && !standby.ended) fds.push_back(standby.channel.get());
   return fds;
 }
 
 bool Standbys::read_news(int fd) {
-  for (auto& [local_rank, standby] : standbys_)
-    if (standby.channel.get() == fd) return read_news(standby);
+  for (auto& [local_rank, standby] : standbys_) {
+    if (standby.channel.get() != fd || standby.ended) continue;
+    if (read_news(standby)) return true;
+    standby.ended = true;
+    // A worker that left no heir: a standby that imports torch takes its place.
+    if (standby.awaiting_heir && round_) {
+      end(standby.pid, standby.channel);
+      standbys_.erase(local_rank);
+      replenish(*round_);
+    }
+    return false;
+  }
   return false;
 }
 
@@ -183,7 +217,7 @@ WarmWorkersStatus Standbys::status() {
   for (const auto& [local_rank, standby] : standbys_) {
     ++status.waiting;
     status.ready += standby.ready;
-    status.resident_bytes += os_.proc().resident_bytes(standby.pid);
+    if (!standby.awaiting_heir) status.resident_bytes += os_.proc().resident_bytes(standby.pid);
   }
   return status;
 }
@@ -197,6 +231,8 @@ bool Standbys::alive(pid_t pid, const UniqueFd& channel) {
 }
 
 bool Standbys::read_news(Standby& standby) {
+  if (standby.awaiting_heir && !take_heir(standby)) return false;
+  if (standby.awaiting_heir) return true;  // not yet
   char text[64];
   while (standby.channel) {
     const ssize_t n = ::recv(standby.channel.get(), text, sizeof(text), MSG_DONTWAIT);
@@ -205,6 +241,39 @@ bool Standbys::read_news(Standby& standby) {
     if (std::string_view(text, n) == "ready") standby.ready = true;
   }
   return false;
+}
+
+bool Standbys::take_heir(Standby& standby) {
+  char text[64];
+  iovec data{text, sizeof(text)};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  const ssize_t n = ::recvmsg(standby.channel.get(), &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0) return errno == EAGAIN || errno == EINTR;
+  UniqueFd channel;
+  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header))
+    if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
+      int fd = -1;
+      std::memcpy(&fd, CMSG_DATA(header), sizeof(fd));
+      channel.reset(fd);
+    }
+  constexpr std::string_view kHeir = "heir ";
+  const std::string_view said(text, n > 0 ? n : 0);
+  pid_t pid = -1;
+  if (!channel || !said.starts_with(kHeir) ||
+      std::from_chars(said.data() + kHeir.size(), said.data() + said.size(), pid).ec !=
+          std::errc() ||
+      pid <= 0)
+    return false;
+  os_.adopt_standby(pid);
+  standby.pid = pid;
+  standby.channel = std::move(channel);
+  standby.awaiting_heir = false;
+  return true;
 }
 
 // One that has ended is left to whoever reaps next (an attempt's supervisor reaps every child

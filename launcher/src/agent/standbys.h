@@ -10,6 +10,8 @@
 // On a restart the WorkerGroup gives each worker to its rank's standby (Os::hand_over: the
 // environment and the three standard descriptors in one message) where that standby is alive
 // and its environment at import is the worker's; else it spawns the worker cold, with one line.
+// A standby so handed its worker first forks its heir (the hook's _leave_heir): the next
+// attempt's standby, warm at once, which the launcher adopts when the worker's channel brings it.
 // Not thread-safe: the agent's one thread owns it.
 
 #include <sys/types.h>
@@ -59,12 +61,17 @@ class Standbys {
   struct Taken {
     pid_t pid = -1;
     UniqueFd channel;
+    std::map<std::string, std::string> import_env;
   };
   // The standby of `local_rank` for a worker whose environment is `env`, out of the set. None
   // (and `why`, for the user) where there is none, it died, or its environment at import differs.
   std::optional<Taken> take(int local_rank, const std::map<std::string, std::string>& env,
                             std::string& why);
-  // The channels of the standbys that wait: readable when one says it is ready or ends.
+  // `taken` now runs its worker: its channel brings the heir, the standby of its local rank
+  // (docs/goodput.md). One that brings none is replaced by a standby that imports torch.
+  void handed_over(int local_rank, Taken taken);
+  // The channels of the standbys that wait, and of the workers whose heir is coming: readable
+  // when one says it is ready, brings its heir or ends. Those that have ended are left out.
   std::vector<int> channels() const;
   // Reads what came on `fd` (one of channels()); false once it has ended (stop watching it).
   bool read_news(int fd);
@@ -79,11 +86,15 @@ class Standbys {
     UniqueFd channel;
     std::map<std::string, std::string> import_env;
     bool ready = false;
+    bool awaiting_heir = false;  // pid and channel are the worker's, until its heir comes
+    bool ended = false;
   };
   static bool alive(pid_t pid, const UniqueFd& channel);
   void end(pid_t pid, UniqueFd& channel);
-  // False when the standby has ended.
+  // False when the standby has ended, or the worker did without leaving an heir.
   bool read_news(Standby& standby);
+  // Takes the heir the worker's channel brings, if it has come: false when none will.
+  bool take_heir(Standby& standby);
 
   Os& os_;
   const LaunchPlan& plan_;
@@ -91,6 +102,7 @@ class Standbys {
   std::string run_dir_;
   std::string python_hook_dir_;
   std::map<int, Standby> standbys_;  // by local rank
+  std::optional<Round> round_;       // the last replenish()'s
 };
 
 }  // namespace acc::launcher

@@ -127,6 +127,7 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec, Standbys* stand
       standby.reset();
     }
   }
+  if (standby) standbys->handed_over(spec.local_rank, std::move(*standby));
   if (standbys && !standby)
     listener_.notice("warm workers: local rank " + std::to_string(spec.local_rank) +
                      " starts cold: " + why);

@@ -48,6 +48,8 @@ class Os : public rendezvous::Clock {
     (void)request, (void)standby, (void)channel;
     throw LaunchError("no standbys here");
   }
+  // `pid`, a child the launcher adopted as the subreaper (a standby's heir), is a standby too.
+  virtual void adopt_standby(pid_t pid) { (void)pid; }
   // The group is gone: the watchdog need not kill it should the launcher die.
   virtual void forget(pid_t process_group) = 0;
   // No worker runs and none will start: the watchdog may end now (RealOs reaps it at its

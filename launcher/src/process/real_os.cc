@@ -73,6 +73,11 @@ void RealOs::await_exec(SpawnedProcess& process) {
   acc::launcher::await_exec(process);
 }
 
+void RealOs::adopt_standby(pid_t pid) {
+  standbys_.insert(pid);
+  if (watchdog_) watchdog_->watch(pid);
+}
+
 void RealOs::forget(pid_t process_group) {
   standbys_.erase(process_group);
   if (watchdog_) watchdog_->forget(process_group);

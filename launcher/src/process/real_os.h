@@ -25,6 +25,7 @@ class RealOs : public Os {
   void await_exec(SpawnedProcess& process) override;
   bool can_keep_standbys() const override { return true; }
   SpawnedProcess hand_over(SpawnRequest request, pid_t standby, int channel) override;
+  void adopt_standby(pid_t pid) override;
   void forget(pid_t process_group) override;
   void dismiss_watchdog() override;
   void signal_group(pid_t process_group, int sig) override;

@@ -1,6 +1,6 @@
 """A plain PyTorch DDP script under warm workers: every worker of every attempt prints one line,
-'WORKER {json}', of what it found at its start, and the last rank fails in attempt 0, so that
-attempt 1's workers are the standbys the launcher kept. Where WARM_METRICS names the launcher's
+'WORKER {json}', of what it found at its start, and the last rank fails in attempts 0 and 1, so
+that attempt 1's workers are the standbys the launcher kept, and attempt 2's their heirs. Where WARM_METRICS names the launcher's
 /metrics, the failing rank first waits until it shows every standby ready (torch imported): a
 standby still importing is not used. warm_workers.sh reads the lines."""
 import time
@@ -66,10 +66,10 @@ def main():
         "cwd": os.getcwd(), "command": command, "standby_fd": "ACC_STANDBY_FD" in os.environ,
         "nice": nice_values(), "recorded": getattr(dist, "_acc_recorded", False),
         "stack_file": os.path.exists(stack_file), "progress": os.environ["ACC_PROGRESS_FILE"],
-        "stdout_tty": sys.stdout.isatty(), "seconds": round(seconds, 3),
+        "stdout_tty": sys.stdout.isatty(), "seconds": round(seconds, 3), "ppid": os.getppid(),
     }
     print("WORKER " + json.dumps(facts), flush=True)
-    if attempt == 0 and rank == world - 1:
+    if attempt < 2 and rank == world - 1:
         wait_for_standbys(int(os.environ["LOCAL_WORLD_SIZE"]))
         sys.exit(1)
     dist.destroy_process_group()

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Warm workers as a user meets them (docs/goodput.md): a DDP script (warm_workers.py) whose last
-# rank fails in attempt 0, under --nproc_per_node 2 --max_restarts 1.
-#   1. By default, attempt 1's workers are the standbys: torch was imported before the script
+# rank fails in attempts 0 and 1, under --nproc_per_node 2 --max_restarts 2.
+#   1. By default, attempt 1's workers are the standbys, and attempt 2's their heirs (forked by
+#      attempt 1's workers before their scripts began): torch was imported before the script
 #      began, and the script still runs as `python script.py ARGS` would (__main__, sys.argv,
-#      sys.path[0], cwd, the command line ps shows), with attempt 1's environment, the hook's
-#      recorder and stack dump, and every thread at the launcher's nice value.
-#   2. With --no_warm_workers attempt 1 starts cold.
+#      sys.path[0], cwd, the command line ps shows), with its attempt's environment, the hook's
+#      recorder and stack dump, every thread at the launcher's nice value, and the launcher as
+#      its parent.
+#   2. With --no_warm_workers attempts 1 and 2 start cold.
 #   3. As a user without privileges (root only; setpriv), the same as 1: the standby's lower CPU
 #      priority is given back.
 # The standbys import at nice 10 (ACC_WARM_WORKERS_NICE), not 19: still below the workers', but
@@ -43,7 +45,7 @@ run() {
   [ "$warm" = cold ] && metrics=
   mkdir -m 777 "$work/logs-$name"
   (cd "$work" && exec "$@" env WARM_METRICS=$metrics ACC_WARM_WORKERS_NICE=10 "$launcher" \
-    --nproc_per_node 2 --max_restarts 1 --python "$python" --status_port 29613 \
+    --nproc_per_node 2 --max_restarts 2 --python "$python" --status_port 29613 \
     --monitor_interval 0.1 --log_dir "$work/logs-$name" \
     $([ "$warm" = cold ] && echo --no_warm_workers) \
     warm_workers.py x "y z" >"$work/$name.out" 2>"$work/$name.err") &
@@ -63,13 +65,13 @@ import json, os, sys
 out, warm, work = sys.argv[1], sys.argv[2] == "warm", sys.argv[3]
 workers = [json.loads(line.split("WORKER ", 1)[1]) for line in open(out) if "WORKER " in line]
 problems = []
-if sorted((w["attempt"], w["rank"]) for w in workers) != [(0, 0), (0, 1), (1, 0), (1, 1)]:
+if sorted((w["attempt"], w["rank"]) for w in workers) != [(a, r) for a in range(3) for r in range(2)]:
     problems.append("not one line per rank and attempt: %s" % [(w["attempt"], w["rank"]) for w in workers])
 script = os.path.join(work, "warm_workers.py")
 for w in workers:
     who = "attempt %d rank %d" % (w["attempt"], w["rank"])
     expected = {
-        "preloaded": warm and w["attempt"] == 1, "main": "__main__",
+        "preloaded": warm and w["attempt"] >= 1, "main": "__main__",
         "argv": ["warm_workers.py", "x", "y z"], "path0": os.path.realpath(work),
         "cwd": os.path.realpath(work), "standby_fd": False, "nice": [os.getpriority(os.PRIO_PROCESS, 0)],
         "recorded": True, "stack_file": True, "sum": 2.0, "world": 2,
@@ -81,11 +83,15 @@ for w in workers:
         problems.append("%s: its command line is %r" % (who, w["command"]))
     if "/attempt_%d/%d/" % (w["attempt"], w["rank"]) not in w["progress"]:
         problems.append("%s: its progress file is %s" % (who, w["progress"]))
+# The launcher is every worker's parent, the heirs' too: it reaps them and sees how they end.
+if len({w["ppid"] for w in workers}) != 1:
+    problems.append("the workers have different parents: %s" % [w["ppid"] for w in workers])
 for problem in problems:
     print("FAIL: " + problem)
-warm_seconds = [w["seconds"] for w in workers if w["attempt"] == 1]
-print("%s: attempt 1's workers past their first all_reduce %s s after their scripts began"
-      % ("warm" if warm else "cold", warm_seconds))
+for attempt in (1, 2):
+    seconds = [w["seconds"] for w in workers if w["attempt"] == attempt]
+    print("%s: attempt %d's workers past their first all_reduce %s s after their scripts began"
+          % ("warm" if warm else "cold", attempt, seconds))
 sys.exit(1 if problems else 0)
 PY
     echo "PASS: $name"
