@@ -33,6 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.join(HERE, "train.py")
+STALL = 60  # seconds without a step: the launch is stopped as failed
 
 
 def load():
@@ -57,10 +58,30 @@ def descendants(pid):
     return found
 
 
+def stop(process):
+    for pid in [process.pid] + descendants(process.pid):  # torchrun's are in sessions of their own
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    process.wait()
+
+
+def last_step_at(work, start):
+    """When rank 0 last finished a step (train.py touches WORK/progress), on the monotonic clock."""
+    try:
+        return time.monotonic() - (time.time() - os.stat(os.path.join(work, "progress")).st_mtime)
+    except OSError:
+        return start
+
+
 def launch(command, work, env):
-    """One launch: (exit status, seconds, stdout, stderr, hung). A launch whose rank 0 has
-    printed its TIMES (every step done) but has not exited 30 s later hangs at exit (PyTorch
-    2.11's Gloo teardown, bench/README.md): it is stopped, and its time ends at the TIMES line."""
+    """One launch: (exit status, seconds, stdout, stderr, hung at exit, stalled). A launch whose
+    rank 0 has printed its TIMES (every step done) but has not exited 30 s later hangs at exit
+    (PyTorch 2.11's Gloo teardown, bench/README.md): it is stopped, and its time ends at the
+    TIMES line. A launch with no step for STALL seconds (a restart whose ranks never meet) is
+    stopped as a failed launch (status -1), its time ending at its last step: the scheduler's
+    requeue that follows is counted, the time it would take to notice the stall is not."""
     start = time.monotonic()
     process = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -77,34 +98,37 @@ def launch(command, work, env):
     while process.poll() is None:
         time.sleep(0.05)
         if done_at and time.monotonic() - done_at[0] > 30:
-            for pid in [process.pid] + descendants(process.pid):  # torchrun's are in sessions
-                try:                                            # of their own
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            process.wait()
+            stop(process)
             reader.join(5)
-            return 0, done_at[0] - start, "".join(out), "", True
+            return 0, done_at[0] - start, "".join(out), "", True, False
+        stepped = max(start, last_step_at(work, start))
+        if not done_at and time.monotonic() - stepped > STALL:
+            stop(process)
+            reader.join(5)
+            return -1, stepped - start, "".join(out), "(stalled)", False, True
     reader.join()
-    return process.returncode, time.monotonic() - start, "".join(out), process.stderr.read(), False
+    return (process.returncode, time.monotonic() - start, "".join(out), process.stderr.read(),
+            False, False)
 
 
 def run(command, work, env=None):
     """Runs the job until it ends 0, launching it again after each non-zero exit (a requeue);
-    returns (wall seconds, launches, hangs at exit, the TIMES of the last launch's rank 0)."""
-    wall, launches, hangs = 0.0, 0, 0
+    returns (wall seconds, launches, hangs at exit, stalls, the TIMES of the last launch's
+    rank 0)."""
+    wall, launches, hangs, stalls = 0.0, 0, 0, 0
     while True:
         launches += 1
-        status, seconds, stdout, stderr, hung = launch(command, work, env)
+        status, seconds, stdout, stderr, hung, stalled = launch(command, work, env)
         wall += seconds
         hangs += hung
+        stalls += stalled
         if status == 0:
             break
         if launches >= 10:
             sys.exit("the job failed 10 times:\n" + stderr[-3000:])
     times = [json.loads(line.split("TIMES ", 1)[1]) for line in stdout.splitlines()
              if "TIMES " in line]
-    return wall, launches, hangs, times[-1]
+    return wall, launches, hangs, stalls, times[-1]
 
 
 def job(launcher, mode, args, python, path, steps, save_every, fails, work):
@@ -134,12 +158,16 @@ def main():
     failures = len(args.fail_steps.split(","))
     work = tempfile.mkdtemp(prefix="acc-goodput-")
     path = os.path.join(work, "ckpt")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # The standbys import torch at nice 0 (docs/goodput.md: ACC_WARM_WORKERS_NICE), not 19: two
+    # ranks of CPU-bound training fill a small machine's cores, and a standby at the lowest
+    # priority would not be ready by the first failure. Runs with and without failures pay that
+    # import alike; after the first restart the standbys are forks (heirs) and import nothing.
+    env = dict(os.environ, OMP_NUM_THREADS="1", ACC_WARM_WORKERS_NICE="0")
     try:
         print("== goodput: %d steps, rank 1 SIGKILLed at steps %s, load %s"
               % (args.steps, args.fail_steps, load()))
         # torchrun's K: dcp.save's time against 5% of a step, from 6 steps saving each.
-        _, _, _, calibration = run(job("torchrun", "dcp", args, python, path, 6, 1, "-", work),
+        _, _, _, _, calibration = run(job("torchrun", "dcp", args, python, path, 6, 1, "-", work),
                                 work, env)
         step = statistics.median(calibration["steps"])
         save = statistics.median(calibration["saves"][1:])
@@ -149,20 +177,21 @@ def main():
         lost = {}
         for launcher, mode, every in (("acc-launch", "acc", 1), ("torchrun", "dcp", k)):
             fresh(work)
-            free, _, free_hangs, times = run(job(launcher, mode, args, python, path, args.steps, every, "-",
+            free, _, free_hangs, free_stalls, times = run(job(launcher, mode, args, python, path, args.steps, every, "-",
                                      work), work, env)
             fresh(work)
-            failed, launches, hangs, _ = run(job(launcher, mode, args, python, path, args.steps, every,
+            failed, launches, hangs, stalls, _ = run(job(launcher, mode, args, python, path, args.steps, every,
                                           args.fail_steps, work), work, env)
             lost[launcher] = (failed - free) / failures
             saves = [s for i, s in enumerate(times["saves"]) if mode == "acc" or (i + 1) % every == 0]
             print("%-10s: without failures %.1f s (step %.3f s), with %d failures %.1f s "
                   "(%d launch(es)): %.2f s lost per failure; checkpoint %.3f s every %d step(s) "
-                  "(in-memory copy floor %.3f s, %.1fx); hung at exit %d of %d launches; load %s"
+                  "(in-memory copy floor %.3f s, %.1fx); hung at exit %d, stalled %d, of %d "
+                  "launches; load %s"
                   % (launcher, free, statistics.median(times["steps"]), failures, failed, launches,
                      lost[launcher], statistics.median(saves), every, times["floor"],
                      statistics.median(saves) / times["floor"], free_hangs + hangs,
-                     launches + 1, load()))
+                     free_stalls + stalls, launches + 1, load()))
         print("time lost per failure: acc-launch %.2f s, torchrun 2.x %.2f s (%.1fx)"
               % (lost["acc-launch"], lost["torchrun"], lost["torchrun"] / max(lost["acc-launch"], 1e-3)))
     finally:

@@ -2,10 +2,11 @@
 150 MB of model and Adam state that checkpoints as its launcher allows:
   acc  acc_launch.checkpoint.save every step (the launcher's memory)
   dcp  torch.distributed.checkpoint.save every SAVE_EVERY steps (storage)
-Both load PATH where it exists. Rank 1 SIGKILLs itself the first time it reaches each step of
-FAIL_STEPS (a file per failure in WORK remembers it across restarts and relaunches). Rank 0
-prints 'TIMES {json}': per step, the step's time and the checkpoint's; and the in-memory copy
-floor (every state tensor cloned), measured in the same process.
+Both load PATH where it exists. Rank 0 touches WORK/progress after each step (the bench's sign
+of progress). Rank 1 SIGKILLs itself the first time it reaches each step of FAIL_STEPS (a file
+per failure in WORK remembers it across restarts and relaunches). Rank 0 prints 'TIMES {json}':
+per step, the step's time and the checkpoint's; and the in-memory copy floor (every state
+tensor cloned), measured in the same process.
 Usage: train.py acc|dcp PATH STEPS SAVE_EVERY FAIL_STEPS(comma-separated or -) WORK"""
 import json
 import os
@@ -94,6 +95,8 @@ def main():
         if mode == "acc" or app.step % save_every == 0 or app.step == steps:
             checkpoint.save({"app": app}, checkpoint_id=path)
         saved = time.perf_counter()
+        if rank == 0:  # the bench's sign of progress
+            open(os.path.join(work, "progress"), "w").close()
         times["steps"].append(stepped - start)
         times["saves"].append(saved - stepped)
         marker = os.path.join(work, "failed-at-%d" % app.step)

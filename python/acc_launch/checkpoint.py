@@ -413,11 +413,13 @@ def _what(value):
 # --- the launcher's helper: `python -m acc_launch.checkpoint persist MEMORY` ---------------------
 
 
-def persist(memory):
+def persist(memory, keep=1):
     """Writes the newest save of global rank 0 in `memory` (where this node has it) to its PATH in
     torch.distributed.checkpoint's format, unless that seq is written already; returns the exit
     status. Replicated state (DDP) is whole in rank 0's shard, as dcp.save would keep one copy of
-    it. The write goes to PATH.acc-writing, then replaces PATH."""
+    it. The write goes to PATH.acc-writing, then replaces PATH. With `keep` above 1, the PATH it
+    replaces stays as PATH.<seq> (the save's number in the job; 0 for one this job did not
+    write), and the newest keep - 1 of those are kept."""
     import shutil
     import warnings
     marker = _os.path.join(memory, "persisted")
@@ -455,6 +457,8 @@ def persist(memory):
             shutil.rmtree(old, ignore_errors=True)
             _os.rename(path, old)
         _os.rename(writing, path)
+        if keep > 1 and _os.path.exists(old):
+            _keep_older(old, path, written, keep - 1)
         shutil.rmtree(old, ignore_errors=True)
     except OSError as error:
         shutil.rmtree(writing, ignore_errors=True)
@@ -467,10 +471,40 @@ def persist(memory):
     return 0
 
 
+def _keep_older(old, path, seq, count):
+    """Keeps the checkpoint `old` as PATH.<seq>, and of the PATH.<number> beside it the newest
+    `count` (by their time of writing)."""
+    import shutil
+    kept = "%s.%d" % (path, seq)
+    shutil.rmtree(kept, ignore_errors=True)
+    _os.rename(old, kept)
+    folder, name = _os.path.split(path)
+    folder = folder or "."
+    older = []
+    for entry in _os.listdir(folder):
+        number = entry[len(name) + 1:]
+        if entry.startswith(name + ".") and number.isdigit():
+            older.append((_os.stat(_os.path.join(folder, entry)).st_mtime, entry))
+    for _, entry in sorted(older, reverse=True)[count:]:
+        shutil.rmtree(_os.path.join(folder, entry), ignore_errors=True)
+
+
 def _main(argv):
-    if len(argv) == 2 and argv[0] == "persist":
-        return persist(argv[1])
-    print("usage: python -m acc_launch.checkpoint persist MEMORY_DIRECTORY", file=_sys.stderr)
+    if len(argv) in (2, 4) and argv[0] == "persist" and argv[2:3] in ([], ["--keep"]):
+        try:
+            keep = int(argv[3]) if len(argv) == 4 else 1
+        except ValueError:
+            keep = 0
+        if keep >= 1:
+            # Below the workers' priority: the write takes the CPU that training leaves (a
+            # restart's workers start beside it), and a quiet node's as fast as ever.
+            try:
+                _os.nice(10)
+            except OSError:
+                pass
+            return persist(argv[1], keep)
+    print("usage: python -m acc_launch.checkpoint persist MEMORY_DIRECTORY [--keep K]",
+          file=_sys.stderr)
     return 2
 
 

@@ -27,7 +27,7 @@ class CheckpointMemoryTest : public ::testing::Test {
   void SetUp() override { os.installed["env"] = "/usr/bin/env"; }
 
   CheckpointMemory& memory(milliseconds interval = seconds(60)) {
-    memory_.emplace(os, dir.path(), "/venv/bin/python", "/run/python", interval,
+    memory_.emplace(os, dir.path(), "/venv/bin/python", "/run/python", interval, /*keep=*/3,
                     [this](const std::string& line) { notices.push_back(line); });
     return *memory_;
   }
@@ -65,7 +65,8 @@ TEST_F(CheckpointMemoryTest, TheFirstSaveIsWrittenAtOnceThenOnlyEveryIntervalAnd
   ASSERT_EQ(helpers().size(), 1u);
   EXPECT_EQ(helpers()[0]->request.argv,
             (std::vector<std::string>{"/usr/bin/env", "PYTHONPATH=/run/python", "/venv/bin/python",
-                                      "-c", helpers()[0]->request.argv[4], "persist", dir.path()}));
+                                      "-c", helpers()[0]->request.argv[4], "persist", dir.path(),
+                                      "--keep", "3"}));
   written(1);
   run_helpers_to_their_end();
   save(2);

@@ -4,6 +4,7 @@ PyTorch 1.13 (Debian's) for its one line. Run: python -m unittest discover -s te
 (with python/ on PYTHONPATH); tests/CMakeLists.txt runs it under both."""
 import errno
 import os
+import time
 import shutil
 import tempfile
 import unittest
@@ -131,6 +132,24 @@ class MemoryTest(unittest.TestCase):
             dcp.load(target, checkpoint_id=self.path)
         self.assertEqual(target["step"], 2)
         self.assertTrue(torch.equal(target["model"]["weight"], state(2)["model"]["weight"]))
+
+    def test_the_helper_keeps_the_last_k_writes_as_path_dot_seq(self):
+        import torch.distributed.checkpoint as dcp
+        os.environ.pop("ACC_CHECKPOINT_MEMORY")
+        dcp.save(state(7), checkpoint_id=self.path)  # a checkpoint of an earlier job
+        os.environ["ACC_CHECKPOINT_MEMORY"] = self.memory
+        for seed in (1, 2, 3, 4):
+            acc_launch.checkpoint.save(state(seed), checkpoint_id=self.path)
+            self.assertEqual(checkpoint.persist(self.memory, keep=3), 0)
+            time.sleep(0.01)  # the kept ones are ordered by their time of writing
+        kept = sorted(name for name in os.listdir(self.dir) if name.startswith("ckpt"))
+        self.assertEqual(kept, ["ckpt", "ckpt.2", "ckpt.3"])
+        os.environ.pop("ACC_CHECKPOINT_MEMORY")
+        for name, step in (("ckpt", 4), ("ckpt.2", 2), ("ckpt.3", 3)):
+            target = state(9)
+            dcp.load(target, checkpoint_id=os.path.join(self.dir, name))
+            self.assertEqual(target["step"], step)
+        self.assertEqual(checkpoint._main(["persist", self.memory, "--keep", "0"]), 2)
 
     def test_the_helper_says_in_one_line_why_it_cannot_write(self):
         blocker = os.path.join(self.dir, "file")

@@ -196,7 +196,8 @@ class Agent::Impl : public WorkerGroup::Listener {
     checkpoints_.emplace(
         os_, dir, plan_.workers.front().argv.front(),
         python_hook_dir_ + (pythonpath == environment_.end() ? "" : ":" + pythonpath->second),
-        checkpoint_persist_interval(environment_), [this](const std::string& m) { notice(m); });
+        checkpoint_persist_interval(environment_), plan_.keep_checkpoints,
+        [this](const std::string& m) { notice(m); });
     environment_[CheckpointMemory::kEnvVar] = dir;
   }
 

@@ -51,7 +51,7 @@ bool wants_checkpoint_memory(const LaunchPlan& plan) {
 
 CheckpointMemory::CheckpointMemory(Os& os, std::string dir, std::string python,
                                    std::string pythonpath, std::chrono::milliseconds interval,
-                                   Notice notice)
+                                   int keep, Notice notice)
     : os_(os), dir_(std::move(dir)), interval_(interval), notice_(std::move(notice)) {
   helper_ = {os_.find_program("env"),
              "PYTHONPATH=" + pythonpath,
@@ -59,7 +59,9 @@ CheckpointMemory::CheckpointMemory(Os& os, std::string dir, std::string python,
              "-c",
              kHelperCode,
              "persist",
-             dir_};
+             dir_,
+             "--keep",
+             std::to_string(keep)};
   next_background_ = os_.now() + interval_;
 }
 

@@ -33,9 +33,10 @@ class CheckpointMemory {
   using Notice = std::function<void(const std::string&)>;
 
   // `dir` is made already (RunDir::make_memory_dir); `python` the workers' interpreter and
-  // `pythonpath` the PYTHONPATH that finds the acc_launch package first.
+  // `pythonpath` the PYTHONPATH that finds the acc_launch package first; the helper keeps the
+  // last `keep` writes.
   CheckpointMemory(Os& os, std::string dir, std::string python, std::string pythonpath,
-                   std::chrono::milliseconds interval, Notice notice);
+                   std::chrono::milliseconds interval, int keep, Notice notice);
   // A helper still running is stopped (SIGTERM): the directory goes with the launcher.
   ~CheckpointMemory();
   CheckpointMemory(const CheckpointMemory&) = delete;

@@ -643,6 +643,9 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   }
   plan.no_python_hook = o.no_python_hook;
   plan.no_warm_workers = o.no_warm_workers;
+  ACC_CHECK(o.keep_checkpoints >= 1, ConfigError, "--keep_checkpoints ", o.keep_checkpoints,
+            ": expected a whole number of at least 1");
+  plan.keep_checkpoints = o.keep_checkpoints;
   plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
   plan.stall_stops_job = o.stall_action != "report";
   plan.retryable_exit_code = resolve_retryable_exit_code(o);

@@ -64,6 +64,9 @@ struct LaunchPlan {
   // Python workers of a job that can restart: no standbys (--no_warm_workers, ACC_WARM_WORKERS=0;
   // agent/standbys.h).
   bool no_warm_workers = false;
+  // How many of acc_launch.checkpoint's writes to storage stay: PATH, and the older ones as
+  // PATH.<seq> (--keep_checkpoints; docs/checkpoints.md).
+  int keep_checkpoints = 1;
   // Accelerate's simple launcher: one process that is not a distributed job, so its worker gets
   // no torchrun contract (with RANK/LOCAL_RANK set, Accelerate would join a group of one).
   bool single_process = false;
