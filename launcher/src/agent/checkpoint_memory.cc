@@ -1,6 +1,5 @@
 #include "agent/checkpoint_memory.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -31,16 +30,6 @@ long number_in(std::string_view name, std::string_view prefix, std::string_view 
   const std::string digits(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
   if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) return -1;
   return std::strtol(digits.c_str(), nullptr, 10);
-}
-
-// The names in the directory `path` (none where it cannot be read).
-std::vector<std::string> names_in(const std::string& path) {
-  std::vector<std::string> names;
-  if (DIR* dir = ::opendir(path.c_str())) {
-    while (const dirent* entry = ::readdir(dir)) names.emplace_back(entry->d_name);
-    ::closedir(dir);
-  }
-  return names;
 }
 
 }  // namespace

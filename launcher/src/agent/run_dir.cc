@@ -1,6 +1,5 @@
 #include "agent/run_dir.h"
 
-#include <dirent.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -83,22 +82,6 @@ std::string make_run_dir(const LaunchPlan& plan) {
   ACC_CHECK(::mkdtemp(pattern.data()) != nullptr, SystemError, "cannot create a log directory in ",
             base.string(), ": ", std::strerror(errno));
   return pattern;
-}
-
-// The names in the directory `path` that start with `prefix` (none where it cannot be read).
-// Plain readdir, not std::filesystem: the agent also runs in LibTorch programs (files.h says
-// why). A /dev/shm of thousands of files costs about 2 ms a launch here, most of it the reading.
-std::vector<std::string> names_in(const std::string& path, std::string_view prefix = "") {
-  std::vector<std::string> names;
-  if (DIR* dir = ::opendir(path.c_str())) {
-    while (const dirent* entry = ::readdir(dir)) {
-      const std::string_view name = entry->d_name;
-      if (name != "." && name != ".." && name.substr(0, prefix.size()) == prefix)
-        names.emplace_back(name);
-    }
-    ::closedir(dir);
-  }
-  return names;
 }
 
 // Whether `path` is, not through a link, a directory (or a regular file) of this user.

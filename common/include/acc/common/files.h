@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace acc {
 
@@ -15,6 +16,11 @@ std::string read_file(const std::string& path);
 // Writes `text` to `path`, created or truncated (mode 0644 less the umask). Returns 0, or the
 // errno of the step that failed.
 int write_file(const std::string& path, std::string_view text);
+
+// The names in the directory `path` that start with `prefix`, "." and ".." left out; none where
+// it cannot be read. Plain readdir: a /dev/shm of thousands of files costs about 2 ms here, most
+// of it the reading.
+std::vector<std::string> names_in(const std::string& path, std::string_view prefix = "");
 
 // Removes `path` and, for a directory, everything under it, without following symbolic links
 // (a link is removed, not what it points to). True when nothing is left at `path`; a tree that
