@@ -296,15 +296,16 @@ export -f status_gpu_check
 figure_status_gpu_busy() { grep -m1 -o 'gpu_busy max [0-9.]*' "$1"; }
 gpu_only status_gpu_busy || check status_gpu_busy 90 status_gpu_check
 
-# Warm workers (docs/goodput.md): a 1-rank NCCL DDP job fails once its standby is ready; the
-# restart runs in the standby (torch imported, CUDA untouched by it) and steps on the GPU.
+# Warm workers (docs/goodput.md): a 1-rank NCCL DDP job fails twice, each time once its standby is
+# ready; the restarts run in the standby, then in its heir (a fork: torch imported, CUDA untouched
+# by either), and step on the GPU.
 warm_cuda_check() {
   local port=29619
-  WARM_METRICS=http://127.0.0.1:$port/metrics "$launcher" --nproc_per_node 1 --max_restarts 1 \
+  WARM_METRICS=http://127.0.0.1:$port/metrics "$launcher" --nproc_per_node 1 --max_restarts 2 \
     --status_port $port --python "$python" tests/integration/pytorch/warm_cuda_restart.py
 }
 export -f warm_cuda_check
-figure_warm_cuda_restart() { grep -o 'attempt=1 .*' "$1" | tr -s ' ' | head -1; }
+figure_warm_cuda_restart() { grep -o 'attempt=[12] .*' "$1" | tr -s ' ' | paste -sd ';'; }
 gpu_only warm_cuda_restart || check warm_cuda_restart 120 warm_cuda_check
 
 # acc_launch.checkpoint with CUDA tensors: saved every step, the rank SIGKILLed after step 3, the

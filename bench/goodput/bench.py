@@ -6,7 +6,7 @@ The job (train.py): 2 ranks on one node (Gloo, CPU), about 150 MB of model and A
 steps. Under acc-launch (warm workers, --max_restarts) it saves with acc_launch.checkpoint every
 step; under torchrun it saves with dcp.save every K steps, K chosen as users do, so that
 checkpointing costs about 5% of the step time (a calibration run measures both). Each launcher
-runs the job once without failures and once with rank 1 SIGKILLing itself at each of FAIL_STEPS.
+runs the job without failures and with rank 1 SIGKILLing itself at each of FAIL_STEPS.
 Where a launcher's restart fails (its job exits non-zero), the bench launches the job again from
 its last checkpoint in storage, as a scheduler's requeue would, and counts that time.
 
@@ -16,7 +16,9 @@ Also printed: each launcher's step time, the checkpoint's cost in the step again
 copy floor (every state tensor cloned, measured in the same process), and the load average.
 Not yet here: two launchers on loopback and a whole node lost.
 
-Usage: bench.py ACC_LAUNCH [--torch2-python PY] [--steps N] [--fail-steps a,b,c]
+Each launcher runs each job REPEATS times (default 3), alternating; the medians count.
+
+Usage: bench.py ACC_LAUNCH [--torch2-python PY] [--steps N] [--fail-steps a,b,c] [--repeats N]
 """
 import argparse
 import json
@@ -140,6 +142,10 @@ def job(launcher, mode, args, python, path, steps, save_every, fails, work):
             python] + script
 
 
+def walls(seconds):
+    return "/".join("%.1f" % s for s in seconds)
+
+
 def fresh(work):
     for name in os.listdir(work):
         target = os.path.join(work, name)
@@ -153,6 +159,8 @@ def main():
                         or "/opt/acc-launch/peers-venv/bin/python")
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--fail-steps", default="20,40")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs with and without failures per launcher (their medians count)")
     args = parser.parse_args()
     python = args.torch2_python
     failures = len(args.fail_steps.split(","))
@@ -176,24 +184,32 @@ def main():
               % (step, save, k))
         lost = {}
         for launcher, mode, every in (("acc-launch", "acc", 1), ("torchrun", "dcp", k)):
-            fresh(work)
-            free, _, free_hangs, free_stalls, times = run(job(launcher, mode, args, python, path, args.steps, every, "-",
-                                     work), work, env)
-            fresh(work)
-            failed, launches, hangs, stalls, _ = run(job(launcher, mode, args, python, path, args.steps, every,
-                                          args.fail_steps, work), work, env)
-            lost[launcher] = (failed - free) / failures
-            saves = [s for i, s in enumerate(times["saves"]) if mode == "acc" or (i + 1) % every == 0]
-            print("%-10s: without failures %.1f s (step %.3f s), with %d failures %.1f s "
-                  "(%d launch(es)): %.2f s lost per failure; checkpoint %.3f s every %d step(s) "
+            free, failed, steps, saves, hangs, stalls, launches = [], [], [], [], 0, 0, 0
+            for _ in range(args.repeats):
+                for fails in ("-", args.fail_steps):
+                    fresh(work)
+                    wall, n, hung, stalled, times = run(job(launcher, mode, args, python, path,
+                                                            args.steps, every, fails, work),
+                                                        work, env)
+                    (free if fails == "-" else failed).append(wall)
+                    hangs, stalls, launches = hangs + hung, stalls + stalled, launches + n
+                    if fails == "-":
+                        steps += times["steps"]
+                        saves += [s for i, s in enumerate(times["saves"])
+                                  if mode == "acc" or (i + 1) % every == 0]
+                        floor = times["floor"]
+            lost[launcher] = (statistics.median(failed) - statistics.median(free)) / failures
+            print("%-10s: without failures %s s, with %d failures %s s (median of %d each): "
+                  "%.2f s lost per failure; step %.3f s; checkpoint %.3f s every %d step(s) "
                   "(in-memory copy floor %.3f s, %.1fx); hung at exit %d, stalled %d, of %d "
                   "launches; load %s"
-                  % (launcher, free, statistics.median(times["steps"]), failures, failed, launches,
-                     lost[launcher], statistics.median(saves), every, times["floor"],
-                     statistics.median(saves) / times["floor"], free_hangs + hangs,
-                     free_stalls + stalls, launches + 1, load()))
-        print("time lost per failure: acc-launch %.2f s, torchrun 2.x %.2f s (%.1fx)"
-              % (lost["acc-launch"], lost["torchrun"], lost["torchrun"] / max(lost["acc-launch"], 1e-3)))
+                  % (launcher, walls(free), failures, walls(failed), args.repeats,
+                     lost[launcher], statistics.median(steps), statistics.median(saves), every,
+                     floor, statistics.median(saves) / floor, hangs, stalls, launches, load()))
+        ratio = ("%.1fx" % (lost["torchrun"] / lost["acc-launch"]) if lost["acc-launch"] > 0
+                 else "acc-launch's loss is within the noise")
+        print("time lost per failure: acc-launch %.2f s, torchrun 2.x %.2f s (%s)"
+              % (lost["acc-launch"], lost["torchrun"], ratio))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,7 +1,8 @@
 """Warm workers on a GPU (scripts/gpu-check.sh): one rank, NCCL, a DDP step on cuda:LOCAL_RANK.
-Attempt 0 fails once the launcher's standby is ready (WARM_METRICS, its /metrics); attempt 1 must
-run in that standby: torch imported before the script began, CUDA not initialised by it (the
-standby never touches CUDA), and then the same DDP step on the GPU. Prints 'WARM_CUDA ...'."""
+Attempts 0 and 1 fail once the launcher's standby is ready (WARM_METRICS, its /metrics); attempt 1
+must run in that standby and attempt 2 in its heir (the fork it left before it became attempt 1's
+worker): torch imported before the script began, CUDA not initialised (neither touches CUDA), and
+then the same DDP step on the GPU. Prints 'WARM_CUDA ...' each attempt."""
 import time
 
 started = time.monotonic()
@@ -41,7 +42,7 @@ def main():
     seconds = time.monotonic() - started
     print(f"WARM_CUDA attempt={attempt} preloaded={preloaded} cuda_initialised_at_start="
           f"{cuda_before} sum={total.item()} seconds_to_first_all_reduce={seconds:.3f}", flush=True)
-    if attempt == 0:
+    if attempt < 2:
         if not standby_ready():
             print("the standby was not ready after 120 s", flush=True)
         sys.exit(1)
