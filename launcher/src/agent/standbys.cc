@@ -203,8 +203,9 @@ bool Standbys::read_news(int fd) {
     standby.ended = true;
     // A worker that left no heir: a standby that imports torch takes its place.
     if (standby.awaiting_heir && round_) {
+      const int rank = local_rank;  // the key goes with its entry
       end(standby.pid, standby.channel);
-      standbys_.erase(local_rank);
+      standbys_.erase(rank);
       replenish(*round_);
     }
     return false;
