@@ -4,7 +4,7 @@
 //   --epochs N           epochs to train (3)
 //   --data-dir DIR       the idx files (/usr/share/datasets/fashion-mnist)
 //   --checkpoint-dir DIR save_state after every epoch
-//   --resume             load_state from --checkpoint-dir first, when there is one
+//   --resume             load_state from --checkpoint-dir first, when a save made it
 //   --limit N            train on the first N samples only (quick tests)
 //   --global-batch N     samples per optimizer step over all processes (64)
 
@@ -110,8 +110,9 @@ int run(const Args& args) {
   torch::optim::AdamW adamw(net->parameters(), torch::optim::AdamWOptions(1e-3));
   auto [model, optimizer, train, test] = acc.prepare(net, adamw, train_loader, test_loader);
 
-  if (args.resume && !args.checkpoint_dir.empty() &&
-      std::filesystem::exists(args.checkpoint_dir + "/random_states_0.pt")) {
+  // save_state makes the directory: under acc-launch at the first save, its contents in the
+  // node's memory until the launcher writes them (a restart loads from that memory).
+  if (args.resume && !args.checkpoint_dir.empty() && std::filesystem::exists(args.checkpoint_dir)) {
     acc.load_state(args.checkpoint_dir);
     acc.print("resumed from ", args.checkpoint_dir, " at epoch ", train.epoch() + 1, " (step ",
               acc.step(), ")");

@@ -20,6 +20,7 @@
 #include "acc/launcher/plan/option_sources.h"
 #include "acc/launcher/plan/plan.h"
 #include "acc/rendezvous/store_server.h"
+#include "agent/checkpoint_memory.h"
 #include "commands/commands.h"
 #include "commands/rendezvous_command.h"
 #include "nodes/preflight.h"
@@ -212,6 +213,7 @@ int dispatch(int argc, char** argv) {
   if (first == "stacks") return run_stacks_command(rest);
   if (first == "top") return run_top_command(rest);
   if (first == kTestWorkerCommand) return run_test_worker(rest);
+  if (first == kPersistStateCommand) return persist_libacc_save(rest);
   if (first == "launch") return launch(rest);
   return launch(std::vector<std::string>(argv + 1, argv + argc));
 }

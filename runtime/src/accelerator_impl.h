@@ -51,6 +51,11 @@ struct Accelerator::Impl {
   torch::Tensor growth_tracker;
   torch::Tensor found_inf;
   bool unscaled = false;
+
+  // Under acc-launch: the seq of this job's next save_state in the node's memory (0: not known
+  // yet), and whether that memory had no room (the saves then go to storage).
+  int64_t memory_seq = 0;
+  bool memory_full = false;
 };
 
 }  // namespace acc

@@ -1,8 +1,15 @@
-// Accelerator::save_state / load_state: the checkpoint directory and its atomic replacement.
+// Accelerator::save_state / load_state: the checkpoint directory and its atomic replacement, and
+// under acc-launch the node's memory that outlives a restart.
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -10,6 +17,7 @@
 #include <vector>
 
 #include "acc/common/error.h"
+#include "acc/common/files.h"
 #include "accelerator_impl.h"
 #include "remove_tree.h"
 
@@ -121,9 +129,72 @@ void set_rng_state(torch::Device device, const torch::Tensor& state) {
   generator.set_state(state);
 }
 
+// ---- the node's memory under acc-launch (ACC_CHECKPOINT_MEMORY; docs/checkpoints.md) ----
+
+constexpr char kMemoryVar[] = "ACC_CHECKPOINT_MEMORY";
+constexpr char kSavePrefix[] = "libacc.";
+// In a save in memory: the absolute path of the directory save_state was given.
+constexpr char kSavedFor[] = "saved-for";
+
+std::string checkpoint_memory() {
+  const char* memory = std::getenv(kMemoryVar);
+  return memory ? memory : "";
+}
+
+std::string memory_save_dir(const std::string& memory, int64_t seq) {
+  return memory + "/" + kSavePrefix + std::to_string(seq);
+}
+
+std::string absolute_path(const std::string& dir) {
+  return fs::absolute(fs::path(dir)).lexically_normal().string();
+}
+
+struct MemorySave {
+  int64_t seq;
+  std::string saved_for;
+};
+
+// The saves committed in `memory` (libacc.<seq>; libacc.<seq>.tmp is one being written).
+std::vector<MemorySave> memory_saves(const std::string& memory) {
+  std::vector<MemorySave> saves;
+  for (const std::string& name : names_in(memory, kSavePrefix)) {
+    const std::string digits = name.substr(sizeof(kSavePrefix) - 1);
+    if (digits.empty() || digits.size() > 18 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    saves.push_back({std::stoll(digits), read_file(memory + "/" + name + "/" + kSavedFor)});
+  }
+  return saves;
+}
+
+// One line for the node (the first rank to find no room makes the file no-room, as
+// acc_launch.checkpoint does), naming the room left and the fix.
+void say_no_room(const std::string& memory, const std::string& dir, const std::exception& e) {
+  const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+  std::string error = torch_error ? torch_error->what_without_backtrace() : e.what();
+  error = error.substr(0, error.find('\n'));
+  const int fd = ::open((memory + "/no-room").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd < 0 && errno == EEXIST) return;
+  if (fd >= 0) ::close(fd);
+  struct statvfs room {};
+  const double free_mb =
+      ::statvfs(memory.c_str(), &room) == 0 ? room.f_bavail * room.f_frsize / 1e6 : 0.0;
+  std::fprintf(stderr,
+               "acc-launch: checkpoint: no room for save_state in %s (%.1f MB free: %s); the "
+               "saves go to %s as without acc-launch. A container's /dev/shm is often 64 MB: "
+               "docker run --shm-size=16g (or more) gives it room\n",
+               fs::path(memory).parent_path().c_str(), free_mb, error.c_str(), dir.c_str());
+}
+
 }  // namespace
 
 void Accelerator::save_state(const std::string& dir) {
+  if (const std::string memory = checkpoint_memory(); !memory.empty() && !impl_->memory_full)
+    if (save_state_in_memory(memory, dir)) return;
+  save_state_to_storage(dir);
+}
+
+void Accelerator::save_state_to_storage(const std::string& dir) {
   const fs::path final_dir(dir);
   const fs::path tmp_dir = final_dir.string() + ".tmp";
   const fs::path old_dir = final_dir.string() + ".old";
@@ -132,33 +203,7 @@ void Accelerator::save_state(const std::string& dir) {
     fs::create_directories(tmp_dir);
   }
   wait_for_everyone();
-
-  // Every rank's own RNG state: dropout on rank 1 draws differently from rank 0.
-  {
-    torch::serialize::OutputArchive archive;
-    archive.write("cpu_rng_state", rng_state(torch::kCPU));
-    if (device_.is_cuda()) archive.write("cuda_rng_state", rng_state(device_));
-    archive.write("step", torch::tensor({step_}));
-    auto epochs = torch::zeros({static_cast<int64_t>(impl_->loader_epochs.size())}, torch::kLong);
-    for (size_t i = 0; i < impl_->loader_epochs.size(); ++i)
-      epochs[static_cast<int64_t>(i)] = static_cast<int64_t>(*impl_->loader_epochs[i]);
-    archive.write("loader_epochs", epochs);
-    archive.write("accumulation_counter", torch::tensor({accumulation_counter_}));
-    archive.save_to(
-        (tmp_dir / ("random_states_" + std::to_string(process_index()) + ".pt")).string());
-  }
-  if (is_main_process()) {
-    for (size_t i = 0; i < impl_->models.size(); ++i)
-      save_module(*impl_->models[i], tmp_dir / indexed("model", i));
-    for (size_t i = 0; i < impl_->optimizers.size(); ++i)
-      torch::save(*impl_->optimizers[i], (tmp_dir / indexed("optimizer", i)).string());
-    if (impl_->scaler) {
-      torch::serialize::OutputArchive archive;
-      archive.write("scale", impl_->scale.cpu());
-      archive.write("growth_tracker", impl_->growth_tracker.cpu());
-      archive.save_to((tmp_dir / "scaler.pt").string());
-    }
-  }
+  write_state(tmp_dir.string(), is_main_process());
   wait_for_everyone();
   if (is_main_process()) {
     // rename() cannot replace a non-empty directory: move the old one aside first. A crash in
@@ -172,13 +217,126 @@ void Accelerator::save_state(const std::string& dir) {
   log_debug(detail::concat("saved state (step ", step_, ") to ", dir), false);
 }
 
+// This rank's RNG states and counters, and with `replicated_parts` the models, optimizers and
+// scaler (the same on every rank: one process writes them).
+void Accelerator::write_state(const std::string& into, bool replicated_parts) {
+  const fs::path dir(into);
+  {
+    // Every rank's own RNG state: dropout on rank 1 draws differently from rank 0.
+    torch::serialize::OutputArchive archive;
+    archive.write("cpu_rng_state", rng_state(torch::kCPU));
+    if (device_.is_cuda()) archive.write("cuda_rng_state", rng_state(device_));
+    archive.write("step", torch::tensor({step_}));
+    auto epochs = torch::zeros({static_cast<int64_t>(impl_->loader_epochs.size())}, torch::kLong);
+    for (size_t i = 0; i < impl_->loader_epochs.size(); ++i)
+      epochs[static_cast<int64_t>(i)] = static_cast<int64_t>(*impl_->loader_epochs[i]);
+    archive.write("loader_epochs", epochs);
+    archive.write("accumulation_counter", torch::tensor({accumulation_counter_}));
+    archive.save_to((dir / ("random_states_" + std::to_string(process_index()) + ".pt")).string());
+  }
+  if (!replicated_parts) return;
+  for (size_t i = 0; i < impl_->models.size(); ++i)
+    save_module(*impl_->models[i], dir / indexed("model", i));
+  for (size_t i = 0; i < impl_->optimizers.size(); ++i)
+    torch::save(*impl_->optimizers[i], (dir / indexed("optimizer", i)).string());
+  if (impl_->scaler) {
+    torch::serialize::OutputArchive archive;
+    archive.write("scale", impl_->scale.cpu());
+    archive.write("growth_tracker", impl_->growth_tracker.cpu());
+    archive.save_to((dir / "scaler.pt").string());
+  }
+}
+
+// The save as libacc.<seq> in the node's memory: each node's local main process writes the
+// replicated parts, each rank its own; the rename of libacc.<seq>.tmp commits it, and each node
+// keeps its last two, so that the nodes, a save apart at most after a crash, share one. False
+// where a rank found no room (one line for the node): nothing is committed, and this save and
+// the next go to storage.
+bool Accelerator::save_state_in_memory(const std::string& memory, const std::string& dir) {
+  if (impl_->memory_seq == 0) {
+    int64_t newest = 0;
+    for (const MemorySave& save : memory_saves(memory)) newest = std::max(newest, save.seq);
+    impl_->memory_seq =
+        reduce(torch::tensor({newest}).to(device_), Reduction::kMax).cpu().item<int64_t>() + 1;
+  }
+  const int64_t seq = impl_->memory_seq++;
+  const std::string save = memory_save_dir(memory, seq);
+  const std::string tmp = save + ".tmp";
+  if (is_main_process()) {
+    // As after a save to storage, `dir` is there: a restart's `if exists(dir) load_state(dir)`.
+    std::error_code ignored;
+    fs::create_directories(dir, ignored);
+  }
+  int64_t failed = 0;
+  const auto trying = [&](auto&& step) {
+    try {
+      if (!failed) step();
+    } catch (const std::exception& e) {
+      failed = 1;
+      say_no_room(memory, dir, e);
+    }
+  };
+  if (is_local_main_process())
+    trying([&] {
+      acc::remove_tree(tmp);
+      fs::create_directories(tmp);
+      ACC_CHECK(write_file(tmp + "/" + kSavedFor, absolute_path(dir)) == 0, SystemError,
+                "cannot write ", tmp, "/", kSavedFor);
+    });
+  wait_for_everyone();
+  trying([&] { write_state(tmp, is_local_main_process()); });
+  if (reduce(torch::tensor({failed}).to(device_), Reduction::kMax).cpu().item<int64_t>() != 0) {
+    impl_->memory_full = true;
+    if (is_local_main_process()) acc::remove_tree(tmp);
+    return false;
+  }
+  if (is_local_main_process()) {
+    fs::rename(tmp, save);  // the commit
+    for (const MemorySave& old : memory_saves(memory))
+      if (old.seq < seq - 1) acc::remove_tree(memory_save_dir(memory, old.seq));
+  }
+  log_debug(detail::concat("saved state (step ", step_, ") to memory for ", dir), false);
+  return true;
+}
+
+// The newest save of `dir` that every rank has in its node's memory, as a directory there; ""
+// where some rank has none. Collective.
+std::string Accelerator::saved_in_memory(const std::string& memory, const std::string& dir) {
+  const std::string wanted = absolute_path(dir);
+  const std::string mine = "random_states_" + std::to_string(process_index()) + ".pt";
+  std::set<int64_t> have;
+  int64_t newest_any = 0;
+  for (const MemorySave& save : memory_saves(memory)) {
+    newest_any = std::max(newest_any, save.seq);
+    if (save.saved_for == wanted && fs::exists(fs::path(memory_save_dir(memory, save.seq)) / mine))
+      have.insert(save.seq);
+  }
+  const int64_t newest = have.empty() ? 0 : *have.rbegin();
+  const torch::Tensor agreed =
+      reduce(torch::tensor({-newest, newest_any}).to(device_), Reduction::kMax).cpu();
+  const int64_t common = -agreed[0].item<int64_t>();
+  impl_->memory_seq = agreed[1].item<int64_t>() + 1;
+  const int64_t missing = common > 0 && have.count(common) ? 0 : 1;
+  if (reduce(torch::tensor({missing}).to(device_), Reduction::kMax).cpu().item<int64_t>() != 0)
+    return "";
+  return memory_save_dir(memory, common);
+}
+
 void Accelerator::load_state(const std::string& dir) {
+  if (const std::string memory = checkpoint_memory(); !memory.empty())
+    if (const std::string saved = saved_in_memory(memory, dir); !saved.empty())
+      return read_state(saved);
   fs::path from(dir);
   if (!fs::exists(from / "random_states_0.pt") &&
       fs::exists(fs::path(dir + ".old") / "random_states_0.pt"))
     from = dir + ".old";
   ACC_CHECK(fs::exists(from / "random_states_0.pt"), ConfigError, "load_state: '", dir,
             "' is not a checkpoint written by save_state (no random_states_0.pt)");
+  read_state(from.string());
+}
+
+void Accelerator::read_state(const std::string& from_dir) {
+  const fs::path from(from_dir);
   const size_t models = count_indexed(from, "model");
   const size_t optimizers = count_indexed(from, "optimizer");
   ACC_CHECK(

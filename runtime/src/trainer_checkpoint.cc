@@ -69,7 +69,9 @@ std::string Trainer::save_checkpoint() {
   Accelerator& acc = *accelerator_;
   const std::string dir =
       (fs::path(args_.output_dir) / (kPrefix + std::to_string(state_.global_step))).string();
-  acc.save_state(dir);
+  // To storage, under acc-launch too: trainer_state.pt goes beside the Accelerator's state, and
+  // a save in the node's memory would be written to `dir` without it.
+  acc.save_state_to_storage(dir);
   if (acc.is_main_process()) {
     write_trainer_state(dir);
     if (args_.save_total_limit > 0) prune_checkpoints();

@@ -32,12 +32,18 @@ class RunDirTest : public ::testing::Test {
   std::map<std::string, std::string> env() const {
     return {{"TMPDIR", tmp_.path()}, {"TMP", ""}, {"TEMP", ""}, {"TEMPDIR", ""}};
   }
-  // The run directories in tmp_.
-  std::set<std::string> run_dirs() const {
+  // The run directories in tmp_; and the launchers' checkpoint memories there (with $TMPDIR set,
+  // acc-launch-<run id>-checkpoints_XXXXXX beside the run directory, not in /dev/shm).
+  std::set<std::string> run_dirs() const { return launcher_dirs(false); }
+  std::set<std::string> memory_dirs() const { return launcher_dirs(true); }
+  std::set<std::string> launcher_dirs(bool memory) const {
     std::set<std::string> found;
-    for (const auto& entry : fs::directory_iterator(tmp_.path()))
-      if (entry.path().filename().string().rfind("acc-launch-", 0) == 0)
+    for (const auto& entry : fs::directory_iterator(tmp_.path())) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("acc-launch-", 0) == 0 &&
+          (name.find("-checkpoints_") != std::string::npos) == memory)
         found.insert(entry.path().string());
+    }
     return found;
   }
   // A worker, started by /bin/sh, that writes files_/<rank>.<restart count> and then (on the
@@ -66,7 +72,7 @@ class RunDirTest : public ::testing::Test {
     }
     ::kill(launcher, sig);
     EXPECT_EQ(wait_launcher(launcher), 128 + sig) << read_launcher_err();
-    EXPECT_TRUE(run_dirs().empty()) << read_launcher_err();
+    EXPECT_TRUE(run_dirs().empty() && memory_dirs().empty()) << read_launcher_err();
     expect_nothing_left(files_.path());
   }
   std::string read_launcher_err() const { return read_text(files_.path() + "/launcher.err"); }
@@ -87,10 +93,12 @@ TEST_F(RunDirTest, ALauncherKilledOutrightLeavesItsRunDirectoryAndTheNextLaunche
   EXPECT_TRUE(reap_until_no_children(seconds(10))) << "processes of the killed launcher live on";
   expect_nothing_left(files_.path());
   EXPECT_EQ(run_dirs(), left) << "SIGKILL: nothing of the launcher ran";
+  EXPECT_EQ(memory_dirs().size(), 1u) << "its checkpoint memory is left too";
 
   const LaunchRun next = run_launcher(worker({"--nproc_per_node", "1"}, {"env"}), env());
   EXPECT_EQ(next.exit_code, 0) << next.err;
-  EXPECT_TRUE(run_dirs().empty()) << "the next launcher removed it, and its own";
+  EXPECT_TRUE(run_dirs().empty() && memory_dirs().empty())
+      << "the next launcher removed it, and its own";
 }
 
 TEST_F(RunDirTest, TheRunDirectoryOfALauncherThatRunsIsKeptByTheNextLauncher) {
@@ -105,7 +113,7 @@ TEST_F(RunDirTest, TheRunDirectoryOfALauncherThatRunsIsKeptByTheNextLauncher) {
   EXPECT_TRUE(fs::exists(*its.begin() + "/attempt_0/0")) << "whole";
   ::kill(running, SIGTERM);
   EXPECT_EQ(wait_launcher(running), 128 + SIGTERM);
-  EXPECT_TRUE(run_dirs().empty());
+  EXPECT_TRUE(run_dirs().empty() && memory_dirs().empty());
   expect_nothing_left(files_.path());
 }
 
@@ -166,7 +174,7 @@ TEST_F(RunDirTest, ASigtermAtAnyMomentOfTheStartLeavesNoRunDirectory) {
     ::usleep(static_cast<useconds_t>(delay_ms) * 1000);
     ::kill(launcher, SIGTERM);
     EXPECT_EQ(wait_launcher(launcher), 128 + SIGTERM) << read_launcher_err();
-    EXPECT_TRUE(run_dirs().empty()) << read_launcher_err();
+    EXPECT_TRUE(run_dirs().empty() && memory_dirs().empty()) << read_launcher_err();
     expect_nothing_left(files_.path());
   }
 }
@@ -176,7 +184,7 @@ TEST_F(RunDirTest, AFailedStartLeavesNoRunDirectory) {
   EXPECT_EQ(run.exit_code, 127) << run.err;
   const LaunchRun failed = run_launcher(sleeping_worker({"--nproc_per_node", "2"}, 99), env());
   EXPECT_EQ(failed.exit_code, 1) << failed.err;
-  EXPECT_TRUE(run_dirs().empty());
+  EXPECT_TRUE(run_dirs().empty() && memory_dirs().empty());
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// The launcher's side of acc_launch.checkpoint (agent/checkpoint_memory.h), over a scripted Os:
-// when the helper that writes the newest save to storage runs, and what the launcher says of it.
-// The helper itself, and a whole job, are tests/python/ and
-// tests/integration/pytorch/checkpoints.sh.
+// The launcher's side of acc_launch.checkpoint and libacc's save_state (agent/checkpoint_memory.h),
+// over a scripted Os: when the helper that writes the newest save to storage runs, and what the
+// launcher says of it; and libacc's helper (acc-launch __persist_state) on real files. The Python
+// helper, and whole jobs, are tests/python/, tests/integration/pytorch/checkpoints.sh and
+// tests/runtime/distributed_test.cc.
 
 #include "agent/checkpoint_memory.h"
 
@@ -9,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -120,6 +122,64 @@ TEST_F(CheckpointMemoryTest, TheEndWaitsForTheWriteButAStopSignalEndsTheWaitAndT
   EXPECT_LT(os.now() - helpers()[0]->started, seconds(3));
   EXPECT_EQ(notices, (std::vector<std::string>{
                          "checkpoint: the newest save was not written to storage (stopped)"}));
+}
+
+TEST_F(CheckpointMemoryTest, LibaccsSavesAreWrittenByTheLauncherItself) {
+  CheckpointMemory& m = memory();
+  const std::string save = dir.path() + "/libacc.2";
+  std::filesystem::create_directories(save);
+  write_file(save + "/saved-for", "/ckpt");
+  m.tick();
+  EXPECT_TRUE(helpers().empty()) << "a save without rank 0's RNG states is another node's";
+  write_file(save + "/random_states_0.pt", "x");
+  m.tick();
+  ASSERT_EQ(helpers().size(), 1u);
+  EXPECT_EQ(helpers()[0]->request.argv,
+            (std::vector<std::string>{os.proc().executable(), kPersistStateCommand, dir.path(),
+                                      "--keep", "3"}));
+}
+
+// libacc.<seq>, saved for `path`: rank 0's RNG states and a model, each holding `contents`.
+void libacc_save(const std::string& memory, int seq, const std::string& path,
+                 const std::string& contents) {
+  const std::string save = memory + "/libacc." + std::to_string(seq);
+  std::filesystem::create_directories(save);
+  write_file(save + "/saved-for", path);
+  write_file(save + "/random_states_0.pt", contents);
+  write_file(save + "/model.pt", contents);
+}
+
+TEST(PersistLibaccSaveTest, TheNewestSaveIsCopiedOnceAndTheOneItReplacesKeptByItsNumber) {
+  acc::testing::TempDir memory, storage;
+  const std::string ckpt = storage.path() + "/run/ckpt";
+  libacc_save(memory.path(), 1, ckpt, "one");
+  ASSERT_EQ(persist_libacc_save({memory.path(), "--keep", "2"}), 0);
+  EXPECT_EQ(read_file(ckpt + "/model.pt"), "one");
+  EXPECT_FALSE(std::filesystem::exists(ckpt + "/saved-for"));
+  EXPECT_EQ(read_file(memory.path() + "/persisted"), "1\n");
+  libacc_save(memory.path(), 2, ckpt, "two");
+  ASSERT_EQ(persist_libacc_save({memory.path(), "--keep", "2"}), 0);
+  EXPECT_EQ(read_file(ckpt + "/model.pt"), "two");
+  EXPECT_EQ(read_file(ckpt + ".1/model.pt"), "one");
+  EXPECT_EQ(read_file(memory.path() + "/persisted"), "2\n");
+  EXPECT_FALSE(std::filesystem::exists(ckpt + ".acc-writing"));
+  EXPECT_FALSE(std::filesystem::exists(ckpt + ".acc-old"));
+  write_file(ckpt + "/model.pt", "changed");
+  ASSERT_EQ(persist_libacc_save({memory.path(), "--keep", "2"}), 0);
+  EXPECT_EQ(read_file(ckpt + "/model.pt"), "changed") << "save 2 written twice";
+}
+
+TEST(PersistLibaccSaveTest, APathThatCannotBeWrittenIsOneLineAndExitOne) {
+  acc::testing::TempDir memory, storage;
+  write_file(storage.path() + "/file", "x");
+  libacc_save(memory.path(), 1, storage.path() + "/file/ckpt", "one");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(persist_libacc_save({memory.path(), "--keep", "1"}), 1);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "acc-launch: checkpoint: cannot write " + storage.path() +
+                     "/file/ckpt: Not a directory; training goes on with the copy in memory\n");
+  EXPECT_EQ(read_file(memory.path() + "/persisted"), "");
+  EXPECT_EQ(persist_libacc_save({memory.path()}), 2) << "no --keep: usage";
 }
 
 }  // namespace

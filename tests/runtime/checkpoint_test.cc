@@ -1,11 +1,15 @@
 // Accelerator::save_state / load_state in a world of one: what load_state refuses, each time with
-// one acc::ConfigError naming the file and the fix rather than LibTorch's own error.
+// one acc::ConfigError naming the file and the fix rather than LibTorch's own error; and under
+// acc-launch (ACC_CHECKPOINT_MEMORY), the saves in the node's memory.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
+#include "acc/common/files.h"
 #include "acc/runtime/runtime.h"
 #include "worker_run.h"
 
@@ -121,6 +125,81 @@ TEST(CheckpointTest, ASavedStateLoadsBackIntoTheSameObjects) {
   acc.load_state(dir.path() + "/ckpt");
   EXPECT_TRUE(torch::equal(net->decoder->weight, saved));
   EXPECT_EQ(acc.step(), 1);
+}
+
+// ACC_CHECKPOINT_MEMORY set while it lives, as acc-launch sets it for its workers.
+class MemoryUnderTest {
+ public:
+  explicit MemoryUnderTest(const std::string& dir) { setenv(kVar, dir.c_str(), 1); }
+  ~MemoryUnderTest() { unsetenv(kVar); }
+  MemoryUnderTest(const MemoryUnderTest&) = delete;
+  MemoryUnderTest& operator=(const MemoryUnderTest&) = delete;
+
+ private:
+  static constexpr char kVar[] = "ACC_CHECKPOINT_MEMORY";
+};
+
+TEST(CheckpointTest, UnderAccLaunchASaveGoesToTheNodesMemoryAndLoadsBackFromThere) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string memory = dir.path() + "/memory";
+  const std::string ckpt = dir.path() + "/ckpt";
+  fs::create_directories(memory);
+  MemoryUnderTest under_acc_launch(memory);
+  acc::Accelerator acc(world_of_one());
+  torch::manual_seed(1);
+  TwoLayers net(16);
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+  auto [model, opt] = acc.prepare(net, adam);
+  acc.backward(model->forward(torch::ones({2, 8})).sum());
+  opt.step();
+  acc.save_state(ckpt);
+  // In memory, with the directory it was saved for; the checkpoint's directory is made (as after
+  // a save to storage) and stays empty until the launcher writes the save there.
+  EXPECT_TRUE(fs::exists(memory + "/libacc.1/model.pt"));
+  EXPECT_TRUE(fs::exists(memory + "/libacc.1/optimizer.pt"));
+  EXPECT_TRUE(fs::exists(memory + "/libacc.1/random_states_0.pt"));
+  EXPECT_EQ(acc::read_file(memory + "/libacc.1/saved-for"), fs::absolute(ckpt).string());
+  EXPECT_TRUE(fs::is_directory(ckpt));
+  EXPECT_TRUE(fs::is_empty(ckpt));
+
+  const auto saved = net->decoder->weight.detach().clone();
+  acc.backward(model->forward(torch::ones({2, 8})).sum());
+  opt.step();
+  ASSERT_FALSE(torch::equal(net->decoder->weight, saved));
+  acc.load_state(ckpt);
+  EXPECT_TRUE(torch::equal(net->decoder->weight, saved));
+  EXPECT_EQ(acc.step(), 1);
+
+  // The node keeps its last two saves; the next save takes the next number.
+  for (int i = 0; i < 3; ++i) acc.save_state(ckpt);
+  std::vector<std::string> saves = acc::names_in(memory, "libacc.");
+  std::sort(saves.begin(), saves.end());
+  EXPECT_EQ(saves, (std::vector<std::string>{"libacc.3", "libacc.4"}));
+}
+
+TEST(CheckpointTest, UnderAccLaunchAMemoryWithoutRoomIsOneLineAndTheSavesGoToStorage) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  // A memory that cannot hold a save: a path below a plain file.
+  const std::string memory = dir.path() + "/memory";
+  ASSERT_EQ(acc::write_file(memory, "a file"), 0);
+  const std::string ckpt = dir.path() + "/ckpt";
+  MemoryUnderTest under_acc_launch(memory + "/checkpoints");
+  acc::Accelerator acc(world_of_one());
+  torch::nn::Linear net(8, 4);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto [model, opt] = acc.prepare(net, sgd);
+  ::testing::internal::CaptureStderr();
+  acc.save_state(ckpt);
+  acc.save_state(ckpt);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(fs::exists(ckpt + "/random_states_0.pt"));
+  EXPECT_TRUE(fs::exists(ckpt + "/model.pt"));
+  EXPECT_TRUE(contains(err, "acc-launch: checkpoint: no room for save_state in " + memory)) << err;
+  EXPECT_TRUE(contains(err, "the saves go to " + ckpt + " as without acc-launch")) << err;
+  acc.load_state(ckpt);
+  EXPECT_EQ(acc.step(), 0);
 }
 
 }  // namespace

@@ -258,16 +258,38 @@ TEST(GatherForMetricsTest, TheShardedSamplerReadsEverySampleOnceAndPadsOnlyTheLa
 }
 
 // The worker dies in epoch 3 of its first attempt; acc-launch restarts the group, which loads
-// the checkpoint of epoch 2 and must end bit for bit where an uninterrupted run ends.
+// the checkpoint of epoch 2 from the node's memory and must end bit for bit where an
+// uninterrupted run ends. The launcher has written the last save to the checkpoint's directory:
+// one process without acc-launch loads it and holds the same parameters.
 // `env` prefixes the launches (the CUDA test's lets the processes see the GPU).
 void expect_resume_matches_uninterrupted_run(int world, const std::string& env = "") {
   TempDir straight, resumed;
   const std::string n = std::to_string(world);
   auto a = run(env + launch(world, "resume " + straight.path() + " 4 0"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  auto b = run(env + launch(world, "resume " + resumed.path() + " 4 1", "--max_restarts 1"));
+  auto b = run(env + "ACC_LOG_LEVEL=debug " +
+               launch(world, "resume " + resumed.path() + " 4 1", "--max_restarts 1"));
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_NE(b.output.find("crashing on purpose"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("loaded state (step 12) from /"), std::string::npos) << b.output;
+  EXPECT_NE(b.output.find("/libacc.2\n"), std::string::npos)
+      << "the restart loads epoch 2's save from memory\n"
+      << b.output;
+  // The last save, written by the launcher: whole, every rank's RNG states, nothing of its own.
+  const std::string persisted = resumed.path() + "/ckpt";
+  for (int r = 0; r < world; ++r)
+    EXPECT_TRUE(std::filesystem::exists(persisted + "/random_states_" + std::to_string(r) + ".pt"));
+  EXPECT_FALSE(std::filesystem::exists(persisted + "/saved-for"));
+  EXPECT_FALSE(std::filesystem::exists(persisted + ".acc-writing"));
+  TempDir alone;
+  std::filesystem::copy(persisted, alone.path() + "/ckpt",
+                        std::filesystem::copy_options::recursive);
+  auto c = run(env + "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u ACC_CHECKPOINT_MEMORY " +
+               RUNTIME_WORKER_BIN + " resume " + alone.path() + " 4 0");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_EQ(read_bytes(alone.path() + "/params_rank0.bin"),
+            read_bytes(straight.path() + "/params_rank0.bin"))
+      << "the written checkpoint, loaded without acc-launch";
   for (int r = 0; r < world; ++r) {
     const std::string name = "/params_rank" + std::to_string(r) + ".bin";
     const auto expected = read_bytes(straight.path() + name);

@@ -181,20 +181,21 @@ class Agent::Impl : public WorkerGroup::Listener {
     file_timer_ = start_file_timer(plan_, environment_, run_dir_->path());
   }
 
-  // Python workers with the hook: the memory acc_launch.checkpoint saves into
-  // (checkpoint_memory.h).
+  // The memory acc_launch.checkpoint and libacc's save_state save into (checkpoint_memory.h).
   void set_up_checkpoints() {
     if (!wants_checkpoint_memory(plan_)) return;
     std::string dir;
     try {
       dir = run_dir_->make_memory_dir("checkpoints", os_.proc());
     } catch (const SystemError& e) {
-      notice(std::string("checkpoint: no memory for acc_launch.checkpoint: ") + e.what());
+      notice(std::string("checkpoint: no memory for checkpoints (saves go to storage): ") +
+             e.what());
       return;
     }
     const auto pythonpath = environment_.find("PYTHONPATH");
+    const bool python_hook = !plan_.no_python_hook && !plan_.python.empty();
     checkpoints_.emplace(
-        os_, dir, plan_.workers.front().argv.front(),
+        os_, dir, python_hook ? plan_.workers.front().argv.front() : "",
         python_hook_dir_ + (pythonpath == environment_.end() ? "" : ":" + pythonpath->second),
         checkpoint_persist_interval(environment_), plan_.keep_checkpoints,
         [this](const std::string& m) { notice(m); });

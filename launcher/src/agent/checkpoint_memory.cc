@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -35,22 +36,20 @@ long number_in(std::string_view name, std::string_view prefix, std::string_view 
 }  // namespace
 
 bool wants_checkpoint_memory(const LaunchPlan& plan) {
-  return !plan.no_python_hook && !plan.python.empty() && !plan.workers.empty();
+  return !plan.workers.empty();
 }
 
 CheckpointMemory::CheckpointMemory(Os& os, std::string dir, std::string python,
                                    std::string pythonpath, std::chrono::milliseconds interval,
                                    int keep, Notice notice)
     : os_(os), dir_(std::move(dir)), interval_(interval), notice_(std::move(notice)) {
-  helper_ = {os_.find_program("env"),
-             "PYTHONPATH=" + pythonpath,
-             std::move(python),
-             "-c",
-             kHelperCode,
-             "persist",
-             dir_,
-             "--keep",
-             std::to_string(keep)};
+  const std::string env = os_.find_program("env");
+  if (!python.empty() && !env.empty())
+    python_helper_ = {
+        env,      "PYTHONPATH=" + pythonpath, std::move(python), "-c", kHelperCode, "persist", dir_,
+        "--keep", std::to_string(keep)};
+  if (const std::string launcher = os_.proc().executable(); !launcher.empty())
+    libacc_helper_ = {launcher, kPersistStateCommand, dir_, "--keep", std::to_string(keep)};
   next_background_ = os_.now() + interval_;
 }
 
@@ -58,10 +57,16 @@ CheckpointMemory::~CheckpointMemory() {
   if (running_ > 0) os_.signal_process(running_, SIGTERM);
 }
 
-long CheckpointMemory::newest_save(const std::string& dir) {
-  long newest = 0;
-  for (const std::string& name : names_in(dir))
-    newest = std::max(newest, number_in(name, "rank0.", ".meta"));
+CheckpointMemory::Save CheckpointMemory::newest_save(const std::string& dir) {
+  Save newest;
+  for (const std::string& name : names_in(dir)) {
+    if (const long seq = number_in(name, "rank0.", ".meta"); seq > newest.seq)
+      newest = {seq, false};
+    if (const long seq = number_in(name, "libacc.", "");
+        seq > newest.seq && !read_file(dir + "/" + name + "/saved-for").empty() &&
+        access((dir + "/" + name + "/random_states_0.pt").c_str(), F_OK) == 0)
+      newest = {seq, true};
+  }
   return newest;
 }
 
@@ -71,11 +76,14 @@ long CheckpointMemory::persisted_save(const std::string& dir) {
 }
 
 void CheckpointMemory::persist() {
-  if (running_ > 0 || helper_.front().empty()) return;
-  const long newest = newest_save(dir_);
-  if (newest == 0 || newest <= persisted_save(dir_)) return;
-  running_ = os_.start_program(helper_, dir_ + kLog);
-  if (running_ < 0) notice_("checkpoint: cannot start " + helper_[2] + " to write a save");
+  if (running_ > 0) return;
+  const Save newest = newest_save(dir_);
+  if (newest.seq == 0 || newest.seq <= persisted_save(dir_)) return;
+  const std::vector<std::string>& helper = newest.libacc ? libacc_helper_ : python_helper_;
+  if (helper.empty()) return;
+  running_ = os_.start_program(helper, dir_ + kLog);
+  if (running_ < 0)
+    notice_("checkpoint: cannot start " + helper[newest.libacc ? 0 : 2] + " to write a save");
 }
 
 void CheckpointMemory::reap(int status) {
@@ -104,7 +112,7 @@ void CheckpointMemory::tick() {
   if (running_ > 0)
     if (const std::optional<int> status = os_.exit_status(running_)) reap(*status);
   // The first save is written at once, so that PATH holds one early; then every interval.
-  const bool first = !written_any_ && running_ < 0 && newest_save(dir_) > 0;
+  const bool first = !written_any_ && running_ < 0 && newest_save(dir_).seq > 0;
   if (first || (interval_.count() > 0 && os_.now() >= next_background_)) {
     next_background_ = os_.now() + interval_;
     written_any_ = true;

@@ -1,13 +1,16 @@
 #pragma once
 
-// The node's memory for acc_launch.checkpoint (python/acc_launch/checkpoint.py,
-// docs/checkpoints.md): a directory on memory that outlives every attempt's workers (their saves
-// go there, and a restarted worker loads from there), and the helper interpreter that writes the
-// newest save of global rank 0 to its checkpoint's path in torch.distributed.checkpoint's format,
-// so that plain dcp.load reads it without acc-launch: the first save at once, then every
-// `interval` while saves come, at once when an attempt fails (in the background: the next attempt
-// does not wait), and at the job's end (waited for). The helper, not the launcher, knows the
-// format; the launcher only sees that rank 0 committed a save newer than the one written (the
+// The node's memory for checkpoints (docs/checkpoints.md): a directory on memory that outlives
+// every attempt's workers (their saves go there, and a restarted worker loads from there), and
+// the helper that writes the newest save of global rank 0 to the directory it was saved for, so
+// that it loads without acc-launch: the first save at once, then every `interval` while saves
+// come, at once when an attempt fails (in the background: the next attempt does not wait), and
+// at the job's end (waited for). Two kinds of save, two helpers:
+//   acc_launch.checkpoint's (python/acc_launch/checkpoint.py; rank<R>.<seq>.meta and its data):
+//     a helper interpreter writes it in torch.distributed.checkpoint's format;
+//   libacc's save_state (runtime/src/checkpoint.cc; a save_state directory, libacc.<seq>/):
+//     acc-launch itself copies it (`acc-launch __persist_state`, persist_libacc_save).
+// The launcher only sees that rank 0 committed a save newer than the one written (the
 // directory's file names).
 
 #include <chrono>
@@ -22,9 +25,16 @@
 
 namespace acc::launcher {
 
-// Whether a job has the memory: Python workers with the hook (the package comes with it). Its
-// workers find it in ACC_CHECKPOINT_MEMORY (kEnvVar).
+// Whether a job has the memory: one with workers. They find it in ACC_CHECKPOINT_MEMORY (kEnvVar).
 bool wants_checkpoint_memory(const LaunchPlan& plan);
+
+// The hidden command the helper for libacc's saves runs: `acc-launch __persist_state MEMORY
+// --keep K`. Copies the newest save_state of global rank 0 in MEMORY to the directory it was
+// saved for, as acc_launch.checkpoint's helper writes its own (through DIR.acc-writing, the one
+// it replaces kept as DIR.<seq> where K is above 1); returns the exit status, one line on
+// stderr where it cannot write.
+inline constexpr const char* kPersistStateCommand = "__persist_state";
+int persist_libacc_save(const std::vector<std::string>& args);
 
 class CheckpointMemory {
  public:
@@ -32,9 +42,9 @@ class CheckpointMemory {
   using Clock = std::chrono::steady_clock;
   using Notice = std::function<void(const std::string&)>;
 
-  // `dir` is made already (RunDir::make_memory_dir); `python` the workers' interpreter and
-  // `pythonpath` the PYTHONPATH that finds the acc_launch package first; the helper keeps the
-  // last `keep` writes.
+  // `dir` is made already (RunDir::make_memory_dir); `python` the workers' interpreter ("" for
+  // workers that are not Python) and `pythonpath` the PYTHONPATH that finds the acc_launch
+  // package first; the helpers keep the last `keep` writes.
   CheckpointMemory(Os& os, std::string dir, std::string python, std::string pythonpath,
                    std::chrono::milliseconds interval, int keep, Notice notice);
   // A helper still running is stopped (SIGTERM): the directory goes with the launcher.
@@ -56,9 +66,13 @@ class CheckpointMemory {
   void persist_and_wait(std::chrono::milliseconds limit,
                         const std::function<bool(int)>& stops_the_job);
 
-  // The newest seq rank 0 committed in `dir` (rank0.<seq>.meta), 0 for none; and the one
-  // written to storage (the file `persisted`), 0 for none.
-  static long newest_save(const std::string& dir);
+  // The newest save rank 0 committed in `dir` (seq 0: none); and the seq written to storage
+  // (the file `persisted`), 0 for none.
+  struct Save {
+    long seq = 0;
+    bool libacc = false;  // libacc.<seq>/ (save_state), else rank0.<seq>.meta
+  };
+  static Save newest_save(const std::string& dir);
   static long persisted_save(const std::string& dir);
 
  private:
@@ -66,7 +80,8 @@ class CheckpointMemory {
 
   Os& os_;
   std::string dir_;
-  std::vector<std::string> helper_;  // its argv
+  std::vector<std::string> python_helper_;  // argvs: acc_launch.checkpoint's saves (or none)
+  std::vector<std::string> libacc_helper_;  // and save_state's
   std::chrono::milliseconds interval_;
   Notice notice_;
   pid_t running_ = -1;

@@ -74,9 +74,10 @@ void describe_what_the_job_adds(const LaunchPlan& plan, std::ostringstream& out)
         << fixed(Standbys::kGbEach * plan.nproc_per_node, 1)
         << " GB in all; none where MemAvailable is below twice that; --no_warm_workers: none)\n";
   if (wants_checkpoint_memory(plan))
-    out << "# checkpoints: acc_launch.checkpoint.save copies into <checkpoint memory> (on "
-           "/dev/shm, kept across restarts), written to each save's checkpoint_id in the "
-           "background, when an attempt fails and at the end (docs/checkpoints.md)\n";
+    out << "# checkpoints: acc_launch.checkpoint.save and libacc's save_state copy into "
+           "<checkpoint memory> (on /dev/shm, kept across restarts), written to each save's "
+           "directory in the background, when an attempt fails and at the end "
+           "(docs/checkpoints.md)\n";
   if (plan.health_check_port)
     out << "# health check: HTTP on port " << *plan.health_check_port
         << " (TORCHELASTIC_HEALTH_CHECK_PORT), 503 after "

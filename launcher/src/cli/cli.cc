@@ -522,8 +522,8 @@ void add_own_flags(FlagTable& t, LaunchOptions& o) {
          "no standby Python per local rank with torch imported for the next attempt (also "
          "ACC_WARM_WORKERS=0): every restart starts its workers cold (docs/goodput.md)");
   t.value("keep_checkpoints", o.keep_checkpoints,
-          "how many of acc_launch.checkpoint's writes to storage to keep: PATH, then the older "
-          "as PATH.<seq> (default 1; docs/checkpoints.md)");
+          "how many checkpoint writes to storage (acc_launch.checkpoint, libacc's save_state) "
+          "to keep: PATH, then the older as PATH.<seq> (default 1; docs/checkpoints.md)");
   t.flag("dry_run", o.dry_run,
          "print each worker's command and the environment it gets (what acc-launch sets or "
          "changes), start nothing");

@@ -318,9 +318,14 @@ class Accelerator {
   // fp16 scaler, every rank's RNG states (CPU and its CUDA device; random_states_<rank>.pt), step()
   // and the loaders' epochs into `dir`. The checkpoint appears at `dir` atomically: it is written
   // into a sibling temporary directory and renamed by the main process. Blocks (two barriers).
+  // Under acc-launch (ACC_CHECKPOINT_MEMORY) the save goes to the node's memory instead, which
+  // outlives a restart, and the launcher writes it to `dir` in the background, when an attempt
+  // fails and at the job's end (docs/checkpoints.md); where that memory has no room, to `dir`.
   void save_state(const std::string& dir);
   // Restores what save_state wrote (prepare everything first, in the same order). A resumed run
-  // continues bit for bit. Throws acc::ConfigError when `dir` is not a complete checkpoint, when
+  // continues bit for bit. Under acc-launch, the newest save of `dir` that every rank has in its
+  // node's memory comes first; else `dir`. Throws acc::ConfigError when `dir` is not a complete
+  // checkpoint, when
   // it holds another number of models or optimizers than were prepared (none prepared yet: it
   // was called before prepare), or when a model's file holds other parameters than the model
   // (another model's checkpoint, or models prepared in another order): the message names the
@@ -333,6 +338,7 @@ class Accelerator {
  private:
   friend class AcceleratedOptimizer;
   friend class SyncGuard;
+  friend class Trainer;  // its checkpoints go to storage: it writes trainer_state.pt beside them
   struct Impl;
 
   void prepare_module(std::shared_ptr<torch::nn::Module> module);
@@ -342,6 +348,12 @@ class Accelerator {
   void check_gradients_for_step(torch::optim::Optimizer& optimizer);
   std::string uneven_backwards() const;
   void unscale_gradients(torch::optim::Optimizer* optimizer);
+  // save_state/load_state's parts (checkpoint.cc).
+  void save_state_to_storage(const std::string& dir);
+  void write_state(const std::string& into, bool replicated_parts);
+  void read_state(const std::string& from);
+  bool save_state_in_memory(const std::string& memory, const std::string& dir);
+  std::string saved_in_memory(const std::string& memory, const std::string& dir);
 
   WorkerEnv env_;
   AcceleratorOptions options_;
