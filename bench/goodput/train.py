@@ -4,10 +4,12 @@
   dcp  torch.distributed.checkpoint.save every SAVE_EVERY steps (storage)
 Both load PATH where it exists. Rank 0 touches WORK/progress after each step (the bench's sign
 of progress). Rank 1 SIGKILLs itself the first time it reaches each step of FAIL_STEPS (a file
-per failure in WORK remembers it across restarts and relaunches). Rank 0 prints 'TIMES {json}':
-per step, the step's time and the checkpoint's; and the in-memory copy floor (every state
-tensor cloned), measured in the same process.
-Usage: train.py acc|dcp PATH STEPS SAVE_EVERY FAIL_STEPS(comma-separated or -) WORK"""
+per failure in WORK remembers it across restarts and relaunches). At LOSE_NODE_STEP, rank 1
+writes its pid to WORK/lose-node (once) and waits: the bench then SIGKILLs its whole node. Rank 0
+prints 'TIMES {json}': per step, the step's time and the checkpoint's; and the in-memory copy
+floor (every state tensor cloned), measured in the same process.
+Usage: train.py acc|dcp PATH STEPS SAVE_EVERY FAIL_STEPS(comma-separated or -) WORK
+                [LOSE_NODE_STEP or -]"""
 import json
 import os
 import signal
@@ -68,6 +70,8 @@ def main():
     mode, path, steps, save_every, fails, work = sys.argv[1:7]
     steps, save_every = int(steps), int(save_every)
     fails = [] if fails == "-" else [int(s) for s in fails.split(",")]
+    lose_node = sys.argv[7] if len(sys.argv) > 7 else "-"
+    lose_node = None if lose_node == "-" else int(lose_node)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
@@ -103,6 +107,12 @@ def main():
         if rank == 1 and app.step in fails and not os.path.exists(marker):
             open(marker, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
+        lost = os.path.join(work, "lose-node")
+        if rank == 1 and app.step == lose_node and not os.path.exists(lost):
+            with open(lost + ".tmp", "w") as f:
+                f.write("%d\n" % os.getpid())
+            os.rename(lost + ".tmp", lost)
+            time.sleep(600)  # until the bench kills this node
     if rank == 0:
         print("TIMES " + json.dumps(times), flush=True)
     dist.destroy_process_group()
