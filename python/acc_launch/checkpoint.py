@@ -11,7 +11,8 @@ committed, so a crash in the middle of a save leaves the one before it. The laun
 newest written to PATH in torch.distributed.checkpoint's own format by a helper interpreter
 (`python -m acc_launch.checkpoint persist`): in the background, when a worker fails, and when the
 job ends, so that plain dcp.load reads PATH without acc-launch. Where the memory has no save that
-every rank committed (a rank on a new node), load reads PATH as dcp.load would.
+every rank committed (a rank on a new node), load reads PATH as dcp.load would, every rank the
+same write of it (the helper may be replacing it).
 
 Outside acc-launch, with a storage_writer, storage_reader or planner, or with state dicts that
 hold DTensors or ShardedTensors, both are torch.distributed.checkpoint's own calls. PyTorch 1.13
@@ -55,7 +56,57 @@ def load(state_dict, *, checkpoint_id=None, **kwargs):
         if seq is not None and _Flat.of(state_dict) is not None:
             _Shard.read(memory, _rank(group), seq).into(state_dict)
             return None
+        return _load_one_write(dcp, state_dict, path, group, kwargs)
     return dcp.load(state_dict, checkpoint_id=checkpoint_id, **kwargs)
+
+
+_TAG = "acc-seq"  # in a PATH the launcher's helper wrote: the save's number in the job
+_LOAD_TRIES = 20
+
+
+def _tag(path):
+    try:
+        with open(_os.path.join(path, _TAG)) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _load_one_write(dcp, state_dict, path, group, kwargs):
+    """dcp.load of PATH, every rank reading the same write of it. After a failure the launcher's
+    helper may replace PATH while the ranks of the next attempt read it (a rank that lands on
+    another node has no save in memory, and every rank then loads PATH): each rank notes the tag
+    the helper leaves in PATH before and after its load, and where a load failed or the ranks
+    saw different writes, or a load failed while a write was under way (PATH.acc-writing or
+    PATH.acc-old there), all load again, 0.5 s later, at most 20 times."""
+    import time
+    import torch.distributed as dist
+    distributed = dist.is_available() and dist.is_initialized()
+    for attempt in range(_LOAD_TRIES):
+        before, error = _tag(path), None
+        try:
+            dcp.load(state_dict, checkpoint_id=path, **kwargs)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # DCP's CheckpointException is one, alike on every rank
+            error = e
+        writing = any(_os.path.exists(path + suffix) for suffix in (".acc-writing", ".acc-old"))
+        mine = (before, _tag(path), error is None, writing)
+        everyone = [mine]
+        if distributed:
+            everyone = [None] * dist.get_world_size(group)
+            dist.all_gather_object(everyone, mine, group=group)
+        if all(ok and seen == after == everyone[0][0] for seen, after, ok, _ in everyone):
+            return None
+        one_write = all(seen == after == everyone[0][0] for seen, after, _, _ in everyone)
+        if error is not None and one_write and not any(w for _, _, _, w in everyone):
+            raise error  # no write under way: the load's own error (no checkpoint there)
+        if attempt == _LOAD_TRIES - 1:
+            if error is not None:
+                raise error
+            raise RuntimeError("checkpoint: the ranks read different writes of %s %d times "
+                               "(it was being replaced)" % (path, _LOAD_TRIES))
+        time.sleep(0.5)
 
 
 _made_paths = set()
@@ -453,6 +504,8 @@ def persist(memory, keep=1):
         with warnings.catch_warnings():  # "assuming the intent is to save in a single process"
             warnings.simplefilter("ignore", UserWarning)
             dcp.save(state, checkpoint_id=writing, no_dist=True)
+        with open(_os.path.join(writing, _TAG), "w") as f:  # load's sign of which write it read
+            f.write("%d\n" % seq)
         if _os.path.exists(path):
             shutil.rmtree(old, ignore_errors=True)
             _os.rename(path, old)

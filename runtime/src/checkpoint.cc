@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "acc/common/error.h"
@@ -135,6 +136,10 @@ constexpr char kMemoryVar[] = "ACC_CHECKPOINT_MEMORY";
 constexpr char kSavePrefix[] = "libacc.";
 // In a save in memory: the absolute path of the directory save_state was given.
 constexpr char kSavedFor[] = "saved-for";
+// In a directory the launcher wrote from memory: the save's number in the job (load_state's sign
+// of which write it read).
+constexpr char kWriteTag[] = "acc-seq";
+constexpr int kLoadTries = 20;
 
 std::string checkpoint_memory() {
   const char* memory = std::getenv(kMemoryVar);
@@ -323,16 +328,53 @@ std::string Accelerator::saved_in_memory(const std::string& memory, const std::s
 }
 
 void Accelerator::load_state(const std::string& dir) {
-  if (const std::string memory = checkpoint_memory(); !memory.empty())
-    if (const std::string saved = saved_in_memory(memory, dir); !saved.empty())
-      return read_state(saved);
+  const std::string memory = checkpoint_memory();
+  if (memory.empty()) return read_state(checkpoint_in(dir));
+  if (const std::string saved = saved_in_memory(memory, dir); !saved.empty())
+    return read_state(saved);
+  // From `dir`, which the launcher's helper may be replacing (after a failure, while the next
+  // attempt's ranks load): every rank reads the same write of it (the tag the helper leaves in
+  // it, before and after the read); where the ranks saw different writes, or a read failed while
+  // a write was under way (dir.acc-writing or dir.acc-old there), all read again, 0.5 s later,
+  // at most kLoadTries times.
+  for (int attempt = 1;; ++attempt) {
+    const std::string before = read_file(dir + "/" + kWriteTag);
+    std::exception_ptr error;
+    try {
+      read_state(checkpoint_in(dir));
+    } catch (const std::exception&) {
+      error = std::current_exception();
+    }
+    const bool one_write =
+        before == read_file(dir + "/" + kWriteTag) && broadcast_string(before) == before;
+    const bool writing = fs::exists(dir + ".acc-writing") || fs::exists(dir + ".acc-old");
+    const torch::Tensor seen =
+        reduce(torch::tensor({int64_t{error != nullptr}, int64_t{!one_write}, int64_t{writing}})
+                   .to(device_),
+               Reduction::kMax)
+            .cpu();
+    const bool failed = seen[0].item<int64_t>() != 0, torn = seen[1].item<int64_t>() != 0;
+    if (!failed && !torn) return;
+    if (attempt == kLoadTries || (!torn && seen[2].item<int64_t>() == 0)) {
+      if (error) std::rethrow_exception(error);
+      throw ConfigError(detail::concat(
+          "load_state: ", dir,
+          torn ? ": the ranks read different writes of it while it was being replaced"
+               : ": another rank could not load it"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+// `dir`, or `dir.old` where a save_state to storage crashed between its renames.
+std::string Accelerator::checkpoint_in(const std::string& dir) {
   fs::path from(dir);
   if (!fs::exists(from / "random_states_0.pt") &&
       fs::exists(fs::path(dir + ".old") / "random_states_0.pt"))
     from = dir + ".old";
   ACC_CHECK(fs::exists(from / "random_states_0.pt"), ConfigError, "load_state: '", dir,
             "' is not a checkpoint written by save_state (no random_states_0.pt)");
-  read_state(from.string());
+  return from.string();
 }
 
 void Accelerator::read_state(const std::string& from_dir) {

@@ -156,6 +156,7 @@ TEST(PersistLibaccSaveTest, TheNewestSaveIsCopiedOnceAndTheOneItReplacesKeptByIt
   ASSERT_EQ(persist_libacc_save({memory.path(), "--keep", "2"}), 0);
   EXPECT_EQ(read_file(ckpt + "/model.pt"), "one");
   EXPECT_FALSE(std::filesystem::exists(ckpt + "/saved-for"));
+  EXPECT_EQ(read_file(ckpt + "/acc-seq"), "1\n") << "load_state's sign of the write it reads";
   EXPECT_EQ(read_file(memory.path() + "/persisted"), "1\n");
   libacc_save(memory.path(), 2, ckpt, "two");
   ASSERT_EQ(persist_libacc_save({memory.path(), "--keep", "2"}), 0);

@@ -123,6 +123,7 @@ class MemoryTest(unittest.TestCase):
             acc_launch.checkpoint.save(state(seed), checkpoint_id=self.path)
         self.assertEqual(checkpoint.persist(self.memory), 0)
         self.assertEqual(open(os.path.join(self.memory, "persisted")).read(), "2\n")
+        self.assertEqual(open(os.path.join(self.path, "acc-seq")).read(), "2\n")
         with mock.patch("torch.distributed.checkpoint.save") as again:
             self.assertEqual(checkpoint.persist(self.memory), 0)
         again.assert_not_called()
@@ -150,6 +151,43 @@ class MemoryTest(unittest.TestCase):
             dcp.load(target, checkpoint_id=os.path.join(self.dir, name))
             self.assertEqual(target["step"], step)
         self.assertEqual(checkpoint._main(["persist", self.memory, "--keep", "0"]), 2)
+
+    def test_without_a_save_in_memory_load_reads_path_once_it_is_whole(self):
+        import torch.distributed.checkpoint as dcp
+        real_load = dcp.load
+        calls = []
+
+        def load_while_replaced(state_dict, checkpoint_id, **kwargs):
+            calls.append(checkpoint_id)
+            if len(calls) == 1:  # the helper has moved PATH aside: not there
+                os.rename(self.path, self.path + ".acc-old")
+                return real_load(state_dict, checkpoint_id=checkpoint_id)
+            if len(calls) == 2:  # back; read while the helper puts its next write in place
+                os.rename(self.path + ".acc-old", self.path)
+                real_load(state_dict, checkpoint_id=checkpoint_id)
+                dcp.save(state(3), checkpoint_id=self.path, no_dist=True)
+                with open(os.path.join(self.path, "acc-seq"), "w") as f:
+                    f.write("3\n")
+                return
+            real_load(state_dict, checkpoint_id=checkpoint_id)
+
+        os.environ.pop("ACC_CHECKPOINT_MEMORY")
+        dcp.save(state(2), checkpoint_id=self.path, no_dist=True)
+        with open(os.path.join(self.path, "acc-seq"), "w") as f:
+            f.write("2\n")
+        os.environ["ACC_CHECKPOINT_MEMORY"] = self.memory
+        target = state(9)
+        with mock.patch("torch.distributed.checkpoint.load", side_effect=load_while_replaced):
+            acc_launch.checkpoint.load(target, checkpoint_id=self.path)
+        self.assertEqual(calls, [self.path] * 3)
+        self.assertEqual(target["step"], 3)
+        self.assertTrue(torch.equal(target["model"]["weight"], state(3)["model"]["weight"]))
+
+    def test_without_a_save_anywhere_load_fails_at_once_as_dcp_load_does(self):
+        started = time.monotonic()
+        with self.assertRaises(BaseException):  # DCP's CheckpointException
+            acc_launch.checkpoint.load(state(9), checkpoint_id=self.path)
+        self.assertLess(time.monotonic() - started, 0.4)
 
     def test_the_helper_says_in_one_line_why_it_cannot_write(self):
         blocker = os.path.join(self.dir, "file")

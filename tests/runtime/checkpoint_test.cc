@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "acc/common/files.h"
 #include "acc/runtime/runtime.h"
@@ -200,6 +202,36 @@ TEST(CheckpointTest, UnderAccLaunchAMemoryWithoutRoomIsOneLineAndTheSavesGoToSto
   EXPECT_TRUE(contains(err, "the saves go to " + ckpt + " as without acc-launch")) << err;
   acc.load_state(ckpt);
   EXPECT_EQ(acc.step(), 0);
+}
+
+// A restart's load_state finds no save in the node's memory (its rank landed on another node) and
+// reads the checkpoint's directory while the launcher replaces it: it waits for the write.
+TEST(CheckpointTest, UnderAccLaunchALoadFromStorageWaitsForTheLaunchersWriteAndFailsAtOnceWithout) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string ckpt = dir.path() + "/ckpt";
+  acc::Accelerator acc(world_of_one());
+  torch::nn::Linear net(8, 4);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  auto [model, opt] = acc.prepare(net, sgd);
+  {
+    MemoryUnderTest under_acc_launch(dir.path() + "/no-memory");
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_FALSE(config_error([&] { acc.load_state(ckpt); }).empty());
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(400))
+        << "no write under way: the error at once";
+  }
+  acc.save_state(ckpt);
+  fs::rename(ckpt, ckpt + ".acc-old");  // the helper's write, between its two renames
+  std::thread helper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    fs::rename(ckpt + ".acc-old", ckpt);
+  });
+  MemoryUnderTest under_acc_launch(dir.path() + "/memory");
+  const auto started = std::chrono::steady_clock::now();
+  acc.load_state(ckpt);
+  helper.join();
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(500));
 }
 
 }  // namespace

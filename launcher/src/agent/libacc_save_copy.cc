@@ -44,12 +44,15 @@ void keep_older(const fs::path& old, const fs::path& path, long seq, int count) 
 }
 
 // Copies save `save` (libacc.<seq>) to `path`; false, with `error` set, where it cannot.
-bool copy_save(const fs::path& save, const fs::path& path, std::error_code& error) {
+bool copy_save(const fs::path& save, long seq, const fs::path& path, std::error_code& error) {
   const fs::path writing = path.string() + ".acc-writing";
   remove_tree(writing.string());
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), error);
   if (!error) fs::copy(save, writing, fs::copy_options::recursive, error);
   if (!error) fs::remove(writing / "saved-for", error);
+  // load_state's sign of which write it read (runtime/src/checkpoint.cc).
+  if (!error && write_file((writing / "acc-seq").string(), std::to_string(seq) + "\n") != 0)
+    error = std::make_error_code(std::errc::io_error);
   if (!error && fs::exists(path)) {
     remove_tree(path.string() + ".acc-old");
     fs::rename(path, path.string() + ".acc-old", error);
@@ -78,7 +81,7 @@ int persist_libacc_save(const std::vector<std::string>& args) {
     const fs::path path = read_file((save / "saved-for").string());
     if (path.empty()) continue;
     std::error_code error;
-    if (!copy_save(save, path, error)) {
+    if (!copy_save(save, newest.seq, path, error)) {
       if (CheckpointMemory::newest_save(memory).seq >= newest.seq + 2) continue;
       say("cannot write " + path.string() + ": " + error.message() +
           "; training goes on with the copy in memory");

@@ -352,6 +352,7 @@ class Accelerator {
   void save_state_to_storage(const std::string& dir);
   void write_state(const std::string& into, bool replicated_parts);
   void read_state(const std::string& from);
+  std::string checkpoint_in(const std::string& dir);
   bool save_state_in_memory(const std::string& memory, const std::string& dir);
   std::string saved_in_memory(const std::string& memory, const std::string& dir);
 
