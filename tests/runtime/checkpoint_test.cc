@@ -36,6 +36,33 @@ struct TwoLayersImpl : torch::nn::Module {
 };
 TORCH_MODULE(TwoLayers);
 
+// A TwoLayers(16) and its Adam, prepared on `acc`, one step taken.
+struct SteppedTwoLayers {
+  explicit SteppedTwoLayers(acc::Accelerator& accelerator)
+      : acc(accelerator),
+        net(seeded()),
+        adam(net->parameters(), torch::optim::AdamOptions(0.01)),
+        model(acc.prepare(net)),
+        opt(acc.prepare(adam)) {
+    step();
+  }
+  static TwoLayers seeded() {
+    torch::manual_seed(1);
+    return TwoLayers(16);
+  }
+  void step() {
+    acc.backward(model->forward(torch::ones({2, 8})).sum());
+    opt.step();
+  }
+  torch::Tensor decoder_weight() const { return net->decoder->weight.detach().clone(); }
+
+  acc::Accelerator& acc;
+  TwoLayers net;
+  torch::optim::Adam adam;
+  TwoLayers model;
+  acc::AcceleratedOptimizer opt;
+};
+
 // A checkpoint of a Linear(8, 4) and its SGD in `dir`.
 void save_linear(const std::string& dir) {
   acc::Accelerator acc(world_of_one());
@@ -113,19 +140,13 @@ TEST(CheckpointTest, TheSameNamesWithOtherShapesAreNamedWithBothShapes) {
 TEST(CheckpointTest, ASavedStateLoadsBackIntoTheSameObjects) {
   TempDir dir;
   acc::Accelerator acc(world_of_one());
-  torch::manual_seed(1);
-  TwoLayers net(16);
-  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
-  auto [model, opt] = acc.prepare(net, adam);
-  acc.backward(model->forward(torch::ones({2, 8})).sum());
-  opt.step();
+  SteppedTwoLayers trained(acc);
   acc.save_state(dir.path() + "/ckpt");
-  const auto saved = net->decoder->weight.detach().clone();
-  acc.backward(model->forward(torch::ones({2, 8})).sum());
-  opt.step();
-  ASSERT_FALSE(torch::equal(net->decoder->weight, saved));
+  const auto saved = trained.decoder_weight();
+  trained.step();
+  ASSERT_FALSE(torch::equal(trained.decoder_weight(), saved));
   acc.load_state(dir.path() + "/ckpt");
-  EXPECT_TRUE(torch::equal(net->decoder->weight, saved));
+  EXPECT_TRUE(torch::equal(trained.decoder_weight(), saved));
   EXPECT_EQ(acc.step(), 1);
 }
 
@@ -149,12 +170,7 @@ TEST(CheckpointTest, UnderAccLaunchASaveGoesToTheNodesMemoryAndLoadsBackFromTher
   fs::create_directories(memory);
   MemoryUnderTest under_acc_launch(memory);
   acc::Accelerator acc(world_of_one());
-  torch::manual_seed(1);
-  TwoLayers net(16);
-  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
-  auto [model, opt] = acc.prepare(net, adam);
-  acc.backward(model->forward(torch::ones({2, 8})).sum());
-  opt.step();
+  SteppedTwoLayers trained(acc);
   acc.save_state(ckpt);
   // In memory, with the directory it was saved for; the checkpoint's directory is made (as after
   // a save to storage) and stays empty until the launcher writes the save there.
@@ -165,12 +181,11 @@ TEST(CheckpointTest, UnderAccLaunchASaveGoesToTheNodesMemoryAndLoadsBackFromTher
   EXPECT_TRUE(fs::is_directory(ckpt));
   EXPECT_TRUE(fs::is_empty(ckpt));
 
-  const auto saved = net->decoder->weight.detach().clone();
-  acc.backward(model->forward(torch::ones({2, 8})).sum());
-  opt.step();
-  ASSERT_FALSE(torch::equal(net->decoder->weight, saved));
+  const auto saved = trained.decoder_weight();
+  trained.step();
+  ASSERT_FALSE(torch::equal(trained.decoder_weight(), saved));
   acc.load_state(ckpt);
-  EXPECT_TRUE(torch::equal(net->decoder->weight, saved));
+  EXPECT_TRUE(torch::equal(trained.decoder_weight(), saved));
   EXPECT_EQ(acc.step(), 1);
 
   // The node keeps its last two saves; the next save takes the next number.
