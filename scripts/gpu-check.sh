@@ -178,6 +178,9 @@ else
 fi
 
 # ---- libacc on the GPU --------------------------------------------------------------------------
+# Among them CudaCheckpointTest: a rank killed mid-epoch under acc-launch, its save_state (CUDA
+# RNG states included) loaded back from the node's memory, the launcher's written copy loaded by
+# one process without acc-launch, bit for bit as an uninterrupted run.
 figure_cuda_runtime_tests() { grep -E '^\[ *(PASSED|FAILED) ' "$1" | tr -s ' ' | paste -sd' '; }
 gpu_only cuda_runtime_tests ||
   check cuda_runtime_tests 240 gtest "$build/tests/runtime/runtime_tests" --gtest_filter='*Cuda*'

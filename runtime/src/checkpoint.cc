@@ -191,6 +191,15 @@ void say_no_room(const std::string& memory, const std::string& dir, const std::e
                fs::path(memory).parent_path().c_str(), free_mb, error.c_str(), dir.c_str());
 }
 
+// Each of `values`' maximum over the ranks (one all-reduce): the agreements of the saves in
+// memory. `values` are counts, seqs and flags.
+std::vector<int64_t> max_over_ranks(Accelerator& acc, const std::vector<int64_t>& values) {
+  const torch::Tensor reduced =
+      acc.reduce(torch::tensor(values).to(acc.device()), Reduction::kMax).cpu().contiguous();
+  const int64_t* data = reduced.data_ptr<int64_t>();
+  return std::vector<int64_t>(data, data + reduced.numel());
+}
+
 }  // namespace
 
 void Accelerator::save_state(const std::string& dir) {
@@ -261,8 +270,7 @@ bool Accelerator::save_state_in_memory(const std::string& memory, const std::str
   if (impl_->memory_seq == 0) {
     int64_t newest = 0;
     for (const MemorySave& save : memory_saves(memory)) newest = std::max(newest, save.seq);
-    impl_->memory_seq =
-        reduce(torch::tensor({newest}).to(device_), Reduction::kMax).cpu().item<int64_t>() + 1;
+    impl_->memory_seq = max_over_ranks(*this, {newest})[0] + 1;
   }
   const int64_t seq = impl_->memory_seq++;
   const std::string save = memory_save_dir(memory, seq);
@@ -290,7 +298,7 @@ bool Accelerator::save_state_in_memory(const std::string& memory, const std::str
     });
   wait_for_everyone();
   trying([&] { write_state(tmp, is_local_main_process()); });
-  if (reduce(torch::tensor({failed}).to(device_), Reduction::kMax).cpu().item<int64_t>() != 0) {
+  if (max_over_ranks(*this, {failed})[0] != 0) {
     impl_->memory_full = true;
     if (is_local_main_process()) acc::remove_tree(tmp);
     return false;
@@ -317,13 +325,10 @@ std::string Accelerator::saved_in_memory(const std::string& memory, const std::s
       have.insert(save.seq);
   }
   const int64_t newest = have.empty() ? 0 : *have.rbegin();
-  const torch::Tensor agreed =
-      reduce(torch::tensor({-newest, newest_any}).to(device_), Reduction::kMax).cpu();
-  const int64_t common = -agreed[0].item<int64_t>();
-  impl_->memory_seq = agreed[1].item<int64_t>() + 1;
-  const int64_t missing = common > 0 && have.count(common) ? 0 : 1;
-  if (reduce(torch::tensor({missing}).to(device_), Reduction::kMax).cpu().item<int64_t>() != 0)
-    return "";
+  const std::vector<int64_t> agreed = max_over_ranks(*this, {-newest, newest_any});
+  const int64_t common = -agreed[0];
+  impl_->memory_seq = agreed[1] + 1;
+  if (max_over_ranks(*this, {common > 0 && have.count(common) ? 0 : 1})[0] != 0) return "";
   return memory_save_dir(memory, common);
 }
 
@@ -348,14 +353,11 @@ void Accelerator::load_state(const std::string& dir) {
     const bool one_write =
         before == read_file(dir + "/" + kWriteTag) && broadcast_string(before) == before;
     const bool writing = fs::exists(dir + ".acc-writing") || fs::exists(dir + ".acc-old");
-    const torch::Tensor seen =
-        reduce(torch::tensor({int64_t{error != nullptr}, int64_t{!one_write}, int64_t{writing}})
-                   .to(device_),
-               Reduction::kMax)
-            .cpu();
-    const bool failed = seen[0].item<int64_t>() != 0, torn = seen[1].item<int64_t>() != 0;
+    const std::vector<int64_t> seen =
+        max_over_ranks(*this, {error != nullptr, !one_write, writing});
+    const bool failed = seen[0] != 0, torn = seen[1] != 0;
     if (!failed && !torn) return;
-    if (attempt == kLoadTries || (!torn && seen[2].item<int64_t>() == 0)) {
+    if (attempt == kLoadTries || (!torn && seen[2] == 0)) {
       if (error) std::rethrow_exception(error);
       throw ConfigError(detail::concat(
           "load_state: ", dir,
