@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "acc/common/error.h"
 
 namespace acc::launcher {
 
-TerminalInput::TerminalInput(Os& os, int terminal) : os_(os), terminal_(terminal) {}
+TerminalInput::TerminalInput(Os& os, int terminal, std::function<void(int rank)> before_answer)
+    : os_(os), terminal_(terminal), before_answer_(std::move(before_answer)) {}
 
 UniqueFd TerminalInput::add_worker(int rank) {
   int fds[2];
@@ -58,6 +60,7 @@ void TerminalInput::look() {
   if (held_.empty()) return;
   for (Reader& reader : readers_) {
     if (reader.pid <= 0 || !reader.pipe || !waits_on_stdin(reader.pid)) continue;
+    if (before_answer_) before_answer_(reader.rank);
     // Up to the end of the first line: the next line goes to whoever waits then.
     const size_t end = held_.find('\n');
     const size_t size = end == std::string::npos ? held_.size() : end + 1;

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,8 +28,10 @@ class TerminalInput {
   // How often held input looks again for a rank that waits.
   static constexpr std::chrono::milliseconds kLookAgain{100};
 
-  // `terminal`: the launcher's stdin, a terminal.
-  TerminalInput(Os& os, int terminal);
+  // `terminal`: the launcher's stdin, a terminal. `before_answer(rank)` runs just before typed
+  // input goes to the worker of `rank`: what it wrote before it blocked on its stdin (a prompt)
+  // shows first, so that its answer cannot join the prompt's line.
+  TerminalInput(Os& os, int terminal, std::function<void(int rank)> before_answer);
 
   // The stdin of the worker of global rank `rank` that is about to start: the read end of its
   // pipe, for SpawnRequest::stdin_fd (the caller closes it once the worker has started).
@@ -58,6 +61,7 @@ class TerminalInput {
 
   Os& os_;
   int terminal_;
+  std::function<void(int rank)> before_answer_;
   std::vector<Reader> readers_;  // by rank, lowest first
   std::string held_;
   bool ended_ = false;       // the terminal gave an end of file

@@ -56,7 +56,8 @@ WorkerGroup::WorkerGroup(Os& os, const LaunchPlan& plan, const Round& round,
   start_dedup();
   stdout_terminal_ = os_.terminal_size(STDOUT_FILENO);
   stderr_terminal_ = os_.terminal_size(STDERR_FILENO);
-  if (os_.terminal_size(STDIN_FILENO)) input_.emplace(os_, STDIN_FILENO);
+  if (os_.terminal_size(STDIN_FILENO))
+    input_.emplace(os_, STDIN_FILENO, [this](int rank) { show_all_output_of(rank); });
 }
 
 WorkerGroup::~WorkerGroup() = default;
@@ -207,6 +208,18 @@ std::optional<WorkerGroup::Clock::time_point> WorkerGroup::partial_lines_due() c
     for (const Stream* stream : {&w->out, &w->err})
       if (stream->partial_due && (!due || *stream->partial_due < *due)) due = stream->partial_due;
   return due;
+}
+
+void WorkerGroup::show_all_output_of(int rank) {
+  for (const auto& w : workers_) {
+    if (w->rank != rank) continue;
+    for (Stream* stream : {&w->out, &w->err}) {
+      if (!stream->fd) continue;
+      while (stream->read_some() == Stream::Read::kData) {
+      }
+      if (stream->partial_due) stream->show_partial();
+    }
+  }
 }
 
 void WorkerGroup::show_partial_lines(bool all) {

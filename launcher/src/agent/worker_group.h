@@ -114,6 +114,8 @@ class WorkerGroup : private Supervisor::Listener {
   std::optional<Clock::time_point> partial_lines_due() const;
   // The starts of lines held back past their wait (all: every one) to the console.
   void show_partial_lines(bool all);
+  // Reads all that the worker of `rank` has written so far and shows it, a line's start too.
+  void show_all_output_of(int rank);
 
   // --- Supervisor::Listener
   void on_signal(int sig) override { listener_.on_signal(sig); }

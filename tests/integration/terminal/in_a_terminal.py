@@ -15,7 +15,8 @@ import time
 launcher, python = sys.argv[1], sys.argv[2]
 worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "terminal_worker.py")
 logs = tempfile.mkdtemp(prefix="acc-terminal-")
-seen = b""
+seen = b""  # all the terminal showed
+looked = [0, 0]  # where in `seen` each rank's next line is looked for: the ranks interleave
 
 
 def fail(why):
@@ -23,27 +24,28 @@ def fail(why):
     sys.exit(1)
 
 
-def expect(texts, fd, timeout=60.0):
-    """Reads the terminal until each of `texts` (one, or a tuple, in any order) shows after what
-    earlier expects consumed; consumes up to the end of the last."""
+def expect(rank, texts, fd, timeout=60.0):
+    """Reads the terminal until each of `texts` (one, or a tuple, in this order) shows as a line
+    of `rank`'s, "[rank<rank>]: " and the text, after what earlier expects of that rank found."""
     global seen
-    texts = [t.encode() for t in ((texts,) if isinstance(texts, str) else texts)]
+    texts = [f"[rank{rank}]: {t}".encode() for t in ((texts,) if isinstance(texts, str) else texts)]
     deadline = time.monotonic() + timeout
-    while not all(t in seen for t in texts):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            fail(f"{texts!r} did not show within {timeout} s")
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            continue
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            chunk = b""
-        if not chunk:
-            fail(f"the terminal closed before {texts!r}")
-        seen += chunk
-    seen = seen[max(seen.index(t) + len(t) for t in texts):]
+    for text in texts:
+        while text not in seen[looked[rank]:]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                fail(f"{text!r} did not show within {timeout} s")
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                fail(f"the terminal closed before {text!r}")
+            seen += chunk
+        looked[rank] = seen.index(text, looked[rank]) + len(text)
 
 
 pid, fd = pty.fork()
@@ -51,16 +53,19 @@ if pid == 0:
     os.execv(launcher, [launcher, "--nproc_per_node", "2", "--python", python, "--tee", "3",
                         "--log_dir", logs, worker])
 try:
-    expect(tuple(f"[rank{r}]: rank {r} stdout isatty True stderr isatty True" for r in (0, 1)), fd)
-    expect(("[rank0]: (Pdb) ", "[rank1]: (Pdb) "), fd)  # a prompt without a newline shows
+    for r in (0, 1):
+        expect(r, (f"rank {r} stdout isatty True stderr isatty True", "(Pdb) "), fd)
+    # A prompt without a newline shows. The answers are typed without waiting for the next
+    # prompt: the launcher shows a rank's prompt before it hands the rank what was typed, so the
+    # rank's answer starts a line of its own.
     os.write(fd, b"p x*7\n")
-    expect("[rank0]: 42", fd)
+    expect(0, "42", fd)
     os.write(fd, b"c\n")
-    expect("[rank0]: rank 0 done", fd)
+    expect(0, ("(Pdb) ", "rank 0 done"), fd)
     os.write(fd, b"p x*7\n")
-    expect("[rank1]: 42", fd)
+    expect(1, "42", fd)
     os.write(fd, b"c\n")
-    expect("[rank1]: rank 1 done", fd)
+    expect(1, ("(Pdb) ", "rank 1 done"), fd)
     _, status = os.waitpid(pid, 0)
     pid = 0
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
