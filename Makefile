@@ -15,7 +15,7 @@ PYTHON      ?= /usr/bin/python3
 # (scripts/install-python-peers.sh): the modern peer the tests and benches compare against.
 TORCH2_PYTHON ?= $(shell bash scripts/install-python-peers.sh --python)
 
-.PHONY: all deps test-deps configure build wheel test unit-test asan-test asan-build asan-ctest fuzz torch2-test check-format format demo install bench clean
+.PHONY: all deps test-deps configure build wheel sdist sdist-test test unit-test asan-test asan-build asan-ctest fuzz torch2-test check-format format demo install bench clean
 
 all: build
 
@@ -44,6 +44,20 @@ wheel: configure
 	cmake --build $(BUILD) -j$(JOBS) --target acc-launch
 	@rm -f dist/acc_launch-*.whl
 	@PYTHON=$(PYTHON) bash scripts/build-wheel.sh $(BUILD)/launcher/acc-launch dist
+
+# The sdist, dist/acc_launch-<version>.tar.gz: what building acc-launch needs and no more
+# (python/acc_build_backend.py); `pip install` it builds acc-launch from source, in Release, with
+# the build's packages (`make deps`). Builds nothing here.
+sdist:
+	@rm -f dist/acc_launch-*.tar.gz
+	@PYTHON=$(PYTHON) bash scripts/build-sdist.sh dist
+
+# The sdist as a user installs it (tests/wheel/sdist.sh --install): pip builds acc-launch from it
+# in a fresh venv, then that acc-launch runs two workers. Not in `make test`: the build from source
+# takes minutes (7.4 on two busy cores); ctest runs the rest of the script in seconds (the sdist's
+# files, twine check, the line a missing build package gives).
+sdist-test: deps
+	@bash tests/wheel/sdist.sh --install $(BUILD) $(TORCH2_PYTHON)
 
 # Format check and the sanitized build come first; then libacc on PyTorch 2.x's LibTorch builds
 # and runs at the lowest priority beside the sanitized tests, the main build and the main tests,

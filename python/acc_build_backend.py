@@ -1,4 +1,5 @@
-"""The wheel's build backend (PEP 517), in the tree: it packs acc-launch as CMake builds it.
+"""The build backend (PEP 517), in the tree: the wheel packs acc-launch as CMake builds it, and
+the sdist holds what that build needs.
 
 What a wheel holds:
   acc_launch/                       the Python package (python/acc_launch/: the hook, checkpoint;
@@ -8,23 +9,34 @@ What a wheel holds:
                                     the native binary itself, stripped: pip puts it on the
                                     environment's PATH as it is (no Python shim, so a launch
                                     starts as fast as from a CMake install)
-  acc_launch-V.dist-info/           METADATA (from pyproject.toml), WHEEL, RECORD
+  acc_launch-V.dist-info/           METADATA (from pyproject.toml and README.md), WHEEL, RECORD
+
+What an sdist (acc_launch-V.tar.gz) holds: acc_launch-V/PKG-INFO (the same metadata) and the
+files of _SDIST: the CMake files, the sources the acc-launch target compiles, the Python package,
+VERSION and this backend. No tests, benches, docs, examples or libacc (runtime/, which needs
+LibTorch and is no part of the wheel). tests/wheel/sdist.sh checks the list against what the
+build reads.
 
 The binary comes from ACC_LAUNCH_BINARY (what `make wheel` and the tests pass: the build tree's
 acc-launch) or, without it, from a Release build of the acc-launch target in build-wheel/ (so
-`pip install .` works on a machine with the build's packages: scripts/install-deps.sh).
+`pip install .` and `pip install acc_launch-V.tar.gz` work on a machine with the build's
+packages: scripts/install-deps.sh). Where a tool or package of that build is missing, the build
+ends with one line that names it and the apt-get command that installs it.
 The platform tag is manylinux_2_<N>_<arch>, N the newest GLIBC_2.N the binary needs (its version
 references, read with objdump), never below 2.17. Nothing is downloaded: no build requirement.
 """
 import base64
+import gzip
 import hashlib
+import io
 import os
 import platform
 import re
 import shutil
 import subprocess
+import sys
+import tarfile
 import tempfile
-import tomllib
 import zipfile
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,20 +51,123 @@ def _version():
 
 
 def _project():
+    try:
+        import tomllib
+    except ImportError:
+        raise SystemExit("acc-launch: building from the git tree needs Python 3.11 or newer "
+                         "(tomllib reads pyproject.toml); an sdist builds with 3.8 and newer")
     with open(os.path.join(_ROOT, "pyproject.toml"), "rb") as f:
         return tomllib.load(f)["project"]
 
 
 def _metadata(version):
+    """The core metadata, METADATA of the wheel and PKG-INFO of the sdist. In an unpacked sdist,
+    its PKG-INFO as it is: the wheel built from it says the same by construction, and building
+    needs no pyproject.toml parser."""
+    pkg_info = os.path.join(_ROOT, "PKG-INFO")
+    if os.path.isfile(pkg_info):
+        return _read(pkg_info).decode("utf-8")
     project = _project()
-    lines = ["Metadata-Version: 2.1", "Name: " + project["name"], "Version: " + version,
-             "Summary: " + project["description"],
-             "Requires-Python: " + project["requires-python"]]
-    for label, url in project.get("urls", {}).items():
-        lines.append("Project-URL: %s, %s" % (label, url))
-    for classifier in project.get("classifiers", []):
-        lines.append("Classifier: " + classifier)
-    return "\n".join(lines) + "\n"
+    readme = project["readme"]
+    fields = [("Metadata-Version", "2.2"), ("Name", project["name"]), ("Version", version),
+              ("Summary", project["description"]),
+              ("Requires-Python", project["requires-python"])]
+    fields += [("Project-URL", "%s, %s" % item) for item in project.get("urls", {}).items()]
+    fields += [("Classifier", classifier) for classifier in project.get("classifiers", [])]
+    fields.append(("Description-Content-Type", readme["content-type"]))
+    description = _read(os.path.join(_ROOT, readme["file"])).decode("utf-8")
+    return "".join("%s: %s\n" % field for field in fields) + "\n" + description
+
+
+# --- The wheel's own build of acc-launch --------------------------------------------------------
+
+# The acc-launch target alone, optimised: no tests, benches or libacc, so neither GoogleTest nor
+# LibTorch, and none of the directories the sdist leaves out.
+CMAKE_OPTIONS = ("-DCMAKE_BUILD_TYPE=Release", "-DACC_BUILD_TESTS=OFF", "-DACC_BUILD_RUNTIME=OFF",
+                 "-DACC_BUILD_BENCH=OFF")
+
+# What CMake names when a package of the build is missing (find_package's name, or the variable
+# of a find_library/find_path) -> the Debian package that has it.
+_DEBIAN_PACKAGE = {
+    "CLI11": "libcli11-dev", "yaml-cpp": "libyaml-cpp-dev", "spdlog": "libspdlog-dev",
+    "fmt": "libfmt-dev", "Boost": "libboost-dev", "nlohmann_json": "nlohmann-json3-dev",
+    "OpenSSL": "libssl-dev", "ACC_LIBURING_ARCHIVE": "liburing-dev",
+    "ACC_LIBURING_INCLUDE_DIR": "liburing-dev", "Threads": "libc6-dev",
+}
+# The Debian packages building acc-launch needs (scripts/install-deps.sh's build-essential and
+# some of its others).
+_BUILD_PACKAGES = ("g++", "make", "binutils", "cmake", "ninja-build", "libcli11-dev",
+                   "libyaml-cpp-dev", "libboost-dev", "libspdlog-dev", "libfmt-dev",
+                   "nlohmann-json3-dev", "liburing-dev", "libssl-dev")
+_CMAKE_MISSING = (re.compile(r'package configuration file provided by\s+"([\w.+-]+)"'),
+                  re.compile(r"Could NOT find ([\w.+-]+)"),
+                  re.compile(r"Could not find (ACC_\w+)"))
+
+
+def _fail(missing, why=None):
+    """Ends the build with one line, the last of its output: what is missing (pairs of what and
+    the Debian package that has it) and the command that installs it, or else why."""
+    if missing:
+        named = ", ".join(what if what == package else "%s (%s)" % (what, package)
+                          for what, package in missing)
+        packages = " ".join(dict.fromkeys(package for _, package in missing))
+        line = ("acc-launch: cannot build from source: missing %s; on Debian or Ubuntu, as root: "
+                "apt-get install %s" % (named, packages))
+    else:
+        line = "acc-launch: cannot build from source: " + why
+    sys.stdout.flush()
+    sys.stderr.write("\n" + line + "\n")
+    sys.stderr.flush()
+    raise SystemExit(1)
+
+
+def _generator():
+    """The CMake generator (Ninja, else Make), once the tools the build runs are all there."""
+    missing = []
+    if not shutil.which("cmake"):
+        missing.append(("cmake", "cmake"))
+    cxx = os.environ.get("CXX", "").split()
+    if not (shutil.which(cxx[0]) if cxx else any(map(shutil.which, ("c++", "g++", "clang++")))):
+        missing.append(("a C++ compiler", "g++"))
+    generator = next((name for tool, name in (("ninja", "Ninja"), ("make", "Unix Makefiles"))
+                      if shutil.which(tool)), None)
+    if not generator:
+        missing.append(("ninja or make", "ninja-build"))
+    for tool in ("strip", "objdump"):
+        if not shutil.which(tool):
+            missing.append((tool, "binutils"))
+    if missing:
+        _fail(missing)
+    return generator
+
+
+def _debian_missing(packages):
+    """Those of the Debian packages dpkg does not have installed (none where there is no dpkg)."""
+    if not shutil.which("dpkg-query"):
+        return []
+    out = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev}\n", *packages],
+                         capture_output=True, text=True).stdout
+    installed = {line.split()[0] for line in out.splitlines() if line.split()[1:2] == ["ii"]}
+    return [package for package in packages if package not in installed]
+
+
+def _configure_failed(output):
+    """After CMake's output: what it could not find, with every other build package dpkg lacks
+    (CMake stops at the first), or, where it names nothing known, all the build packages."""
+    names = [match.group(1) for pattern in _CMAKE_MISSING for match in pattern.finditer(output)]
+    missing = [(name, _DEBIAN_PACKAGE[name]) for name in dict.fromkeys(names)
+               if name in _DEBIAN_PACKAGE]
+    if re.search(r"CMake [\d.]+ or higher is required", output):
+        missing.append(("CMake 3.22 or newer", "cmake"))
+    if "No CMAKE_CXX_COMPILER could be found" in output:
+        missing.append(("a C++ compiler", "g++"))
+    if missing:
+        named = {package for _, package in missing}
+        missing += [(package, package) for package in _debian_missing(_BUILD_PACKAGES)
+                    if package not in named]
+        _fail(missing)
+    _fail([], "CMake could not configure the build (its errors above); what it needs, on Debian "
+              "or Ubuntu, as root: apt-get install " + " ".join(_BUILD_PACKAGES))
 
 
 def _built_binary():
@@ -62,10 +177,20 @@ def _built_binary():
             raise RuntimeError("ACC_LAUNCH_BINARY=%s: no such file" % binary)
         return binary
     build = os.path.join(_ROOT, "build-wheel")
-    subprocess.run(["cmake", "-S", _ROOT, "-B", build, "-G", "Ninja",
-                    "-DCMAKE_BUILD_TYPE=Release", "-DACC_BUILD_TESTS=OFF",
-                    "-DACC_BUILD_RUNTIME=OFF"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", build, "--target", "acc-launch"], check=True)
+    generator = _generator()
+    # A build tree already there keeps the generator it was made with.
+    pick = [] if os.path.exists(os.path.join(build, "CMakeCache.txt")) else ["-G", generator]
+    configure = subprocess.run(["cmake", "-S", _ROOT, "-B", build, *pick, *CMAKE_OPTIONS],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if configure.returncode != 0:
+        sys.stdout.write(configure.stdout)
+        _configure_failed(configure.stdout)
+    jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
+    sys.stdout.flush()
+    if subprocess.run(["cmake", "--build", build, "--target", "acc-launch",
+                       "--parallel", jobs]).returncode != 0:
+        _fail([], "building the acc-launch target in %s failed (the compiler's errors above; "
+                  "Debian 12's g++ 12 builds it)" % build)
     return os.path.join(build, "launcher", "acc-launch")
 
 
@@ -124,9 +249,47 @@ def _stripped(binary, directory):
     return _read(out)
 
 
+# --- The sdist -------------------------------------------------------------------------------
+
+# What the sdist holds, files and directories of the tree: what configuring and building the
+# acc-launch target with CMAKE_OPTIONS reads, and what a wheel packs besides. LICENSE where there
+# is one.
+_SDIST = ("CMakeLists.txt", "VERSION", "pyproject.toml", "README.md", "LICENSE", "cmake",
+          "common", "config", "rendezvous", "launcher", "python/acc_build_backend.py",
+          "python/acc_launch")
+_SDIST_OPTIONAL = ("LICENSE",)
+
+
+def sdist_files():
+    """The sdist's files, paths relative to the tree, sorted; no caches or hidden files."""
+    files = []
+    for entry in _SDIST:
+        path = os.path.join(_ROOT, entry)
+        if os.path.isfile(path):
+            files.append(entry)
+        elif os.path.isdir(path):
+            for directory, subdirectories, names in os.walk(path):
+                subdirectories[:] = [d for d in subdirectories
+                                     if d != "__pycache__" and not d.startswith(".")]
+                files += [os.path.relpath(os.path.join(directory, name), _ROOT) for name in names
+                          if not name.startswith(".") and not name.endswith(".pyc")]
+        elif entry not in _SDIST_OPTIONAL:
+            raise RuntimeError("%s: missing from %s, and the sdist needs it" % (entry, _ROOT))
+    return sorted(files)
+
+
+def _source_date():
+    """The time of every member, in seconds: SOURCE_DATE_EPOCH, or the wheel's 1980-01-01."""
+    return max(315532800, int(os.environ.get("SOURCE_DATE_EPOCH") or 0))
+
+
 # --- PEP 517 hooks ------------------------------------------------------------------------------
 
 def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def get_requires_for_build_sdist(config_settings=None):
     return []
 
 
@@ -137,6 +300,29 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
     with open(os.path.join(metadata_directory, dist_info, "METADATA"), "w") as f:
         f.write(_metadata(_version()))
     return dist_info
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    """acc_launch-V.tar.gz: acc_launch-V/ with PKG-INFO and sdist_files(). The same tree gives
+    the same bytes (fixed times and owners, sorted members)."""
+    version = _version()
+    top = "%s-%s" % (_NAME, version)
+    os.makedirs(sdist_directory, exist_ok=True)
+    path = os.path.join(sdist_directory, top + ".tar.gz")
+    date = _source_date()
+    members = [("PKG-INFO", _metadata(version).encode(), 0o644)]
+    for name in sdist_files():
+        full = os.path.join(_ROOT, name)
+        members.append((name, _read(full), 0o755 if os.stat(full).st_mode & 0o111 else 0o644))
+    with open(path + ".part", "wb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=date) as compressed:
+            with tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                for name, data, mode in members:
+                    info = tarfile.TarInfo("%s/%s" % (top, name))
+                    info.size, info.mode, info.mtime = len(data), mode, date
+                    tar.addfile(info, io.BytesIO(data))
+    os.replace(path + ".part", path)
+    return top + ".tar.gz"
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):

@@ -14,8 +14,10 @@ set -euo pipefail
 venv=${ACC_PEERS_VENV:-/opt/acc-launch/peers-venv}
 # What the GPU machines run (PyTorch 2.11.0+cu130, Accelerate 1.15); PyPI's wheel of torch is the
 # CUDA build, which runs on a machine without a GPU as its CPU build would.
-# auditwheel: what the wheel's test (tests/wheel/fresh_venv.sh) asks which manylinux tag it meets.
-pins=(torch==2.11.0 accelerate==1.15.0 auditwheel==6.8.2)
+# auditwheel: what the wheel's test (tests/wheel/fresh_venv.sh) asks which manylinux tag it meets;
+# twine: what checks the wheel's and the sdist's metadata; torchx: the scheduler front end whose
+# component acc_launch.torchx.ddp is (tests/torchx).
+pins=(torch==2.11.0 accelerate==1.15.0 auditwheel==6.8.2 twine==7.0.0 torchx==0.7.0)
 stamp="$venv/.acc-launch-pins"
 
 case "${1:-}" in
@@ -31,6 +33,6 @@ echo "install-python-peers: installing ${pins[*]} into $venv (from PyPI)"
 start=$(date +%s)
 /usr/bin/python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "${pins[@]}"
-"$venv/bin/python" -c 'import torch, accelerate, auditwheel; print("install-python-peers: torch", torch.__version__, "accelerate", accelerate.__version__)'
+"$venv/bin/python" -c 'import torch, accelerate, auditwheel, twine, torchx; print("install-python-peers: torch", torch.__version__, "accelerate", accelerate.__version__)'
 echo "${pins[*]}" >"$stamp"
 echo "install-python-peers: done in $(($(date +%s) - start)) s ($(du -sh "$venv" | cut -f1))"

@@ -12,6 +12,8 @@ first on its Python workers' PYTHONPATH (so a worker imports the launcher's own 
   _hook.py       beat, section, the recorder of torch.distributed's calls, the warm workers'
                  standby; under acc-launch it writes the worker's progress file
   checkpoint.py  save and load (docs/checkpoints.md)
+The wheel has one more module, not installed into run directories:
+  torchx.py      acc_launch.torchx.ddp, TorchX's dist.ddp run by acc-launch (docs/clusters.md)
 Outside acc-launch (plain python, torchrun, a notebook) beat and section do nothing and
 checkpoint's calls are torch.distributed.checkpoint's own, so a script runs unchanged under any
 launcher.

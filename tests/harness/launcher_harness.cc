@@ -39,7 +39,8 @@ namespace {
 
 // A variable of the machine running the tests that would change what the launcher does.
 bool leaks(const std::string& name) {
-  for (const char* prefix : {"SLURM_", "OMPI_", "PMI_", "PMIX_", "PET_", "KUBERNETES_"})
+  for (const char* prefix :
+       {"SLURM_", "OMPI_", "PMI_", "PMIX_", "PET_", "KUBERNETES_", "SKYPILOT_"})
     if (name.rfind(prefix, 0) == 0) return true;
   for (const char* exact : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
                             "HF_HOME", "TORCHELASTIC_HEALTH_CHECK_PORT"})

@@ -179,6 +179,32 @@ TEST(DryRunTest, SaysWhichPythonTheWorkersRunAndWhy) {
   EXPECT_NE(run.out.find("command: /usr/bin/python3 -u train.py"), std::string::npos) << run.out;
 }
 
+// Node 1 of a 2-node SkyPilot task on CPUs: the dry run shows the shape it read, and from where.
+TEST(DryRunTest, ShowsWhatASkyPilotTaskGivesAndFromWhere) {
+  const LaunchRun run =
+      run_launcher({"--dry_run", "--preflight_timeout", "0", "--no_python", "true"},
+                   {{"SKYPILOT_NODE_RANK", "1"},
+                    {"SKYPILOT_NODE_IPS", "192.0.2.7\n192.0.2.9"},
+                    {"SKYPILOT_NUM_NODES", "2"},
+                    {"SKYPILOT_NUM_GPUS_PER_NODE", "0"},
+                    {"SKYPILOT_TASK_ID", "sky-2026-12-07_acc_1"}});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  // The port is derived from the task id, the same on every node: the one the workers get.
+  const std::string said = "master_port=";
+  const size_t at = run.out.find(said);
+  ASSERT_NE(at, std::string::npos) << run.out;
+  const std::string port =
+      run.out.substr(at + said.size(), run.out.find(' ', at) - at - said.size());
+  for (const std::string& line :
+       {std::string("# detected skypilot: node_rank=1 (SKYPILOT_NODE_RANK)"),
+        std::string("# detected skypilot: master_addr=192.0.2.7 (first node IP)"),
+        std::string("# detected skypilot: nnodes=2 (SKYPILOT_NUM_NODES)"),
+        "# detected skypilot: master_port=" + port + " (derived from the task id)",
+        std::string("GROUP_RANK=1\n"), std::string("MASTER_ADDR=192.0.2.7\n"),
+        "MASTER_PORT=" + port + "\n"})
+    EXPECT_NE(run.out.find(line), std::string::npos) << line << "\n" << run.out;
+}
+
 // The dry run says which PyTorch it assumed for the workers and where it read its version: here
 // one a virtual environment reaches through a .pth line, as a venv over the peers' site-packages
 // does; then none, and the workers get both names of a renamed variable.

@@ -264,6 +264,28 @@ TEST(LaunchTest, TheErrorFileAndStderrTailAppearInTheReport) {
   EXPECT_NE(run.err.find("| about to fail"), std::string::npos);
 }
 
+// Under TorchX or another torchelastic agent (the launcher's own $TORCHELASTIC_ERROR_FILE set),
+// the failed worker's error file goes up there as torchrun passes it on, with its exit code.
+TEST(LaunchTest, TheRootCausesErrorFileGoesToTheLaunchersOwn) {
+  TempDir dir;
+  const std::string own = dir.path() + "/launcher-error.json";
+  LaunchRun run = run_launcher(worker({"--nproc_per_node", "2"}, {"record"}),
+                               {{"TORCHELASTIC_ERROR_FILE", own}});
+  EXPECT_EQ(run.exit_code, 1);
+  const std::string passed_on = read_text(own);
+  EXPECT_NE(passed_on.find("\"message\":\"ValueError: loss is nan\""), std::string::npos)
+      << passed_on;
+  EXPECT_NE(passed_on.find("line 7, in step"), std::string::npos) << passed_on;
+  EXPECT_NE(passed_on.find("\"errorCode\":1"), std::string::npos) << passed_on;
+  // A job that succeeds writes none.
+  std::filesystem::remove(own);
+  EXPECT_EQ(
+      run_launcher(worker({"--nproc_per_node", "2"}, {"env"}), {{"TORCHELASTIC_ERROR_FILE", own}})
+          .exit_code,
+      0);
+  EXPECT_FALSE(std::filesystem::exists(own));
+}
+
 TEST(LaunchTest, DedupLinesLeavesTheReportsStderrTailAlone) {
   LaunchRun run = run_launcher(worker({"--nproc_per_node", "2", "--dedup_lines"}, {"record"}));
   EXPECT_EQ(run.exit_code, 1);

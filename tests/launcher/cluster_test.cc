@@ -82,6 +82,30 @@ TEST(ClusterTest, KubeflowPyTorchJobNamesTheMasterAndTheReplica) {
   EXPECT_EQ(facts.node_rank, 1);
 }
 
+TEST(ClusterTest, SkyPilotNamesNodesRankTheFirstIpPortAndGpus) {
+  // What SkyPilot gives the run section of node 1 of a 2-node task on GPUs, inside a pod.
+  std::map<std::string, std::string> env = {
+      {"SKYPILOT_NODE_RANK", "1"},
+      {"SKYPILOT_NODE_IPS", "10.0.0.7\n10.0.0.9\n"},
+      {"SKYPILOT_NUM_NODES", "2"},
+      {"SKYPILOT_NUM_GPUS_PER_NODE", "8"},
+      {"SKYPILOT_TASK_ID", "sky-2026-12-07-01-02-03-456789_mycluster_3"},
+      {"KUBERNETES_SERVICE_HOST", "10.96.0.1"}};
+  ClusterFacts facts = detect_cluster(env);
+  EXPECT_EQ(facts.scheduler, "skypilot");
+  EXPECT_EQ(facts.nnodes, "2");
+  EXPECT_EQ(facts.node_rank, 1);
+  EXPECT_EQ(facts.master_addr, "10.0.0.7");
+  EXPECT_EQ(facts.master_port, port_for_job(env["SKYPILOT_TASK_ID"]));
+  EXPECT_EQ(facts.rdzv_id, env["SKYPILOT_TASK_ID"]);
+  EXPECT_EQ(facts.nproc_per_node, "8");
+  env.erase("SKYPILOT_NUM_NODES");
+  env["SKYPILOT_NUM_GPUS_PER_NODE"] = "0";
+  facts = detect_cluster(env);
+  EXPECT_EQ(facts.nnodes, "2") << "counted from the node IPs";
+  EXPECT_FALSE(facts.nproc_per_node) << "a CPU cluster keeps the default";
+}
+
 TEST(ClusterTest, HostfilesReadSlotsAndFilters) {
   auto hosts = parse_hostfile("# cluster\nw1 slots=4\nw2 slots=4  # spare\n\nw3 slots=4\n", "hf");
   ASSERT_EQ(hosts.size(), 3u);

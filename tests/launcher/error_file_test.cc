@@ -55,5 +55,19 @@ TEST_F(ErrorFileTest, ValuesOfTheWrongTypeAreLeftOut) {
   EXPECT_EQ(error->traceback, "");
 }
 
+// The launcher's own error file (under TorchX): the worker's, its code overridden as PyTorch's
+// @record does; a plain message is kept as it is; nothing to pass on where the worker wrote none.
+TEST_F(ErrorFileTest, PassesTheWorkersFileOnWithItsExitCode) {
+  const std::string up = dir_.path() + "/up.json";
+  ASSERT_TRUE(pass_on_error_file(
+      write(R"({"message": {"message": "E: x", "extraInfo": {"timestamp": "1"}}})"), up, -9));
+  EXPECT_EQ(testing::read_text(up),
+            R"({"message":{"errorCode":-9,"extraInfo":{"timestamp":"1"},"message":"E: x"}})");
+  ASSERT_TRUE(pass_on_error_file(write(R"({"message": "gave up"})"), up, 3));
+  EXPECT_EQ(testing::read_text(up), R"({"message":"gave up"})");
+  EXPECT_FALSE(pass_on_error_file(dir_.path() + "/none.json", up, 1));
+  EXPECT_FALSE(pass_on_error_file(write("not json"), up, 1));
+}
+
 }  // namespace
 }  // namespace acc::launcher

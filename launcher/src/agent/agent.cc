@@ -18,6 +18,7 @@
 #include "acc/launcher/nodes/membership.h"
 #include "agent/attempt_failures.h"
 #include "agent/checkpoint_memory.h"
+#include "agent/error_file.h"
 #include "agent/gpu_checks.h"
 #include "agent/recoveries.h"
 #include "agent/run_dir.h"
@@ -564,6 +565,7 @@ class Agent::Impl : public WorkerGroup::Listener {
         for (WorkerOutcome& o : outcomes) o.root_cause = false;
         if (end.rank >= 0) outcomes.push_back(AttemptFailures::remote_outcome(end));
       }
+      if (here && root) pass_on_error_file_of(*root, outcomes);
       failure_report_ = format_failure_report(plan_.program, attempt + 1, outcomes);
       if (plan_.print_failure_report) write_all(STDERR_FILENO, failure_report_);
     }
@@ -577,6 +579,17 @@ class Agent::Impl : public WorkerGroup::Listener {
     // made retryable.
     return finish(end.rank >= 0 ? end.status
                                 : launcher_exit(end.status, plan_.retryable_exit_code));
+  }
+
+  // Where the launcher itself has $TORCHELASTIC_ERROR_FILE (TorchX, another torchelastic agent),
+  // the root cause's error file goes there, as torchrun passes it on.
+  void pass_on_error_file_of(const Worker& root, const std::vector<WorkerOutcome>& outcomes) {
+    const auto to = environment_.find("TORCHELASTIC_ERROR_FILE");
+    if (to == environment_.end() || to->second.empty()) return;
+    for (const WorkerOutcome& o : outcomes)
+      if (o.root_cause)
+        pass_on_error_file(root.dir + "/error.json", to->second,
+                           o.signal ? -o.signal : o.exit_code);
   }
 
   // One line for each worker SIGKILL did not end: it sleeps in the kernel, and so will the next

@@ -36,4 +36,21 @@ std::optional<WorkerError> read_error_file(const std::string& path) {
   return error;
 }
 
+bool pass_on_error_file(const std::string& from, const std::string& to, int exit_code) {
+  std::ifstream in(from);
+  if (!in) return false;
+  nlohmann::json root = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!root.is_object()) return false;
+  // A worker killed by a signal could not write its code: PyTorch overrides it the same way.
+  const auto message = root.find("message");
+  if (exit_code != 0 && message != root.end() && message->is_object())
+    (*message)["errorCode"] = exit_code;
+  std::error_code ec;
+  std::filesystem::remove(to, ec);
+  std::ofstream out(to);
+  out << root.dump();
+  out.close();
+  return static_cast<bool>(out);
+}
+
 }  // namespace acc::launcher

@@ -49,6 +49,7 @@ class Facts {
     auto value = read(fact, names);
     return value ? to_int(*value) : std::nullopt;
   }
+  const std::map<std::string, std::string>& env() const { return env_; }
   ClusterFacts facts;
 
  private:
@@ -79,6 +80,37 @@ void detect_slurm(Facts& f, std::string (*resolve)(const std::string&)) {
   } else if (auto cpus = f.read_int("cpus", {"SLURM_CPUS_ON_NODE"})) {
     f.facts.nproc_per_node = std::to_string(*cpus);
   }
+}
+
+// SkyPilot's run section, on each node of a `num_nodes` task: the node IPs one per line, node
+// 0's first; the task id is the same on every node of the task.
+void detect_skypilot(Facts& f) {
+  f.facts.scheduler = "skypilot";
+  f.facts.node_rank = f.read_int("node_rank", {"SKYPILOT_NODE_RANK"});
+  std::vector<std::string> ips;
+  std::string which;
+  std::stringstream lines(lookup(f.env(), {"SKYPILOT_NODE_IPS"}, &which).value_or(""));
+  for (std::string line; std::getline(lines, line);)
+    if (!trim(line).empty()) ips.emplace_back(trim(line));
+  if (!ips.empty()) {
+    f.facts.sources.push_back("hosts=" + join(ips, ",") + " (SKYPILOT_NODE_IPS)");
+    f.facts.master_addr = ips.front();
+    f.facts.sources.push_back("master_addr=" + ips.front() + " (first node IP)");
+  }
+  f.facts.nnodes = f.read("nnodes", {"SKYPILOT_NUM_NODES"});
+  if (!f.facts.nnodes && !ips.empty()) {
+    f.facts.nnodes = std::to_string(ips.size());
+    f.facts.sources.push_back("nnodes=" + *f.facts.nnodes + " (node IPs)");
+  }
+  if (auto task = f.read("rdzv_id", {"SKYPILOT_TASK_ID"})) {
+    f.facts.rdzv_id = *task;
+    f.facts.master_port = port_for_job(*task);
+    f.facts.sources.push_back("master_port=" + std::to_string(*f.facts.master_port) +
+                              " (derived from the task id)");
+  }
+  // A CPU cluster says 0: the default (one worker per CPU slot) stays.
+  if (auto gpus = f.read_int("gpus", {"SKYPILOT_NUM_GPUS_PER_NODE"}); gpus && *gpus > 0)
+    f.facts.nproc_per_node = std::to_string(*gpus);
 }
 
 }  // namespace
@@ -150,6 +182,11 @@ std::string resolve_slurm_node_address(const std::string& node) {
 ClusterFacts detect_cluster(const std::map<std::string, std::string>& environment,
                             std::string (*resolve)(const std::string&)) {
   Facts f(environment);
+  // SkyPilot first: its variables name the task, whatever it runs on (SLURM or Kubernetes too).
+  if (environment.count("SKYPILOT_NODE_RANK") && environment.count("SKYPILOT_NODE_IPS")) {
+    detect_skypilot(f);
+    return f.facts;
+  }
   // Only inside an srun step: a batch script runs on the first node alone, and taking the
   // job's node count there would wait for nodes that never come.
   if (environment.count("SLURM_JOB_ID") && environment.count("SLURM_NODEID") &&
