@@ -14,8 +14,15 @@ PYTHON      ?= /usr/bin/python3
 # PyTorch 2.x and Accelerate from PyPI, in a virtual environment outside the repository
 # (scripts/install-python-peers.sh): the modern peer the tests and benches compare against.
 TORCH2_PYTHON ?= $(shell bash scripts/install-python-peers.sh --python)
+# The machine `make wheel` builds for: this one's, or aarch64 cross-built on x86-64 (ARCH=aarch64
+# or arm64, in CROSS_BUILD with cmake/toolchain-aarch64.cmake and the packages of
+# scripts/install-cross-aarch64.sh).
+HOST_ARCH   := $(shell uname -m)
+ARCH        ?= $(HOST_ARCH)
+override ARCH := $(patsubst arm64,aarch64,$(patsubst amd64,x86_64,$(ARCH)))
+CROSS_BUILD ?= build-aarch64
 
-.PHONY: all deps test-deps configure build wheel sdist sdist-test test unit-test asan-test asan-build asan-ctest fuzz torch2-test check-format format demo install bench clean
+.PHONY: all deps test-deps cross-deps configure cross-configure build wheel sdist sdist-test test test-field unit-test asan-test asan-build asan-ctest fuzz torch2-test check-format format demo install bench clean
 
 all: build
 
@@ -40,10 +47,42 @@ build: configure
 # The wheel, dist/acc_launch-<version>-py3-none-manylinux_2_<N>_<arch>.whl (pip install it): the
 # build's acc-launch, stripped, as the wheel's script, and the acc_launch Python package
 # (python/acc_build_backend.py; tests/wheel/ installs it as a user would).
+ifeq ($(ARCH),$(HOST_ARCH))
 wheel: configure
 	cmake --build $(BUILD) -j$(JOBS) --target acc-launch
-	@rm -f dist/acc_launch-*.whl
+	@rm -f dist/acc_launch-*_$(ARCH).whl
 	@PYTHON=$(PYTHON) bash scripts/build-wheel.sh $(BUILD)/launcher/acc-launch dist
+else ifeq ($(ARCH)-$(HOST_ARCH),aarch64-x86_64)
+# ARCH=aarch64 on x86-64: the acc-launch target alone, cross-compiled (no tests, benches or libacc),
+# packed as the x86-64 one: dist/acc_launch-<version>-py3-none-manylinux_2_<N>_aarch64.whl.
+wheel: cross-configure
+	cmake --build $(CROSS_BUILD) -j$(JOBS) --target acc-launch
+	@rm -f dist/acc_launch-*_$(ARCH).whl
+	@PYTHON=$(PYTHON) bash scripts/build-wheel.sh $(CROSS_BUILD)/launcher/acc-launch dist
+else
+wheel:
+	@echo "make wheel: ARCH=$(ARCH): builds for this machine ($(HOST_ARCH)), or aarch64 on x86_64" >&2
+	@exit 2
+endif
+
+# The cross compiler, the arm64 build packages, qemu-user (scripts/install-cross-aarch64.sh).
+cross-deps:
+	@bash scripts/install-cross-aarch64.sh
+
+cross-configure: deps cross-deps
+	@cmake -S . -B $(CROSS_BUILD) -G Ninja \
+	  -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchain-aarch64.cmake \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACC_WERROR=$(WERROR) -DACC_BUILD_TESTS=OFF \
+	  -DACC_BUILD_RUNTIME=OFF -DACC_BUILD_BENCH=OFF >/dev/null
+
+# The aarch64 wheel cross-built here, its binary run under qemu-user (tests/wheel/aarch64_qemu.sh:
+# tag, auditwheel, glibc floor, the same files as the x86-64 wheel where $(BUILD) has acc-launch,
+# --version, a 2-worker job, the watchdog, config and env). Not in `make test`: the cross build
+# takes minutes (9.3 on two busy cores; the test itself 9 s).
+test-field:
+	@$(MAKE) --no-print-directory wheel ARCH=aarch64
+	@bash tests/wheel/aarch64_qemu.sh $(CROSS_BUILD)/launcher/acc-launch "$(TORCH2_PYTHON)" \
+	  $(wildcard $(BUILD)/launcher/acc-launch)
 
 # The sdist, dist/acc_launch-<version>.tar.gz: what building acc-launch needs and no more
 # (python/acc_build_backend.py); `pip install` it builds acc-launch from source, in Release, with
@@ -121,4 +160,4 @@ bench: build test-deps
 	@bash bench/run_all.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(TORCH2_TEST_BUILD) build-wheel dist
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(TORCH2_TEST_BUILD) $(CROSS_BUILD) build-wheel dist

@@ -22,8 +22,10 @@ acc-launch) or, without it, from a Release build of the acc-launch target in bui
 `pip install .` and `pip install acc_launch-V.tar.gz` work on a machine with the build's
 packages: scripts/install-deps.sh). Where a tool or package of that build is missing, the build
 ends with one line that names it and the apt-get command that installs it.
-The platform tag is manylinux_2_<N>_<arch>, N the newest GLIBC_2.N the binary needs (its version
-references, read with objdump), never below 2.17. Nothing is downloaded: no build requirement.
+The platform tag is manylinux_2_<N>_<arch>: arch the binary's machine (its ELF header: x86_64 or
+aarch64, whatever the build machine is), N the newest GLIBC_2.N the binary needs (its version
+references, read with the objdump of its machine: aarch64-linux-gnu-objdump for a cross-built
+aarch64 one), never below 2.17. Nothing is downloaded: no build requirement.
 """
 import base64
 import gzip
@@ -194,17 +196,48 @@ def _built_binary():
     return os.path.join(build, "launcher", "acc-launch")
 
 
+# ELF e_machine -> the wheel's platform machine (what a Linux of that machine's uname -m says).
+_ELF_MACHINES = {62: "x86_64", 183: "aarch64"}
+
+
+def elf_machine(binary):
+    """The machine the binary is built for, from its ELF header: "x86_64" or "aarch64" (the
+    wheel's tag names the binary's machine, which a cross build's is not the build machine's)."""
+    with open(binary, "rb") as f:
+        header = f.read(20)
+    if len(header) < 20 or header[:4] != b"\x7fELF" or header[5] not in (1, 2):
+        raise RuntimeError("%s: not an ELF binary" % binary)
+    machine = int.from_bytes(header[18:20], "little" if header[5] == 1 else "big")
+    if machine not in _ELF_MACHINES:
+        raise RuntimeError("%s: an ELF binary for machine %d, neither x86-64 nor aarch64"
+                           % (binary, machine))
+    return _ELF_MACHINES[machine]
+
+
+def binutils(binary, tool):
+    """The binutils tool ("objdump", "strip") that reads the binary: the build machine's for its
+    own machine, else the cross one, <machine>-linux-gnu-<tool> (Debian's binutils-<machine>-linux-
+    gnu; the build machine's GNU binutils read their own machine only)."""
+    machine = elf_machine(binary)
+    if machine == platform.machine():
+        return tool
+    cross = "%s-linux-gnu-%s" % (machine, tool)
+    if not shutil.which(cross):
+        _fail([(cross, "binutils-%s-linux-gnu" % machine)])
+    return cross
+
+
 def glibc_floor(binary):
     """(2, N): the newest GLIBC_2.N among the binary's version references, at least (2, 17)."""
-    out = subprocess.run(["objdump", "-p", binary], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run([binutils(binary, "objdump"), "-p", binary], check=True,
+                         capture_output=True, text=True).stdout
     versions = [(2, int(minor)) for minor in re.findall(r"\bGLIBC_2\.(\d+)", out)]
     return max(versions + [(2, 17)])
 
 
 def _platform_tag(binary):
     major, minor = glibc_floor(binary)
-    return "manylinux_%d_%d_%s" % (major, minor, platform.machine())
+    return "manylinux_%d_%d_%s" % (major, minor, elf_machine(binary))
 
 
 def _record_line(arcname, data):
@@ -245,7 +278,7 @@ def _read(path):
 
 def _stripped(binary, directory):
     out = os.path.join(directory, "acc-launch")
-    subprocess.run(["strip", "--strip-all", "-o", out, binary], check=True)
+    subprocess.run([binutils(binary, "strip"), "--strip-all", "-o", out, binary], check=True)
     return _read(out)
 
 

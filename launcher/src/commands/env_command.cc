@@ -41,10 +41,17 @@ std::vector<std::string> library_dirs(const std::map<std::string, std::string>& 
     while (std::getline(in, dir, ':'))
       if (!dir.empty()) dirs.push_back(dir);
   }
-  for (const char* dir :
-       {"/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib",
-        "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/opt/libtorch/lib",
-        "/usr/local/libtorch/lib"})
+  // The machine's own multiarch and CUDA target directories only: an aarch64 acc-launch on a
+  // host that has x86-64 libraries too (multiarch, an emulator) must not report those.
+#if defined(__aarch64__)
+  const char* multiarch = "/usr/lib/aarch64-linux-gnu";
+  const char* cuda_target = "/usr/local/cuda/targets/sbsa-linux/lib";
+#else
+  const char* multiarch = "/usr/lib/x86_64-linux-gnu";
+  const char* cuda_target = "/usr/local/cuda/targets/x86_64-linux/lib";
+#endif
+  for (const char* dir : {"/usr/local/lib", multiarch, "/usr/lib", "/usr/local/cuda/lib64",
+                          cuda_target, "/opt/libtorch/lib", "/usr/local/libtorch/lib"})
     dirs.push_back(dir);
   if (const char* torch = variable("Torch_DIR"))
     dirs.push_back(std::string(torch) + "/../../../lib");

@@ -12,9 +12,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "acc/common/error.h"
+#include "acc/common/strings.h"
+#include "output/log.h"
 #include "process/proc.h"
 #include "process/programs.h"
 #include "process/watchdog.h"
@@ -33,11 +37,26 @@ void RealOs::take_signals(const std::vector<int>& signals) {
   signal_fd_.reset(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   ACC_CHECK(signal_fd_, SystemError, "signalfd: ", std::strerror(errno));
   ::signal(SIGPIPE, SIG_IGN);
-  // Orphaned grandchildren of the workers come to us, so none outlives the job unreaped.
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // Orphaned grandchildren of the workers come to us, so none outlives the job unreaped, and so
+  // does a standby's heir (agent/standbys.h).
+  subreaper_ = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
   // Started now, while the launcher has one thread (the store's may start at the first join):
   // where the watchdog is a fork, it then copies no other thread's half-done state.
   watchdog_ = std::make_unique<Watchdog>();
+  // What an emulator refuses (qemu-user both), and what the launcher does without it: one line.
+  std::vector<std::string> refused;
+  std::vector<std::string> instead;
+  if (!subreaper_) {
+    refused.push_back("prctl(PR_SET_CHILD_SUBREAPER)");
+    instead.push_back("no warm workers, init reaps what a worker leaves running");
+  }
+  if (watchdog_->clone_refused()) {
+    refused.push_back("clone(CLONE_VM)");
+    instead.push_back("the watchdog is a forked process");
+  }
+  if (!refused.empty())
+    log::info("this system refuses " + acc::join(refused, " and ") +
+              " (as qemu-user does): " + acc::join(instead, "; "));
 }
 
 SpawnedProcess RealOs::spawn(SpawnRequest request, const std::string& path) {

@@ -23,7 +23,8 @@ class RealOs : public Os {
   void take_signals(const std::vector<int>& signals) override;
   SpawnedProcess spawn(SpawnRequest request, const std::string& path) override;
   void await_exec(SpawnedProcess& process) override;
-  bool can_keep_standbys() const override { return true; }
+  // Standbys hand their workers over through a child the launcher adopts: as the subreaper only.
+  bool can_keep_standbys() const override { return subreaper_; }
   SpawnedProcess hand_over(SpawnRequest request, pid_t standby, int channel) override;
   void adopt_standby(pid_t pid) override;
   void forget(pid_t process_group) override;
@@ -54,6 +55,7 @@ class RealOs : public Os {
  private:
   UniqueFd signal_fd_;
   std::unique_ptr<Watchdog> watchdog_;  // started by take_signals
+  bool subreaper_ = false;              // the workers' orphans' reaper: set by take_signals
   // The child whose exit raised the SIGCHLD that wait() read: the first of all that exited
   // while the signal was pending (the kernel keeps the first sender of a pending signal).
   pid_t first_exited_ = 0;

@@ -20,7 +20,8 @@ namespace detail {
 // once the launcher is dead, so neither side locks or waits.
 struct WatchList {
   pid_t launcher = 0;
-  int death_signal = 0;
+  int death_signal = 0;  // the one it asks for first; lower ones down to lowest_signal next
+  int lowest_signal = 0;
   size_t count = 0;  // groups[0, count) are used; a forgotten one is 0
   pid_t groups[Watchdog::kCapacity];
 };
@@ -94,10 +95,14 @@ int watch_until_death(void* arg) {
   ignore.handler = SIG_IGN;
   for (long sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
     bare(SYS_rt_sigaction, sig, address(&ignore), 0, kSigsetSize);
-  // Blocked before it is asked for, so that it is waited for, never acted on.
-  const uint64_t death = uint64_t{1} << (list.death_signal - 1);
-  bare(SYS_rt_sigprocmask, SIG_BLOCK, address(&death), 0, kSigsetSize);
-  bare(SYS_prctl, PR_SET_PDEATHSIG, list.death_signal);
+  // Blocked before it is asked for, so that it is waited for, never acted on. The next lower
+  // real-time signal where the system refuses one: qemu-user has no SIGRTMAX (nor the one below).
+  uint64_t death = 0;
+  for (long sig = list.death_signal; sig >= list.lowest_signal; --sig) {
+    death = uint64_t{1} << (sig - 1);
+    bare(SYS_rt_sigprocmask, SIG_BLOCK, address(&death), 0, kSigsetSize);
+    if (bare(SYS_prctl, PR_SET_PDEATHSIG, sig) == 0) break;
+  }
   // A launcher that died before the prctl took hold has left us to another parent already.
   if (bare(SYS_getppid) == list.launcher)
     while (bare(SYS_rt_sigtimedwait, address(&death), 0, 0, kSigsetSize) < 0) {
@@ -122,10 +127,17 @@ Watchdog::Watchdog() {
   // A signal nobody sends a launcher's group: one that told of its death by mistake would cost
   // the job.
   list_->death_signal = SIGRTMAX;
+  list_->lowest_signal = SIGRTMIN;
+  bool forked = !kSharesMemory;
   if constexpr (kSharesMemory) {
     pid_ = ::clone(watch_until_death, static_cast<char*>(region) + kStackSize, CLONE_VM | SIGCHLD,
                    list_);
-  } else {
+    // qemu-user makes a CLONE_VM child only as a thread of the process and refuses the rest
+    // (EINVAL): there the watchdog is a fork, as where sharing is not built in.
+    clone_refused_ = pid_ < 0 && (errno == EINVAL || errno == ENOSYS);
+    forked = clone_refused_;
+  }
+  if (forked) {
     pid_ = ::fork();
     if (pid_ == 0) watch_until_death(list_);
   }

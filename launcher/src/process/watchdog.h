@@ -16,10 +16,10 @@ struct WatchList;
 class Watchdog {
  public:
   // Starts the watchdog: a process that shares the launcher's memory (clone with CLONE_VM; a
-  // fork where that is not built in), ignores the terminal's signals and sleeps until the kernel
-  // tells it that the thread that started it died (PR_SET_PDEATHSIG): start and end it in the
-  // thread that runs the workers. It then kills every group listed and exits. Without a
-  // watchdog (no memory for it, no process) the workers' own PDEATHSIG remains.
+  // fork where that is not built in or the system refuses it), ignores the terminal's signals and
+  // sleeps until the kernel tells it that the thread that started it died (PR_SET_PDEATHSIG):
+  // start and end it in the thread that runs the workers. It then kills every group listed and
+  // exits. Without a watchdog (no memory for it, no process) the workers' own PDEATHSIG remains.
   Watchdog();
   // Ends the watchdog (SIGKILL) and reaps it; the groups listed are left alone.
   ~Watchdog();
@@ -34,6 +34,9 @@ class Watchdog {
   // cleans up while it goes; the destructor reaps it. Watching stops here.
   void dismiss();
   pid_t pid() const { return pid_; }
+  // Whether the system refused the clone that shares memory (qemu-user does), so that the
+  // watchdog is a fork instead.
+  bool clone_refused() const { return clone_refused_; }
 
   // Groups listed at once, at most (a launcher with more workers than this leaves the rest to
   // their PDEATHSIG).
@@ -42,6 +45,7 @@ class Watchdog {
  private:
   pid_t pid_ = -1;
   bool dismissed_ = false;
+  bool clone_refused_ = false;
   void* region_ = nullptr;  // the watchdog's stack, then its list
   detail::WatchList* list_ = nullptr;
 };
