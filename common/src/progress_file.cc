@@ -94,6 +94,8 @@ Snapshot Reader::snapshot(std::size_t newest_calls) const {
   s.section_started_ns = shared(h.section_started_ns).load(std::memory_order_relaxed);
   s.section_deadline_ns = shared(h.section_deadline_ns).load(std::memory_order_relaxed);
   s.section = get(h.section);
+  s.total_steps = shared(h.total_steps).load(std::memory_order_relaxed);
+  s.step = shared(h.step).load(std::memory_order_relaxed);
   const std::uint64_t kept = std::min<std::uint64_t>(newest_calls, kCapacity);
   const std::uint64_t first = s.started > kept ? s.started - kept : 0;
   for (std::uint64_t n = first; n < s.started; ++n) {
@@ -139,6 +141,13 @@ void Writer::beat() {
   auto& h = *reinterpret_cast<Header*>(base_);
   shared(h.beats).fetch_add(1, std::memory_order_relaxed);
   shared(h.last_progress_ns).store(now_ns(), std::memory_order_relaxed);
+}
+
+void Writer::beat(std::uint64_t step, std::uint64_t total) {
+  auto& h = *reinterpret_cast<Header*>(base_);
+  shared(h.total_steps).store(total, std::memory_order_relaxed);
+  shared(h.step).store(step, std::memory_order_relaxed);
+  beat();
 }
 
 std::uint64_t Writer::begin(const std::string& group, std::uint64_t seq, const std::string& op,

@@ -34,6 +34,7 @@ _FILE_SIZE = _HEADER_SIZE + _CAPACITY * _RECORD_SIZE
 _PID, _BEATS, _STARTED, _COMPLETED, _LAST = 16, 24, 32, 40, 48
 _SECTION_STARTED, _SECTION_DEADLINE, _IN_COLLECTIVE, _SECTION = 56, 64, 72, 80
 _SECTION_SIZE = 48
+_STEP, _TOTAL_STEPS = 128, 136  # the program's step and the run's total (0: not given)
 # A record: seq, start_ns, end_ns, numel, group size, peer, group, op, dtype, where.
 _RECORD = _struct.Struct("<QqqQii24s16s8s40s")
 _END = 16
@@ -72,7 +73,13 @@ class _File:
     def set(self, offset, value):
         _I64.pack_into(self.m, offset, value)
 
-    def beat(self):
+    def beat(self, step=None, total=None):
+        # The total before the step, the step before the beat: a reader that sees the beat sees
+        # both.
+        if total is not None:
+            _U64.pack_into(self.m, _TOTAL_STEPS, total)
+        if step is not None:
+            _U64.pack_into(self.m, _STEP, step)
         self.add(_BEATS, 1)
         self.set(_LAST, _now())
 
@@ -149,12 +156,27 @@ def _claim(memory):
     _owner = pid
 
 
-def beat():
+def _count(value):
+    """`value` as a step count for the progress file (an int, or a tensor's item), else None."""
+    if value is None:
+        return None
+    try:
+        value = int(value)
+    except (TypeError, ValueError, OverflowError, RuntimeError):
+        return None
+    return value if 0 <= value < 2 ** 64 else None
+
+
+def beat(step=None, total=None):
     """A sign of life that is not a collective: call it once per step (it costs a few memory
-    writes). The launcher's stall watch counts it as progress. Never raises."""
+    writes). The launcher's stall watch counts it as progress. `step`, the steps done so far (a
+    resumed run's global step), and `total`, the steps the whole run makes, let the launcher
+    report how far the run is and how long it has left (Kubeflow Trainer's TrainJob status,
+    docs/clusters.md); give them on every beat or on some, or not at all (then the launcher
+    counts the beats, and knows no total). Never raises."""
     f = _open()
     if f is not None:
-        f.beat()
+        f.beat(_count(step), _count(total))
 
 
 class section:

@@ -25,6 +25,7 @@ struct HttpConnection::Impl {
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream;  // https
   beast::flat_buffer buffer;  // kept across replies: a read may take bytes of the next
   std::string host, port;
+  std::string server;  // as errors name it: "etcd"
 
   beast::tcp_stream& tcp() { return tls_stream ? beast::get_lowest_layer(*tls_stream) : *stream; }
   bool connected() const { return stream || tls_stream; }
@@ -51,7 +52,7 @@ struct HttpConnection::Impl {
       throw ConfigError(tls->failure(address, why));
     }
     close();
-    throw NetworkError(acc::detail::concat("etcd at ", address, ": ", step, " failed: ", why));
+    throw NetworkError(acc::detail::concat(server, " at ", address, ": ", step, " failed: ", why));
   }
 
   // Sends `request` and reads the reply on whichever stream is open.
@@ -68,11 +69,16 @@ struct HttpConnection::Impl {
   }
 };
 
-HttpConnection::HttpConnection(std::string address, std::shared_ptr<TlsContext> tls)
-    : address_(std::move(address)), tls_(std::move(tls)), impl_(std::make_unique<Impl>()) {
-  const Endpoint endpoint = parse_endpoint(address_, 2379, "etcd endpoint");
+HttpConnection::HttpConnection(std::string address, std::shared_ptr<TlsContext> tls,
+                               std::string server)
+    : address_(std::move(address)),
+      tls_(std::move(tls)),
+      server_(std::move(server)),
+      impl_(std::make_unique<Impl>()) {
+  const Endpoint endpoint = parse_endpoint(address_, 2379, server_ + " endpoint");
   impl_->host = endpoint.host;
   impl_->port = std::to_string(endpoint.port);
+  impl_->server = server_;
 }
 
 HttpConnection::~HttpConnection() = default;
@@ -82,7 +88,7 @@ void HttpConnection::connect(std::chrono::milliseconds timeout) {
   beast::error_code ec;
   tcp::resolver resolver(c.io);
   auto endpoints = resolver.resolve(c.host, c.port, ec);
-  if (ec) throw NetworkError("etcd at " + address_ + ": " + ec.message());
+  if (ec) throw NetworkError(server_ + " at " + address_ + ": " + ec.message());
   if (tls_)
     c.tls_stream.emplace(c.io, tls_->native());
   else
@@ -100,12 +106,14 @@ void HttpConnection::connect(std::chrono::milliseconds timeout) {
 }
 
 HttpConnection::Reply HttpConnection::post(std::string_view target, std::string_view body,
-                                           std::chrono::milliseconds timeout) {
+                                           std::chrono::milliseconds timeout,
+                                           const Headers& headers) {
   Impl& c = *impl_;
   if (!c.connected()) connect(timeout);
   http::request<http::string_body> request{http::verb::post, std::string(target), 11};
   request.set(http::field::host, c.host);
   request.set(http::field::content_type, "application/json");
+  for (const auto& [name, value] : headers) request.set(name, value);
   request.body() = std::string(body);
   request.prepare_payload();
   c.tcp().expires_after(timeout);

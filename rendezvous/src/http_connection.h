@@ -1,14 +1,16 @@
 #pragma once
 
-// One keep-alive HTTP/1.1 connection to one server, for the JSON POSTs of etcd's gateway, in
-// plain text or over TLS (https). Built on Boost.Beast; every step is bounded by a deadline
-// (Beast's timeouts apply to asynchronous operations only, so each call runs its own io_context
-// until the step completes).
+// One keep-alive HTTP/1.1 connection to one server, for the JSON POSTs of etcd's gateway (and of
+// https_post.h: Kubeflow Trainer's status server), in plain text or over TLS (https). Built on
+// Boost.Beast; every step is bounded by a deadline (Beast's timeouts apply to asynchronous
+// operations only, so each call runs its own io_context until the step completes).
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace acc::rendezvous {
 
@@ -17,8 +19,10 @@ class TlsContext;
 class HttpConnection {
  public:
   // `address` is host:port. Does not connect yet. With `tls`, every connection is https: the
-  // server's certificate verified against `tls` and the host as `address` names it.
-  explicit HttpConnection(std::string address, std::shared_ptr<TlsContext> tls = nullptr);
+  // server's certificate verified against `tls` and the host as `address` names it. `server`
+  // names the server in errors ("etcd at host:port: ...").
+  explicit HttpConnection(std::string address, std::shared_ptr<TlsContext> tls = nullptr,
+                          std::string server = "etcd");
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -27,12 +31,15 @@ class HttpConnection {
     int status = 0;
     std::string body;
   };
-  // Connects when not connected, POSTs `body` (JSON) to `target` and reads the reply, all within
-  // `timeout`. Throws NetworkError (naming the address) when the server cannot be reached, the
-  // connection breaks or the time runs out; the connection is closed then and the next post()
-  // connects again. Throws ConfigError (one line: the endpoint, OpenSSL's reason and the fix)
-  // when the TLS handshake is refused, either way. Blocks.
-  Reply post(std::string_view target, std::string_view body, std::chrono::milliseconds timeout);
+  // Fields sent besides Host, Content-Type and Content-Length ("Authorization", "Bearer ...").
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  // Connects when not connected, POSTs `body` (JSON) to `target` with `headers` and reads the
+  // reply, all within `timeout`. Throws NetworkError (naming the address) when the server cannot
+  // be reached, the connection breaks or the time runs out; the connection is closed then and the
+  // next post() connects again. Throws ConfigError (one line: the endpoint, OpenSSL's reason and
+  // the fix) when the TLS handshake is refused, either way. Blocks.
+  Reply post(std::string_view target, std::string_view body, std::chrono::milliseconds timeout,
+             const Headers& headers = {});
 
   const std::string& address() const { return address_; }
 
@@ -43,6 +50,7 @@ class HttpConnection {
 
   std::string address_;
   std::shared_ptr<TlsContext> tls_;
+  std::string server_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "acc/common/error.h"
+#include "acc/rendezvous/job_secret.h"
 #include "acc/rendezvous/protocol.h"
 #include "acc/rendezvous/tcp_connect.h"
 
@@ -76,6 +77,30 @@ StoreClient::StoreClient(StoreClientOptions options) : options_(std::move(option
         where, " accepted the connection but did not answer as a store (PyTorch's TCPStore ",
         "protocol) within ", handshake.count(), " ms; is another service on that port?"));
   }
+  if (options_.job_member) join_job(where);
+}
+
+void StoreClient::join_job(const std::string& where) {
+  if (!check({std::string(kJobNonceKey)})) return;  // the store asks no secret
+  const std::string how =
+      "the job's secret file (--rdzv_conf job_secret_file=PATH, or ACC_JOB_SECRET_FILE=PATH), "
+      "the same on every node";
+  if (options_.job_secret.empty()) {
+    ::close(fd_);
+    fd_ = -1;
+    throw ConfigError("the store at " + where +
+                      " serves a job with a job secret, and this launcher has none: give it " +
+                      how);
+  }
+  bool member = false;
+  try {
+    set(kJobProofKey, job_proof(options_.job_secret, get(kJobNonceKey)));
+    member = check({std::string(kJobMemberKey)});
+  } catch (const NetworkError&) {
+    // A wrong proof closes the connection.
+  }
+  ACC_CHECK(member, ConfigError, "the store at ", where,
+            " refused this launcher's job secret: it is not its job's; give it ", how);
 }
 
 StoreClient::~StoreClient() {

@@ -34,6 +34,7 @@
 
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
+#include "acc/rendezvous/job_secret.h"
 #include "send_ring.h"
 #include "store_shard.h"
 #include "store_state.h"
@@ -753,6 +754,7 @@ struct Server {
                      line.data());
       };
     }
+    if (!options.job_secret.empty()) state.require_job_secret(options.job_secret, random_salt());
     if (options.raise_fd_limit) raise_fd_limit();
     // Every shard's eventfd exists before the first shard's thread copies the descriptor table,
     // so that each table has all of them: a shard wakes another by writing its descriptor.

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <limits>
+#include <optional>
+
+#include "acc/rendezvous/job_secret.h"
 
 namespace acc::rendezvous::detail {
 namespace {
@@ -55,9 +58,78 @@ void StoreState::begin_key_space(std::string prefix, std::string when_set) {
   space_trigger_ = std::move(when_set);
 }
 
+void StoreState::require_job_secret(std::string secret, std::string salt) {
+  job_secret_ = std::move(secret);
+  job_salt_ = std::move(salt);
+}
+
+namespace {
+
+// The key a client names as `key` (kJobNonceKey...), as the wire has it.
+bool names(const Request& request, std::string_view key) {
+  return request.keys.size() == 1 && request.keys[0].size() == key.size() + 1 &&
+         request.keys[0].starts_with('/') && request.keys[0].ends_with(key);
+}
+
+bool writes(Op op) {
+  switch (op) {
+    case Op::kSet:
+    case Op::kAppend:
+    case Op::kMultiSet:
+    case Op::kCompareSet:
+    case Op::kAdd:
+    case Op::kDeleteKey:
+    case Op::kQueuePush:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The launchers' keys: their own ("/acc/...") and the elastic rendezvous' ("/rdzv/...").
+bool launcher_key(std::string_view key) {
+  if (key.starts_with("//")) key.remove_prefix(1);
+  return key.starts_with("/acc/") || key.starts_with("/rdzv/");
+}
+
+}  // namespace
+
+std::optional<bool> StoreState::admit(ConnectionId connection, const Request& request,
+                                      ReplySink& sink, std::string& error) {
+  std::string out;
+  if (request.op == Op::kCheck && (names(request, kJobNonceKey) || names(request, kJobMemberKey))) {
+    const bool ready = names(request, kJobNonceKey) || members_.count(connection);
+    append_u8(out, ready ? kCheckReady : kCheckNotReady);
+  } else if (request.op == Op::kWait && names(request, kJobNonceKey)) {
+    append_u8(out, kStopWaiting);  // it is there for every connection
+  } else if ((request.op == Op::kGet || request.op == Op::kMultiGet) &&
+             names(request, kJobNonceKey)) {
+    append_bytes(out, job_nonce(job_salt_, connection));
+  } else if (request.op == Op::kSet && names(request, kJobProofKey)) {
+    if (request.values[0] != job_proof(job_secret_, job_nonce(job_salt_, connection))) {
+      error = "a wrong job secret (the proof does not match): not one of the job's launchers";
+      return false;
+    }
+    members_.insert(connection);
+    return true;
+  } else if (writes(request.op) && !members_.count(connection) &&
+             std::any_of(request.keys.begin(), request.keys.end(), launcher_key)) {
+    error = "a write of the launchers' key " + request.keys[0] +
+            " from a connection that has not presented the job secret";
+    return false;
+  } else {
+    return std::nullopt;
+  }
+  reply(sink, connection, out);
+  return true;
+}
+
 bool StoreState::apply(ConnectionId connection, Dialect dialect, const Request& request,
                        ReplySink& sink, std::string& error) {
   (void)dialect;  // the dialect changes opcode numbers only; semantics are shared.
+  if (!job_secret_.empty())
+    if (const std::optional<bool> admitted = admit(connection, request, sink, error))
+      return *admitted;
   const std::string& space = space_of_.try_emplace(connection, space_).first->second;
   if (space.empty() || request.keys.empty())
     return apply_in_space(connection, space, request, sink, error);
@@ -221,6 +293,7 @@ std::vector<std::string> StoreState::keys_with_prefix(std::string_view prefix) c
 void StoreState::drop_connection(ConnectionId connection) {
   cancel_waits(connection);
   space_of_.erase(connection);
+  members_.erase(connection);
   for (auto it = watchers_.begin(); it != watchers_.end();) {
     std::erase(it->second, connection);
     it = it->second.empty() ? watchers_.erase(it) : std::next(it);

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "acc/rendezvous/protocol.h"
@@ -42,8 +44,13 @@ class StoreState {
   bool apply(ConnectionId connection, Dialect dialect, const Request& request, ReplySink& sink,
              std::string& error);
 
-  // Forgets the connection's pending waits, watches and key space (it was closed).
+  // Forgets the connection's pending waits, watches, key space and membership (it was closed).
   void drop_connection(ConnectionId connection);
+
+  // From now on a connection writes a launcher key ("/acc/...") only once it has proven that it
+  // knows `secret` (acc/rendezvous/job_secret.h), its nonce made from `salt`; a write before, or
+  // a wrong proof, is refused (apply returns false: the connection is closed).
+  void require_job_secret(std::string secret, std::string salt);
 
   // Key spaces: a connection whose first request comes after this call (or, with `when_set`,
   // after the key `when_set`, as the wire has it, is first stored) names every key under `prefix`,
@@ -67,6 +74,10 @@ class StoreState {
     std::vector<std::string> keys;  // the keys it still counts on, to unregister on cancel
   };
 
+  // The job secret's part of apply(): nullopt where the request goes on as any other; else it
+  // was the secret's to answer, and false refuses it (`error` says why).
+  std::optional<bool> admit(ConnectionId connection, const Request& request, ReplySink& sink,
+                            std::string& error);
   // The body of apply() for a connection whose keys are already in its `space`.
   bool apply_in_space(ConnectionId connection, const std::string& space, const Request& request,
                       ReplySink& sink, std::string& error);
@@ -104,6 +115,9 @@ class StoreState {
   std::string next_space_;  // begins when the key space_trigger_ is first stored
   std::string space_trigger_;
   std::unordered_map<ConnectionId, std::string> space_of_;  // every connection seen
+  std::string job_secret_;  // empty: every connection writes any key
+  std::string job_salt_;
+  std::unordered_set<ConnectionId> members_;  // proved the secret
 };
 
 // Parses a stored value as ADD does (std::stoll: leading blanks, a sign, decimal digits, anything

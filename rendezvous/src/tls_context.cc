@@ -23,10 +23,10 @@ namespace {
 // Runs `load` (one of the context's loaders); ConfigError naming the file when it refuses it.
 // (The launcher's plan has already refused a file it cannot read, in its own line.)
 template <typename Load>
-void load_pem(const char* key, const std::string& path, Load load) {
+void load_pem(const std::string& setting, const std::string& path, Load load) {
   boost::system::error_code ec;
   load(ec);
-  ACC_CHECK(!ec, ConfigError, "--rdzv_conf ", key, "=", path, ": ", ec.message(),
+  ACC_CHECK(!ec, ConfigError, setting, "=", path, ": ", ec.message(),
             "; give a PEM file (-----BEGIN ...)");
 }
 
@@ -79,21 +79,13 @@ bool is_tls_refusal(const boost::system::error_code& error) {
 }
 
 TlsContext::TlsContext(const EtcdTls& tls) : context_(ssl::context::tls_client), files_(tls) {
-  context_.set_options(ssl::context::no_sslv2 | ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                       ssl::context::no_tlsv1_1);
-  context_.set_verify_mode(ssl::verify_peer);
-  if (tls.ca_file.empty()) {
-    context_.set_default_verify_paths();
-  } else {
-    load_pem("cacert", tls.ca_file,
-             [&](boost::system::error_code& ec) { context_.load_verify_file(tls.ca_file, ec); });
-  }
+  trust(tls.ca_file);
   if (!tls.cert_file.empty()) {
-    load_pem("cert", tls.cert_file, [&](boost::system::error_code& ec) {
+    load_pem("--rdzv_conf cert", tls.cert_file, [&](boost::system::error_code& ec) {
       context_.use_certificate_chain_file(tls.cert_file, ec);
     });
     const std::string& key = tls.key_file.empty() ? tls.cert_file : tls.key_file;
-    load_pem("key", key, [&](boost::system::error_code& ec) {
+    load_pem("--rdzv_conf key", key, [&](boost::system::error_code& ec) {
       context_.use_private_key_file(key, ssl::context::pem, ec);
     });
     ACC_CHECK(SSL_CTX_check_private_key(context_.native_handle()) == 1, ConfigError,
@@ -102,7 +94,43 @@ TlsContext::TlsContext(const EtcdTls& tls) : context_(ssl::context::tls_client),
   }
 }
 
+TlsContext::TlsContext(const std::string& ca_file, std::string server, std::string ca_setting)
+    : context_(ssl::context::tls_client),
+      server_(std::move(server)),
+      ca_setting_(std::move(ca_setting)) {
+  files_.enabled = true;
+  files_.ca_file = ca_file;
+  trust(ca_file);
+}
+
+void TlsContext::trust(const std::string& ca_file) {
+  context_.set_options(ssl::context::no_sslv2 | ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                       ssl::context::no_tlsv1_1);
+  context_.set_verify_mode(ssl::verify_peer);
+  if (ca_file.empty()) {
+    context_.set_default_verify_paths();
+  } else {
+    load_pem(ca_setting_, ca_file,
+             [&](boost::system::error_code& ec) { context_.load_verify_file(ca_file, ec); });
+  }
+}
+
+std::string TlsContext::other_server_fix(const std::string& why) const {
+  if (why.find("verify") != std::string::npos || why.find("mismatch") != std::string::npos)
+    return files_.ca_file.empty()
+               ? "give " + ca_setting_ + "=PATH, the CA that signed its certificate"
+               : "check that " + ca_setting_ + "=" + files_.ca_file +
+                     " is the CA that signed its certificate and that the certificate names the "
+                     "host as the URL gives it";
+  if (why.find("alert") != std::string::npos)
+    return "it refused the connection (it may want a client certificate)";
+  return "check that it serves https there";
+}
+
 std::string TlsContext::failure(const std::string& address, const std::string& why) const {
+  if (server_ != "etcd")
+    return server_ + " at " + address + ": TLS handshake failed: " + why + "; " +
+           other_server_fix(why);
   std::string fix;
   if (why.find("verify") != std::string::npos || why.find("mismatch") != std::string::npos) {
     fix = files_.ca_file.empty()

@@ -2,7 +2,9 @@
 
 // TLS to etcd (--rdzv_conf protocol=https,cacert=,cert=,key=): one OpenSSL client context, made
 // once per EtcdClient and shared by its HTTP connections (Boost.Beast's ssl_stream) and its
-// watches (a raw socket the agent polls, with an OpenSSL session over it).
+// watches (a raw socket the agent polls, with an OpenSSL session over it). Also the context of
+// https_post.h's one request to another server (Kubeflow Trainer's status server), from a CA
+// file that a setting of that caller's names.
 
 #include <boost/asio/ssl/context.hpp>
 
@@ -24,6 +26,10 @@ class TlsContext {
   // when given. Throws ConfigError naming the file and the fix when one cannot be read or is not
   // PEM. Not thread-safe while building; the result is read-only after.
   explicit TlsContext(const EtcdTls& tls);
+  // For `server` ("Kubeflow Trainer's status server"), which it trusts by `ca_file` alone (the
+  // system's CAs when empty), no client certificate; errors name the file as `ca_setting`=PATH
+  // ("KUBEFLOW_TRAINER_SERVER_CA_CERT"). Throws ConfigError as the other.
+  TlsContext(const std::string& ca_file, std::string server, std::string ca_setting);
 
   boost::asio::ssl::context& native() { return context_; }
   // The one-line reason a handshake or TLS read failed with `error`, with what to do about it:
@@ -31,8 +37,15 @@ class TlsContext {
   std::string failure(const std::string& address, const std::string& why) const;
 
  private:
+  // The context's protocols, verification and CAs.
+  void trust(const std::string& ca_file);
+  // The fix a refused handshake names, for another server than etcd.
+  std::string other_server_fix(const std::string& why) const;
+
   boost::asio::ssl::context context_;
   EtcdTls files_;
+  std::string server_ = "etcd";
+  std::string ca_setting_ = "--rdzv_conf cacert";  // how errors name files_.ca_file
 };
 
 // True when `error` is OpenSSL refusing the peer (a certificate that does not verify) or the

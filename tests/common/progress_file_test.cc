@@ -79,6 +79,28 @@ TEST_F(ProgressFileTest, TheLauncherSeesWhatAWorkerProcessWrote) {
   EXPECT_LE(s.last_progress_ns, pf::now_ns());
 }
 
+// A program that gives its step and total (Writer::beat(step, total), the Python hook's
+// beat(step=, total=)); one that does not leaves both zero: "not given".
+TEST_F(ProgressFileTest, ABeatWithAStepAndATotalIsReadBackAndAPlainBeatLeavesThemUnset) {
+  pf::Writer writer(path_);
+  writer.beat();
+  pf::Snapshot s = pf::Reader(path_).snapshot(0);
+  EXPECT_EQ(s.step, 0u);
+  EXPECT_EQ(s.total_steps, 0u);
+  writer.beat(1200, 5000);
+  s = pf::Reader(path_).snapshot(0);
+  EXPECT_EQ(s.beats, 2u);
+  EXPECT_EQ(s.step, 1200u);
+  EXPECT_EQ(s.total_steps, 5000u);
+  // The words' places are the layout's (progress_file.h), which the Python writer mirrors.
+  const std::string file = bytes();
+  std::uint64_t step = 0, total = 0;
+  std::memcpy(&step, file.data() + 128, 8);
+  std::memcpy(&total, file.data() + 136, 8);
+  EXPECT_EQ(step, 1200u);
+  EXPECT_EQ(total, 5000u);
+}
+
 TEST_F(ProgressFileTest, TheRingKeepsTheLastCallsOldestFirst) {
   pf::Writer writer(path_);
   for (std::uint64_t seq = 1; seq <= pf::kCapacity + 10; ++seq)

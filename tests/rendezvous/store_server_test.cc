@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "acc/common/error.h"
+#include "acc/rendezvous/job_secret.h"
 #include "acc/rendezvous/store_client.h"
 #include "raw_socket.h"
 
@@ -959,6 +960,87 @@ TEST(StoreServerTest,
   ASSERT_LT(accepted, 400u);
   for (std::size_t i = 0; i < accepted; ++i) clients.pop_front();
   EXPECT_EQ(clients.front().receive(8, 10s).size(), 8u) << "accepted once descriptors are free";
+}
+
+}  // namespace
+}  // namespace acc::rendezvous
+
+namespace acc::rendezvous {
+namespace {
+
+StoreClientOptions launcher_of(const StoreServer& server, std::string secret) {
+  StoreClientOptions options;
+  options.port = server.port();
+  options.connect_timeout = 10s;
+  options.timeout = 5s;
+  options.job_member = true;
+  options.job_secret = std::move(secret);
+  return options;
+}
+
+// A store with a job secret: the job's launchers prove it and write their keys; a launcher
+// without it, or with another, is refused in one line each; a client that never asks (PyTorch's,
+// a worker's) reads and writes its own keys, and reads the launchers', but cannot write them.
+TEST(StoreServerTest, OnlyConnectionsThatProveTheJobSecretWriteTheLaunchersKeys) {
+  StoreServerOptions options = loopback();
+  options.job_secret = "the job's secret";
+  LogLines log(options);
+  StoreServer server(options);
+  server.start();
+
+  StoreClient member(launcher_of(server, "the job's secret"));
+  member.set("acc/round", "1");
+  EXPECT_EQ(member.add("acc/restarts", 1), 1);
+
+  try {
+    StoreClient stranger(launcher_of(server, ""));
+    ADD_FAILURE() << "a launcher without the secret joined";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("this launcher has none"), std::string::npos) << e.what();
+  }
+  try {
+    StoreClient other_job(launcher_of(server, "another job's secret"));
+    ADD_FAILURE() << "a launcher with a wrong secret joined";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("refused this launcher's job secret"), std::string::npos)
+        << e.what();
+  }
+
+  StoreClient worker = connect(server);
+  worker.set("MASTER_ADDR", "node0");
+  EXPECT_EQ(worker.get("acc/round"), "1");
+  worker.set("acc/round", "2");  // SET has no reply: the closed connection shows next
+  EXPECT_THROW(worker.get("MASTER_ADDR"), NetworkError) << "a worker's connection wrote it";
+  StoreClient again = connect(server);
+  EXPECT_THROW(again.add("acc/restarts", 1), NetworkError);
+  EXPECT_EQ(member.get("acc/round"), "1");
+  EXPECT_EQ(member.add("acc/restarts", 0), 1);
+  EXPECT_EQ(member.get("MASTER_ADDR"), "node0");
+
+  // The proof is the connection's own: replayed on another connection it is wrong.
+  StoreClient replay = connect(server);
+  const std::string nonce = replay.get(std::string(kJobNonceKey));
+  StoreClient second = connect(server);
+  second.set(kJobProofKey, job_proof("the job's secret", nonce));
+  EXPECT_THROW(second.check({std::string(kJobMemberKey)}), NetworkError);
+
+  server.stop();
+  bool wrong = false, unproven = false;
+  for (const std::string& line : log.lines()) {
+    wrong = wrong || line.find("a wrong job secret") != std::string::npos;
+    unproven = unproven || line.find("has not presented the job secret") != std::string::npos;
+  }
+  EXPECT_TRUE(wrong && unproven) << "one line per refusal";
+}
+
+// Without a job secret the store asks none: a launcher that has one joins as before.
+TEST(StoreServerTest, AStoreWithoutASecretTakesEveryLauncher) {
+  StoreServer server(loopback());
+  server.start();
+  StoreClient member(launcher_of(server, "a secret"));
+  member.set("acc/round", "1");
+  StoreClient plain(launcher_of(server, ""));
+  EXPECT_EQ(plain.get("acc/round"), "1");
 }
 
 }  // namespace

@@ -165,7 +165,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       taken.push_back(SIGWINCH);
     os_.take_signals(taken);
     gpu_checks_.start_health_check();  // after take_signals: its thread must not take a stop signal
-    status_.start(plan_, [this](const std::string& m) { notice(m); });
+    status_.start(plan_, environment_, [this](const std::string& m) { notice(m); });
     membership_->set_stop_check([this] { return arrived_stop_signal(); });
     run_preflight(plan_, [this] { return arrived_stop_signal(); });
     unfit_gpus_ = gpu_checks_.health_check_refusal();
@@ -290,6 +290,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (recoveries_.any())
       for (const std::string& line : recoveries_.summary()) notice(line);
     if (status_.board()) status_.board()->job_ended();  // its workers are done; the exit barrier
+    status_.job_ended(status);
     try {
       membership_->leave(status == 0);  // may be stopped by a signal at its exit barrier
     } catch (...) {

@@ -1,15 +1,33 @@
 #include "agent/status_servers.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "agent/worker_group.h"
 #include "hangs/python_stack_hook.h"
+#include "output/log.h"
 #include "status/health_check.h"
 #include "status/http_server.h"
 #include "status/job_status.h"
+#include "status/kubeflow_progress.h"
 #include "status/status_server.h"
 
 namespace acc::launcher {
+namespace {
+
+// Node 0 of the round posts the job's progress to Kubeflow Trainer, from its workers' files,
+// lowest rank first; another node posts nothing.
+std::vector<std::string> node_zero_files(std::vector<StatusBoard::Worker> workers,
+                                         const Round& round) {
+  std::vector<std::string> files;
+  if (round.node_rank != 0) return files;
+  std::sort(workers.begin(), workers.end(),
+            [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  for (const StatusBoard::Worker& w : workers) files.push_back(w.progress_file);
+  return files;
+}
+
+}  // namespace
 
 StatusServers::StatusServers(std::function<double()> wall_seconds)
     : wall_seconds_(std::move(wall_seconds)) {}
@@ -17,9 +35,18 @@ StatusServers::StatusServers(std::function<double()> wall_seconds)
 StatusServers::~StatusServers() = default;
 
 void StatusServers::start(const LaunchPlan& plan,
+                          const std::map<std::string, std::string>& environment,
                           const std::function<void(const std::string&)>& notice) {
   start_health_check(plan, notice);
   start_status_server(plan, notice);
+  std::string problem;
+  if (std::optional<KubeflowSettings> kubeflow = kubeflow_settings(environment, problem)) {
+    log::debug("Kubeflow Trainer progress: node 0 posts to {} every {} ms", kubeflow->url,
+               kubeflow->interval.count());
+    kubeflow_progress_ = std::make_unique<KubeflowProgress>(std::move(*kubeflow));
+  } else if (!problem.empty()) {
+    log::warn("Kubeflow Trainer progress: " + problem + "; the job's progress is not posted");
+  }
 }
 
 void StatusServers::start_health_check(const LaunchPlan& plan,
@@ -63,10 +90,12 @@ void StatusServers::start_status_server(const LaunchPlan& plan,
 
 void StatusServers::attempt_started(const WorkerGroup& group, const LaunchPlan& plan,
                                     const Round& round, int restart_count) {
-  std::vector<StatusBoard::Worker> workers;  // each with its progress file, for both readers
-  if (worker_progress_ || status_board_)
+  std::vector<StatusBoard::Worker> workers;  // each with its progress file, for the readers
+  if (worker_progress_ || status_board_ || kubeflow_progress_)
     for (const auto& w : group.workers())
       workers.push_back({w->rank, w->spec.local_rank, w->pid, progress_file_path(w->dir)});
+  if (kubeflow_progress_)
+    kubeflow_progress_->attempt_started(node_zero_files(workers, round), restart_count);
   if (worker_progress_) {
     std::vector<std::string> files;
     for (const StatusBoard::Worker& w : workers) files.push_back(w.progress_file);
@@ -75,8 +104,8 @@ void StatusServers::attempt_started(const WorkerGroup& group, const LaunchPlan& 
   if (status_board_) {
     StatusBoard::JobStore store;
     if (round.nnodes > 1)
-      store = {round.master_addr, round.master_port, round.restart_count, round.nnodes,
-               round.node_rank};
+      store = {round.master_addr, round.master_port, round.restart_count,
+               round.nnodes,      round.node_rank,   plan.job_secret};
     status_board_->attempt_started(restart_count, round.nnodes, world_size(plan, round), workers,
                                    store);
   }
@@ -85,6 +114,10 @@ void StatusServers::attempt_started(const WorkerGroup& group, const LaunchPlan& 
 void StatusServers::attempt_ended() {
   if (worker_progress_) worker_progress_->attempt_ended();
   if (status_board_) status_board_->attempt_ended();
+}
+
+void StatusServers::job_ended(int status) {
+  if (kubeflow_progress_) kubeflow_progress_->job_ended(status == 0);
 }
 
 }  // namespace acc::launcher

@@ -21,6 +21,7 @@ std::map<std::string, std::string> worker_environment(
     const LaunchPlan& plan, const WorkerSpec& spec, const Round& round,
     const std::map<std::string, std::string>& environment, const WorkerPlace& place) {
   std::map<std::string, std::string> env = environment;
+  env.erase(kJobSecretFileVar);  // the launchers' alone: a worker never learns where it is
   if (spec.local_rank < static_cast<int>(plan.worker_cpus.size()) &&
       !plan.worker_cpus[spec.local_rank].empty())
     env.try_emplace("OMP_NUM_THREADS", std::to_string(plan.worker_cpus[spec.local_rank].size()));

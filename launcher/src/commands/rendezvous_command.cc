@@ -6,9 +6,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "acc/common/endpoint.h"
+#include "acc/launcher/plan/plan.h"
+#include "acc/rendezvous/job_secret.h"
 #include "acc/rendezvous/store_server.h"
 #include "cli/flag_spelling.h"
 #include "commands/command_line.h"
@@ -33,6 +36,7 @@ int serve(rendezvous::StoreServerOptions options, bool host_given) {
                  "--host ADDRESS listens on that address alone\n",
                  options.host.c_str());
   // A bind failure throws NetworkError: main prints its one line and exits 3.
+  const bool secret = !options.job_secret.empty();
   rendezvous::StoreServer server(std::move(options));
   server.start();
   // The server has raised its soft open-file limit to the hard one: that bounds its clients
@@ -43,8 +47,9 @@ int serve(rendezvous::StoreServerOptions options, bool host_given) {
       files.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(files.rlim_cur);
   std::printf(
       "acc-launch rendezvous: store listening on %s (PyTorch TCPStore protocol; open-file limit "
-      "%s)\n",
-      server.address().c_str(), limit.c_str());
+      "%s%s)\n",
+      server.address().c_str(), limit.c_str(),
+      secret ? "; launchers must prove the job secret" : "");
   std::fflush(stdout);
   int signal_number = 0;
   sigwait(&signals, &signal_number);
@@ -79,7 +84,18 @@ int run_rendezvous_command(const std::vector<std::string>& args) {
                    "2.1; 2.2+ clients are recognised either way")
       ->check(CLI::IsMember({"1.13", "2.1"}))
       ->capture_default_str();
+  std::string secret_file;
+  serve_command->add_option(
+      flag_spellings("job_secret_file"), secret_file,
+      "A file (mode 600) holding the job secret: only launchers that prove it write the "
+      "launchers' keys (--rdzv_conf job_secret_file=PATH on theirs); default: "
+      "$ACC_JOB_SECRET_FILE");
   if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
+  // A file that cannot be read throws ConfigError: main prints its one line and exits 2.
+  const char* variable = std::getenv(kJobSecretFileVar);
+  if (secret_file.empty() && variable && *variable) secret_file = variable;
+  if (!secret_file.empty())
+    options.job_secret = rendezvous::read_job_secret(secret_file, "--job_secret_file");
   options.legacy_dialect =
       compat == "2.1" ? rendezvous::Dialect::kV2_1 : rendezvous::Dialect::kV1_13;
   return serve(std::move(options), host->count() > 0);

@@ -289,6 +289,8 @@ rendezvous::StoreClient* StallWatch::store() {
     options.port = round_.master_port;
     options.connect_timeout = milliseconds(200);
     options.timeout = milliseconds(1000);
+    options.job_member = true;
+    options.job_secret = plan_.job_secret;
     store_ = std::make_unique<rendezvous::StoreClient>(options);
   } catch (const std::exception&) {
     next_store_connect_ = now + std::chrono::seconds(5);

@@ -140,6 +140,7 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   // by a process that then went (another program's, or a launcher that failed) is served here
   // rather than waited on by every node.
   rendezvous::StoreServerOptions options;
+  options.job_secret = plan_.job_secret;
   if (may_host) {
     options.port = plan_.rdzv_port;
     listen_for(options, plan_, plan_.rdzv_host, plan_.rdzv_host, "the rendezvous endpoint");
@@ -158,6 +159,8 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   };
   if (may_host) try_to_serve();
   rendezvous::StoreClientOptions client;
+  client.job_member = true;
+  client.job_secret = plan_.job_secret;
   client.host = plan_.rdzv_host;
   client.port = plan_.rdzv_port;
   client.timeout = read_timeout_;
@@ -223,6 +226,7 @@ Endpoint ElasticMembership::join_round(int restart_count) {
   if (info.node_rank == 0) {
     rendezvous::StoreServerOptions options;
     options.log = [](std::string_view) {};
+    options.job_secret = plan_.job_secret;
     listen_for(options, plan_, address_, rendezvous_host(), "the workers' store address");
     worker_store_ = std::make_unique<rendezvous::StoreServer>(options);
     worker_store_->start();

@@ -52,6 +52,8 @@ class StaticMembership::Link {
     rendezvous::StoreClientOptions store;
     store.host = host;
     store.port = port;
+    store.job_member = true;
+    store.job_secret = plan_.job_secret;
     // Node 0's own store, in this process: a reply that does not come is a bug, not a loss.
     // The others' replies are bounded by the keep-alive window in guarded().
     store.timeout = milliseconds(60'000);
@@ -321,6 +323,7 @@ Round StaticMembership::join(int restart_count) {
   if (plan_.node_rank == 0 && !store_) {
     rendezvous::StoreServerOptions options;
     options.port = plan_.master_port;
+    options.job_secret = plan_.job_secret;
     // Loopback (this launcher and its workers) and the addresses of this node's that MASTER_ADDR
     // brings the other nodes to, not every interface: the store has no authorisation.
     const StoreListen listen = store_listen_for(

@@ -19,6 +19,7 @@
 #include "acc/common/error.h"
 #include "acc/common/random.h"
 #include "acc/launcher/plan/option_sources.h"
+#include "acc/rendezvous/job_secret.h"
 #include "plan/accelerate_env.h"
 #include "plan/cpu_binding_choice.h"
 
@@ -82,7 +83,8 @@ const std::set<std::string> kRendezvousKeys = {"join_timeout",
                                                "protocol",
                                                "cacert",
                                                "cert",
-                                               "key"};
+                                               "key",
+                                               "job_secret_file"};
 
 // The etcd backend's TLS files (torchrun's names); their values are paths.
 const std::set<std::string> kTlsFileKeys = {"cacert", "cert", "key"};
@@ -113,7 +115,7 @@ void check_rdzv_conf_value(const std::string& key, const std::string& value) {
   } else if (kTlsFileKeys.count(key)) {
     ACC_CHECK(std::ifstream(value).good(), ConfigError, where,
               ": cannot read the file; give the path of a PEM file this user can read");
-  } else if (key != "store_type") {
+  } else if (key != "store_type" && key != "job_secret_file") {  // read by resolve_job_secret
     double seconds = -1;
     const char* end = value.data() + value.size();
     auto [ptr, ec] = std::from_chars(value.data(), end, seconds);
@@ -603,12 +605,26 @@ bool hosts_rendezvous_store(const LaunchPlan& plan) {
   return rdzv_is_host(plan).value_or(is_local_address(plan.rdzv_host));
 }
 
+// The job secret (docs/rendezvous.md, "Only the job's members"): --rdzv_conf job_secret_file,
+// else the file $ACC_JOB_SECRET_FILE names.
+void resolve_job_secret(const HostInfo& host, LaunchPlan& plan) {
+  const auto given = plan.rdzv_conf.find("job_secret_file");
+  const auto variable = host.environment.find(kJobSecretFileVar);
+  if (given != plan.rdzv_conf.end())
+    plan.job_secret =
+        rendezvous::read_job_secret(given->second, "--rdzv_conf job_secret_file=" + given->second);
+  else if (variable != host.environment.end() && !variable->second.empty())
+    plan.job_secret = rendezvous::read_job_secret(
+        variable->second, std::string(kJobSecretFileVar) + "=" + variable->second);
+}
+
 LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   ACC_CHECK(!o.program.empty(), ConfigError, "no PROGRAM given");
   check_gpu_ids(o);
   check_host_filters(o);
   LaunchPlan plan;
   resolve_topology(o, host, plan);
+  resolve_job_secret(host, plan);
   plan.node_slots = resolve_node_slots(o, plan);
   if (!plan.node_slots.empty())
     plan.world_size = std::accumulate(plan.node_slots.begin(), plan.node_slots.end(), 0);

@@ -139,6 +139,7 @@ struct StatusJobStore {
   int restart_count = 0;
   int nnodes = 1;
   int node_rank = 0;
+  std::string job_secret;  // the launchers' (LaunchPlan::job_secret), proved to the store
 };
 
 class StatusBoard {

@@ -46,6 +46,8 @@ void StatusExchange::run() {
       options.port = store.port;
       options.connect_timeout = std::chrono::milliseconds(200);
       options.timeout = std::chrono::milliseconds(1000);
+      options.job_member = true;
+      options.job_secret = store.job_secret;
       auto client = std::make_unique<rendezvous::StoreClient>(options);
       connection_ = std::make_unique<Connection>(Connection{store, std::move(client)});
     }

@@ -24,7 +24,14 @@
 //   64   i64      section_deadline_ns  88   char[40] where: the caller's "file.py:123"
 //   72   i64      in_collective_ns (sum over completed records of end_ns - start_ns)
 //   80   char[48] section name (empty: no section open)
-//   128  (reserved, zero)
+//   128  u64      step: the program's own step count (0: it gives none; the beats stand for it)
+//   136  u64      total_steps: the steps the run will make (0: unknown)
+//   144  (reserved, zero)
+//
+// step and total_steps came after version 1's first writers, in its reserved words: a writer
+// that does not know them leaves them zero, which reads as "not given". A program gives them with
+// its beat (Writer::beat(step, total)); the launcher's Kubeflow Trainer progress
+// (launcher/src/status/kubeflow_progress.h) turns them into a percentage and a time remaining.
 //
 // Times are CLOCK_MONOTONIC nanoseconds (std::chrono::steady_clock, Python's
 // time.monotonic_ns()), comparable between the processes of one machine only. Strings are
@@ -61,9 +68,12 @@ struct Header {
   std::int64_t section_deadline_ns;
   std::int64_t in_collective_ns;
   char section[48];
-  char reserved[128];
+  std::uint64_t step;
+  std::uint64_t total_steps;
+  char reserved[112];
 };
 static_assert(sizeof(Header) == kHeaderSize);
+static_assert(offsetof(Header, step) == 128 && offsetof(Header, total_steps) == 136);
 
 struct Record {
   std::uint64_t seq;
@@ -109,6 +119,8 @@ struct Snapshot {
   std::string section;  // empty: none open
   std::int64_t section_started_ns = 0;
   std::int64_t section_deadline_ns = 0;  // 0: no deadline
+  std::uint64_t step = 0;                // the program's step count; 0: not given
+  std::uint64_t total_steps = 0;         // 0: unknown
   std::vector<Call> calls;               // the ring's records, oldest first (at most kCapacity)
 };
 
@@ -143,6 +155,9 @@ class Writer {
 
   // A sign of life that is not a collective (a step, a user's beat).
   void beat();
+  // A beat that also says where the run is: `step` steps done of `total` (0: unknown). Writes
+  // total_steps, then step, then beats.
+  void beat(std::uint64_t step, std::uint64_t total);
   // A call begins; returns its slot for end(). `seq` is the call's number within `group`.
   std::uint64_t begin(const std::string& group, std::uint64_t seq, const std::string& op,
                       std::uint64_t numel, const std::string& dtype, int group_size, int peer,

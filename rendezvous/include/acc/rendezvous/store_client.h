@@ -28,6 +28,12 @@ struct StoreClientOptions {
   // never answers) from a store, and lets a caller that retries look for a stop signal between
   // tries.
   std::chrono::milliseconds handshake_timeout{0};
+  // A launcher's connection: after the handshake it asks whether the store demands the job
+  // secret (one more round trip) and, where it does, proves it knows `job_secret`
+  // (acc/rendezvous/job_secret.h). ConfigError, in one line, when the store demands it and
+  // `job_secret` is empty or not the job's.
+  bool job_member = false;
+  std::string job_secret;
 };
 
 // A server accepted the connection and did not answer the handshake within
@@ -116,6 +122,8 @@ class StoreClient : public KeyValueStore {
   std::int64_t receive_i64();
   std::string receive_bytes();
   [[noreturn]] void broken(const std::string& what);
+  // StoreClientOptions::job_member's question and proof.
+  void join_job(const std::string& where);
   std::string prefixed(std::string_view key) const;
   std::vector<std::string> prefixed(const std::vector<std::string>& keys) const;
 

@@ -71,6 +71,10 @@ struct StoreServerOptions {
   bool adapt_batching = true;
   // Raise the soft RLIMIT_NOFILE to the hard limit, for thousands of connections.
   bool raise_fd_limit = true;
+  // Non-empty: a connection writes the launchers' keys ("/acc/...", "/rdzv/...") only once it has
+  // proven it knows this secret (acc/rendezvous/job_secret.h); others are closed with one line.
+  // PyTorch's clients write no such key and are not asked.
+  std::string job_secret;
   // Receives one line per closed misbehaving connection; default: stderr.
   std::function<void(std::string_view)> log;
 };

@@ -17,6 +17,9 @@
 
 namespace acc::launcher {
 
+// The variable that names the job secret's file where --rdzv_conf job_secret_file does not.
+inline constexpr const char* kJobSecretFileVar = "ACC_JOB_SECRET_FILE";
+
 struct LaunchPlan {
   int nproc_per_node = 1;
   int nnodes = 1;     // static jobs; elastic ones learn it in each round
@@ -26,7 +29,10 @@ struct LaunchPlan {
   std::string rdzv_host;  // c10d: the rendezvous store, --rdzv_endpoint host[:29400]
   int rdzv_port = 29400;
   std::map<std::string, std::string> rdzv_conf;  // --rdzv_conf k=v,...
-  std::string local_addr;                        // this node's address as the other nodes reach it
+  // The job secret, read from --rdzv_conf job_secret_file or $ACC_JOB_SECRET_FILE (empty: none):
+  // the launchers' store connections prove it; never shown, logged or given to workers.
+  std::string job_secret;
+  std::string local_addr;  // this node's address as the other nodes reach it
   int node_rank = 0;
   int world_size = 1;
   std::string master_addr;
