@@ -82,6 +82,18 @@ Reader::~Reader() {
   ::munmap(const_cast<unsigned char*>(base_), kFileSize);
 }
 
+std::vector<std::unique_ptr<Reader>> open_readers(const std::vector<std::string>& paths) {
+  std::vector<std::unique_ptr<Reader>> readers;
+  for (const std::string& path : paths) {
+    try {
+      readers.push_back(std::make_unique<Reader>(path));
+    } catch (const Error&) {
+      readers.push_back(nullptr);
+    }
+  }
+  return readers;
+}
+
 Snapshot Reader::snapshot(std::size_t newest_calls) const {
   auto& h = *reinterpret_cast<Header*>(const_cast<unsigned char*>(base_));
   Snapshot s;

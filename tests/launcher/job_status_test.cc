@@ -300,7 +300,7 @@ TEST(JobJsonTest, ANodesStatusReadsBackAsWrittenAndAnythingElseIsRefused) {
 
 TEST_F(StatusBoardTest, NodeZeroShowsTheOtherNodesRanksAfterItsOwnByRank) {
   StatusBoard board("job-1", "host-a", 0);
-  board.attempt_started(0, 2, 4, workers_, {"127.0.0.1", 29500, 0, 2, 0});
+  board.attempt_started(0, 2, 4, workers_, {"127.0.0.1", 29500, 0, 2, 0, ""});
   EXPECT_EQ(board.job_store().nnodes, 2);
   JobStatus other = two_ranks();
   other.host = "host-b";
@@ -325,7 +325,7 @@ TEST_F(StatusBoardTest, NodeZeroShowsTheOtherNodesRanksAfterItsOwnByRank) {
                       "local_rank=\"1\"} 11\n"),
             std::string::npos);
   // A new attempt forgets the other nodes until they report again.
-  board.attempt_started(1, 2, 4, workers_, {"127.0.0.1", 29500, 1, 2, 0});
+  board.attempt_started(1, 2, 4, workers_, {"127.0.0.1", 29500, 1, 2, 0, ""});
   EXPECT_EQ(board.status().ranks.size(), 2u);
 }
 

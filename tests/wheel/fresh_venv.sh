@@ -20,25 +20,8 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 # 1. The wheel.
-wheel=$(bash "$root/scripts/build-wheel.sh" "$launcher" "$work/dist")
-name=$(basename "$wheel")
-[[ $name =~ ^acc_launch-${version//./\\.}-py3-none-manylinux_2_([0-9]+)_x86_64\.whl$ ]] ||
-  fail "unexpected wheel name $name"
-tag_minor=${BASH_REMATCH[1]}
-[ "$tag_minor" -le 34 ] || fail "$name is tagged manylinux_2_$tag_minor (at most 2_34)"
-size=$(stat -c %s "$wheel")
-[ "$size" -le $((10 * 1024 * 1024)) ] || fail "$name is $size bytes (at most 10 MB)"
-echo "PASS: $name, $((size / 1024)) KiB"
-if [ -n "$peers_python" ] && "$peers_python" -c 'import auditwheel' 2>/dev/null; then
-  "$peers_python" -m auditwheel show "$wheel" >"$work/auditwheel.txt" 2>&1 ||
-    fail "auditwheel show: $(cat "$work/auditwheel.txt")"
-  policy=$(grep -oE 'manylinux_2_[0-9]+_x86_64' "$work/auditwheel.txt" | head -1)
-  [[ $policy =~ ^manylinux_2_([0-9]+)_x86_64$ ]] && [ "${BASH_REMATCH[1]}" -le 34 ] ||
-    fail "auditwheel show: $(cat "$work/auditwheel.txt")"
-  echo "PASS: auditwheel show: $(tr '\n' ' ' <"$work/auditwheel.txt" | sed 's/  */ /g' | cut -c1-300)"
-else
-  echo "auditwheel: not in ${peers_python:-(no peers python)}; its check is not run"
-fi
+source "$(dirname "$0")/wheel_check.sh"
+check_wheel "$launcher" x86_64
 
 # 2. Installed into a fresh venv.
 /usr/bin/python3 -m venv "$work/venv"

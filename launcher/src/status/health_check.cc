@@ -74,13 +74,7 @@ struct WorkerProgress::Attempt {
 void WorkerProgress::attempt_started(const std::vector<std::string>& progress_files) {
   auto attempt = std::make_shared<Attempt>();
   attempt->started_ns = progress_file::now_ns();
-  for (const std::string& path : progress_files) {
-    try {
-      attempt->files.push_back(std::make_unique<progress_file::Reader>(path));
-    } catch (const Error&) {
-      attempt->files.push_back(nullptr);
-    }
-  }
+  attempt->files = progress_file::open_readers(progress_files);
   const std::lock_guard lock(mutex_);
   attempt_ = std::move(attempt);
 }

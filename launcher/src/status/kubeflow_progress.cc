@@ -227,13 +227,7 @@ void KubeflowProgress::attempt_started(const std::vector<std::string>& progress_
                                        int restart_count) {
   auto attempt = std::make_shared<Attempt>();
   attempt->restarts = restart_count;
-  for (const std::string& path : progress_files) {
-    try {
-      attempt->files.push_back(std::make_unique<progress_file::Reader>(path));
-    } catch (const Error&) {
-      attempt->files.push_back(nullptr);
-    }
-  }
+  attempt->files = progress_file::open_readers(progress_files);
   {
     const std::lock_guard lock(mutex_);
     node_zero_ = !progress_files.empty();

@@ -140,6 +140,10 @@ class Reader {
   const unsigned char* base_ = nullptr;
 };
 
+// A Reader of each of `paths`, in order; null where one cannot be opened (a worker that has not
+// made its file, or not a progress file).
+std::vector<std::unique_ptr<Reader>> open_readers(const std::vector<std::string>& paths);
+
 // The worker's side (libacc). Every method is a few memory writes; none throws after
 // construction.
 class Writer {
