@@ -7,10 +7,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "acc/common/error.h"
+#include "acc/common/files.h"
 
 namespace acc::rendezvous {
 namespace {
@@ -57,12 +55,9 @@ std::string read_job_secret(const std::string& path, const std::string& what) {
   ACC_CHECK((info.st_mode & 077) == 0, ConfigError, what, " ", path,
             ": the job secret can be read by others (mode ", std::oct, (info.st_mode & 0777),
             std::dec, "); chmod 600 ", path);
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string secret = text.str();
+  std::string secret = read_file(path);
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
-  ACC_CHECK(in && !secret.empty(), ConfigError, what, " ", path,
+  ACC_CHECK(!secret.empty(), ConfigError, what, " ", path,
             ": the job secret file is empty or unreadable");
   return secret;
 }

@@ -10,6 +10,12 @@
 namespace acc::rendezvous::detail {
 namespace {
 
+// A key as its client named it, with the "/" PyTorch's clients (and ours) put before each.
+std::string_view as_named(std::string_view key) {
+  if (key.starts_with("//")) key.remove_prefix(1);
+  return key;
+}
+
 void erase_one(std::vector<std::uint64_t>& ids, std::uint64_t id) {
   auto it = std::find(ids.begin(), ids.end(), id);
   if (it != ids.end()) ids.erase(it);
@@ -38,8 +44,7 @@ bool parse_counter(std::string_view text, std::int64_t& out) {
 }
 
 bool StoreState::is_shared_key(std::string_view key) {
-  // On the wire PyTorch's clients (and ours) put "/" before each key they are given.
-  if (key.starts_with("//")) key.remove_prefix(1);
+  key = as_named(key);
   return key.starts_with("/acc/") || key.starts_with("/worker/attempt_");
 }
 
@@ -88,7 +93,7 @@ bool writes(Op op) {
 
 // The launchers' keys: their own ("/acc/...") and the elastic rendezvous' ("/rdzv/...").
 bool launcher_key(std::string_view key) {
-  if (key.starts_with("//")) key.remove_prefix(1);
+  key = as_named(key);
   return key.starts_with("/acc/") || key.starts_with("/rdzv/");
 }
 
