@@ -332,6 +332,13 @@ export -f cuda_checkpoint_check
 figure_cuda_checkpoint() { grep -o 'attempt=1 loaded .*' "$1" | tr -s ' ' | head -1; }
 gpu_only cuda_checkpoint || check cuda_checkpoint 120 cuda_checkpoint_check
 
+# DDP's gradient all_reduces on NCCL counted in the rank's time in collectives (`top`'s % coll),
+# from DDP's own CUDA timing at the iterations PyTorch samples.
+figure_ddp_cuda_share() { grep -m1 -o 'ddp_all_reduce records .*' "$1"; }
+gpu_only ddp_cuda_share ||
+  check ddp_cuda_share 120 "$launcher" --nproc_per_node 1 --python "$python" \
+    tests/integration/pytorch/ddp_cuda_share.py
+
 # No "... is deprecated" line from PyTorch about the launcher's variables, in any NCCL job above.
 if [ "$cpu_only" = 1 ]; then
   check no_deprecated_names 120 bash tests/integration/pytorch/no_deprecated_names.sh \

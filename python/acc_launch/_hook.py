@@ -105,6 +105,19 @@ class _File:
         self.set(_LAST, now)
         self.add(_COMPLETED, 1)
 
+    def add_done(self, group, seq, op, numel, dtype, group_size, where, start, end, counted_ns,
+                 calls):
+        """A collective that ran past the wrapped calls, seen once it ended: one finished record
+        (start..end), `counted_ns` added to the time in collectives and `calls` to the count."""
+        slot = _U64.unpack_from(self.m, _STARTED)[0]
+        _RECORD.pack_into(self.m, _HEADER_SIZE + (slot % _CAPACITY) * _RECORD_SIZE, seq, start,
+                          end, numel, group_size, -1, _text(group, 24), _text(op, 16),
+                          _text(dtype, 8), _text(where, 40))
+        _U64.pack_into(self.m, _STARTED, slot + 1)
+        self.set(_IN_COLLECTIVE, _I64.unpack_from(self.m, _IN_COLLECTIVE)[0] + counted_ns)
+        self.set(_LAST, _now())
+        self.add(_COMPLETED, calls)
+
     def show_section(self):
         name, started, deadline = self.sections[-1] if self.sections else ("", 0, 0)
         self.set(_SECTION_DEADLINE, 0)  # no deadline while the name changes
@@ -375,12 +388,83 @@ class _Recorder:
             # after init_process_group and before its first step made no progress
             # (--max_no_progress_restarts).
             self.f.alive()
+            try:
+                self.watch_ddp()
+            except Exception:
+                pass
             return result
         init_process_group.__wrapped__ = fn
         init_process_group.__doc__ = fn.__doc__
         init_process_group._acc_recorded = True
         return init_process_group
 
+
+    def watch_ddp(self):
+        """DDP's gradient all_reduces: its Reducer launches them from C++ during backward, past
+        the wrapped calls, and a comm hook is the user's to register. DDP's own logger times them
+        (backward_comm_time: from the first bucket's launch to the last bucket's end) at the
+        iterations it samples, and the next forward publishes the sample. After each forward, a
+        new sample becomes one finished record "ddp_all_reduce", in group "ddp" ("ddp:<name>"
+        for a group other than the default) and numbered apart from the program's own calls,
+        counted for the iterations since the last sample. On CPU every iteration is sampled (a
+        few clock reads); on CUDA PyTorch's own rate stands, since a sample synchronises the
+        previous iteration's CUDA events, and the share is that estimate."""
+        module = _sys.modules.get("torch.nn.parallel.distributed")
+        ddp = getattr(module, "DistributedDataParallel", None)
+        if ddp is None or getattr(ddp, "_acc_recorded", False):
+            return
+        name = "_pre_forward" if hasattr(ddp, "_pre_forward") else "forward"  # 2.x; 1.13
+        fn = getattr(ddp, name)
+        recorder = self
+
+        def recorded(model, *args, **kwargs):
+            result = fn(model, *args, **kwargs)
+            if _os.getpid() == recorder.pid:
+                try:
+                    recorder.ddp_sample(model)
+                except Exception:
+                    pass  # the step goes on as it would without us
+            return result
+
+        recorded.__name__ = fn.__name__
+        recorded.__qualname__ = fn.__qualname__
+        recorded.__doc__ = fn.__doc__
+        recorded.__wrapped__ = fn
+        setattr(ddp, name, recorded)
+        ddp._acc_recorded = True
+
+    def ddp_sample(self, model):
+        seen = model.__dict__.get("_acc_ddp_seen")
+        if seen is None:
+            if getattr(model, "device_type", "cpu") == "cpu":
+                model._set_ddp_runtime_logging_sample_rate(1)
+            params = [p for p in model.module.parameters() if p.requires_grad]
+            group_name, size = self.group_of(getattr(model, "process_group", None))
+            seen = model._acc_ddp_seen = {
+                "end": 0, "iteration": 0, "numel": sum(p.numel() for p in params),
+                "dtype": str(params[0].dtype).replace("torch.", "") if params else "",
+                "group": "ddp" if group_name == "default" else "ddp:" + group_name,
+                "size": size}
+        data = model._get_ddp_logging_data()
+        took = data.get("backward_comm_time", 0)
+        end = data.get("backward_comm_time_end", 0)
+        iteration = data.get("iteration", 0)
+        if took <= 0 or (end, iteration) == (seen["end"], seen["iteration"]):
+            return  # no new sample: no_sync, no backward yet, or not a sampled iteration
+        iterations = max(1, iteration - seen["iteration"])
+        seen["end"], seen["iteration"] = end, iteration
+        # The logger's times are the wall clock's; the records', CLOCK_MONOTONIC.
+        now = _now()
+        finished = end - (_time.time_ns() - now) if end else now
+        finished = min(finished, now)
+        buckets = data.get("num_buckets_reduced") or len(str(
+            data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes", "")).split(","))
+        key = (seen["group"], "ddp")
+        seq = self.seqs.get(key, 0) + 1
+        self.seqs[key] = seq
+        self.f.add_done(seen["group"], seq, "ddp_all_reduce", seen["numel"], seen["dtype"],
+                        seen["size"], self.where(), finished - took, finished, took * iterations,
+                        buckets * iterations)
 
     def retiring(self, fn):
         """destroy_process_group, keeping the groups it destroys until the program ends or calls

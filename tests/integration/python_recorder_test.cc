@@ -99,6 +99,52 @@ TEST_P(PythonRecorderTest, EveryCallOfTheWorkerItselfIsInTheRanksProgressFile) {
   fs::remove_all(dir);
 }
 
+// DDP's gradient all_reduces run in its C++ Reducer, past every wrapped call: they are counted
+// from DDP's own timing, one finished record per synced backward (`top`'s collective share).
+TEST_P(PythonRecorderTest, DdpGradientAllReducesCountInTheRanksTimeInCollectives) {
+  const std::string python = GetParam().python;
+  if (!python_has_torch(python)) GTEST_SKIP() << "'" << python << "' cannot import torch";
+  const std::string dir = make_temp_dir();
+  const std::string script = std::string(ACC_PYTORCH_DIR) + "/ddp_steps.py";
+  LaunchRun run =
+      run_launcher({"--nproc_per_node", "2", "--python", python, "--log_dir", dir + "/logs", script},
+                   {}, std::chrono::seconds(200));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string forward = [&] {
+    const std::vector<std::string> lines = lines_of(read_text(script));
+    for (size_t i = 0; i < lines.size(); ++i)
+      if (lines[i].ends_with("# forward")) return "ddp_steps.py:" + std::to_string(i + 1);
+    return std::string();
+  }();
+  const std::vector<std::string> files = progress_files(dir + "/logs");
+  ASSERT_EQ(files.size(), 2u);
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const progress_file::Snapshot s = progress_file::Reader(files[rank]).snapshot();
+    // Six synced backwards; the forwards of steps 2-5 and 7 publish steps 1-5 (step 6 ran under
+    // no_sync, the last backward has no forward after it, the no_grad forward publishes none).
+    ASSERT_EQ(s.calls.size(), 5u);
+    std::int64_t timed = 0;
+    for (size_t i = 0; i < s.calls.size(); ++i) {
+      const progress_file::Call& c = s.calls[i];
+      EXPECT_EQ(c.seq, i + 1);
+      EXPECT_EQ(c.group, "ddp");
+      EXPECT_EQ(c.op, "ddp_all_reduce");
+      EXPECT_EQ(c.numel, 256u * 256 + 256 + 256 * 10 + 10);
+      EXPECT_EQ(c.dtype, "float32");
+      EXPECT_EQ(c.where, forward);
+      EXPECT_EQ(c.group_size, 2);
+      EXPECT_FALSE(c.in_flight());
+      EXPECT_GT(c.end_ns, c.start_ns);
+      timed += c.end_ns - c.start_ns;
+    }
+    EXPECT_EQ(s.in_collective_ns, timed);
+    // At least one bucket's all_reduce per synced step.
+    EXPECT_GE(s.completed, 5u);
+  }
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Peers, PythonRecorderTest, ::testing::ValuesIn(torch_pythons()),
                          [](const auto& info) { return info.param.name; });
 
