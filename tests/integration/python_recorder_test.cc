@@ -106,9 +106,9 @@ TEST_P(PythonRecorderTest, DdpGradientAllReducesCountInTheRanksTimeInCollectives
   if (!python_has_torch(python)) GTEST_SKIP() << "'" << python << "' cannot import torch";
   const std::string dir = make_temp_dir();
   const std::string script = std::string(ACC_PYTORCH_DIR) + "/ddp_steps.py";
-  LaunchRun run =
-      run_launcher({"--nproc_per_node", "2", "--python", python, "--log_dir", dir + "/logs", script},
-                   {}, std::chrono::seconds(200));
+  LaunchRun run = run_launcher(
+      {"--nproc_per_node", "2", "--python", python, "--log_dir", dir + "/logs", script}, {},
+      std::chrono::seconds(200));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string forward = [&] {
     const std::vector<std::string> lines = lines_of(read_text(script));
