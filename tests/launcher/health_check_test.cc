@@ -130,7 +130,8 @@ std::string round_trip(int fd, const std::string& request) {
 
 TEST(HttpServerTest, AnswersWithTheRequestsPathWhileASilentClientWaits) {
   HttpServer server(
-      "", 0, [](const std::string& path) { return "HTTP/1.1 200 OK\r\n\r\n" + path; }, "a test");
+      "", 0, [](const HttpRequest& request) { return "HTTP/1.1 200 OK\r\n\r\n" + request.path; },
+      "a test");
   ASSERT_GT(server.port(), 0);
   const int silent = connect_to(server.port());  // connects and never sends a byte
   ASSERT_GE(silent, 0);
@@ -144,7 +145,7 @@ TEST(HttpServerTest, AnswersWithTheRequestsPathWhileASilentClientWaits) {
 
 TEST(HttpServerTest, ARequestTooLongIsClosedWithoutAReply) {
   HttpServer server(
-      "", 0, [](const std::string&) { return std::string("HTTP/1.1 200 OK\r\n\r\n"); }, "a test");
+      "", 0, [](const HttpRequest&) { return std::string("HTTP/1.1 200 OK\r\n\r\n"); }, "a test");
   const int fd = connect_to(server.port());
   ASSERT_GE(fd, 0);
   EXPECT_EQ(round_trip(fd, "GET /" + std::string(20000, 'a')), "");
@@ -154,7 +155,7 @@ TEST(HttpServerTest, ARequestTooLongIsClosedWithoutAReply) {
 TEST(HttpServerTest, ThePortIsClosedWhenTheServerGoesAndATakenPortIsANetworkError) {
   int port = 0;
   {
-    const auto nothing = [](const std::string&) { return std::string(); };
+    const auto nothing = [](const HttpRequest&) { return std::string(); };
     HttpServer server("", 0, nothing, "a test");
     port = server.port();
     EXPECT_THROW({ HttpServer taken("", port, nothing, "a test"); }, NetworkError);
@@ -164,7 +165,7 @@ TEST(HttpServerTest, ThePortIsClosedWhenTheServerGoesAndATakenPortIsANetworkErro
 }
 
 TEST(HttpServerTest, AHostThatIsNoAddressOfThisHostIsAConfigError) {
-  const auto nothing = [](const std::string&) { return std::string(); };
+  const auto nothing = [](const HttpRequest&) { return std::string(); };
   EXPECT_THROW({ HttpServer named("nowhere.invalid", 0, nothing, "a test"); }, ConfigError);
   EXPECT_THROW({ HttpServer elsewhere("203.0.113.77", 0, nothing, "a test"); }, ConfigError);
   HttpServer loopback("127.0.0.1", 0, nothing, "a test");
@@ -179,7 +180,8 @@ TEST(HttpServerTest, ThePathLeavesTheQueryOut) {
 
 TEST(HttpServerTest, WhatIsNotHttpIsClosedWithoutAReply) {
   HttpServer server(
-      "", 0, [](const std::string& path) { return "HTTP/1.1 200 OK\r\n\r\n" + path; }, "a test");
+      "", 0, [](const HttpRequest& request) { return "HTTP/1.1 200 OK\r\n\r\n" + request.path; },
+      "a test");
   const int fd = connect_to(server.port());
   ASSERT_GE(fd, 0);
   EXPECT_EQ(round_trip(fd, "garbage\r\n\r\n"), "");

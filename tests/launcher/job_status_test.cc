@@ -19,6 +19,7 @@
 #include "acc/common/progress_file.h"
 #include "fake_clock.h"
 #include "fake_proc.h"
+#include "status/http_server.h"
 #include "status/status_server.h"
 
 namespace acc::launcher {
@@ -379,19 +380,61 @@ TEST_F(StatusBoardTest, GoodputIsTheProgressSoFarOverTheWallTimeSoFarWhileTheJob
   EXPECT_EQ(board.status().goodput.lost_seconds, 10);
 }
 
+// A request for `path` from this host (loopback) or another.
+HttpRequest local(const std::string& path) {
+  return {path, "", "", true};
+}
+HttpRequest remote(const std::string& path, const std::string& query = "",
+                   const std::string& authorization = "") {
+  return {path, query, authorization, false};
+}
+
 TEST(StatusServerTest, RoutesUrlsAndAPageWithoutAnythingFromElsewhere) {
   StatusBoard board("j", "h", 0);
-  EXPECT_EQ(status_reply(board, "/metrics")
+  EXPECT_EQ(status_reply(board, local("/metrics"), "")
                 .rfind("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4", 0),
             0u);
-  EXPECT_NE(status_reply(board, "/api/job").find("application/json"), std::string::npos);
-  EXPECT_NE(status_reply(board, "/").find("<!DOCTYPE html>"), std::string::npos);
-  EXPECT_EQ(status_reply(board, "/nope").rfind("HTTP/1.1 404 ", 0), 0u);
+  EXPECT_NE(status_reply(board, local("/api/job"), "").find("application/json"), std::string::npos);
+  EXPECT_NE(status_reply(board, local("/"), "").find("<!DOCTYPE html>"), std::string::npos);
+  EXPECT_EQ(status_reply(board, local("/nope"), "").rfind("HTTP/1.1 404 ", 0), 0u);
+  EXPECT_NE(status_page().find("fetch(\"/api/job\" + location.search"), std::string::npos)
+      << "the page passes its ?token= on";
   EXPECT_EQ(status_page().find("src="), std::string::npos);
   EXPECT_EQ(status_page().find("http"), std::string::npos);
   EXPECT_EQ(status_url("0.0.0.0", 80), "http://127.0.0.1:80/");
   EXPECT_EQ(status_url("::", 80), "http://[::1]:80/");
   EXPECT_EQ(status_url("10.0.0.2", 8000), "http://10.0.0.2:8000/");
+}
+
+// Beyond this host the page and /api/job need the job's secret's token; /metrics does not.
+TEST(StatusServerTest, AnotherHostReadsThePageAndApiJobOnlyWithTheJobSecretsToken) {
+  StatusBoard board("j", "h", 0);
+  const std::string token = status_token("the job's secret");
+  EXPECT_EQ(token.size(), 64u);
+  EXPECT_EQ(status_token(""), "");
+  EXPECT_NE(token, status_token("another secret"));
+  EXPECT_EQ(token.find("secret"), std::string::npos);
+  const auto status_of = [&](const HttpRequest& request, const std::string& expected) {
+    return status_reply(board, request, expected).substr(0, 12);
+  };
+  EXPECT_EQ(status_of(remote("/metrics"), token), "HTTP/1.1 200");
+  EXPECT_EQ(status_of(remote("/metrics"), ""), "HTTP/1.1 200");
+  EXPECT_EQ(status_of(local("/api/job"), token), "HTTP/1.1 200") << "this host needs none";
+  for (const std::string path : {"/api/job", "/", "/index.html"}) {
+    SCOPED_TRACE(path);
+    EXPECT_EQ(status_of(remote(path), ""), "HTTP/1.1 403") << "no secret: this host alone";
+    EXPECT_EQ(status_of(remote(path, "", "Bearer " + token), ""), "HTTP/1.1 403");
+    EXPECT_EQ(status_of(remote(path), token), "HTTP/1.1 401");
+    EXPECT_EQ(status_of(remote(path, "", "Bearer " + token), token), "HTTP/1.1 200");
+    EXPECT_EQ(status_of(remote(path, "a=1&token=" + token), token), "HTTP/1.1 200");
+    EXPECT_EQ(status_of(remote(path, "", "Bearer " + token.substr(1)), token), "HTTP/1.1 401");
+    EXPECT_EQ(status_of(remote(path, "", "Bearer " + status_token("another")), token),
+              "HTTP/1.1 401");
+    EXPECT_EQ(status_of(remote(path, "", token), token), "HTTP/1.1 401") << "not Bearer";
+  }
+  EXPECT_NE(status_reply(board, remote("/api/job"), token).find("Authorization: Bearer"),
+            std::string::npos)
+      << "the refusal says what to send";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "agent/worker_group.h"
 #include "hangs/python_stack_hook.h"
+#include "nodes/store_address.h"
 #include "output/log.h"
 #include "status/health_check.h"
 #include "status/http_server.h"
@@ -55,7 +56,7 @@ void StatusServers::start_health_check(const LaunchPlan& plan,
   worker_progress_ = std::make_unique<WorkerProgress>(plan.health_check_timeout);
   health_server_ = std::make_unique<HttpServer>(
       "", *plan.health_check_port,
-      [progress = worker_progress_.get(), wall_seconds = wall_seconds_](const std::string&) {
+      [progress = worker_progress_.get(), wall_seconds = wall_seconds_](const HttpRequest&) {
         return health_check_reply(progress->look(), wall_seconds(), progress->timeout());
       },
       "the health check on port " + std::to_string(*plan.health_check_port) +
@@ -76,7 +77,8 @@ void StatusServers::start_status_server(const LaunchPlan& plan,
   const std::string where = plan.status_host + ":" + std::to_string(*plan.status_port);
   status_server_ = std::make_unique<HttpServer>(
       plan.status_host, *plan.status_port,
-      [board = status_board_.get()](const std::string& path) { return status_reply(*board, path); },
+      [board = status_board_.get(), token = status_token(plan.job_secret)](
+          const HttpRequest& request) { return status_reply(*board, request, token); },
       "the job's status on " + where + " (--status_host, --status_port)");
   status_exchange_ = std::make_unique<StatusExchange>(*status_board_);
   status_server_->every(1000, [board = status_board_.get(), exchange = status_exchange_.get()] {
@@ -85,7 +87,12 @@ void StatusServers::start_status_server(const LaunchPlan& plan,
   });
   const std::string url = status_url(plan.status_host, status_server_->port());
   status_url_file_ = std::make_unique<StatusUrlFile>(url);
-  notice("status of the job at " + url + " (/metrics for Prometheus, /api/job)");
+  std::string beyond;  // who else reads the page and /api/job
+  if (plan.status_host != "localhost" && !is_loopback_address(plan.status_host))
+    beyond = plan.job_secret.empty()
+                 ? "; the page and /api/job to this host alone: the job has no secret"
+                 : "; the page and /api/job beyond this host with the job's secret";
+  notice("status of the job at " + url + " (/metrics for Prometheus, /api/job" + beyond + ")");
 }
 
 void StatusServers::attempt_started(const WorkerGroup& group, const LaunchPlan& plan,

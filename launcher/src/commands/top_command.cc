@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
 #include "acc/rendezvous/clock.h"
+#include "acc/rendezvous/job_secret.h"
 #include "commands/command_line.h"
 #include "commands/commands.h"
 #include "commands/launchers.h"
@@ -77,8 +79,9 @@ Url parse_url(const std::string& url) {
 // GET `path` from `url`'s server, its connection and its reply each within kTimeout; the body of
 // a 200 reply, nullopt when nobody answers there (the launcher has gone: refused, or closed
 // without a reply). Throws NetworkError for a server that does not connect or answer in time,
-// and for any reply but a 200.
-std::optional<std::string> http_get(const Url& url, const std::string& path) {
+// and for any reply but a 200. `token` (status_token), where given, goes as the Authorization.
+std::optional<std::string> http_get(const Url& url, const std::string& path,
+                                    const std::string& token) {
   asio::io_context io;
   beast::error_code ec;
   tcp::resolver resolver(io);
@@ -95,6 +98,7 @@ std::optional<std::string> http_get(const Url& url, const std::string& path) {
   if (ec) return std::nullopt;
   http::request<http::empty_body> request{http::verb::get, path, 11};
   request.set(http::field::host, url.host);
+  if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
   request.keep_alive(false);
   beast::flat_buffer buffer;
   http::response<http::string_body> response;
@@ -114,8 +118,11 @@ std::optional<std::string> http_get(const Url& url, const std::string& path) {
     return std::nullopt;
   ACC_CHECK(!ec, NetworkError, "acc-launch top: ", url.text, " answered ", path,
             " with what is not HTTP (", ec.message(), "); is that a launcher's --status_port?");
+  // A refusal says why in its body (the status server's 401 and 403: the job's secret).
+  const bool refused = response.result_int() == 401 || response.result_int() == 403;
   ACC_CHECK(response.result_int() == 200, NetworkError, "acc-launch top: ", path, " answered '",
-            response.result_int(), " ", one_line(std::string(response.reason())), "', not 200");
+            response.result_int(), " ", one_line(std::string(response.reason())), "'",
+            refused ? ": " + one_line(response.body()) : ", not 200");
   return std::move(response.body());
 }
 
@@ -263,16 +270,28 @@ int run_top_command(const std::vector<std::string>& args) {
   app.add_option("--interval", interval, "seconds between refreshes (default 1)")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_flag("--once", once, "print the table once (after two looks, for the rates) and exit");
+  std::string secret_file;
+  app.add_option("--job_secret_file", secret_file,
+                 "the job's secret, which another host's launcher asks for (--rdzv_conf "
+                 "job_secret_file=PATH on the job's; default: $ACC_JOB_SECRET_FILE)");
   if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
   if (url.empty()) url = find_status_url();
   const Url where = parse_url(url);
+  std::string what = "--job_secret_file";
+  if (secret_file.empty())
+    if (const char* from_environment = std::getenv("ACC_JOB_SECRET_FILE")) {
+      secret_file = from_environment;
+      what = "ACC_JOB_SECRET_FILE";
+    }
+  const std::string token =
+      secret_file.empty() ? "" : status_token(rendezvous::read_job_secret(secret_file, what));
 
   const bool tty = ::isatty(STDOUT_FILENO) == 1;
   RawTerminal raw;
   std::optional<nlohmann::json> before;
   Clock::time_point before_at;
   for (;;) {
-    const std::optional<std::string> body = http_get(where, "/api/job");
+    const std::optional<std::string> body = http_get(where, "/api/job", token);
     if (!body) {
       write_all(STDOUT_FILENO,
                 "acc-launch top: " + url + " no longer answers: the job has ended\n");

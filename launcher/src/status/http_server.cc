@@ -43,6 +43,10 @@ const char* reason_of(int status) {
   switch (status) {
     case 200:
       return "OK";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 500:
@@ -105,9 +109,9 @@ struct HttpServer::Impl {
       if (!ec) run_periodic();
     });
   }
-  std::string answer(const std::string& path) {
+  std::string answer(const HttpRequest& request) {
     try {
-      return handler(path);
+      return handler(request);
     } catch (const std::exception&) {
       return http_reply(500, "text/plain", "");
     }
@@ -116,11 +120,27 @@ struct HttpServer::Impl {
 
 namespace {
 
+HttpRequest request_of(const http::request<http::empty_body>& message, const tcp::socket& socket) {
+  HttpRequest request;
+  const std::string_view target(message.target().data(), message.target().size());
+  request.path = path_of_target(target);
+  if (const auto mark = target.find('?'); mark != std::string_view::npos)
+    request.query = std::string(target.substr(mark + 1, target.find('#', mark) - mark - 1));
+  if (const auto field = message.find(http::field::authorization); field != message.end())
+    request.authorization = std::string(field->value());
+  error_code ec;
+  asio::ip::address peer = socket.remote_endpoint(ec).address();
+  if (!ec && peer.is_v6() && peer.to_v6().is_v4_mapped())
+    peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
+  request.from_loopback = !ec && peer.is_loopback();
+  return request;
+}
+
 // One connection: read the request (up to its blank line), write the reply, close. The timer
 // closes it after kClientTime whatever it is doing.
 class Client : public std::enable_shared_from_this<Client> {
  public:
-  Client(tcp::socket socket, int& clients, std::function<std::string(const std::string&)> answer)
+  Client(tcp::socket socket, int& clients, std::function<std::string(const HttpRequest&)> answer)
       : socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         clients_(clients),
@@ -144,8 +164,7 @@ class Client : public std::enable_shared_from_this<Client> {
  private:
   void on_request(const error_code& ec) {
     if (ec) return close();  // gone, not HTTP, too long, or out of time
-    const auto target = parser_.get().target();
-    reply_ = answer_(path_of_target(std::string_view(target.data(), target.size())));
+    reply_ = answer_(request_of(parser_.get(), socket_));
     asio::async_write(
         socket_, asio::buffer(reply_),
         [self = shared_from_this()](const error_code&, std::size_t) { self->close(); });
@@ -161,7 +180,7 @@ class Client : public std::enable_shared_from_this<Client> {
   tcp::socket socket_;
   asio::steady_timer timer_;
   int& clients_;
-  std::function<std::string(const std::string&)> answer_;
+  std::function<std::string(const HttpRequest&)> answer_;
   beast::flat_buffer buffer_{kMaxRequestBytes};
   http::request_parser<http::empty_body> parser_;
   std::string reply_;
@@ -180,8 +199,8 @@ void HttpServer::Impl::accept() {
       return;
     }
     if (clients < kMaxClients)
-      std::make_shared<Client>(std::move(socket), clients, [this](const std::string& path) {
-        return answer(path);
+      std::make_shared<Client>(std::move(socket), clients, [this](const HttpRequest& request) {
+        return answer(request);
       })->start();
     accept();  // a client over the limit is closed as `socket` goes
   });

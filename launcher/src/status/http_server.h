@@ -21,10 +21,18 @@ std::string http_reply(int status, const std::string& content_type, const std::s
 // The path of a request's target: "/metrics" for "/metrics?x=1". Pure.
 std::string path_of_target(std::string_view target);
 
+// What a handler is told of a request.
+struct HttpRequest {
+  std::string path;            // path_of_target of the target
+  std::string query;           // what follows "?" in the target, up to a "#"
+  std::string authorization;   // the Authorization header's value, if any
+  bool from_loopback = false;  // the client's address is a loopback one (IPv4-mapped included)
+};
+
 class HttpServer {
  public:
-  // Called on the server's thread with the request's path; returns the whole reply (http_reply).
-  using Handler = std::function<std::string(const std::string& path)>;
+  // Called on the server's thread with the request; returns the whole reply (http_reply).
+  using Handler = std::function<std::string(const HttpRequest& request)>;
 
   // Binds `port` (0: one the system picks) on `host`: empty for every address of this host (IPv6
   // and IPv4, or IPv4 alone where there is no IPv6), else a numeric address of this host. Then

@@ -109,7 +109,7 @@ function show(job) {
 }
 async function refresh() {
   try {
-    const reply = await fetch("/api/job", {cache: "no-store"});
+    const reply = await fetch("/api/job" + location.search, {cache: "no-store"});
     show(await reply.json());
   } catch (e) {
     document.getElementById("error").textContent = "the launcher does not answer (the job ended?)";

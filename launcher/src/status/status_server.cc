@@ -7,15 +7,56 @@
 
 #include "acc/common/endpoint.h"
 #include "acc/common/store_keys.h"
+#include "acc/common/strings.h"
+#include "acc/rendezvous/job_secret.h"
 #include "acc/rendezvous/store_client.h"
 #include "status/http_server.h"
 
 namespace acc::launcher {
 
-std::string status_reply(const StatusBoard& board, const std::string& path) {
+namespace {
+
+// Compares in a time that does not depend on where the two differ.
+bool same_token(std::string_view a, std::string_view b) {
+  unsigned char differ = a.size() != b.size();
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) differ |= a[i] ^ b[i];
+  return differ == 0;
+}
+
+// The token a request carries: "Authorization: Bearer T", or "token=T" in its query.
+std::string token_of(const HttpRequest& request) {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (request.authorization.starts_with(kBearer))
+    return request.authorization.substr(kBearer.size());
+  for (const std::string& pair : split(request.query, '&'))
+    if (pair.starts_with("token=")) return pair.substr(6);
+  return "";
+}
+
+}  // namespace
+
+std::string status_token(std::string_view job_secret) {
+  return job_secret.empty() ? "" : rendezvous::job_proof(job_secret, "acc-launch status");
+}
+
+std::string status_reply(const StatusBoard& board, const HttpRequest& request,
+                         const std::string& token) {
+  const std::string& path = request.path;
   if (path == "/metrics")
     return http_reply(200, "text/plain; version=0.0.4; charset=utf-8",
                       prometheus_text(board.status()));
+  if (!request.from_loopback && (path == "/api/job" || path == "/" || path == "/index.html")) {
+    if (token.empty())
+      return http_reply(403, "text/plain",
+                        "the job's status goes beyond this host only to those who hold the job's "
+                        "secret, and this job has none (--rdzv_conf job_secret_file=PATH); "
+                        "/metrics is open\n");
+    if (!same_token(token_of(request), token))
+      return http_reply(401, "text/plain",
+                        "the job's status needs the job's secret: send \"Authorization: Bearer "
+                        "<token>\" or ?token=<token> (docs/observe.md, \"Beyond this host\"); "
+                        "/metrics is open\n");
+  }
   if (path == "/api/job") return http_reply(200, "application/json", job_json(board.status()));
   if (path == "/" || path == "/index.html")
     return http_reply(200, "text/html; charset=utf-8", status_page());

@@ -11,14 +11,26 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "acc/rendezvous/clock.h"
 #include "status/job_status.h"
 
 namespace acc::launcher {
 
-// The reply to a request for `path`: one of the three above, 404 otherwise.
-std::string status_reply(const StatusBoard& board, const std::string& path);
+struct HttpRequest;
+
+// The reply to `request`: one of the three above, 404 otherwise. /metrics is anyone's (as the
+// health check is); the page and /api/job are this host's clients' (loopback), and another
+// host's only with `token` (status_token of the job's secret), sent as "Authorization: Bearer
+// <token>" or "?token=<token>" (the page passes its own query on to /api/job): 401 without it,
+// 403 where the job has no secret (`token` empty).
+std::string status_reply(const StatusBoard& board, const HttpRequest& request,
+                         const std::string& token);
+
+// The token that opens the status beyond this host: HMAC-SHA256 of "acc-launch status" under the
+// job's secret, in hex (so that the secret itself never crosses the network); "" for "".
+std::string status_token(std::string_view job_secret);
 
 // "http://127.0.0.1:8000/" for the server bound to `host` and `port`: a local client's URL, so
 // the any-address hosts (0.0.0.0, ::) read as loopback.

@@ -13,10 +13,13 @@
 #      /metrics has node 1's (node="1", rank="3"), node 1 (its port from ACC_STATUS_PORT) serves
 #      its own two;
 #   7. a bad port or host is one line and exit 2, a port in use one line and exit 3, and no
-#      worker starts.
+#      worker starts;
+#   8. beyond this host (a veth address): /metrics is open, the page and /api/job need the
+#      token of the job's secret (curl with openssl's HMAC, and `top --job_secret_file`), and a
+#      job without a secret refuses them there.
 # Runs in a network namespace of its own (own_loopback.sh), so its ports are fixed.
 # Usage: status_endpoint.sh ACC_LAUNCH SCREENSHOT. Exits 77 (skipped) without python3-torch,
-# Prometheus, Chromium, tmux or curl.
+# Prometheus, Chromium, tmux, curl or openssl.
 set -uo pipefail
 source "$(dirname "$0")/../own_loopback.sh"
 launcher=$(realpath "$1")
@@ -24,7 +27,7 @@ screenshot=$2
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
 $python -c 'import torch.distributed' 2>/dev/null || { echo "SKIP: no python3-torch"; exit 77; }
-for tool in prometheus promtool chromium tmux curl; do
+for tool in prometheus promtool chromium tmux curl openssl; do
   command -v $tool >/dev/null || { echo "SKIP: no $tool (scripts/install-deps.sh --test)"; exit 77; }
 done
 
@@ -180,3 +183,53 @@ refused 2 'status_port 70000' --status_port 70000
 refused 2 'status_port' --status_port abc
 refused 2 'not an address of this host' --status_host 203.0.113.9 --status_port 0
 refused 3 'in use' --status_port $prometheus_port
+
+# 8. Beyond this host (a veth address of this namespace: its clients are not loopback): /metrics
+# is open; the page and /api/job need the token of the job's secret, as docs/observe.md shows it
+# made with openssl, or `acc-launch top --job_secret_file`; without a job secret they are refused.
+ip link add acc-v0 type veth peer name acc-v1 && ip addr add 10.9.0.1/24 dev acc-v0 &&
+  ip link set acc-v0 up && ip link set acc-v1 up || fail "cannot make a veth pair"
+outside=http://10.9.0.1:$status_port
+code_of() { curl -s -o "$work/reply" -w '%{http_code}' "$@"; }
+head -c 32 /dev/urandom | base64 >"$work/secret" && chmod 600 "$work/secret"
+rm -f "$work/stop"
+PYTHON_EXEC=$python "$launcher" --nproc_per_node 2 --status_host 0.0.0.0 --status_port $status_port \
+  --rdzv_conf job_secret_file="$work/secret" "$here/beating_job.py" "$work/stop" 1 0.15 100000 \
+  >"$work/job.out" 2>"$work/job.err" &
+job=$!
+pids+=($job)
+within 60 curl -sf "$url/api/job" -o /dev/null || fail "the job with a secret never served /api/job"
+grep -q "the page and /api/job beyond this host with the job's secret" "$work/job.err" ||
+  fail "no line says who reads the status: $(grep status "$work/job.err")"
+[ "$(code_of "$outside/metrics")" = 200 ] || fail "/metrics from beyond this host: not 200"
+[ "$(code_of "$outside/api/job")" = 401 ] || fail "/api/job without the token: not 401"
+grep -q 'Authorization: Bearer' "$work/reply" || fail "the 401 does not say what to send: $(cat "$work/reply")"
+[ "$(code_of "$outside/")" = 401 ] || fail "the page without the token: not 401"
+token=$(printf 'acc-launch status' | openssl dgst -sha256 -hmac "$(cat "$work/secret")" -r | cut -d' ' -f1)
+[ "$(code_of -H "Authorization: Bearer $token" "$outside/api/job")" = 200 ] ||
+  fail "/api/job with the token: not 200: $(cat "$work/reply")"
+[ "$(code_of "$outside/?token=$token")" = 200 ] || fail "the page with ?token=: not 200"
+[ "$(code_of -H "Authorization: Bearer x$token" "$outside/api/job")" = 401 ] || fail "a wrong token: not 401"
+"$launcher" top --once --url "$outside/" --job_secret_file "$work/secret" >"$work/top.out" 2>&1 &&
+  grep -q running "$work/top.out" || fail "top with the secret: $(cat "$work/top.out")"
+"$launcher" top --once --url "$outside/" >"$work/top.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ "$(wc -l <"$work/top.out")" -eq 1 ] && grep -q "401 Unauthorized" "$work/top.out" ||
+  fail "top without the secret exited $rc: $(cat "$work/top.out")"
+echo "PASS: beyond this host: /metrics 200, /api/job and / 401 without the token, 200 with it; top: $(cat "$work/top.out")"
+touch "$work/stop"
+wait $job || fail "the job with a secret did not end 0"
+rm -f "$work/stop"
+PYTHON_EXEC=$python "$launcher" --nproc_per_node 2 --status_host 0.0.0.0 --status_port $status_port \
+  "$here/beating_job.py" "$work/stop" 1 0.15 100000 >"$work/job.out" 2>"$work/job.err" &
+job=$!
+pids+=($job)
+within 60 curl -sf "$url/api/job" -o /dev/null || fail "the job without a secret never served /api/job"
+grep -q "the page and /api/job to this host alone: the job has no secret" "$work/job.err" ||
+  fail "no line says who reads the status: $(grep status "$work/job.err")"
+[ "$(code_of "$outside/api/job")" = 403 ] || fail "/api/job beyond this host without a job secret: not 403"
+refusal=$(cat "$work/reply")
+[ "$(code_of "$outside/metrics")" = 200 ] || fail "/metrics beyond this host without a job secret: not 200"
+touch "$work/stop"
+wait $job || fail "the job without a secret did not end 0"
+echo "PASS: without a job secret: /api/job beyond this host 403 ($refusal), /metrics 200"
