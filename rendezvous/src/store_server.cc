@@ -91,7 +91,9 @@ struct Connection {
 
   int fd;
   ConnectionId id;
-  std::string peer;
+  std::string peer;        // "host:port", for the lines
+  std::string peer_host;   // its address alone, for admission
+  bool host_told = false;  // the state knows peer_host (admission only)
   bool dialect_known = false;
   Dialect dialect = Dialect::kV1_13;
   bool closed = false;
@@ -378,7 +380,8 @@ struct Shard : detail::ReplySink {
       tcp::endpoint endpoint;
       endpoint.resize(length);
       std::memcpy(endpoint.data(), &remote, length);
-      conn->peer = format_endpoint(endpoint.address().to_string(), endpoint.port());
+      conn->peer_host = endpoint.address().to_string();
+      conn->peer = format_endpoint(conn->peer_host, endpoint.port());
     } else {
       conn->peer = "?";
     }
@@ -464,6 +467,10 @@ struct Shard : detail::ReplySink {
       if (result.status == ParseStatus::kError) return close(conn, result.error);
       pos += result.consumed;
       if (!lock) lock.emplace(*this);
+      if (options.admit_members_only && !conn.host_told) {
+        state.connection_from(conn.id, conn.peer_host);
+        conn.host_told = true;
+      }
       if (!state.apply(conn.id, conn.dialect, request, *this, error)) return close(conn, error);
     }
     if (pos > 0) {
@@ -755,6 +762,10 @@ struct Server {
       };
     }
     if (!options.job_secret.empty()) state.require_job_secret(options.job_secret, random_salt());
+    ACC_CHECK(!options.admit_members_only || !options.job_secret.empty(), ConfigError,
+              "admitting only the job's members needs the job secret: the members are the "
+              "addresses that prove it");
+    if (options.admit_members_only) state.admit_members_only(options.member_hosts);
     if (options.raise_fd_limit) raise_fd_limit();
     // Every shard's eventfd exists before the first shard's thread copies the descriptor table,
     // so that each table has all of them: a shard wakes another by writing its descriptor.

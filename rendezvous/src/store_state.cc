@@ -68,6 +68,18 @@ void StoreState::require_job_secret(std::string secret, std::string salt) {
   job_salt_ = std::move(salt);
 }
 
+void StoreState::admit_members_only(const std::vector<std::string>& member_hosts) {
+  admission_ = true;
+  member_hosts_.insert(member_hosts.begin(), member_hosts.end());
+  for (ConnectionId member : members_)
+    if (const auto host = host_of_.find(member); host != host_of_.end())
+      member_hosts_.insert(host->second);
+}
+
+void StoreState::connection_from(ConnectionId connection, std::string host) {
+  host_of_[connection] = std::move(host);
+}
+
 namespace {
 
 // The key a client names as `key` (kJobNonceKey...), as the wire has it.
@@ -97,6 +109,18 @@ bool launcher_key(std::string_view key) {
   return key.starts_with("/acc/") || key.starts_with("/rdzv/");
 }
 
+// What a client sends before anything else, holding no key: whoever it is may (a launcher from a
+// new address proves the secret after it).
+bool greets(Op op) {
+  return op == Op::kValidate || op == Op::kPing;
+}
+
+// 127.0.0.0/8, ::1 and IPv4-mapped loopback.
+bool loopback_host(std::string_view host) {
+  if (host.starts_with("::ffff:")) host.remove_prefix(7);
+  return host.starts_with("127.") || host == "::1";
+}
+
 }  // namespace
 
 std::optional<bool> StoreState::admit(ConnectionId connection, const Request& request,
@@ -116,7 +140,16 @@ std::optional<bool> StoreState::admit(ConnectionId connection, const Request& re
       return false;
     }
     members_.insert(connection);
+    if (const auto host = host_of_.find(connection); admission_ && host != host_of_.end())
+      member_hosts_.insert(host->second);
     return true;
+  } else if (admission_ && !admitted(connection) && !greets(request.op)) {
+    const auto host = host_of_.find(connection);
+    error = "not a member of the job: " +
+            (host == host_of_.end() ? std::string("its address") : host->second) +
+            " is no member's address, and the connection has not presented the job secret "
+            "(--rdzv_conf admit_members_only)";
+    return false;
   } else if (writes(request.op) && !members_.count(connection) &&
              std::any_of(request.keys.begin(), request.keys.end(), launcher_key)) {
     error = "a write of the launchers' key " + request.keys[0] +
@@ -127,6 +160,13 @@ std::optional<bool> StoreState::admit(ConnectionId connection, const Request& re
   }
   reply(sink, connection, out);
   return true;
+}
+
+bool StoreState::admitted(ConnectionId connection) const {
+  if (members_.count(connection)) return true;
+  const auto host = host_of_.find(connection);
+  return host != host_of_.end() &&
+         (loopback_host(host->second) || member_hosts_.count(host->second));
 }
 
 bool StoreState::apply(ConnectionId connection, Dialect dialect, const Request& request,
@@ -299,6 +339,7 @@ void StoreState::drop_connection(ConnectionId connection) {
   cancel_waits(connection);
   space_of_.erase(connection);
   members_.erase(connection);
+  host_of_.erase(connection);
   for (auto it = watchers_.begin(); it != watchers_.end();) {
     std::erase(it->second, connection);
     it = it->second.empty() ? watchers_.erase(it) : std::next(it);

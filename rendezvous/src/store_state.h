@@ -52,6 +52,14 @@ class StoreState {
   // a wrong proof, is refused (apply returns false: the connection is closed).
   void require_job_secret(std::string secret, std::string salt);
 
+  // Admission (with a job secret only): from now on a connection may do nothing but prove the
+  // secret unless it comes from loopback or from a member's address: one of `member_hosts`, or
+  // one from which a connection has proven the secret. Anything else is refused (apply returns
+  // false: the connection is closed), so that a client on another host reaches no key.
+  void admit_members_only(const std::vector<std::string>& member_hosts);
+  // The address (no port) connection `connection` comes from; told before its first request.
+  void connection_from(ConnectionId connection, std::string host);
+
   // Key spaces: a connection whose first request comes after this call (or, with `when_set`,
   // after the key `when_set`, as the wire has it, is first stored) names every key under `prefix`,
   // except the shared ones (is_shared_key). Connections seen earlier keep the space they had. LIST
@@ -78,6 +86,8 @@ class StoreState {
   // was the secret's to answer, and false refuses it (`error` says why).
   std::optional<bool> admit(ConnectionId connection, const Request& request, ReplySink& sink,
                             std::string& error);
+  // Whether admission lets `connection` past the secret's own requests.
+  bool admitted(ConnectionId connection) const;
   // The body of apply() for a connection whose keys are already in its `space`.
   bool apply_in_space(ConnectionId connection, const std::string& space, const Request& request,
                       ReplySink& sink, std::string& error);
@@ -118,6 +128,9 @@ class StoreState {
   std::string job_secret_;  // empty: every connection writes any key
   std::string job_salt_;
   std::unordered_set<ConnectionId> members_;  // proved the secret
+  bool admission_ = false;                    // admit_members_only
+  std::unordered_set<std::string> member_hosts_;
+  std::unordered_map<ConnectionId, std::string> host_of_;  // connection_from
 };
 
 // Parses a stored value as ADD does (std::stoll: leading blanks, a sign, decimal digits, anything

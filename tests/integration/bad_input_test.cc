@@ -84,6 +84,11 @@ std::vector<BadInput> bad_inputs() {
        "--rdzv_conf join_timeout=-5: expected a number of seconds, 0 or more"},
       {"RdzvConfNanSeconds", rdzv_conf("last_call_timeout=nan"), 2,
        "--rdzv_conf last_call_timeout=nan: expected a number of seconds, 0 or more"},
+      {"AdmissionWithoutAJobSecret", rdzv_conf("admit_members_only=true"), 2,
+       "--rdzv_conf admit_members_only needs the job secret .*: the members are the addresses "
+       "that prove it"},
+      {"AdmissionThatIsNoTruthValue", rdzv_conf("admit_members_only=maybe"), 2,
+       "--rdzv_conf admit_members_only=maybe: expected true or false"},
       {"StallTimeoutNan", with({"--stall_timeout", "nan"}), 2,
        "--stall_timeout: nan is not a number of seconds.*"},
       {"StallTimeoutNanHyphenated", with({"--stall-timeout", "nan"}), 2,

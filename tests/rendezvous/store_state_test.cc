@@ -1,5 +1,7 @@
 #include "store_state.h"
 
+#include "acc/rendezvous/job_secret.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -277,6 +279,46 @@ TEST_F(StoreStateTest, ANewKeyPastTheLimitIsRefusedButUpdatesStillWork) {
   EXPECT_FALSE(small.apply(1, Dialect::kV2_2, {Op::kSet, {"/c"}, {"1"}, 0}, sink, error));
   EXPECT_NE(error.find("full"), std::string::npos);
   EXPECT_TRUE(small.apply(1, Dialect::kV2_2, {Op::kSet, {"/a"}, {"2"}, 0}, sink, error));
+}
+
+// Admission: a connection from an address that is neither loopback nor a member's may only prove
+// the job secret; once one connection from an address has proven it, that address is a member's
+// (its workers, which cannot prove it, come from there).
+TEST_F(StoreStateTest, AdmissionLetsInLoopbackMembersAddressesAndProofsAlone) {
+  const std::string salt = "salt";
+  state_.require_job_secret("secret", salt);
+  state_.admit_members_only({"10.0.0.2"});
+  const std::vector<std::pair<ConnectionId, std::string>> peers = {
+      {1, "127.0.0.1"},        {2, "10.0.0.2"}, {3, "10.0.0.3"}, {4, "10.0.0.3"},
+      {5, "::ffff:127.0.0.5"}, {6, "::1"},      {7, "10.0.0.9"}, {8, "10.0.0.3"}};
+  for (const auto& [connection, host] : peers) state_.connection_from(connection, host);
+  EXPECT_TRUE(apply(1, {Op::kSet, {"/MASTER_ADDR"}, {"node0"}, 0})) << "loopback";
+  EXPECT_TRUE(apply(2, {Op::kGet, {"/MASTER_ADDR"}, {}, 0})) << "a member's address given";
+  EXPECT_EQ(reply(2), bytes("node0"));
+  EXPECT_TRUE(apply(5, {Op::kCheck, {"/MASTER_ADDR"}, {}, 0})) << "IPv4-mapped loopback";
+  EXPECT_TRUE(apply(6, {Op::kCheck, {"/MASTER_ADDR"}, {}, 0})) << "IPv6 loopback";
+  // 10.0.0.3 is nobody's yet: its worker-protocol client is refused, a greeting is not.
+  EXPECT_TRUE(apply(3, {Op::kValidate, {}, {}, kValidationMagic}));
+  EXPECT_FALSE(apply(3, {Op::kGet, {"/MASTER_ADDR"}, {}, 0}));
+  EXPECT_NE(error_.find("not a member of the job: 10.0.0.3"), std::string::npos) << error_;
+  EXPECT_FALSE(apply(7, {Op::kSet, {"/worker/x"}, {"y"}, 0}));
+  // A launcher there proves the secret: it, and then every connection from 10.0.0.3, is let in.
+  EXPECT_TRUE(apply(4, {Op::kGet, {"/acc/job/nonce"}, {}, 0}));
+  reply(4);
+  EXPECT_TRUE(
+      apply(4, {Op::kSet, {"/acc/job/proof"}, {job_proof("secret", job_nonce(salt, 4))}, 0}));
+  EXPECT_TRUE(apply(4, {Op::kSet, {"/acc/round"}, {"1"}, 0}));
+  EXPECT_TRUE(apply(8, {Op::kGet, {"/MASTER_ADDR"}, {}, 0})) << "a worker of the proven host";
+  EXPECT_EQ(reply(8), bytes("node0"));
+  EXPECT_FALSE(apply(7, {Op::kGet, {"/MASTER_ADDR"}, {}, 0})) << "10.0.0.9 is still nobody's";
+}
+
+// Without admission, addresses do not matter (the job secret guards the launchers' keys alone).
+TEST_F(StoreStateTest, WithoutAdmissionEveryAddressReadsAndWritesWorkersKeys) {
+  state_.require_job_secret("secret", "salt");
+  state_.connection_from(1, "10.0.0.9");
+  EXPECT_TRUE(apply(1, {Op::kSet, {"/MASTER_ADDR"}, {"node0"}, 0}));
+  EXPECT_FALSE(apply(1, {Op::kSet, {"/acc/round"}, {"1"}, 0}));
 }
 
 }  // namespace

@@ -90,6 +90,10 @@ int run_rendezvous_command(const std::vector<std::string>& args) {
       "A file (mode 600) holding the job secret: only launchers that prove it write the "
       "launchers' keys (--rdzv_conf job_secret_file=PATH on theirs); default: "
       "$ACC_JOB_SECRET_FILE");
+  serve_command->add_flag(
+      flag_spellings("admit_members_only"), options.admit_members_only,
+      "With a job secret: serve loopback and the addresses from which a launcher proved it, "
+      "nobody else (--rdzv_conf admit_members_only on the launchers)");
   if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
   // A file that cannot be read throws ConfigError: main prints its one line and exits 2.
   const char* variable = std::getenv(kJobSecretFileVar);

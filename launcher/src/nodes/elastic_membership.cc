@@ -141,6 +141,7 @@ std::unique_ptr<rendezvous::KeyValueStore> ElasticMembership::connect_store() {
   // rather than waited on by every node.
   rendezvous::StoreServerOptions options;
   options.job_secret = plan_.job_secret;
+  options.admit_members_only = plan_.admit_members_only;
   if (may_host) {
     options.port = plan_.rdzv_port;
     listen_for(options, plan_, plan_.rdzv_host, plan_.rdzv_host, "the rendezvous endpoint");
@@ -225,8 +226,13 @@ Endpoint ElasticMembership::join_round(int restart_count) {
   num_nodes_ = info.num_nodes;
   if (info.node_rank == 0) {
     rendezvous::StoreServerOptions options;
-    options.log = [](std::string_view) {};
+    // Admission's refusals are said; other closes (workers that end) are not.
+    options.log = [admission = plan_.admit_members_only](std::string_view line) {
+      if (admission && line.find("not a member of the job") != std::string_view::npos)
+        log::warn("workers' store: " + std::string(line));
+    };
     options.job_secret = plan_.job_secret;
+    options.admit_members_only = plan_.admit_members_only;
     listen_for(options, plan_, address_, rendezvous_host(), "the workers' store address");
     worker_store_ = std::make_unique<rendezvous::StoreServer>(options);
     worker_store_->start();
@@ -238,6 +244,17 @@ Endpoint ElasticMembership::join_round(int restart_count) {
   workers_store_ =
       parse_endpoint(client_->get(key("workers_store")), 0, "the round's workers store");
   return workers_store_;
+}
+
+void ElasticMembership::present_to(const Endpoint& store) const {
+  rendezvous::StoreClientOptions options;
+  options.host = store.host;
+  options.port = store.port;
+  options.connect_timeout = kStoreCheckBound;
+  options.timeout = kStoreCheckBound;
+  options.job_member = true;
+  options.job_secret = plan_.job_secret;
+  rendezvous::StoreClient proof(options);  // proves it as it connects
 }
 
 bool ElasticMembership::every_node_reaches(const Endpoint& store) {
@@ -257,6 +274,9 @@ bool ElasticMembership::every_node_reaches(const Endpoint& store) {
                        store.to_string(), " (", reached.why, "), the MASTER_ADDR that node 0 ",
                        "of the round published: start every launcher with --local_addr, an ",
                        "address of its node that the other nodes reach"));
+  // Where the workers' store admits only the job's members, this node's launcher proves the
+  // secret there before its workers come: its address becomes a member's.
+  if (reached.reach == Reach::kReached && plan_.admit_members_only) present_to(store);
   if (client_->add(key("store_checked"), 1) == num_nodes_) client_->set(key("store_checks"), "1");
   // Every node checks within milliseconds of the others, or within the bound of its check when
   // the store does not answer: one that has not said so a keep-alive window later is gone.

@@ -68,6 +68,8 @@ class ElasticMembership : public Membership {
   // every node reached it; false when a node did not check within the keep-alive window (gone).
   // Throws NetworkError with the first failing node's line.
   bool every_node_reaches(const Endpoint& store);
+  // Proves the job secret to the workers' store (--rdzv_conf admit_members_only).
+  void present_to(const Endpoint& store) const;
   std::unique_ptr<rendezvous::KeyValueStore> connect_store();
   std::string key(const std::string& name) const;
   // Waits until key(name) exists: TimeoutError after `timeout`, InterruptedError on a stop.

@@ -324,6 +324,7 @@ Round StaticMembership::join(int restart_count) {
     rendezvous::StoreServerOptions options;
     options.port = plan_.master_port;
     options.job_secret = plan_.job_secret;
+    options.admit_members_only = plan_.admit_members_only;
     // Loopback (this launcher and its workers) and the addresses of this node's that MASTER_ADDR
     // brings the other nodes to, not every interface: the store has no authorisation.
     const StoreListen listen = store_listen_for(

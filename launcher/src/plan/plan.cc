@@ -84,7 +84,8 @@ const std::set<std::string> kRendezvousKeys = {"join_timeout",
                                                "cacert",
                                                "cert",
                                                "key",
-                                               "job_secret_file"};
+                                               "job_secret_file",
+                                               "admit_members_only"};
 
 // The etcd backend's TLS files (torchrun's names); their values are paths.
 const std::set<std::string> kTlsFileKeys = {"cacert", "cert", "key"};
@@ -107,7 +108,7 @@ void check_rdzv_conf_value(const std::string& key, const std::string& value) {
   } else if (key == "rank") {
     const auto n = parse_int(value);
     ACC_CHECK(n && *n >= 0, ConfigError, where, ": expected a whole number of at least 0");
-  } else if (key == "is_host") {
+  } else if (key == "is_host" || key == "admit_members_only") {
     ACC_CHECK(truth_value(value), ConfigError, where, ": expected true or false");
   } else if (key == "protocol") {
     ACC_CHECK(value == "http" || value == "https", ConfigError, where,
@@ -616,6 +617,12 @@ void resolve_job_secret(const HostInfo& host, LaunchPlan& plan) {
   else if (variable != host.environment.end() && !variable->second.empty())
     plan.job_secret = rendezvous::read_job_secret(
         variable->second, std::string(kJobSecretFileVar) + "=" + variable->second);
+  const auto admission = plan.rdzv_conf.find("admit_members_only");
+  plan.admit_members_only = admission != plan.rdzv_conf.end() && *truth_value(admission->second);
+  ACC_CHECK(!plan.admit_members_only || !plan.job_secret.empty(), ConfigError,
+            "--rdzv_conf admit_members_only needs the job secret (--rdzv_conf "
+            "job_secret_file=PATH, or ACC_JOB_SECRET_FILE): the members are the addresses that "
+            "prove it");
 }
 
 LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {

@@ -4,6 +4,8 @@
   half frames connections that announce a SET of an 8 MB value, send half of it, and stall
   huge        requests whose lengths read 2^63 and 2^64-1
   slow reader a client that sets a 1 MB value, then asks for it over and over, reading nothing
+  stranger    with STRANGER_FROM=ADDRESS in the environment: worker-protocol clients (a SET, then
+              a GET of it) whose connections come from ADDRESS, an address of no member
 Prints one line per kind when STOP appears: what it did and how the store answered (closed or
 still open). Standard library only. Usage: hostile_clients.py HOST PORT STOP [IDLE]"""
 import os
@@ -144,16 +146,46 @@ def slow_reader():
         asked, "closed by the store" if closed_by_store(s) else "still open")
 
 
+def stranger():
+    source = os.environ.get("STRANGER_FROM")
+    if not source:
+        return
+    tries = refused = 0
+    while not stopped():
+        try:
+            s = socket.socket()
+            s.bind((source, 0))
+            s.settimeout(5)
+            s.connect((HOST, PORT))
+        except OSError:
+            time.sleep(0.05)
+            continue
+        tries += 1
+        get = b"\x02"  # PyTorch 1.13's GET
+        try:
+            s.sendall(SET + string(b"/stranger") + string(b"x") + get + string(b"/stranger"))
+            answered = len(s.recv(16)) > 0
+        except OSError:
+            answered = False
+        refused += not answered
+        s.close()
+        time.sleep(0.05)
+    report["stranger"] = "%d worker-protocol clients from %s, %d closed by the store unanswered" % (
+        tries, source, refused)
+
+
 def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    threads = [threading.Thread(target=f) for f in (idle, garbage, half_frames, huge, slow_reader)]
+    threads = [threading.Thread(target=f) for f in (idle, garbage, half_frames, huge, slow_reader,
+                                                    stranger)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    for kind in ("idle", "garbage", "half frames", "huge", "slow reader"):
-        print("hostile %s: %s" % (kind, report.get(kind, "did not run")))
+    for kind in ("idle", "garbage", "half frames", "huge", "slow reader", "stranger"):
+        if kind in report or kind != "stranger":
+            print("hostile %s: %s" % (kind, report.get(kind, "did not run")))
 
 
 if __name__ == "__main__":

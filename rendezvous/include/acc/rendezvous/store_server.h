@@ -75,6 +75,11 @@ struct StoreServerOptions {
   // proven it knows this secret (acc/rendezvous/job_secret.h); others are closed with one line.
   // PyTorch's clients write no such key and are not asked.
   std::string job_secret;
+  // With job_secret: a connection from an address other than loopback, `member_hosts` and those
+  // from which a connection has proven the secret may do nothing but prove it; anything else
+  // closes it with one line (docs/rendezvous.md, "Only the job's members").
+  bool admit_members_only = false;
+  std::vector<std::string> member_hosts;  // numeric addresses, as the server sees its peers
   // Receives one line per closed misbehaving connection; default: stderr.
   std::function<void(std::string_view)> log;
 };

@@ -32,6 +32,9 @@ struct LaunchPlan {
   // The job secret, read from --rdzv_conf job_secret_file or $ACC_JOB_SECRET_FILE (empty: none):
   // the launchers' store connections prove it; never shown, logged or given to workers.
   std::string job_secret;
+  // --rdzv_conf admit_members_only: the job's stores serve loopback and the addresses that proved
+  // the job secret alone (docs/rendezvous.md, "Only the job's members").
+  bool admit_members_only = false;
   std::string local_addr;  // this node's address as the other nodes reach it
   int node_rank = 0;
   int world_size = 1;
