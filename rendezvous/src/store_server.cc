@@ -91,9 +91,10 @@ struct Connection {
 
   int fd;
   ConnectionId id;
-  std::string peer;        // "host:port", for the lines
-  std::string peer_host;   // its address alone, for admission
-  bool host_told = false;  // the state knows peer_host (admission only)
+  std::string peer;             // "host:port", for the lines
+  std::string peer_host;        // its address alone, for admission
+  bool host_told = false;       // the state knows peer_host (admission only)
+  bool from_this_host = false;  // peer_host is the socket's own address
   bool dialect_known = false;
   Dialect dialect = Dialect::kV1_13;
   bool closed = false;
@@ -382,6 +383,17 @@ struct Shard : detail::ReplySink {
       std::memcpy(endpoint.data(), &remote, length);
       conn->peer_host = endpoint.address().to_string();
       conn->peer = format_endpoint(conn->peer_host, endpoint.port());
+      // A peer at this socket's own address is on this host (node 0's workers reach MASTER_ADDR,
+      // an address of node 0): admission takes it as loopback.
+      sockaddr_storage own{};
+      socklen_t own_length = sizeof(own);
+      if (options.admit_members_only &&
+          ::getsockname(fd, reinterpret_cast<sockaddr*>(&own), &own_length) == 0) {
+        tcp::endpoint local;
+        local.resize(own_length);
+        std::memcpy(local.data(), &own, own_length);
+        conn->from_this_host = local.address() == endpoint.address();
+      }
     } else {
       conn->peer = "?";
     }
@@ -468,7 +480,7 @@ struct Shard : detail::ReplySink {
       pos += result.consumed;
       if (!lock) lock.emplace(*this);
       if (options.admit_members_only && !conn.host_told) {
-        state.connection_from(conn.id, conn.peer_host);
+        state.connection_from(conn.id, conn.peer_host, conn.from_this_host);
         conn.host_told = true;
       }
       if (!state.apply(conn.id, conn.dialect, request, *this, error)) return close(conn, error);

@@ -76,8 +76,9 @@ void StoreState::admit_members_only(const std::vector<std::string>& member_hosts
       member_hosts_.insert(host->second);
 }
 
-void StoreState::connection_from(ConnectionId connection, std::string host) {
+void StoreState::connection_from(ConnectionId connection, std::string host, bool this_host) {
   host_of_[connection] = std::move(host);
+  if (this_host) this_host_.insert(connection);
 }
 
 namespace {
@@ -163,7 +164,7 @@ std::optional<bool> StoreState::admit(ConnectionId connection, const Request& re
 }
 
 bool StoreState::admitted(ConnectionId connection) const {
-  if (members_.count(connection)) return true;
+  if (members_.count(connection) || this_host_.count(connection)) return true;
   const auto host = host_of_.find(connection);
   return host != host_of_.end() &&
          (loopback_host(host->second) || member_hosts_.count(host->second));
@@ -340,6 +341,7 @@ void StoreState::drop_connection(ConnectionId connection) {
   space_of_.erase(connection);
   members_.erase(connection);
   host_of_.erase(connection);
+  this_host_.erase(connection);
   for (auto it = watchers_.begin(); it != watchers_.end();) {
     std::erase(it->second, connection);
     it = it->second.empty() ? watchers_.erase(it) : std::next(it);

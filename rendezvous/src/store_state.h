@@ -57,8 +57,9 @@ class StoreState {
   // one from which a connection has proven the secret. Anything else is refused (apply returns
   // false: the connection is closed), so that a client on another host reaches no key.
   void admit_members_only(const std::vector<std::string>& member_hosts);
-  // The address (no port) connection `connection` comes from; told before its first request.
-  void connection_from(ConnectionId connection, std::string host);
+  // The address (no port) connection `connection` comes from, and whether that is an address of
+  // this host (admitted as loopback is); told before its first request.
+  void connection_from(ConnectionId connection, std::string host, bool this_host = false);
 
   // Key spaces: a connection whose first request comes after this call (or, with `when_set`,
   // after the key `when_set`, as the wire has it, is first stored) names every key under `prefix`,
@@ -131,6 +132,7 @@ class StoreState {
   bool admission_ = false;                    // admit_members_only
   std::unordered_set<std::string> member_hosts_;
   std::unordered_map<ConnectionId, std::string> host_of_;  // connection_from
+  std::unordered_set<ConnectionId> this_host_;             // connection_from: this host's
 };
 
 // Parses a stored value as ADD does (std::stoll: leading blanks, a sign, decimal digits, anything

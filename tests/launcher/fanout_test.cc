@@ -266,5 +266,31 @@ TEST(FanoutTest, SingleCommandLaunchersLetTheSchedulerGiveTheNodeRank) {
                ConfigError);
 }
 
+// The job secret reaches every node by the paths the head starts them on: its file's path, in
+// ACC_JOB_SECRET_FILE (an ACC_ variable) or in the forwarded --rdzv_conf; the secret itself is
+// in no command line.
+TEST(FanoutTest, TheJobSecretsFileGoesToEveryNodeOnEveryLauncherAndTheSecretNever) {
+  const std::map<std::string, std::string> environment = {
+      {"ACC_JOB_SECRET_FILE", "/shared/job.secret"}, {"HOME", "/root"}};
+  const Env sent = env_to_pass(environment, "", {});
+  ASSERT_EQ(sent, (Env{{"ACC_JOB_SECRET_FILE", "/shared/job.secret"}}));
+  FanoutJob job = job_for({"train.py"});
+  job.env = sent;
+  job.forwarded_args = {"--rdzv_conf", "job_secret_file=/shared/job.secret,admit_members_only=1"};
+  const auto nodes = select_nodes(two_hosts(), "", "");
+  const auto carries = [](const std::string& command) {
+    return command.find("ACC_JOB_SECRET_FILE=/shared/job.secret") != std::string::npos &&
+           command.find("job_secret_file=/shared/job.secret,admit_members_only=1") !=
+               std::string::npos;
+  };
+  EXPECT_TRUE(carries(node_shell_command(job, nodes[1]))) << "ssh";
+  for (const std::string launcher : {"pdsh", "srun", "mpirun"}) {
+    const Strings argv = single_command_argv(launcher, job, nodes);
+    std::string line;
+    for (const std::string& arg : argv) line += arg + " ";
+    EXPECT_TRUE(carries(line)) << launcher << ": " << line;
+  }
+}
+
 }  // namespace
 }  // namespace acc::launcher

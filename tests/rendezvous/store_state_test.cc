@@ -311,6 +311,8 @@ TEST_F(StoreStateTest, AdmissionLetsInLoopbackMembersAddressesAndProofsAlone) {
   EXPECT_TRUE(apply(8, {Op::kGet, {"/MASTER_ADDR"}, {}, 0})) << "a worker of the proven host";
   EXPECT_EQ(reply(8), bytes("node0"));
   EXPECT_FALSE(apply(7, {Op::kGet, {"/MASTER_ADDR"}, {}, 0})) << "10.0.0.9 is still nobody's";
+  state_.connection_from(9, "10.0.0.1", true);
+  EXPECT_TRUE(apply(9, {Op::kGet, {"/MASTER_ADDR"}, {}, 0})) << "an address of the store's host";
 }
 
 // Without admission, addresses do not matter (the job secret guards the launchers' keys alone).

@@ -3,7 +3,7 @@
 # launcher over ssh, into two network namespaces joined by a bridge (10.231.9.1 and .2), each
 # running its own sshd started here (root, key only, port 2222):
 #   1. a 2 node x 2 worker PyTorch Gloo job passes its all_reduce check, every line prefixed
-#      with its host;
+#      with its host, with a job secret (ACC_JOB_SECRET_FILE) and admission of members alone;
 #      and hosts of 1 and 3 slots number their ranks 0 | 1-3 in a world of 4; arguments with
 #      spaces and quotes reach the program intact;
 #   2. a worker on node 1 (10.231.9.2) is killed once all four run: node 0 is stopped, the head
@@ -124,16 +124,20 @@ nothing_left() {
   return 1
 }
 
-# 1. The job, from one command.
+# 1. The job, from one command, with a job secret whose file the head's ACC_JOB_SECRET_FILE names
+# and its stores admitting the members alone: both reach node 1 over ssh, or node 1's launcher and
+# workers are refused.
+command head -c 32 /dev/urandom | base64 >"$work/secret" && chmod 600 "$work/secret"
 started=$(date +%s.%N)
-head "$here/../pytorch/ddp_check.py" >"$work/1.out" 2>"$work/1.err"
+ACC_JOB_SECRET_FILE=$work/secret head --rdzv_conf admit_members_only=true \
+  "$here/../pytorch/ddp_check.py" >"$work/1.out" 2>"$work/1.err"
 rc=$?
 took=$(echo "$(date +%s.%N) - $started" | bc)
 cat "$work/1.out"
 if [ $rc -ne 0 ] || ! grep -q '^\[10.231.9.1 rank0\]: RESULT world=4 all_reduce=10 ' "$work/1.out"; then
   echo "FAIL: 2 node x 2 worker job over ssh (exit $rc)"; tail -n 30 "$work/1.err" "$work/sshd.log"; exit 1
 fi
-echo "PASS: 4-rank Gloo job across two namespaces from one command (exit 0, ${took}s)"
+echo "PASS: 4-rank Gloo job across two namespaces from one command, with the job secret and admission (exit 0, ${took}s)"
 
 # 1b. Hosts of different sizes (1 and 3 slots): ranks run on across them. `env` needs no store,
 # so node 0 may be done before node 1 starts: no pre-flight (a real job's node 0 waits for the
