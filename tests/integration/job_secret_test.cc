@@ -79,5 +79,22 @@ TEST(JobSecretTest, ASecretFileOthersCanReadIsRefusedBeforeAnythingStarts) {
   EXPECT_EQ(run.err.find("s3cret"), std::string::npos) << "the secret was printed: " << run.err;
 }
 
+// The dry run says that the stores admit the members alone, and shows neither the secret nor its
+// file's content.
+TEST(JobSecretTest, TheDryRunSaysTheStoresAdmitTheMembersAloneAndNeverShowsTheSecret) {
+  TempDir dir;
+  const std::string ours = secret_file(dir, "ours", "s3cret of the job");
+  std::vector<std::string> args =
+      node(unused_port(), "dry", true, ",job_secret_file=" + ours + ",admit_members_only=true");
+  args.insert(args.begin(), "--dry_run");
+  const LaunchRun run = run_launcher(args);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("# admission: the stores serve loopback and the addresses that prove the "
+                         "job secret alone"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ((run.out + run.err).find("s3cret"), std::string::npos) << run.out;
+}
+
 }  // namespace
 }  // namespace acc::testing

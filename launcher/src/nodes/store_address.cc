@@ -165,7 +165,9 @@ void set_listen(rendezvous::StoreServerOptions& options, const StoreListen& list
   if (!listen.why.empty()) log::info(listen.why);
 }
 
-std::string describe_store_listeners(const LaunchPlan& plan, int master_port) {
+namespace {
+
+std::string where_stores_listen(const LaunchPlan& plan, int master_port) {
   const auto line = [](const std::string& what, const StoreListen& listen, int port) {
     // The reason for every interface already says where: the line says it once.
     if (!listen.why.empty())
@@ -188,6 +190,16 @@ std::string describe_store_listeners(const LaunchPlan& plan, int master_port) {
   return text +
          "# workers' store: node 0 of each round serves it on loopback and the address it "
          "publishes (every interface where that is none of its own)\n";
+}
+
+}  // namespace
+
+std::string describe_store_listeners(const LaunchPlan& plan, int master_port) {
+  return where_stores_listen(plan, master_port) +
+         (plan.admit_members_only
+              ? "# admission: the stores serve loopback and the addresses that prove the job "
+                "secret alone (--rdzv_conf admit_members_only)\n"
+              : "");
 }
 
 std::string describe_listen(const std::vector<std::string>& hosts) {
