@@ -8,25 +8,55 @@ namespace {
 
 constexpr std::uint8_t kNone = 0xFF;
 
-// Opcode byte of each Op (in enum order) per dialect; kNone where the dialect lacks it.
-constexpr std::array<std::uint8_t, 19> kV1_13Codes = {
-    kNone, 0,     1,     2,     3,     4,     5,     6,     7,    8,
-    kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone, kNone};
-constexpr std::array<std::uint8_t, 19> kV2_1Codes = {
-    kNone, 0, 1, 2, 3, 4, 5, 6, kNone, 7, 8, 9, 10, 11, kNone, kNone, kNone, kNone, kNone};
-constexpr std::array<std::uint8_t, 19> kV2_2Codes = {0, 1,  2,  3,  4,  5,  6,  7,  kNone, 8,
-                                                     9, 10, 11, 12, 13, 14, 15, 16, 17};
+// Every operation, one row each, in the enum's order: its name and its opcode byte in each
+// dialect (kNone where the dialect lacks it). The encoder, the decoder and the names read it; a
+// new operation is a row here (and an enumerator) plus its fields in parse_request and its
+// handler in store_state.cc.
+struct OpRow {
+  Op op;
+  std::string_view name;
+  std::uint8_t v1_13, v2_1, v2_2;
+};
+constexpr OpRow kOps[] = {
+    {Op::kValidate, "VALIDATE", kNone, kNone, 0},
+    {Op::kSet, "SET", 0, 0, 1},
+    {Op::kCompareSet, "COMPARE_SET", 1, 1, 2},
+    {Op::kGet, "GET", 2, 2, 3},
+    {Op::kAdd, "ADD", 3, 3, 4},
+    {Op::kCheck, "CHECK", 4, 4, 5},
+    {Op::kWait, "WAIT", 5, 5, 6},
+    {Op::kGetNumKeys, "GETNUMKEYS", 6, 6, 7},
+    {Op::kWatchKey, "WATCH_KEY", 7, kNone, kNone},
+    {Op::kDeleteKey, "DELETE_KEY", 8, 7, 8},
+    {Op::kAppend, "APPEND", kNone, 8, 9},
+    {Op::kMultiGet, "MULTI_GET", kNone, 9, 10},
+    {Op::kMultiSet, "MULTI_SET", kNone, 10, 11},
+    {Op::kCancelWait, "CANCEL_WAIT", kNone, 11, 12},
+    {Op::kPing, "PING", kNone, kNone, 13},
+    {Op::kQueuePush, "QUEUE_PUSH", kNone, kNone, 14},
+    {Op::kQueuePop, "QUEUE_POP", kNone, kNone, 15},
+    {Op::kQueueLen, "QUEUE_LEN", kNone, kNone, 16},
+    {Op::kList, "LIST", kNone, kNone, 17},
+};
 
-const std::array<std::uint8_t, 19>& codes_of(Dialect dialect) {
+constexpr bool rows_in_enum_order() {
+  for (std::size_t i = 0; i < std::size(kOps); ++i)
+    if (static_cast<std::size_t>(kOps[i].op) != i) return false;
+  return true;
+}
+static_assert(rows_in_enum_order() && std::size(kOps) == static_cast<std::size_t>(Op::kList) + 1,
+              "kOps has one row per Op, in the enum's order");
+
+std::uint8_t code_in(const OpRow& row, Dialect dialect) {
   switch (dialect) {
     case Dialect::kV1_13:
-      return kV1_13Codes;
+      return row.v1_13;
     case Dialect::kV2_1:
-      return kV2_1Codes;
+      return row.v2_1;
     case Dialect::kV2_2:
       break;
   }
-  return kV2_2Codes;
+  return row.v2_2;
 }
 
 // Reads fields from the front of a buffer. A read past the end sets `incomplete`; a field over
@@ -152,27 +182,20 @@ void read_body(Cursor& in, Request& out) {
 }  // namespace
 
 std::optional<std::uint8_t> opcode_of(Op op, Dialect dialect) {
-  std::uint8_t code = codes_of(dialect)[static_cast<std::size_t>(op)];
+  const std::uint8_t code = code_in(kOps[static_cast<std::size_t>(op)], dialect);
   if (code == kNone) return std::nullopt;
   return code;
 }
 
 std::optional<Op> op_of(std::uint8_t byte, Dialect dialect) {
-  if (byte == kNone) return std::nullopt;  // the tables' own marker for "no such opcode"
-  const auto& codes = codes_of(dialect);
-  for (std::size_t i = 0; i < codes.size(); ++i) {
-    if (codes[i] == byte) return static_cast<Op>(i);
-  }
+  if (byte == kNone) return std::nullopt;  // the table's own marker for "no such opcode"
+  for (const OpRow& row : kOps)
+    if (code_in(row, dialect) == byte) return row.op;
   return std::nullopt;
 }
 
 std::string_view op_name(Op op) {
-  static constexpr std::array<std::string_view, 19> kNames = {
-      "VALIDATE",   "SET",       "COMPARE_SET", "GET",         "ADD",
-      "CHECK",      "WAIT",      "GETNUMKEYS",  "WATCH_KEY",   "DELETE_KEY",
-      "APPEND",     "MULTI_GET", "MULTI_SET",   "CANCEL_WAIT", "PING",
-      "QUEUE_PUSH", "QUEUE_POP", "QUEUE_LEN",   "LIST"};
-  return kNames[static_cast<std::size_t>(op)];
+  return kOps[static_cast<std::size_t>(op)].name;
 }
 
 ParseResult parse_request(std::string_view bytes, Dialect dialect, const Limits& limits,
