@@ -1,6 +1,7 @@
 #include "acc/rendezvous/elastic_rendezvous.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -109,12 +110,20 @@ RendezvousInfo ElasticRendezvous::next_rendezvous(bool failed) {
     // The arrival slot (ADD's order) decides who takes part; the rank is the node id's place
     // among the participants', so the same nodes get the same ranks however they raced.
     int slot = static_cast<int>(store_.add(round_key(round, "joined"), 1) - 1);
-    store_.set(round_key(round, "slot/" + std::to_string(slot)), node_id_);
+    store_.set(round_key(round, "slot/" + std::to_string(slot)), slot_value());
     if (slot + 1 == options_.max_nodes) close_round(round, options_.max_nodes);
     int num_nodes = await_close(round, slot, deadline);
     if (slot < num_nodes) {
       int restart_count = 0;
       const int rank = assign_rank(round, slot, num_nodes, deadline, restart_count);
+      if (options_.claim == RendezvousOptions::Claim::kAsked && rank != options_.wanted_rank &&
+          options_.log)
+        options_.log(acc::detail::concat(
+            "node rank ", options_.wanted_rank, " (--node_rank) is not this node's in round ",
+            round, " of ", num_nodes, " node(s): ",
+            options_.wanted_rank >= num_nodes ? "the round has no such rank"
+                                              : "another node asked for it too",
+            "; this node is node ", rank));
       store_.multi_set({round_key(round, "node/" + std::to_string(rank)),
                         round_key(round, "heartbeat/" + std::to_string(rank))},
                        {node_id_, "0"});
@@ -254,6 +263,63 @@ int ElasticRendezvous::restarts_before(std::int64_t round) {
   return before + (store_.check({round_key(round - 1, "failed")}) ? 1 : 0);
 }
 
+namespace {
+
+// A slot's value: the node id, after "want <claim> <rank> " where the node asks for a rank.
+struct Participant {
+  int slot = 0;
+  int claim = 0;  // RendezvousOptions::Claim as a number: the higher claim wins a rank
+  int want = -1;
+  std::string id;
+};
+
+Participant participant(int slot, const std::string& value) {
+  Participant p{slot, 0, -1, value};
+  int consumed = 0;
+  if (value.starts_with("want ") &&
+      std::sscanf(value.c_str(), "want %d %d %n", &p.claim, &p.want, &consumed) == 2 &&
+      consumed > 0)
+    p.id = value.substr(static_cast<std::size_t>(consumed));
+  return p;
+}
+
+}  // namespace
+
+std::string ElasticRendezvous::slot_value() const {
+  if (options_.claim == RendezvousOptions::Claim::kNone || options_.wanted_rank < 0)
+    return node_id_;
+  return "want " + std::to_string(static_cast<int>(options_.claim)) + " " +
+         std::to_string(options_.wanted_rank) + " " + node_id_;
+}
+
+std::vector<int> ElasticRendezvous::ranks_in_order(const std::vector<std::string>& values) {
+  const int n = static_cast<int>(values.size());
+  std::vector<Participant> all;
+  for (int slot = 0; slot < n; ++slot)
+    all.push_back(participant(slot, values[static_cast<std::size_t>(slot)]));
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Participant& a, const Participant& b) { return a.id < b.id; });
+  // order[rank] = slot: first the ranks asked for, the higher claim first (then id order); then
+  // the rest in id order, into the ranks left.
+  std::vector<int> order(static_cast<std::size_t>(n), -1);
+  std::vector<bool> placed(static_cast<std::size_t>(n), false);
+  for (int claim = static_cast<int>(RendezvousOptions::Claim::kAsked); claim > 0; --claim)
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const Participant& p = all[i];
+      if (p.claim != claim || p.want < 0 || p.want >= n) continue;
+      if (order[static_cast<std::size_t>(p.want)] != -1) continue;
+      order[static_cast<std::size_t>(p.want)] = p.slot;
+      placed[i] = true;
+    }
+  std::size_t rank = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (placed[i]) continue;
+    while (order[rank] != -1) ++rank;
+    order[rank] = all[i].slot;
+  }
+  return order;
+}
+
 int ElasticRendezvous::assign_rank(std::int64_t round, int slot, int num_nodes,
                                    Clock::time_point deadline, int& restart_count) {
   const std::string mine = round_key(round, "rank/" + std::to_string(slot));
@@ -266,11 +332,7 @@ int ElasticRendezvous::assign_rank(std::int64_t round, int slot, int num_nodes,
     for (int i = 0; i < num_nodes; ++i)
       slot_keys.push_back(round_key(round, "slot/" + std::to_string(i)));
     const std::vector<std::string> ids = store_.multi_get(slot_keys);
-    std::vector<int> order(static_cast<std::size_t>(num_nodes));
-    for (int i = 0; i < num_nodes; ++i) order[static_cast<std::size_t>(i)] = i;
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      return ids[static_cast<std::size_t>(a)] < ids[static_cast<std::size_t>(b)];
-    });
+    const std::vector<int> order = ranks_in_order(ids);
     restart_count = restarts_before(round);
     std::vector<std::string> keys = {restarts}, values = {std::to_string(restart_count)};
     int own = 0;

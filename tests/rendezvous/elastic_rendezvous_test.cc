@@ -134,6 +134,70 @@ TEST_F(ElasticRendezvousTest, RanksFollowTheSortedNodeIdsWhateverTheArrivalOrder
   }
 }
 
+// Stable ranks: a node that asks for a rank (--node_rank) keeps it whatever the arrival order,
+// above the store's server (which asks for 0 unless another node does); a rank beyond the round,
+// or taken by a higher claim, falls back to the ranks left, with one line.
+TEST_F(ElasticRendezvousTest, ANodeKeepsTheRankItAskedForWhateverTheArrivalOrder) {
+  using Claim = RendezvousOptions::Claim;
+  struct Node {
+    std::string id;
+    int want;
+    Claim claim;
+  };
+  const std::vector<Node> nodes_of_the_job = {{"10.0.0.1:5", 0, Claim::kServesTheStore},
+                                              {"10.0.0.9:1", 0, Claim::kAsked},
+                                              {"10.0.0.2:3", 7, Claim::kAsked},
+                                              {"10.0.0.3:4", -1, Claim::kNone}};
+  std::vector<std::string> lines;
+  for (size_t trial = 0; trial < nodes_of_the_job.size(); ++trial) {
+    std::vector<ElasticRendezvous*> nodes;
+    for (const Node& n : nodes_of_the_job) {
+      auto options = rendezvous(4, 4);
+      options.run_id = "stable" + std::to_string(trial);
+      options.wanted_rank = n.want;
+      options.claim = n.claim;
+      options.log = [&lines, id = n.id](std::string_view line) {
+        lines.push_back(id + ": " + std::string(line));
+      };
+      nodes.push_back(node(options, n.id));
+    }
+    std::map<std::string, std::future<RendezvousInfo>> joins;
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const size_t i = (k + trial) % nodes.size();  // the node asking for 0 arrives last once
+      joins[nodes_of_the_job[i].id] = join(*nodes[i]);
+      if (k + 1 < nodes.size()) {
+        ASSERT_TRUE(store_.await_blocked(static_cast<int>(k + 1)));
+      }
+    }
+    std::map<std::string, int> rank_of;
+    for (auto& [id, j] : joins) rank_of[id] = result(j).node_rank;
+    // 10.0.0.9 asked for 0 and gets it over the store's server; 10.0.0.2 asked for 7 of 4 and
+    // takes the lowest rank left in id order, as the others do.
+    EXPECT_EQ(rank_of,
+              (std::map<std::string, int>{
+                  {"10.0.0.9:1", 0}, {"10.0.0.1:5", 1}, {"10.0.0.2:3", 2}, {"10.0.0.3:4", 3}}))
+        << "trial " << trial;
+  }
+  ASSERT_EQ(lines.size(), nodes_of_the_job.size()) << "one line per trial, for the rank 7";
+  EXPECT_EQ(lines[0],
+            "10.0.0.2:3: node rank 7 (--node_rank) is not this node's in round 0 of 4 node(s): "
+            "the round has no such rank; this node is node 2");
+}
+
+// The node serving the store holds rank 0 where no node asks for it, whatever its id.
+TEST_F(ElasticRendezvousTest, TheStoresServerHoldsRankZeroUnlessAnotherNodeAsks) {
+  auto serving = rendezvous(2, 2);
+  serving.wanted_rank = 0;
+  serving.claim = RendezvousOptions::Claim::kServesTheStore;
+  ElasticRendezvous* server = node(serving, "z-host:9");
+  ElasticRendezvous* other = node(rendezvous(2, 2), "a-host:1");
+  auto first = join(*other);
+  ASSERT_TRUE(store_.await_blocked(1));
+  auto second = join(*server);
+  EXPECT_EQ(result(second).node_rank, 0);
+  EXPECT_EQ(result(first).node_rank, 1);
+}
+
 TEST_F(ElasticRendezvousTest, LastCallAdmitsNodesArrivingBeforeItEnds) {
   auto options = rendezvous(2, 8, 600ms);
   auto a = node(options, "a"), b = node(options, "b"), c = node(options, "c");

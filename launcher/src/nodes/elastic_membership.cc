@@ -97,6 +97,14 @@ void ElasticMembership::connect() {
       rdzv_seconds(plan_, "spare_delay", 2.0 * keep_alive_interval_.count() / 1000.0);
   options.keep_alive_timeout = keep_alive_interval_ * keep_alive_max_attempt_;
   options.log = [](std::string_view line) { log::info(line); };
+  // Stable ranks: the node rank asked for (--node_rank), else rank 0 for the store's server.
+  if (plan_.wanted_node_rank) {
+    options.wanted_rank = *plan_.wanted_node_rank;
+    options.claim = rendezvous::RendezvousOptions::Claim::kAsked;
+  } else if (rendezvous_server_) {
+    options.wanted_rank = 0;
+    options.claim = rendezvous::RendezvousOptions::Claim::kServesTheStore;
+  }
   rendezvous_ = std::make_unique<rendezvous::ElasticRendezvous>(
       *client_, options, address_ + ":" + std::to_string(::getpid()), clock_);
   rendezvous_->set_stop_check([this] { throw_if_stopped(); });

@@ -328,6 +328,8 @@ void resolve_topology(const LaunchOptions& o, const HostInfo& host, LaunchPlan& 
   // An elastic node learns its rank and the node count in each round; the plan holds the most.
   plan.nnodes = plan.max_nodes;
   plan.node_rank = elastic ? 0 : merged.node_rank;
+  if (elastic && setting_source(o, "node_rank") != Source::kDefault)
+    plan.wanted_node_rank = merged.node_rank;
   ACC_CHECK(plan.node_rank >= 0 && plan.node_rank < plan.nnodes, ConfigError, "--node_rank ",
             plan.node_rank, ": must be between 0 and ", plan.nnodes - 1, " for ", plan.nnodes,
             " node(s)");

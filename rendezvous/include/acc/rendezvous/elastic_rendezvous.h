@@ -59,6 +59,14 @@ struct RendezvousOptions {
   // How long every participant of a full round must be silent (no heartbeat) before a spare
   // opens the next round itself: the launcher's keep_alive_interval x keep_alive_max_attempt.
   std::chrono::milliseconds keep_alive_timeout{30'000};
+  // The node rank this node asks for (an elastic launcher's --node_rank), kept in every round
+  // where it is below the round's node count and no node asked for it with a higher claim; -1:
+  // none. The other nodes take the ranks left, in node id order.
+  int wanted_rank = -1;
+  // The claim: kAsked for a node rank given, kServesTheStore for rank 0 asked by the node that
+  // serves the rendezvous store (torchrun's node 0 holds rank 0 unless another node asks).
+  enum class Claim { kNone, kServesTheStore, kAsked };
+  Claim claim = Claim::kNone;
   // Lines worth a user's eye (this node waits as a spare); may be empty.
   std::function<void(std::string_view)> log;
 };
@@ -183,6 +191,11 @@ class ElasticRendezvous {
   KeyValueStore& store_;
   const Clock& clock_;
   RendezvousOptions options_;
+  // What this node puts in its arrival slot: its id, after the rank it asks for.
+  std::string slot_value() const;
+  // order[rank] = the slot of the participant that takes the rank, for the slots' `values`.
+  static std::vector<int> ranks_in_order(const std::vector<std::string>& values);
+
   std::string node_id_;
   std::optional<RendezvousInfo> last_;
   std::optional<std::int64_t> generation_;

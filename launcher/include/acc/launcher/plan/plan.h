@@ -37,6 +37,9 @@ struct LaunchPlan {
   bool admit_members_only = false;
   std::string local_addr;  // this node's address as the other nodes reach it
   int node_rank = 0;
+  // An elastic node's --node_rank (or its scheduler's): the rank it asks for in each round, kept
+  // where the round has it and no other node asked first (docs/migrating.md, "Node ranks").
+  std::optional<int> wanted_node_rank;
   int world_size = 1;
   std::string master_addr;
   int master_port = 0;  // 0: the launcher picks a free port at each attempt
