@@ -67,7 +67,7 @@ const char* kDebug =
 const char* kCpu =
     "Do you want to run your training on CPU only (even if a GPU / Apple Silicon / Ascend NPU "
     "device is available)? [yes/NO]:";
-const char* kDynamo = "Do you wish to optimize your script with torch dynamo?[yes/NO]:";
+const char* kDynamoQuestion = "Do you wish to optimize your script with torch dynamo?[yes/NO]:";
 const char* kDeepSpeed = "Do you want to use DeepSpeed? [yes/NO]: ";
 const char* kFsdp = "Do you want to use FullyShardedDataParallel? [yes/NO]: ";
 const char* kMegatron = "Do you want to use Megatron-LM ? [yes/NO]: ";
@@ -85,7 +85,7 @@ const char* kMixedPrecision = "Do you wish to use mixed precision?";
 TEST(QuestionnaireTest, AsksAcceleratesQuestionsForOneGpu) {
   ScriptedPrompter p({"", "", "no", "no", "no", "", "no", "bf16"});
   const ClusterConfig c = run_questionnaire(p, {});
-  EXPECT_EQ(p.asked, (std::vector<std::string>{kEnvironment, kMachineType, kCpu, kDynamo,
+  EXPECT_EQ(p.asked, (std::vector<std::string>{kEnvironment, kMachineType, kCpu, kDynamoQuestion,
                                                kDeepSpeed, kGpuIds, kNuma, kMixedPrecision}));
   EXPECT_EQ(c.distributed_type(), "NO");
   EXPECT_EQ(c.mixed_precision(), "bf16");
@@ -97,8 +97,8 @@ TEST(QuestionnaireTest, AsksAcceleratesQuestionsForSeveralGpus) {
   ScriptedPrompter p({"", "multi-GPU", "", "no", "no", "no", "no", "no", "2", "", "no", "fp16"});
   const ClusterConfig c = run_questionnaire(p, {});
   EXPECT_EQ(p.asked, (std::vector<std::string>{kEnvironment, kMachineType, kMachines, kDebug,
-                                               kDynamo, kDeepSpeed, kFsdp, kMegatron, kGpuCount,
-                                               kGpuIds, kNuma, kMixedPrecision}));
+                                               kDynamoQuestion, kDeepSpeed, kFsdp, kMegatron,
+                                               kGpuCount, kGpuIds, kNuma, kMixedPrecision}));
   EXPECT_EQ(c.num_processes(), 2);
   EXPECT_EQ(c.distributed_type(), "MULTI_GPU");
 }

@@ -14,6 +14,7 @@
 
 #include <cstdio>
 
+#include "acc/common/strings.h"
 #include "launcher_harness.h"
 
 namespace acc::config {
@@ -448,12 +449,6 @@ std::map<std::string, Expected> expectations() {
       join(fsdp1({{"ACCELERATE_MIXED_PRECISION", "no"}}), kDynamo),
       {"FSDP_AUTO_WRAP_POLICY"}};
   return e;
-}
-
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
 }
 
 TEST(RealConfigsTest, EveryAccelerateConfigLaunchesAsAccelerateWouldLaunchIt) {

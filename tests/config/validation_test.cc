@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "acc/common/error.h"
+#include "acc/common/strings.h"
 #include "acc/config/cluster_config.h"
 #include "launcher_harness.h"
 
@@ -170,12 +171,6 @@ TEST(BadConfigTest, YamlSyntaxErrorNamesThePlace) {
     EXPECT_NE(message.find(": YAML syntax error: "), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
-}
-
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
 }
 
 // The same mistakes through the real binary: exit code 2 and exactly the lines on stderr.

@@ -21,11 +21,6 @@ using std::chrono::seconds;
 const std::string kFaults = std::string(ACC_PYTORCH_DIR) + "/collective_faults.py";
 const std::string kStraggler = std::string(ACC_PYTORCH_DIR) + "/straggler.py";
 
-// Debian's PyTorch 1.13, asked once (the harness's probe).
-bool python_has_torch() {
-  return acc::testing::python_has_torch("/usr/bin/python3");
-}
-
 std::string first_line_with(const std::string& text, const std::string& prefix) {
   for (const std::string& line : lines_of(text))
     if (line.rfind(prefix, 0) == 0) return line;
@@ -43,7 +38,8 @@ LaunchRun run_fault(const std::string& fault, int rank, const std::string& dir) 
 }
 
 TEST(CollectiveReportTest, ARankAsleepBeforeItsFirstAllReduceNeverIssuedIt) {
-  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  if (!python_has_torch("/usr/bin/python3"))
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
   const std::string dir = make_temp_dir();
   const LaunchRun run = run_fault("sleep_first", 2, dir);
   EXPECT_EQ(run.exit_code, 4) << run.err;
@@ -62,7 +58,8 @@ TEST(CollectiveReportTest, ARankAsleepBeforeItsFirstAllReduceNeverIssuedIt) {
 }
 
 TEST(CollectiveReportTest, ARankThatSkipsAnAllReduceNeverIssuedTheLastOne) {
-  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  if (!python_has_torch("/usr/bin/python3"))
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
   const std::string dir = make_temp_dir();
   const LaunchRun run = run_fault("skip", 1, dir);
   EXPECT_EQ(run.exit_code, 4) << run.err;
@@ -80,7 +77,8 @@ TEST(CollectiveReportTest, ARankThatSkipsAnAllReduceNeverIssuedTheLastOne) {
 }
 
 TEST(CollectiveReportTest, MismatchedCollectivesNameTheRankBothOpsAndTheSequenceNumber) {
-  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  if (!python_has_torch("/usr/bin/python3"))
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
   const std::string dir = make_temp_dir();
   const LaunchRun run = run_fault("mismatch", 1, dir);
   EXPECT_EQ(run.exit_code, 4) << run.err;
@@ -94,7 +92,8 @@ TEST(CollectiveReportTest, MismatchedCollectivesNameTheRankBothOpsAndTheSequence
 }
 
 TEST(CollectiveReportTest, ADataLoaderWorkerAsleepIsShownUnderItsRank) {
-  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  if (!python_has_torch("/usr/bin/python3"))
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
   const std::string dir = make_temp_dir();
   const LaunchRun run = run_fault("loader", 3, dir);
   EXPECT_EQ(run.exit_code, 4) << run.err;
@@ -112,7 +111,8 @@ TEST(CollectiveReportTest, ADataLoaderWorkerAsleepIsShownUnderItsRank) {
 }
 
 TEST(CollectiveReportTest, TheSlowRankIsNamedWhileTheJobRunsAndTheJobEndsZero) {
-  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  if (!python_has_torch("/usr/bin/python3"))
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
   const std::string dir = make_temp_dir();
   const LaunchRun run =
       run_launcher({"--nproc_per_node", "4", "--python", "/usr/bin/python3", "--straggler_window",

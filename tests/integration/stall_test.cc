@@ -199,11 +199,6 @@ TEST(StallTest, RanksIdleOnCpuAndGpuAreAStall) {
 
 const std::string kPytorch = ACC_PYTORCH_DIR;
 
-// Debian's PyTorch 1.13, asked once (the harness's probe).
-bool python_has_torch() {
-  return acc::testing::python_has_torch("/usr/bin/python3");
-}
-
 std::vector<std::string> torch_job(std::vector<std::string> launcher_args,
                                    const std::string& script,
                                    const std::vector<std::string>& script_args) {
@@ -214,7 +209,8 @@ std::vector<std::string> torch_job(std::vector<std::string> launcher_args,
 }
 
 TEST(StallTest, AStartUpLongerThanTheStallTimeoutIsNoHang) {
-  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  if (!python_has_torch("/usr/bin/python3"))
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
   LaunchRun run = run_launcher(
       torch_job({"--nproc_per_node", "4", "--stall_timeout", "3"}, "slow_start.py", {}), {},
       seconds(200));
@@ -224,7 +220,8 @@ TEST(StallTest, AStartUpLongerThanTheStallTimeoutIsNoHang) {
 }
 
 TEST(StallTest, ASilentJobWhoseRanksAllComputeIsNotKilled) {
-  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  if (!python_has_torch("/usr/bin/python3"))
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
   LaunchRun run = run_launcher(
       torch_job({"--nproc_per_node", "4", "--stall_timeout", "3"}, "silent_compute.py", {"10"}), {},
       seconds(200));
@@ -237,7 +234,8 @@ TEST(StallTest, ASilentJobWhoseRanksAllComputeIsNotKilled) {
 }
 
 void expect_section_overrun_stops_the_job(const std::vector<std::string>& launcher_args) {
-  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  if (!python_has_torch("/usr/bin/python3"))
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
   const std::string dir = make_temp_dir();
   LaunchRun run =
       run_launcher(torch_job(launcher_args, "section_overrun.py", {dir}), {}, seconds(200));
@@ -263,7 +261,8 @@ TEST(StallTest, ASectionPastItsDeadlineStopsTheJobWithoutAStallTimeout) {
 // start-up (four imports of torch take longer than the timeout here), and the stall is reported
 // soon after the hang begins.
 TEST(StallTest, ARankAsleepBeforeItsFirstAllReduceIsAStallAfterStartUpNotDuringIt) {
-  if (!python_has_torch()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
+  if (!python_has_torch("/usr/bin/python3"))
+    GTEST_SKIP() << "/usr/bin/python3 cannot import torch.distributed";
   const std::string dir = make_temp_dir();
   const auto started = std::chrono::steady_clock::now();
   pid_t launcher = start_launcher(torch_job({"--nproc_per_node", "4", "--stall_timeout", "3"},

@@ -19,6 +19,7 @@
 #include "acc/rendezvous/store_server.h"
 #include "etcd_process.h"
 #include "fake_clock.h"
+#include "readable.h"
 
 namespace acc::launcher {
 namespace {
@@ -106,11 +107,6 @@ TEST_F(ElasticMembershipTest, ANodeThatStopsBeatingIsSeenExactlyOneKeepAliveWind
   }
   EXPECT_EQ(changed_at, 3 + 10)
       << "the window: keep_alive_interval 1 s x keep_alive_max_attempt 10";
-}
-
-bool readable(int fd, int timeout_ms) {
-  pollfd p{fd, POLLIN, 0};
-  return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
 }
 
 TEST_F(ElasticMembershipTest, AFailureOnOneNodeWakesTheOtherAtOnceWithoutTheClockMoving) {

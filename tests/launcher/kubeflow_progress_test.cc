@@ -15,7 +15,7 @@
 namespace acc::launcher {
 namespace {
 
-using Clock = rendezvous::Clock;
+using RdzvClock = rendezvous::Clock;
 using std::chrono::seconds;
 
 constexpr char kUrl[] =
@@ -113,7 +113,7 @@ progress_file::Snapshot written(std::uint64_t beats, std::uint64_t step = 0,
 }
 
 TEST(StepSampleTest, TheLowestRankThatWritesGivesItsStepElseItsBeats) {
-  const Clock::time_point at{seconds(5)};
+  const RdzvClock::time_point at{seconds(5)};
   StepSample sample = step_sample({progress_file::Snapshot{}, written(4), written(9)}, at);
   EXPECT_TRUE(sample.known);
   EXPECT_EQ(sample.step, 4u);
@@ -127,7 +127,7 @@ TEST(StepSampleTest, TheLowestRankThatWritesGivesItsStepElseItsBeats) {
 }
 
 StepSample at_step(int second, std::uint64_t step, std::uint64_t total) {
-  return StepSample{true, step, total, Clock::time_point{seconds(second)}};
+  return StepSample{true, step, total, RdzvClock::time_point{seconds(second)}};
 }
 
 TEST(ProgressEstimateTest, ATotalGivesThePercentageAndTheRateOfStepsTheTimeRemaining) {
@@ -185,7 +185,7 @@ TEST(TrainerStatusBodyTest, TheBodyIsKep2779sUpdateRequestWithNamedMetricsAsStri
   status.step = 450;
   status.total = 1000;
   status.restarts = 2;
-  const Clock::wall_time_point at{seconds(1'780'000'000)};
+  const RdzvClock::wall_time_point at{seconds(1'780'000'000)};
   const nlohmann::json body = nlohmann::json::parse(trainer_status_body(status, at));
   const nlohmann::json expected = {{"trainerStatus",
                                     {{"progressPercentage", 45},
@@ -200,7 +200,7 @@ TEST(TrainerStatusBodyTest, TheBodyIsKep2779sUpdateRequestWithNamedMetricsAsStri
 
 TEST(TrainerStatusBodyTest, WhatIsUnknownIsLeftOut) {
   const nlohmann::json body =
-      nlohmann::json::parse(trainer_status_body(TrainerStatus{}, Clock::wall_time_point{}));
+      nlohmann::json::parse(trainer_status_body(TrainerStatus{}, RdzvClock::wall_time_point{}));
   const nlohmann::json& status = body.at("trainerStatus");
   EXPECT_FALSE(status.contains("progressPercentage"));
   EXPECT_FALSE(status.contains("estimatedRemainingSeconds"));

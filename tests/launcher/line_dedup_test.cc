@@ -6,7 +6,7 @@ namespace acc::launcher {
 namespace {
 
 using std::chrono::milliseconds;
-using Clock = LineDedup::Clock;
+using DedupClock = LineDedup::Clock;
 
 // A deduplicator over `sources` sources with the default prefix, and a fake clock.
 struct Fixture {
@@ -18,7 +18,7 @@ struct Fixture {
   }
   void add(int source, const std::string& line) { dedup.add(source, line + "\n", now); }
   std::string due() { return dedup.take_due(now); }
-  Clock::time_point now = Clock::time_point() + std::chrono::hours(1);
+  DedupClock::time_point now = DedupClock::time_point() + std::chrono::hours(1);
   LineDedup dedup;
 };
 

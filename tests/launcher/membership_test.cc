@@ -20,6 +20,7 @@
 #include "acc/rendezvous/store_server.h"
 #include "fake_clock.h"
 #include "nodes/job_link.h"
+#include "readable.h"
 #include "refusing_port.h"
 
 namespace acc::launcher {
@@ -153,11 +154,6 @@ TEST(StaticMembershipTest, NodeZeroNamesASilentNodeLostAtTheWindowAndDoesNotWait
   const int sleeps = clock.sleeps();
   membership.leave(false);
   EXPECT_EQ(clock.sleeps(), sleeps);
-}
-
-bool readable(int fd, int timeout_ms) {
-  pollfd p{fd, POLLIN, 0};
-  return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
 }
 
 // A hang guard for an event the test expects: never a window a passing test waits out.

@@ -6,9 +6,9 @@ namespace acc::launcher {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = StallMonitor::Clock;
+using MonitorClock = StallMonitor::Clock;
 
-const Clock::time_point kStart{};  // a fake clock: the tests pass the time
+const MonitorClock::time_point kStart{};  // a fake clock: the tests pass the time
 
 TEST(StallMonitorTest, StallsWhenNoWorkerMadeProgressForTheTimeout) {
   StallMonitor monitor(3s, 2, kStart, 3s);
@@ -28,7 +28,7 @@ TEST(StallMonitorTest, ReportsAStallOnceUntilNewProgressAndANewStall) {
   StallMonitor monitor(3s, 1, kStart, 3s);
   EXPECT_TRUE(monitor.check(kStart + 3s));
   EXPECT_FALSE(monitor.check(kStart + 10s));
-  EXPECT_EQ(monitor.next_check(), Clock::time_point::max());
+  EXPECT_EQ(monitor.next_check(), MonitorClock::time_point::max());
   monitor.progress(0, kStart + 11s);
   EXPECT_FALSE(monitor.check(kStart + 13s));
   EXPECT_TRUE(monitor.check(kStart + 14s));

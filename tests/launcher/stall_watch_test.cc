@@ -22,7 +22,7 @@ namespace acc::launcher {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = StallWatch::Clock;
+using WatchClock = StallWatch::Clock;
 using std::chrono::milliseconds;
 
 constexpr int kPid0 = 4242;
@@ -48,9 +48,9 @@ struct Fixture {
   // watch reports a stall or `limit` of fake time has passed; returns when it stalled.
   std::optional<milliseconds> run_until_stall(milliseconds limit,
                                               const std::function<void()>& before_tick = {}) {
-    const Clock::time_point end = os.now() + limit;
+    const WatchClock::time_point end = os.now() + limit;
     for (;;) {
-      const Clock::time_point wake = watch->next_wake();
+      const WatchClock::time_point wake = watch->next_wake();
       if (wake > end) {
         os.sleep_until(end);
         return std::nullopt;

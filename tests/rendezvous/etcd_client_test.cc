@@ -198,7 +198,7 @@ std::string read_message(int fd) {
   }
 }
 
-int connect_to(int port) {
+int raw_connect_to(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -269,7 +269,7 @@ class ReplyDroppingProxy {
     for (;;) {
       const int client = ::accept(listener_, nullptr, nullptr);
       if (client < 0) return;
-      const int upstream = connect_to(etcd_port_);
+      const int upstream = raw_connect_to(etcd_port_);
       for (;;) {
         const std::string request = read_message(client);
         if (request.empty() || ::write(upstream, request.data(), request.size()) < 0) break;

@@ -43,7 +43,7 @@ void MemoryStore::wait_locked(Lock& lock, const std::vector<std::string>& keys,
       std::string names;
       for (const auto& key : keys) names += (names.empty() ? "" : ", ") + key;
       throw TimeoutError(
-          detail::concat("memory store: ", names, " not set within ", timeout.count(), " ms"));
+          acc::detail::concat("memory store: ", names, " not set within ", timeout.count(), " ms"));
     }
     blocked_[id] = version_;
     cv_.notify_all();  // await_blocked() and advance() count the blocked calls
