@@ -20,6 +20,7 @@
 #include "agent/checkpoint_memory.h"
 #include "agent/error_file.h"
 #include "agent/gpu_checks.h"
+#include "agent/node_verdicts.h"
 #include "agent/recoveries.h"
 #include "agent/run_dir.h"
 #include "agent/standbys.h"
@@ -216,6 +217,19 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (status_.board()) status_.board()->set_warm_workers(standbys_->status());
   }
 
+  // An operator's verdict on this node before it meets the others (node_verdicts.h): the exit
+  // status where it keeps this node out of the job, none where the node takes part.
+  std::optional<int> left_out() {
+    if (plan_.exclude_nodes_file.empty() && plan_.node_health_command.empty()) return std::nullopt;
+    const std::string why =
+        node_verdict(os_, plan_, names_of_this_node(plan_, environment_), run_dir_->path());
+    if (why.empty()) return std::nullopt;
+    log::error("this node takes no part in the job: " + why + "; exit " +
+               std::to_string(plan_.no_restart_exit_code) + " (--no_restart_exit_code)");
+    finish_run_dir();
+    return plan_.no_restart_exit_code;
+  }
+
   // One attempt and what follows it: the status to exit with, or none for another attempt.
   std::optional<int> run_attempt_and_decide(int attempt) {
     JobEvent next;
@@ -223,6 +237,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       if (attempt > 0) await_gpu_release();
       group_.reset();
       job_event_ = {};
+      if (const std::optional<int> status = left_out()) return status;
       try {
         const Round round = membership_->join(restart_count_);
         timeline::mark("joined");

@@ -163,6 +163,8 @@ const char* value_placeholder(const std::string& name) {
       {"dedup_window", "MS"},
       {"retryable_exit_code", "CODE"},
       {"no_restart_exit_code", "CODE"},
+      {"exclude_nodes_file", "FILE"},
+      {"node_health_command", "CMD"},
   };
   const auto found = kPlaceholders.find(name);
   return found == kPlaceholders.end() ? nullptr : found->second;
@@ -857,6 +859,10 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
           "the exit status when --max_no_progress_restarts stops the restarts (default: 93, as "
           "NVIDIA's ft_launcher)")
       ->check(whole_number(1));
+  t.value("exclude_nodes_file", o.exclude_nodes_file,
+          "hosts or $ACC_NODE_ID values to keep out of each round (see docs)");
+  t.value("node_health_command", o.node_health_command,
+          "shell command asked before each round: failing, it keeps this node out");
   t.value("health_check_timeout", o.health_check_timeout,
           "with $TORCHELASTIC_HEALTH_CHECK_PORT: seconds without a worker's progress before the "
           "health check answers 503 (default: 60)",

@@ -676,6 +676,11 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.retryable_exit_code = resolve_retryable_exit_code(o);
   plan.max_no_progress_restarts = o.max_no_progress_restarts;
   plan.no_restart_exit_code = resolve_no_restart_exit_code(o);
+  plan.exclude_nodes_file = o.exclude_nodes_file;
+  ACC_CHECK(o.exclude_nodes_file.empty() || std::ifstream(o.exclude_nodes_file).good(), ConfigError,
+            "--exclude_nodes_file ", o.exclude_nodes_file,
+            ": cannot read the file (an empty one leaves no node out)");
+  plan.node_health_command = o.node_health_command;
   plan.health_check_port = resolve_health_check_port(host);
   ACC_CHECK(plan.health_check_timeout.count() > 0, ConfigError, "--health_check_timeout ",
             o.health_check_timeout, ": expected seconds above 0 (default 60)");

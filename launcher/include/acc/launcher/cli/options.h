@@ -170,6 +170,10 @@ struct LaunchOptions {
   // Restarts with sense, as NVIDIA's ft_launcher (docs/launch.md, "Failures, restarts, signals").
   int max_no_progress_restarts = 0;  // attempts in a row failing before any progress; 0: off
   int no_restart_exit_code = 93;     // the exit status when they stop the restarts (ft_launcher's)
+  // External verdicts on this node, asked before each round (docs/clusters.md, "Keeping a node
+  // out"): a file of hosts, addresses or node ids to leave out, and a command whose failure does.
+  std::string exclude_nodes_file;
+  std::string node_health_command;
   // TORCHELASTIC_HEALTH_CHECK_PORT: seconds without a worker's progress before it answers 503.
   double health_check_timeout = 60;  // torchelastic's
   // The job's status over HTTP (--status_port, ACC_STATUS_PORT; docs/launch.md "Watching a job").

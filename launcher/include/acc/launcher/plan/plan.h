@@ -134,6 +134,9 @@ struct LaunchPlan {
   // launcher exits no_restart_exit_code. 0: off.
   int max_no_progress_restarts = 0;
   int no_restart_exit_code = 93;
+  // --exclude_nodes_file and --node_health_command (node_verdicts.h): empty, none.
+  std::string exclude_nodes_file;
+  std::string node_health_command;
   // TORCHELASTIC_HEALTH_CHECK_PORT in the launcher's environment: the port of the health check
   // it serves over HTTP (0: one the system picks); nullopt: none.
   std::optional<int> health_check_port;
