@@ -28,7 +28,7 @@ test_packages=(
   openssh-server openssh-client etcd-server etcd-client
   elfutils gdb
   universal-ctags
-  prometheus chromium tmux curl
+  prometheus chromium tmux curl openssl
   debootstrap
 )
 
