@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "acc/common/endpoint.h"
 #include "acc/rendezvous/job_secret.h"
 
 namespace acc::rendezvous::detail {
@@ -116,12 +117,6 @@ bool greets(Op op) {
   return op == Op::kValidate || op == Op::kPing;
 }
 
-// 127.0.0.0/8, ::1 and IPv4-mapped loopback.
-bool loopback_host(std::string_view host) {
-  if (host.starts_with("::ffff:")) host.remove_prefix(7);
-  return host.starts_with("127.") || host == "::1";
-}
-
 }  // namespace
 
 std::optional<bool> StoreState::admit(ConnectionId connection, const Request& request,
@@ -167,7 +162,7 @@ bool StoreState::admitted(ConnectionId connection) const {
   if (members_.count(connection) || this_host_.count(connection)) return true;
   const auto host = host_of_.find(connection);
   return host != host_of_.end() &&
-         (loopback_host(host->second) || member_hosts_.count(host->second));
+         (is_loopback_address(host->second) || member_hosts_.count(host->second));
 }
 
 bool StoreState::apply(ConnectionId connection, Dialect dialect, const Request& request,

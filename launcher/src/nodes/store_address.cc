@@ -229,15 +229,6 @@ bool names_this_machine(const std::string& host) {
   return is_loopback_address(host) || lower == "localhost" || ends_with(lower, ".localhost");
 }
 
-bool is_loopback_address(const std::string& address) {
-  in_addr v4{};
-  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  if (::inet_pton(AF_INET6, address.c_str(), &v6) != 1) return false;
-  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
-  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
-}
-
 bool hostname_reaches_here(const AddressFacts& facts) {
   const auto& resolved = facts.hostname_addresses;
   const bool any_loopback = std::any_of(resolved.begin(), resolved.end(), is_loopback_address);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "acc/common/endpoint.h"
+
 struct sockaddr;
 
 namespace acc::rendezvous {
@@ -77,8 +79,7 @@ std::string worker_socket_interface(const std::string& hostname, const std::stri
 // choice serves). Never throws.
 std::string worker_interface(const std::string& address);
 
-// True for a numeric loopback address (127.0.0.0/8, ::1, ::ffff:127.x). Pure.
-bool is_loopback_address(const std::string& address);
+// is_loopback_address (a numeric loopback address) is common's: acc/common/endpoint.h.
 
 // A host named as this machine on purpose (a loopback literal, localhost): where a loopback
 // address is no /etc/hosts trap. Pure.

@@ -51,4 +51,7 @@ std::string format_endpoint(std::string_view host, int port);
 // True when `host` is an IPv6 address literal ("::1", "fe80::1"), without brackets.
 bool is_ipv6_literal(std::string_view host);
 
+// True for a numeric loopback address (127.0.0.0/8, ::1, ::ffff:127.x); false for a name. Pure.
+bool is_loopback_address(const std::string& address);
+
 }  // namespace acc
