@@ -76,21 +76,30 @@ std::string yaml_scalar(const Value& value) {
   }
 }
 
+// A key as YAML text before its ':': YAML limits a key written inline to 1024 characters, so a
+// longer one (a key of control characters, each written \xNN, grows fourfold) is an explicit
+// key, "? KEY" on a line of its own (found by tests/fuzz/config_yaml_fuzz.cc).
+std::string key_text(const std::string& key, const std::string& pad) {
+  std::string text = yaml_text(key);
+  return text.size() < 1024 ? text : "? " + text + "\n" + pad;
+}
+
 void write_yaml(const Value& map, int indent, std::string& out) {
   const std::string pad(indent, ' ');
-  for (const auto& [key, value] : written_entries(map)) {
+  for (const auto& [raw_key, value] : written_entries(map)) {
+    const std::string key = key_text(raw_key, pad);
     if (value.is_map()) {
-      out += pad + yaml_text(key) + ":\n";
+      out += pad + key + ":\n";
       write_yaml(value, indent + 2, out);
     } else if (value.kind == Value::Kind::kList) {
       if (value.items.empty()) {
-        out += pad + yaml_text(key) + ": []\n";
+        out += pad + key + ": []\n";
         continue;
       }
-      out += pad + yaml_text(key) + ":\n";
+      out += pad + key + ":\n";
       for (const Value& item : value.items) out += pad + "- " + yaml_scalar(item) + "\n";
     } else {
-      out += pad + yaml_text(key) + ": " + yaml_scalar(value) + "\n";
+      out += pad + key + ": " + yaml_scalar(value) + "\n";
     }
   }
 }

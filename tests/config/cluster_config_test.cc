@@ -232,6 +232,24 @@ TEST(ClusterConfigTest, YamlRoundTripKeepsKeysAndValuesWithControlCharacters) {
   EXPECT_EQ(section.find("ends with:")->text, "a: b");
 }
 
+// A key that is 1024 characters or more once escaped is written as an explicit key ("? KEY"):
+// YAML allows an inline key no longer (found by tests/fuzz/config_yaml_fuzz.cc).
+TEST(ClusterConfigTest, YamlRoundTripKeepsAKeyLongerThanYamlAllowsInline) {
+  const std::string key = "fsdp_" + std::string(300, '\x17');
+  std::string escaped;
+  for (char c : key) escaped += c == '\x17' ? std::string("\\x17") : std::string(1, c);
+  const ClusterConfig first = parse_config(
+      "distributed_type: FSDP\nfsdp_config:\n  ? \"" + escaped + "\"\n  : 3\n  after: 1\n",
+      "c.yaml");
+  const std::string written = to_yaml(first);
+  EXPECT_NE(written.find("  ? \"fsdp_"), std::string::npos) << written;
+  const ClusterConfig second = parse_config(written, "written.yaml");
+  EXPECT_EQ(to_yaml(second), written);
+  ASSERT_NE(second.section("fsdp_config").find(key), nullptr) << written;
+  EXPECT_EQ(second.section("fsdp_config").find(key)->text, "3");
+  EXPECT_NE(second.section("fsdp_config").find("after"), nullptr);
+}
+
 TEST(ClusterConfigTest, JsonRoundTripKeepsEveryValue) {
   TempDir dir;
   const ClusterConfig first = parse_config(
