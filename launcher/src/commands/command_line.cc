@@ -3,10 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
+#include "acc/launcher/plan/plan.h"
+#include "acc/rendezvous/job_secret.h"
 #include "cli/help_format.h"
 #include "output/console.h"
 
@@ -62,6 +65,13 @@ std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::stri
     throw ConfigError(message + " (see " + command + " --help)");
   }
   return std::nullopt;
+}
+
+std::string given_job_secret(const std::string& flag_value) {
+  if (!flag_value.empty()) return rendezvous::read_job_secret(flag_value, "--job_secret_file");
+  const char* variable = std::getenv(kJobSecretFileVar);
+  if (!variable || !*variable) return "";
+  return rendezvous::read_job_secret(variable, std::string(kJobSecretFileVar) + "=" + variable);
 }
 
 }  // namespace acc::launcher

@@ -17,4 +17,9 @@ namespace acc::launcher {
 // command line, ending "(see acc-launch <command> --help)".
 std::optional<int> parse_command_line(CLI::App& app, const std::vector<std::string>& args);
 
+// The job secret a subcommand was given: in the file `flag_value` names (its --job_secret_file),
+// else in the one $ACC_JOB_SECRET_FILE names; "" where neither is set. Throws ConfigError naming
+// the setting (rendezvous::read_job_secret) for a file that cannot be read or others can read.
+std::string given_job_secret(const std::string& flag_value);
+
 }  // namespace acc::launcher

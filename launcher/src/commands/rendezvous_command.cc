@@ -6,12 +6,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "acc/common/endpoint.h"
-#include "acc/launcher/plan/plan.h"
-#include "acc/rendezvous/job_secret.h"
 #include "acc/rendezvous/store_server.h"
 #include "cli/flag_spelling.h"
 #include "commands/command_line.h"
@@ -96,10 +93,7 @@ int run_rendezvous_command(const std::vector<std::string>& args) {
       "nobody else (--rdzv_conf admit_members_only on the launchers)");
   if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
   // A file that cannot be read throws ConfigError: main prints its one line and exits 2.
-  const char* variable = std::getenv(kJobSecretFileVar);
-  if (secret_file.empty() && variable && *variable) secret_file = variable;
-  if (!secret_file.empty())
-    options.job_secret = rendezvous::read_job_secret(secret_file, "--job_secret_file");
+  options.job_secret = given_job_secret(secret_file);
   options.legacy_dialect =
       compat == "2.1" ? rendezvous::Dialect::kV2_1 : rendezvous::Dialect::kV1_13;
   return serve(std::move(options), host->count() > 0);

@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -26,7 +25,6 @@
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
 #include "acc/rendezvous/clock.h"
-#include "acc/rendezvous/job_secret.h"
 #include "commands/command_line.h"
 #include "commands/commands.h"
 #include "commands/launchers.h"
@@ -277,14 +275,7 @@ int run_top_command(const std::vector<std::string>& args) {
   if (std::optional<int> exit_code = parse_command_line(app, args)) return *exit_code;
   if (url.empty()) url = find_status_url();
   const Url where = parse_url(url);
-  std::string what = "--job_secret_file";
-  if (secret_file.empty())
-    if (const char* from_environment = std::getenv("ACC_JOB_SECRET_FILE")) {
-      secret_file = from_environment;
-      what = "ACC_JOB_SECRET_FILE";
-    }
-  const std::string token =
-      secret_file.empty() ? "" : status_token(rendezvous::read_job_secret(secret_file, what));
+  const std::string token = status_token(given_job_secret(secret_file));
 
   const bool tty = ::isatty(STDOUT_FILENO) == 1;
   RawTerminal raw;
