@@ -603,12 +603,18 @@ struct Shard : detail::ReplySink {
   std::vector<Closes> round_closes;
 
   // Past kCloseLinesPerWindow lines in kCloseLogWindow (a flood of bad clients), the closes are
-  // counted instead, and said in one line when the window ends.
+  // counted instead, by kind (the reason up to its first figure: "unknown opcode ", "not a member
+  // of the job: "), and said in one line per kind when the window ends, so that a flood of one
+  // kind never hides another (a stranger's refusal among garbage).
   static constexpr std::size_t kCloseLinesPerWindow = 10;
   static constexpr std::chrono::seconds kCloseLogWindow{10};
   SteadyClock::time_point close_window_start;
   std::size_t close_lines = 0;
-  Closes unsaid;  // closes not logged in this window: their count and the first one's reason
+  std::vector<Closes> unsaid;  // per kind: the count and the first one's peer and reason
+
+  static std::string kind_of(const std::string& reason) {
+    return reason.substr(0, reason.find_first_of("0123456789"));
+  }
 
   void log_closes() {
     say_unsaid_closes();
@@ -619,27 +625,30 @@ struct Shard : detail::ReplySink {
                                  : "closed " + std::to_string(c.count) +
                                        " connections for the same cause, the first from " + c.peer +
                                        ": " + c.reason);
-      } else {
-        if (unsaid.count == 0)
-          unsaid = c;
-        else
-          unsaid.count += c.count;
+        continue;
       }
+      const std::string kind = kind_of(c.reason);
+      auto it = std::find_if(unsaid.begin(), unsaid.end(),
+                             [&](const Closes& u) { return u.cause == kind; });
+      if (it == unsaid.end())
+        unsaid.push_back({kind, c.peer, c.reason, c.count});
+      else
+        it->count += c.count;
     }
     round_closes.clear();
   }
 
-  // When the window has ended (or the store stops): the closes it did not log, in one line; a
-  // new window begins.
+  // When the window has ended (or the store stops): the closes it did not log, one line per
+  // kind; a new window begins.
   void say_unsaid_closes(bool stopping_now = false) {
     const auto now = SteadyClock::now();
     if (!stopping_now && now - close_window_start < kCloseLogWindow) return;
-    if (unsaid.count > 0) {
-      options.log("closed " + std::to_string(unsaid.count) + " more connections in " +
+    for (const Closes& u : unsaid) {
+      options.log("closed " + std::to_string(u.count) + " more connections in " +
                   std::to_string(kCloseLogWindow.count()) +
-                  " s without a line each, the first from " + unsaid.peer + ": " + unsaid.reason);
+                  " s without a line each, the first from " + u.peer + ": " + u.reason);
     }
-    unsaid = {};
+    unsaid.clear();
     close_lines = 0;
     close_window_start = now;
   }

@@ -781,6 +781,39 @@ TEST(StoreServerTest, AFloodOfBadClientsIsTenLinesAndOneThatCountsTheRest) {
   EXPECT_NE(lines[10].find("unknown opcode 99"), std::string::npos) << lines[10];
 }
 
+// The closes past the ten lines are counted by kind, so that a flood of one kind (garbage) never
+// hides another that came after it (here an oversized key): one line each when the store stops.
+TEST(StoreServerTest, AFloodOfOneKindDoesNotHideAnotherKindOfClose) {
+  StoreServerOptions options = loopback();
+  options.limits.max_key_bytes = 1024;
+  LogLines log(options);
+  StoreServer server(options);
+  server.start();
+  StoreClient good = connect(server);
+  const auto close_one = [&](const std::string& bytes, int n) {
+    RawSocket bad(server.port());
+    ASSERT_TRUE(bad.send(bytes));
+    ASSERT_TRUE(bad.closed_by_peer(5s));
+    EXPECT_EQ(good.add("n", 1), n);  // a round after the close's, which logs it
+  };
+  for (int i = 0; i < 15; ++i) close_one(std::string("\x63garbage", 8), i + 1);
+  std::string oversized_key;
+  append_u8(oversized_key, *opcode_of(Op::kSet, Dialect::kV1_13));
+  append_u64(oversized_key, 1u << 30);
+  for (int i = 0; i < 3; ++i) close_one(oversized_key, 16 + i);
+  server.stop();
+  const std::vector<std::string> lines = log.lines();
+  ASSERT_EQ(lines.size(), 12u) << lines.back();
+  EXPECT_NE(lines[10].find("closed 5 more connections in 10 s without a line each"),
+            std::string::npos)
+      << lines[10];
+  EXPECT_NE(lines[10].find("unknown opcode 99"), std::string::npos) << lines[10];
+  EXPECT_NE(lines[11].find("closed 3 more connections in 10 s without a line each"),
+            std::string::npos)
+      << lines[11];
+  EXPECT_NE(lines[11].find("over the limit of 1024"), std::string::npos) << lines[11];
+}
+
 // A StoreServer in a child process whose open-file limit, soft and hard, is `limit`: one that no
 // process can raise, as on a machine whose root lacks CAP_SYS_RESOURCE. The child holds only its
 // standard streams: stdin is the control pipe (the server stops when it closes), stdout gives the
