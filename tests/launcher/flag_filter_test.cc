@@ -15,10 +15,14 @@ namespace {
 using Words = std::vector<std::string>;
 
 // A few flags as launch declares them, and a program with flags of its own.
-const std::vector<FlagName> kFlags = {
-    {"nproc_per_node", '\0', true},  {"nnodes", '\0', true},      {"no_python", '\0', false},
-    {"no_python_hook", '\0', false}, {"module", 'm', false},      {"redirects", 'r', true},
-    {"quiet", 'q', false},           {"max_restarts", '\0', true}};
+const FlagNames kFlags({{"nproc_per_node", '\0', true},
+                        {"nnodes", '\0', true},
+                        {"no_python", '\0', false},
+                        {"no_python_hook", '\0', false},
+                        {"module", 'm', false},
+                        {"redirects", 'r', true},
+                        {"quiet", 'q', false},
+                        {"max_restarts", '\0', true}});
 
 Words expanded(const Words& args) {
   const ExpandedFlags result = expand_flag_prefixes(args, kFlags);
@@ -133,6 +137,22 @@ TEST(FlagFilterTest, HelpAndCompletionWantEveryFlag) {
     EXPECT_TRUE(filter.wants("fsdp_sharding_strategy", false, "")) << word;
   }
   EXPECT_FALSE(FlagFilter({"-q", "--hostfile", "h"}).all());
+}
+
+// The program's own flags are its own: past the program (the first word that is no flag and
+// cannot be a flag's value, or `--`), a --help is the program's, and no flag is registered.
+TEST(FlagFilterTest, TheProgramsFlagsAreNotTheLaunchs) {
+  EXPECT_TRUE(FlagFilter({"--nnodes", "2", "-h"}).all());
+  EXPECT_FALSE(FlagFilter({"train.py", "-h"}).all());
+  EXPECT_FALSE(FlagFilter({"--nnodes", "2", "train.py", "--help"}).all());
+  EXPECT_FALSE(FlagFilter({"--max_restarts=1", "train.py", "--help"}).all());
+  EXPECT_FALSE(FlagFilter({"--", "train.py", "--help"}).all());
+  const FlagFilter filter({"--nnodes", "2", "train.py", "--master_port", "1"});
+  EXPECT_TRUE(filter.wants("nnodes", false, ""));
+  EXPECT_FALSE(filter.wants("master_port", false, ""));
+  const ParseResult parsed = parse_launch_args({"--nnodes", "1", "train.py", "--help"});
+  EXPECT_FALSE(parsed.exit_now) << parsed.message;
+  EXPECT_EQ(parsed.options.program_args, std::vector<std::string>{"--help"});
 }
 
 }  // namespace

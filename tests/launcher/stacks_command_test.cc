@@ -27,11 +27,13 @@ using namespace std::chrono_literals;
 using testing::FakeOs;
 
 // Above any pid_max (4194304): no process of the machine has these pids, so the report files the
-// test writes at on_demand_report_path(pid) belong to no real launcher.
-constexpr int kLauncher = 5000001;
-constexpr int kWatchdog = 5000002;
-constexpr int kTop = 5000003;
-constexpr int kOtherLauncher = 5000004;
+// test writes at on_demand_report_path(pid) belong to no real launcher; apart for each test
+// process, as ctest runs the cases side by side and a report's path is fixed by its pid.
+const int kPids = 5000000 + 4 * (::getpid() % 1000000);
+const int kLauncher = kPids + 1;
+const int kWatchdog = kPids + 2;
+const int kTop = kPids + 3;
+const int kOtherLauncher = kPids + 4;
 // Where this command runs: its session and its working directory, as the fake /proc says.
 constexpr int kSession = 4242;
 const char* const kDirectory = "/home/user/job";

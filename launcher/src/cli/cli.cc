@@ -38,6 +38,10 @@ constexpr const char* kGroupConfigKeys =
 struct HelpTopic {
   const char* name;
   std::vector<const char*> groups;
+  // Whether the ~150 config-key flags are listed whole (else one line counts them).
+  bool lists_config_keys() const {
+    return std::find(groups.begin(), groups.end(), kGroupConfigKeys) != groups.end();
+  }
 };
 const std::vector<HelpTopic>& help_topics() {
   static const std::vector<HelpTopic> topics = {
@@ -54,19 +58,25 @@ const std::vector<HelpTopic>& help_topics() {
   return topics;
 }
 
-// The help of `app` with only the flags of `groups`; without `config_keys`, a line in place of
-// the ~150 config-key flags (they are a topic of their own).
+// What --help shows: every group but the config keys (one line counts them).
+const HelpTopic& default_help() {
+  static const HelpTopic help = {
+      "",
+      {kGroupTorchrun, kGroupAccelerate, kGroupMultiNode, kGroupHangs, kGroupOutput, kGroupStatus}};
+  return help;
+}
+
+// The help of `app` with only the flags of `groups`; unless the groups hold the config keys, a
+// line in place of them (`config_keys` of them are flags: a topic of their own).
 std::string help_of_groups(CLI::App& app, const std::vector<const char*>& groups,
-                           bool config_keys) {
-  size_t hidden_keys = 0;
+                           size_t config_keys) {
   for (CLI::Option* option : app.get_options()) {
-    const std::string& group = option->get_group();
-    const bool keys = group == kGroupConfigKeys;
-    if (keys && !config_keys) ++hidden_keys;
-    if ((keys && !config_keys) || std::find(groups.begin(), groups.end(), group) == groups.end())
+    if (std::find(groups.begin(), groups.end(), option->get_group()) == groups.end())
       option->group("");  // CLI11 leaves an option of the empty group out of the help
   }
   std::string text = app.help();
+  const size_t hidden_keys =
+      std::find(groups.begin(), groups.end(), kGroupConfigKeys) == groups.end() ? config_keys : 0;
   if (hidden_keys > 0 && std::find(groups.begin(), groups.end(), kGroupAccelerate) != groups.end())
     text += "\n" + std::to_string(hidden_keys) +
             " accelerate config keys are flags too (--fsdp_sharding_strategy, "
@@ -234,13 +244,15 @@ class Flag {
 };
 
 // Declares the flags, and registers with CLI11 those the filter wants (none without a filter:
-// the names are all that is wanted then). Each registered one records its canonical
+// the names are all that is wanted then), of the config keys only those named when the help
+// asked for (`help`) does not list them. Each registered one records its canonical
 // (underscore) name so that LaunchOptions can tell a flag that was given from one left at its
 // default (LaunchOptions::sources).
 class FlagTable {
  public:
-  FlagTable(CLI::App& app, LaunchOptions& options, const FlagFilter* filter)
-      : app_(app), options_(options), filter_(filter) {}
+  FlagTable(CLI::App& app, LaunchOptions& options, const FlagFilter* filter,
+            const HelpTopic* help = nullptr)
+      : app_(app), options_(options), filter_(filter), help_(help) {}
 
   template <typename T>
   Flag value(const std::string& name, T& target, const std::string& help, Aliases aliases = {}) {
@@ -272,6 +284,9 @@ class FlagTable {
 
   // Every flag declared, registered or not, in the order of declaration.
   const std::vector<FlagName>& names() const { return names_; }
+
+  // How many config keys are flags (declared, registered or not).
+  size_t config_keys() const { return config_keys_; }
 
   // The --help group of the flags declared from now on (help.cc's topics).
   void group(const char* name) { group_ = name; }
@@ -308,11 +323,16 @@ class FlagTable {
   // Records the name; whether the flag is to be registered.
   bool declare(const std::string& name, const Aliases& aliases, bool takes_value) {
     declared_.insert(name);
+    const bool config_key = group_ == kGroupConfigKeys;
+    if (config_key) ++config_keys_;
     if (!filter_) {
       names_.push_back({name, *aliases.short_name ? aliases.short_name[1] : '\0', takes_value});
       return false;
     }
-    return filter_->wants(name, *aliases.short_name != 0, env_name(name, aliases));
+    const bool listed =
+        !(config_key && filter_->help_only() && help_ && !help_->lists_config_keys());
+    return listed ? filter_->wants(name, *aliases.short_name != 0, env_name(name, aliases))
+                  : filter_->named(name, *aliases.short_name != 0, env_name(name, aliases));
   }
 
   Flag track(const std::string& name, const Aliases& aliases, CLI::Option* option) {
@@ -337,6 +357,8 @@ class FlagTable {
   CLI::App& app_;
   LaunchOptions& options_;
   const FlagFilter* filter_;
+  const HelpTopic* help_;
+  size_t config_keys_ = 0;
   std::unordered_set<std::string> declared_;
   std::vector<FlagName> names_;  // without a filter
   std::string group_ = kGroupTorchrun;
@@ -648,8 +670,8 @@ void add_launch_flags(FlagTable& table, LaunchOptions& options, std::vector<std:
 
 // The name of every launch flag, CLI11's own --help and --version among them, for
 // expand_flag_prefixes: the flags declared once a process into a table that registers none.
-const std::vector<FlagName>& launch_flag_names() {
-  static const std::vector<FlagName> names = [] {
+const FlagNames& launch_flag_names() {
+  static const FlagNames names = [] {
     CLI::App app;
     LaunchOptions options;
     std::vector<std::string> refused;
@@ -658,7 +680,7 @@ const std::vector<FlagName>& launch_flag_names() {
     std::vector<FlagName> all = table.names();
     all.push_back({"help", 'h', false});
     all.push_back({"version", '\0', false});
-    return all;
+    return FlagNames(std::move(all));
   }();
   return names;
 }
@@ -688,8 +710,7 @@ const std::vector<SubcommandHelp>& subcommand_help() {
 }
 
 namespace {
-ParseResult parse(const std::vector<std::string>& args,
-                  const std::function<std::string(CLI::App&)>& render_help,
+ParseResult parse(const std::vector<std::string>& args, const HelpTopic& help,
                   const std::string& launcher_binary = "");
 }  // namespace
 
@@ -706,11 +727,7 @@ HelpResult launch_help(const std::string& topic) {
                   " (or acc-launch SUBCOMMAND --help)\n";
     return result;
   }
-  ParseResult parsed = parse({"--help"}, [&](CLI::App& app) {
-    return help_of_groups(app, found->groups,
-                          std::find(found->groups.begin(), found->groups.end(), kGroupConfigKeys) !=
-                              found->groups.end());
-  });
+  ParseResult parsed = parse({"--help"}, *found);
   result.text = parsed.message;
   return result;
 }
@@ -734,8 +751,7 @@ namespace {
 
 // parse(), of flags named whole; `unknown_flag` is set when a flag before the program is none
 // of the launch's.
-ParseResult parse_whole_names(const std::vector<std::string>& args,
-                              const std::function<std::string(CLI::App&)>& render_help,
+ParseResult parse_whole_names(const std::vector<std::string>& args, const HelpTopic& help,
                               const std::string& launcher_binary, bool& unknown_flag) {
   ParseResult result;
   LaunchOptions& options = result.options;
@@ -749,7 +765,7 @@ ParseResult parse_whole_names(const std::vector<std::string>& args,
   app.get_help_ptr()->group(kGroupTorchrun)->description("print this help and exit");
   app.get_version_ptr()->group(kGroupTorchrun)->description("print the version and exit");
   const FlagFilter filter(args);
-  FlagTable table(app, options, &filter);
+  FlagTable table(app, options, &filter, &help);
   std::vector<std::string> refused;
   add_launch_flags(table, options, refused);
 
@@ -759,7 +775,7 @@ ParseResult parse_whole_names(const std::vector<std::string>& args,
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     result.exit_now = true;
-    result.message = render_help(app);
+    result.message = help_of_groups(app, help.groups, table.config_keys());
     return result;
   } catch (const CLI::CallForVersion&) {
     result.exit_now = true;
@@ -798,28 +814,25 @@ ParseResult parse_whole_names(const std::vector<std::string>& args,
   return result;
 }
 
-// parse_launch_args, with what --help prints made by `render_help` (launch_help's topics).
-ParseResult parse(const std::vector<std::string>& args,
-                  const std::function<std::string(CLI::App&)>& render_help,
+// parse_launch_args, with what --help prints: `help`'s groups (launch_help's topics).
+ParseResult parse(const std::vector<std::string>& args, const HelpTopic& help,
                   const std::string& launcher_binary) {
   bool unknown_flag = false;
-  ParseResult result = parse_whole_names(args, render_help, launcher_binary, unknown_flag);
+  ParseResult result = parse_whole_names(args, help, launcher_binary, unknown_flag);
   if (!unknown_flag) return result;
   // argparse's abbreviations (--nproc_per_nod), written out whole, and the words read again:
   // a command line of whole names, the usual one, never needs the names of every flag.
   const ExpandedFlags expanded = expand_flag_prefixes(args, launch_flag_names());
   if (!expanded.error.empty()) return usage_error(expanded.error);
   if (expanded.args == args) return result;
-  return parse_whole_names(expanded.args, render_help, launcher_binary, unknown_flag);
+  return parse_whole_names(expanded.args, help, launcher_binary, unknown_flag);
 }
 
 }  // namespace
 
 ParseResult parse_launch_args(const std::vector<std::string>& args,
                               const std::string& launcher_binary) {
-  return parse(
-      args, [](CLI::App& app) { return help_of_groups(app, help_topics().back().groups, false); },
-      launcher_binary);
+  return parse(args, default_help(), launcher_binary);
 }
 
 namespace {

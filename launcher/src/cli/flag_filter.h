@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace acc::launcher {
@@ -23,6 +24,20 @@ struct FlagName {
   bool takes_value = false;
 };
 
+// The launch flags, their spellings (both, for each) in one sorted list, so that the flags a
+// long flag's word names are found by one search: built once a process (cli.cc).
+class FlagNames {
+ public:
+  explicit FlagNames(std::vector<FlagName> flags);
+  const std::vector<FlagName>& flags() const { return flags_; }
+  // The flag `word` (after `--`, before `=`) spells whole, else every flag it begins, once each.
+  std::vector<size_t> named_by(std::string_view word) const;
+
+ private:
+  std::vector<FlagName> flags_;
+  std::vector<std::pair<std::string, size_t>> spellings_;  // sorted
+};
+
 // `args` (the words after the program's name) with each long flag before the program that is a
 // unique prefix of one of `flags`, in either spelling, written out whole, as torchrun and
 // accelerate launch (argparse) read them: `--nproc_per_nod 2` and `--nproc_per_nod=2` become
@@ -34,26 +49,36 @@ struct ExpandedFlags {
   std::vector<std::string> args;
   std::string error;  // "ambiguous option: --no_py could match --no_python, --no_python_hook"
 };
-ExpandedFlags expand_flag_prefixes(const std::vector<std::string>& args,
-                                   const std::vector<FlagName>& flags);
+ExpandedFlags expand_flag_prefixes(const std::vector<std::string>& args, const FlagNames& names);
 
 class FlagFilter {
  public:
-  // `args`: the command line after the program's name (and after `launch`). Every word that
-  // could be a flag counts, the program's own included: a flag registered and not used changes
-  // nothing, one not registered that the command line names would.
+  // `args`: the command line after the program's name (and after `launch`). Every word before
+  // the program that could be a flag counts, and a few of the program's own may: a flag
+  // registered and not used changes nothing, one not registered that the command line names
+  // would.
   explicit FlagFilter(const std::vector<std::string>& args);
 
   // Whether the flag `name` (underscores) must be registered: the command line names it (in
   // either spelling, `--name` or `--name=value`), it has a short name (which may be combined,
   // as in -qm), its variable `env` (may be empty) is set, or every flag is wanted.
-  bool wants(std::string_view name, bool has_short_name, const std::string& env) const;
+  bool wants(std::string_view name, bool has_short_name, const std::string& env) const {
+    return all() || named(name, has_short_name, env);
+  }
+
+  // wants(), but for listing: whether the command line itself can use the flag.
+  bool named(std::string_view name, bool has_short_name, const std::string& env) const;
 
   // --help, -h (also combined, as -qh) or --print-completion: every flag is listed.
-  bool all() const { return all_; }
+  bool all() const { return help_ || completion_; }
+
+  // --help or -h without --print-completion: only the flags that help shows need to be
+  // registered beyond those named (the config keys are a help topic of their own).
+  bool help_only() const { return help_ && !completion_; }
 
  private:
-  bool all_ = false;
+  bool help_ = false;
+  bool completion_ = false;
   std::vector<std::string> named_;  // sorted, underscores
 };
 
