@@ -330,6 +330,35 @@ TEST_F(StatusBoardTest, NodeZeroShowsTheOtherNodesRanksAfterItsOwnByRank) {
   EXPECT_EQ(board.status().ranks.size(), 2u);
 }
 
+// Workers' exits with --sdc_exit_codes' codes are counted per node on /metrics, the other
+// nodes' included.
+TEST_F(StatusBoardTest, SdcExitsAreCountedPerNode) {
+  StatusBoard board("job-1", "host-a", 0);
+  board.attempt_started(0, 2, 4, workers_, {"127.0.0.1", 29500, 0, 2, 0, ""});
+  board.sdc_exit(false);
+  board.sdc_exit(true);
+  board.sdc_exit(false);
+  JobStatus other = two_ranks();
+  other.host = "host-b";
+  other.node_rank = 1;
+  other.nodes = {{1, "host-b", "running", 1, 0, 2, 0, 1}};
+  board.set_other_nodes({other});
+  const std::string text = prometheus_text(board.status());
+  EXPECT_NE(
+      text.find(
+          "acc_node_sdc_restart_exits_total{job_id=\"job-1\",node=\"0\",host=\"host-a\"} 2\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find(
+          "acc_node_sdc_suspect_exits_total{job_id=\"job-1\",node=\"0\",host=\"host-a\"} 1\n"),
+      std::string::npos);
+  EXPECT_NE(
+      text.find(
+          "acc_node_sdc_suspect_exits_total{job_id=\"job-1\",node=\"1\",host=\"host-b\"} 1\n"),
+      std::string::npos);
+}
+
 // /api/job's goodput as of now: the wall time since the first attempt started, and an attempt's
 // time as progress once a worker made some, as the agent counts it at the attempt's end.
 TEST_F(StatusBoardTest, GoodputIsTheProgressSoFarOverTheWallTimeSoFarWhileTheJobRuns) {

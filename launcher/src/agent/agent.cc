@@ -220,10 +220,16 @@ class Agent::Impl : public WorkerGroup::Listener {
   // An operator's verdict on this node before it meets the others (node_verdicts.h): the exit
   // status where it keeps this node out of the job, none where the node takes part.
   std::optional<int> left_out() {
+    if (!suspect_.empty()) return stay_out(suspect_);
     if (plan_.exclude_nodes_file.empty() && plan_.node_health_command.empty()) return std::nullopt;
     const std::string why =
         node_verdict(os_, plan_, names_of_this_node(plan_, environment_), run_dir_->path());
     if (why.empty()) return std::nullopt;
+    return stay_out(why);
+  }
+
+  // Keeps this node out of the job, `why` in one line: the exit status.
+  int stay_out(const std::string& why) {
     log::error("this node takes no part in the job: " + why + "; exit " +
                std::to_string(plan_.no_restart_exit_code) + " (--no_restart_exit_code)");
     finish_run_dir();
@@ -273,8 +279,15 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (next.kind != JobEvent::Kind::kRestart) return report_end(attempt, next);
     restart_count_ = next.restart_count;
     if (checkpoints_) checkpoints_->persist();  // in the background: the restart does not wait
+    if (!suspect_.empty()) {  // the next round goes on without this node: its failure report
+      if (plan_.print_failure_report)
+        write_all(STDERR_FILENO,
+                  format_failure_report(plan_.program, attempt + 1,
+                                        failures_.outcomes(*group_, sent_by(), run_dir_->stays())));
+      return std::nullopt;
+    }
     no_progress_.count(attempt_made_progress());
-    notice(next.why + "; restarting (" + std::to_string(restart_count_) + " of " +
+    notice(next.why + "; restarting (" + std::to_string(counted_restarts()) + " of " +
            std::to_string(plan_.max_restarts) + no_progress_.describe() + ")");
     recoveries_.begin(next.why);
     return std::nullopt;
@@ -521,6 +534,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (job_event_.kind != JobEvent::Kind::kNone || !group_->root_cause() || membership_changed_ ||
         interrupted_by_ || stalled_)
       return;
+    if (publish_sdc_exit()) return;
     if (no_progress_.at_limit() && !attempt_made_progress()) {
       JobEnd end = failures_.root_cause_end(*group_, round_.node_rank, sent_by());
       end.status = plan_.no_restart_exit_code;
@@ -533,7 +547,7 @@ class Agent::Impl : public WorkerGroup::Listener {
       no_restart_ = true;
       return;
     }
-    if (restart_count_ < plan_.max_restarts) {
+    if (counted_restarts() < plan_.max_restarts) {
       job_event_ = membership_->restart_job(restart_count_);
       if (job_event_.kind == JobEvent::Kind::kRestart)
         job_event_.why =
@@ -542,6 +556,46 @@ class Agent::Impl : public WorkerGroup::Listener {
       job_event_ =
           membership_->end_job(failures_.root_cause_end(*group_, round_.node_rank, sent_by()));
     }
+  }
+
+  // The restarts --max_restarts counts: not the RESTART code's of --sdc_exit_codes.
+  int counted_restarts() {
+    if (plan_.sdc_restart_exit_code == 0) return restart_count_;
+    return restart_count_ - membership_->restarts_not_counted();
+  }
+
+  // The root cause exited with a code of --sdc_exit_codes: RESTART restarts the job on the same
+  // nodes, not counted (unless the attempt before was such a restart); SUSPECT makes this node
+  // leave an elastic job (the next round takes a spare, or runs with a node fewer) and ends a
+  // static one with --no_restart_exit_code. Whether it decided.
+  bool publish_sdc_exit() {
+    const AttemptFailures::Sdc sdc = failures_.sdc_of_root_cause(*group_);
+    const bool restart = sdc == AttemptFailures::Sdc::kRestart && !sdc_restarted_;
+    sdc_restarted_ = restart;
+    if (sdc == AttemptFailures::Sdc::kNone) return false;
+    if (status_.board()) status_.board()->sdc_exit(sdc == AttemptFailures::Sdc::kSuspect);
+    const std::string cause = failures_.describe_root_cause(*group_, sent_by());
+    if (restart) {
+      job_event_ = membership_->restart_job_not_counted(restart_count_);
+      job_event_.why = "worker group failed (" + cause +
+                       "); a restart on the same nodes, which --max_restarts does not count";
+      return true;
+    }
+    if (sdc != AttemptFailures::Sdc::kSuspect) return false;  // a RESTART twice in a row counts
+    const bool elastic = plan_.rdzv_backend != "static";
+    if (elastic && !membership_->serves_rendezvous()) {
+      suspect_ = cause;
+      job_event_ = membership_->restart_job_not_counted(restart_count_);
+      return true;
+    }
+    JobEnd end = failures_.root_cause_end(*group_, round_.node_rank, sent_by());
+    end.status = plan_.no_restart_exit_code;
+    end.reason = "no restart: " + end.reason + "; the job cannot go on without this node (" +
+                 (elastic ? "it serves the rendezvous store" : "a static job") + "); exit " +
+                 std::to_string(end.status) + " (--no_restart_exit_code)";
+    job_event_ = membership_->end_job(end);
+    no_restart_ = true;
+    return true;
   }
 
   // Who signalled a worker that the launcher signalled, for the failure's cause.
@@ -702,6 +756,10 @@ class Agent::Impl : public WorkerGroup::Listener {
   Recoveries recoveries_;
   NoProgressCount no_progress_;  // failed attempts in a row without progress on this node
   bool no_restart_ = false;      // --max_no_progress_restarts ended the job here
+  // --sdc_exit_codes: why this node is suspect (it leaves the job), empty while it is not; and
+  // whether the last restart was the RESTART code's (the next one is counted).
+  std::string suspect_;
+  bool sdc_restarted_ = false;
   AttemptFailures failures_;
   std::optional<RunDir> run_dir_;  // from set_up()
   std::string python_hook_dir_;

@@ -62,8 +62,16 @@ WorkerOutcome AttemptFailures::remote_outcome(const JobEnd& end) {
   return o;
 }
 
-// Why `w` failed, in one line (failure_cause.h); the OOM killer's counters are read once, when
-// the first failure is seen.
+AttemptFailures::Sdc AttemptFailures::sdc_of_root_cause(const WorkerGroup& group) const {
+  const WorkerOutcome outcome = exit_of(*group.root_cause());
+  if (outcome.signal != 0 || plan_.sdc_restart_exit_code == 0) return Sdc::kNone;
+  if (outcome.exit_code == plan_.sdc_restart_exit_code) return Sdc::kRestart;
+  if (outcome.exit_code == plan_.sdc_suspect_exit_code) return Sdc::kSuspect;
+  return Sdc::kNone;
+}
+
+// Why `w` failed, in one line (failure_cause.h), after what its exit status says under
+// --sdc_exit_codes; the OOM killer's counters are read once, when the first failure is seen.
 std::string AttemptFailures::explain(const Worker& w, const std::string& sent_by) {
   if (!oom_after_) oom_after_ = read_oom_counters();
   FailureFacts facts;
@@ -76,7 +84,18 @@ std::string AttemptFailures::explain(const Worker& w, const std::string& sent_by
   if (w.signalled_by_launcher) facts.sent_by = sent_by;
   facts.before = oom_before_;
   facts.after = *oom_after_;
-  return explain_failure(facts);
+  std::string sdc;
+  if (plan_.sdc_restart_exit_code != 0 && outcome.signal == 0) {
+    if (outcome.exit_code == plan_.sdc_restart_exit_code)
+      sdc =
+          "silent data corruption suspected, a restart on the same nodes asked to tell a "
+          "transient fault from a lasting one (--sdc_exit_codes)";
+    else if (outcome.exit_code == plan_.sdc_suspect_exit_code)
+      sdc = "its result failed validation: silent data corruption on this node (--sdc_exit_codes)";
+  }
+  const std::string cause = explain_failure(facts);
+  if (sdc.empty()) return cause;
+  return cause.empty() ? sdc : sdc + "; " + cause;
 }
 
 std::vector<WorkerOutcome> AttemptFailures::outcomes(const WorkerGroup& group,

@@ -37,6 +37,11 @@ class AttemptFailures {
   // The row of another node's worker that ended the job.
   static WorkerOutcome remote_outcome(const JobEnd& end);
 
+  // What the group's root cause (which must be set) said by its exit status under
+  // --sdc_exit_codes: nothing, a restart on the same nodes, or a suspect node.
+  enum class Sdc { kNone, kRestart, kSuspect };
+  Sdc sdc_of_root_cause(const WorkerGroup& group) const;
+
  private:
   std::string explain(const Worker& w, const std::string& sent_by);
 

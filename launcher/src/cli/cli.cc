@@ -173,6 +173,7 @@ const char* value_placeholder(const std::string& name) {
       {"dedup_window", "MS"},
       {"retryable_exit_code", "CODE"},
       {"no_restart_exit_code", "CODE"},
+      {"sdc_exit_codes", "CODES"},
       {"exclude_nodes_file", "FILE"},
       {"node_health_command", "CMD"},
   };
@@ -872,6 +873,8 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
           "the exit status when --max_no_progress_restarts stops the restarts (default: 93, as "
           "NVIDIA's ft_launcher)")
       ->check(whole_number(1));
+  t.value("sdc_exit_codes", o.sdc_exit_codes,
+          "RESTART,SUSPECT (16,17): workers' silent-data-corruption exits");
   t.value("exclude_nodes_file", o.exclude_nodes_file,
           "hosts or $ACC_NODE_ID values to keep out of each round (see docs)");
   t.value("node_health_command", o.node_health_command,

@@ -54,6 +54,7 @@ class ElasticMembership : public Membership {
   // Opens the next round at once, so that the other nodes stop their workers while this one
   // stops its own, instead of at their next keep-alive.
   JobEvent restart_job(int restart_count) override;
+  bool serves_rendezvous() const override { return rendezvous_server_ != nullptr; }
   // On success: an exit barrier, so that the nodes serving the rendezvous store or the workers'
   // store stay until every node of the round is done (at most --exit_barrier_timeout), then the
   // run is closed.

@@ -135,11 +135,16 @@ JobEnd JobLink::end(const JobEnd& end) {
   return first;
 }
 
-int JobLink::restart(int restart_count) {
+int JobLink::restart(int restart_count, bool counted) {
+  if (!counted) store_.add(store_keys::restarts_not_counted(), 1);
   const std::string now = store_.compare_set(
       store_keys::job_restart(), std::to_string(restart_count), std::to_string(restart_count + 1));
   store_.set(store_keys::attempt_over(restart_count), "restart");
   return parse_number(now).value_or(restart_count + 1);
+}
+
+int JobLink::restarts_not_counted() {
+  return static_cast<int>(store_.add(store_keys::restarts_not_counted(), 0));
 }
 
 void JobLink::arrive(const std::string& barrier, int delta, const std::string& wake) {

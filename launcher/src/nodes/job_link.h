@@ -66,7 +66,10 @@ class JobLink {
   JobEnd end(const JobEnd& end);
   // Moves the job from `restart_count` to the next attempt unless another node did; returns
   // the job's restart count now. Wakes the nodes whose workers run attempt `restart_count`.
-  int restart(int restart_count);
+  // A restart not `counted` adds one to restarts_not_counted().
+  int restart(int restart_count, bool counted = true);
+  // The job's restarts that --max_restarts does not count (--sdc_exit_codes).
+  int restarts_not_counted();
 
   // Barriers: this node arrives (adds `delta`: -1 leaves again), and whether every node has.
   // The last node to arrive sets `wake` (when not empty), the key the others wait on.

@@ -218,7 +218,7 @@ class StaticMembership::Link {
     return event;
   }
 
-  JobEvent restart(int restart_count) {
+  JobEvent restart(int restart_count, bool counted = true) {
     return guarded([&](JobLink& job) {
       JobEvent event;
       if (auto end = job.ended()) {
@@ -228,9 +228,18 @@ class StaticMembership::Link {
         return event;
       }
       event.kind = JobEvent::Kind::kRestart;
-      event.restart_count = job.restart(restart_count);
+      event.restart_count = job.restart(restart_count, counted);
       return event;
     });
+  }
+
+  // The job's restarts that --max_restarts does not count; `known` where the store is gone.
+  int restarts_not_counted(int known) {
+    guarded([&](JobLink& job) {
+      known = job.restarts_not_counted();
+      return JobEvent{};
+    });
+    return known;
   }
 
   // Arrives at `barrier`, or leaves it again (delta -1), ignoring a store that is gone.
@@ -402,6 +411,16 @@ void StaticMembership::keep_alive() {
 
 JobEvent StaticMembership::restart_job(int restart_count) {
   return link_ ? link_->restart(restart_count) : Membership::restart_job(restart_count);
+}
+
+JobEvent StaticMembership::restart_job_not_counted(int restart_count) {
+  if (!link_) return Membership::restart_job_not_counted(restart_count);
+  return link_->restart(restart_count, /*counted=*/false);
+}
+
+int StaticMembership::restarts_not_counted() {
+  return link_ ? link_->restarts_not_counted(Membership::restarts_not_counted())
+               : Membership::restarts_not_counted();
 }
 
 JobEvent StaticMembership::end_job(const JobEnd& end) {

@@ -382,6 +382,23 @@ int resolve_no_restart_exit_code(const LaunchOptions& o) {
   return code;
 }
 
+// --sdc_exit_codes RESTART,SUSPECT: two different exit statuses from 1 to 255; empty: off.
+void resolve_sdc_exit_codes(const LaunchOptions& o, LaunchPlan& plan) {
+  if (o.sdc_exit_codes.empty()) return;
+  const std::string usage = "--sdc_exit_codes " + o.sdc_exit_codes +
+                            ": expected RESTART,SUSPECT, two different exit statuses from 1 to "
+                            "255, such as 16,17 (Megatron's)";
+  const std::size_t comma = o.sdc_exit_codes.find(',');
+  ACC_CHECK(comma != std::string::npos, ConfigError, usage);
+  const std::optional<int> restart = parse_int(o.sdc_exit_codes.substr(0, comma));
+  const std::optional<int> suspect = parse_int(o.sdc_exit_codes.substr(comma + 1));
+  ACC_CHECK(restart && suspect && *restart >= 1 && *restart <= 255 && *suspect >= 1 &&
+                *suspect <= 255 && *restart != *suspect,
+            ConfigError, usage);
+  plan.sdc_restart_exit_code = *restart;
+  plan.sdc_suspect_exit_code = *suspect;
+}
+
 // TORCHELASTIC_HEALTH_CHECK_PORT, where the launcher's environment sets it (empty: unset, as the
 // other torchrun variables): a port number.
 std::optional<int> resolve_health_check_port(const HostInfo& host) {
@@ -676,6 +693,7 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.retryable_exit_code = resolve_retryable_exit_code(o);
   plan.max_no_progress_restarts = o.max_no_progress_restarts;
   plan.no_restart_exit_code = resolve_no_restart_exit_code(o);
+  resolve_sdc_exit_codes(o, plan);
   plan.exclude_nodes_file = o.exclude_nodes_file;
   ACC_CHECK(o.exclude_nodes_file.empty() || std::ifstream(o.exclude_nodes_file).good(), ConfigError,
             "--exclude_nodes_file ", o.exclude_nodes_file,

@@ -101,17 +101,18 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankStatus, rank, local_rank, node, host, pid
                                    step_seconds, straggler_ratio, straggler, last_collective,
                                    in_collective, recent_step_seconds, gpu_busy)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(NodeStatus, node_rank, host, phase, attempt, restarts,
-                                   workers_alive)
+                                   workers_alive, sdc_restart_exits, sdc_suspect_exits)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RecoveryStatus, attempt, cause, stop_seconds, rendezvous_seconds,
                                    spawn_seconds, seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(GoodputStatus, wall_seconds, progress_seconds, recovery_seconds,
                                    lost_seconds)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(JobStatus, job_id, host, node_rank, nnodes, world_size, attempt,
-                                   restarts, workers_alive, phase, nodes, ranks, hang_report,
-                                   recoveries, goodput)
+                                   restarts, workers_alive, sdc_restart_exits, sdc_suspect_exits,
+                                   phase, nodes, ranks, hang_report, recoveries, goodput)
 
-// A node's status in node 0's store (encode_node_status); version 0 was job_json's plain object.
-constexpr StoreFormat kNodeStatusFormat{"acc-node-status", 1};
+// A node's status in node 0's store (encode_node_status); version 0 was job_json's plain object,
+// 1 had no SDC counts.
+constexpr StoreFormat kNodeStatusFormat{"acc-node-status", 2};
 
 namespace {
 
@@ -147,6 +148,12 @@ void write_node_families(Exposition& out, const JobStatus& job, const std::strin
            [](const NodeStatus& n) { return n.attempt; });
   per_node("acc_node_restarts_total", "counter", "Restarts after a failure so far.",
            [](const NodeStatus& n) { return n.restarts; });
+  per_node("acc_node_sdc_restart_exits_total", "counter",
+           "Workers' exits with the RESTART code of --sdc_exit_codes so far.",
+           [](const NodeStatus& n) { return n.sdc_restart_exits; });
+  per_node("acc_node_sdc_suspect_exits_total", "counter",
+           "Workers' exits with the SUSPECT code of --sdc_exit_codes so far.",
+           [](const NodeStatus& n) { return n.sdc_suspect_exits; });
 }
 
 // Each rank's steps, collectives, pace and whether it straggles; a rank without a value (one
@@ -349,6 +356,11 @@ void StatusBoard::job_ended() {
   job_.phase = "ended";
 }
 
+void StatusBoard::sdc_exit(bool suspect) {
+  const std::lock_guard lock(mutex_);
+  ++(suspect ? job_.sdc_suspect_exits : job_.sdc_restart_exits);
+}
+
 void StatusBoard::recovered(const RecoveryStatus& recovery) {
   const std::lock_guard lock(mutex_);
   job_.recoveries.push_back(recovery);
@@ -483,8 +495,8 @@ JobStatus StatusBoard::status() const {
     job.ranks.push_back(std::move(r));
   }
   job.goodput = goodput_now(progressed);
-  job.nodes.push_back(
-      {job.node_rank, job.host, job.phase, job.attempt, job.restarts, job.workers_alive});
+  job.nodes.push_back({job.node_rank, job.host, job.phase, job.attempt, job.restarts,
+                       job.workers_alive, job.sdc_restart_exits, job.sdc_suspect_exits});
   // Node 0 of several: the other nodes' latest, after this node's. Each node judges its own
   // stragglers (the straggler watch's report judges the whole job).
   for (const JobStatus& other : others_) {

@@ -67,6 +67,9 @@ struct NodeStatus {
   int attempt = 0;    // 0 until the first attempt starts, then 1, 2...
   int restarts = 0;   // failure restarts so far
   int workers_alive = 0;
+  // Workers' exits with --sdc_exit_codes' RESTART and SUSPECT codes so far.
+  int sdc_restart_exits = 0;
+  int sdc_suspect_exits = 0;
 };
 
 // One recovery of this node: from the moment it saw a failure (its own worker's exit, or another
@@ -109,6 +112,8 @@ struct JobStatus {
   int attempt = 0;   // 0 until the first attempt starts, then 1, 2...
   int restarts = 0;  // failure restarts so far
   int workers_alive = 0;
+  int sdc_restart_exits = 0;  // as NodeStatus's
+  int sdc_suspect_exits = 0;
   std::string phase;                       // waiting (no attempt runs), running, ended
   std::vector<NodeStatus> nodes;           // this node, then (node 0) the other nodes that reported
   std::vector<RankStatus> ranks;           // this node's, then (node 0) the other nodes', by rank
@@ -171,6 +176,8 @@ class StatusBoard {
   void hang_report(const std::string& report);  // an on-demand one: the job goes on
   void attempt_ended();
   void job_ended();
+  // A worker exited with an --sdc_exit_codes code: SUSPECT, else RESTART.
+  void sdc_exit(bool suspect);
   // A recovery ended (the next attempt's workers are spawned).
   void recovered(const RecoveryStatus& recovery);
   // The agent's goodput (Recoveries): through the attempt that ended last, and the recovery

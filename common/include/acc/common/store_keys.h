@@ -81,6 +81,11 @@ inline std::string job_restart() {
   return "/acc/job/restart";
 }
 
+// How many of the job's restarts --max_restarts does not count (--sdc_exit_codes), an ADD counter.
+inline std::string restarts_not_counted() {
+  return "/acc/job/restarts_not_counted";
+}
+
 inline std::string attempt_barrier(int restart_count) {
   return "/acc/job/attempt_" + std::to_string(restart_count) + "/arrived";
 }

@@ -170,6 +170,9 @@ struct LaunchOptions {
   // Restarts with sense, as NVIDIA's ft_launcher (docs/launch.md, "Failures, restarts, signals").
   int max_no_progress_restarts = 0;  // attempts in a row failing before any progress; 0: off
   int no_restart_exit_code = 93;     // the exit status when they stop the restarts (ft_launcher's)
+  // Silent data corruption's exit codes (docs/errors.md): "RESTART,SUSPECT" (Megatron's 16,17);
+  // empty: off.
+  std::string sdc_exit_codes;
   // External verdicts on this node, asked before each round (docs/clusters.md, "Keeping a node
   // out"): a file of hosts, addresses or node ids to leave out, and a command whose failure does.
   std::string exclude_nodes_file;

@@ -120,6 +120,15 @@ class Membership {
     return event;
   }
 
+  // restart_job, for a restart that --max_restarts does not count (--sdc_exit_codes), which
+  // restarts_not_counted() counts instead: for the job where the nodes are linked, else for
+  // this node (as an elastic node counts its own failures).
+  virtual JobEvent restart_job_not_counted(int restart_count) {
+    ++not_counted_;
+    return restart_job(restart_count);
+  }
+  virtual int restarts_not_counted() { return not_counted_; }
+
   // This node ends the job (its workers failed with no restart left, it was stopped, ...):
   // tells every node, unless another node ended it first. Returns kEnded with the end that
   // counts: `end`, or the first one. Blocks for a store round trip; does not throw.
@@ -140,6 +149,10 @@ class Membership {
 
   // This node is done with the job.
   virtual void leave(bool succeeded) { (void)succeeded; }
+
+  // Whether this node serves the store the job's nodes meet in (an elastic job's c10d
+  // rendezvous), so that the job cannot go on without it.
+  virtual bool serves_rendezvous() const { return false; }
 
   // While the workers of the last join()'s attempt start: the global ranks whose Gloo process
   // group has put its address in the store (PyTorch's per-rank keys), to name those that have
@@ -164,6 +177,7 @@ class Membership {
 
  private:
   std::function<int()> stop_check_;
+  int not_counted_ = 0;
 };
 
 // A job whose shape the flags fix (--nnodes N --node_rank R --master_addr A --master_port P).
@@ -197,6 +211,8 @@ class StaticMembership : public Membership {
   JobEvent watch(int restart_count) override;
   void keep_alive() override;
   JobEvent restart_job(int restart_count) override;
+  JobEvent restart_job_not_counted(int restart_count) override;
+  int restarts_not_counted() override;
   JobEvent end_job(const JobEnd& end) override;
   JobEvent await_exit(int restart_count) override;
   // Node 0 stays (at most one keep-alive window) until the other launchers have let go of its

@@ -134,6 +134,13 @@ struct LaunchPlan {
   // launcher exits no_restart_exit_code. 0: off.
   int max_no_progress_restarts = 0;
   int no_restart_exit_code = 93;
+  // --sdc_exit_codes RESTART,SUSPECT (docs/errors.md, "Silent data corruption"): a worker that
+  // exits sdc_restart_exit_code has the job restarted on the same nodes, a restart
+  // --max_restarts does not count (not twice in a row); one that exits sdc_suspect_exit_code
+  // keeps its node out of the next round, or ends the job with no_restart_exit_code where the
+  // job cannot go on without the node. 0: off.
+  int sdc_restart_exit_code = 0;
+  int sdc_suspect_exit_code = 0;
   // --exclude_nodes_file and --node_health_command (node_verdicts.h): empty, none.
   std::string exclude_nodes_file;
   std::string node_health_command;
