@@ -142,6 +142,33 @@ TEST(SdcExitCodesTest, RestartIsNotCountedOnceAndSuspectEndsAStaticJob) {
   EXPECT_EQ(lines_of(bad.err).size(), 1u) << bad.err;
 }
 
+// A static job of two nodes counts its RESTART restarts in its store: node 1's 16 on the first
+// attempt, then node 0's ordinary failure on the second, with --max_restarts 1: node 0 restarts
+// the job (one counted restart), so the third attempt runs and the job succeeds.
+TEST(SdcExitCodesTest, AStaticJobsNodesAgreeOnTheRestartsNotCounted) {
+  TempDir dir0, dir1;
+  const std::string script = R"(case $TORCHELASTIC_RESTART_COUNT.$GROUP_RANK in
+  0.1) exit 16 ;;
+  1.0) sleep 0.5; exit 1 ;;
+  0.0|1.1) sleep 30 ;;
+esac
+echo NODE=$GROUP_RANK ATTEMPT=$TORCHELASTIC_RESTART_COUNT)";
+  const std::string port = std::to_string(unused_port());
+  const auto node = [&](const char* rank) {
+    return shell_worker({"--nnodes", "2", "--node_rank", rank, "--master_addr", "127.0.0.1",
+                         "--master_port", port, "--max_restarts", "1", "--sdc_exit_codes", "16,17"},
+                        script);
+  };
+  const pid_t first = start_launcher(node("0"), dir0.path());
+  const pid_t second = start_launcher(node("1"), dir1.path());
+  EXPECT_EQ(wait_launcher(first), 0) << read_text(dir0.path() + "/launcher.err");
+  EXPECT_EQ(wait_launcher(second), 0) << read_text(dir1.path() + "/launcher.err");
+  EXPECT_NE(read_text(dir0.path() + "/launcher.out").find("NODE=0 ATTEMPT=2"), std::string::npos);
+  EXPECT_NE(read_text(dir1.path() + "/launcher.out").find("NODE=1 ATTEMPT=2"), std::string::npos);
+  EXPECT_NE(read_text(dir0.path() + "/launcher.err").find("restarting (1 of 1)"), std::string::npos)
+      << read_text(dir0.path() + "/launcher.err");
+}
+
 // Elastic, 2 nodes and a spare: node-b's worker exits 17 once the spare waits; node-b leaves
 // with one line and exit 93, and the next round runs on node-a and the spare.
 TEST(SdcExitCodesTest, ASuspectNodeOfAnElasticJobIsReplacedByTheSpare) {
