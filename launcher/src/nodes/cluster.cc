@@ -140,8 +140,9 @@ std::vector<std::string> expand_slurm_hostlist(const std::string& hostlist) {
       const std::string high = dash == std::string::npos ? low : range.substr(dash + 1);
       auto from = to_int(low), to = to_int(high);
       if (low.empty() || !from || !to || *from > *to) throw bad();
-      // No job has more nodes: a range past it is a typo, not millions of names to make.
-      constexpr long long kMaxHosts = 1 << 20;
+      // No job has this many nodes (the largest machines have about 11,000): a range past it is
+      // a typo, not a million names to make.
+      constexpr long long kMaxHosts = 1 << 16;
       if (static_cast<long long>(*to) - *from + static_cast<long long>(hosts.size()) >= kMaxHosts)
         throw bad();
       for (long long n = *from; n <= *to; ++n) {
