@@ -18,8 +18,8 @@ TEST(ClusterTest, SlurmHostListsExpandAsScontrolDoes) {
   EXPECT_THROW(expand_slurm_hostlist("n[3-1]"), ConfigError);
   // Found by the slurm_nodelist fuzzer: millions of names, or a range that ends at INT_MAX.
   EXPECT_THROW(expand_slurm_hostlist("[1-24444335,]"), ConfigError);
-  EXPECT_EQ(expand_slurm_hostlist("n[1-65535]").size(), 65535u);  // far more nodes than any job
-  EXPECT_THROW(expand_slurm_hostlist("n[0-65535]"), ConfigError);
+  EXPECT_EQ(expand_slurm_hostlist("n[0-65535]").size(), 65536u);  // far more nodes than any job
+  EXPECT_THROW(expand_slurm_hostlist("n[0-65536]"), ConfigError);
   EXPECT_EQ(expand_slurm_hostlist("n[2147483646-2147483647]"),
             (Strings{"n2147483646", "n2147483647"}));
 }
