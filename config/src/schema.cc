@@ -918,8 +918,6 @@ const std::vector<KeySpec> kMpirunKeys = {
 
 const std::vector<KeySpec> kNoKeys;
 
-const std::vector<std::string_view> kDistributedTypes = kClusterKeys[1].choices;
-
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -1072,10 +1070,6 @@ Value flag_value(const KeySpec& spec, const std::string& text) {
       break;
   }
   return Value::of_string(text);
-}
-
-const std::vector<std::string_view>& distributed_types() {
-  return kDistributedTypes;
 }
 
 bool is_multi_device_type(std::string_view t) {

@@ -1,5 +1,5 @@
 // The merge of a config into LaunchOptions and the worker variables that come out of it
-// (launcher/src/config_merge.cc, launcher/src/accelerate_env.cc).
+// (launcher/src/plan/config_merge.cc, launcher/src/plan/accelerate_env.cc).
 
 #include "plan/config_merge.h"
 

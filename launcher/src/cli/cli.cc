@@ -20,6 +20,7 @@
 #include "acc/config/schema.h"
 #include "acc/launcher/cli/version.h"
 #include "cli/flag_filter.h"
+#include "cli/flag_spelling.h"
 #include "cli/help_format.h"
 
 namespace acc::launcher {
@@ -118,13 +119,6 @@ class HelpFormatter : public PlainHelpFormatter {
   std::string make_usage(const CLI::App*, std::string) const override { return usage_text(); }
   std::string make_description(const CLI::App*) const override { return ""; }
 };
-
-// "nproc_per_node" -> "--nproc-per-node,--nproc_per_node" (torchrun 2.x accepts both spellings).
-std::string both_spellings(const std::string& name) {
-  std::string dashed = name;
-  std::replace(dashed.begin(), dashed.end(), '_', '-');
-  return dashed == name ? "--" + name : "--" + dashed + ",--" + name;
-}
 
 std::string pet_name(const std::string& name) {
   std::string upper = "PET_" + name;
@@ -289,7 +283,7 @@ class FlagTable {
   // How many config keys are flags (declared, registered or not).
   size_t config_keys() const { return config_keys_; }
 
-  // The --help group of the flags declared from now on (help.cc's topics).
+  // The --help group of the flags declared from now on (help_topics()).
   void group(const char* name) { group_ = name; }
 
   // Records the command line (or a PET_* variable) as the source of each option it set, and
@@ -313,8 +307,8 @@ class FlagTable {
 
  private:
   static std::string spec(const std::string& name, const Aliases& aliases) {
-    return *aliases.short_name ? aliases.short_name + ("," + both_spellings(name))
-                               : both_spellings(name);
+    return *aliases.short_name ? aliases.short_name + ("," + flag_spellings(name))
+                               : flag_spellings(name);
   }
 
   static std::string env_name(const std::string& name, const Aliases& aliases) {

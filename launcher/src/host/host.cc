@@ -340,14 +340,4 @@ int pick_free_port() {
   return socket.port();
 }
 
-void ensure_port_free(const std::string& address, int port) {
-  Socket socket;
-  const int error = socket.bind_any(port);
-  ACC_CHECK(error == 0, NetworkError, "cannot listen on ", address, ":", port, ": ",
-            std::strerror(error),
-            error == EADDRINUSE ? " (another job has it); choose another --master_port or use "
-                                  "--standalone"
-                                : "");
-}
-
 }  // namespace acc::launcher

@@ -82,8 +82,7 @@ const std::vector<LaunchFlag>& launch_flags();
 // the key's choices.
 Value flag_value(const KeySpec& spec, const std::string& text);
 
-// Distributed types Accelerate defines, and those acc-launch launches.
-const std::vector<std::string_view>& distributed_types();
+// Whether an Accelerate distributed type runs a process per device (MULTI_GPU, MULTI_XPU, ...).
 bool is_multi_device_type(std::string_view distributed_type);  // MULTI_GPU, MULTI_XPU, ...
 
 }  // namespace acc::config

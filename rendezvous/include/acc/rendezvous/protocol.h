@@ -15,7 +15,8 @@
 
 namespace acc::rendezvous {
 
-// The generations of the protocol (torchrun.md §5.2). They differ in opcode numbering only.
+// The generations of the protocol (docs/rendezvous.md, "Dialects"). They differ in opcode numbering
+// only.
 enum class Dialect : std::uint8_t {
   kV1_13,  // PyTorch 1.13 to 2.0 ("G0"): no handshake, WATCH_KEY = 7, DELETE_KEY = 8.
   kV2_1,   // PyTorch 2.1 ("G1", inferred): no handshake, DELETE_KEY = 7, APPEND..CANCEL_WAIT.
@@ -104,9 +105,9 @@ struct ParseResult {
 ParseResult parse_request(std::string_view bytes, Dialect dialect, const Limits& limits,
                           Request& out);
 
-// How a connection's first bytes decide its dialect (torchrun.md §5.7): VALIDATE with the magic
-// number means kV2_2 and the 5 handshake bytes are consumed; anything else means `legacy` (kV1_13
-// unless the server was told to expect 2.1 clients) and nothing is consumed.
+// How a connection's first bytes decide its dialect (docs/rendezvous.md, "Dialects"): VALIDATE with
+// the magic number means kV2_2 and the 5 handshake bytes are consumed; anything else means `legacy`
+// (kV1_13 unless the server was told to expect 2.1 clients) and nothing is consumed.
 struct DialectDetection {
   bool complete = false;  // false: fewer than the 5 bytes needed to tell
   Dialect dialect = Dialect::kV1_13;
