@@ -644,6 +644,20 @@ void resolve_job_secret(const HostInfo& host, LaunchPlan& plan) {
             "prove it");
 }
 
+// What a failure leads to: the launcher's exit codes, the restarts without progress, the SDC exit
+// codes, and the verdicts that keep a node out.
+void resolve_failure_policy(const LaunchOptions& o, LaunchPlan& plan) {
+  plan.retryable_exit_code = resolve_retryable_exit_code(o);
+  plan.max_no_progress_restarts = o.max_no_progress_restarts;
+  plan.no_restart_exit_code = resolve_no_restart_exit_code(o);
+  resolve_sdc_exit_codes(o, plan);
+  plan.exclude_nodes_file = o.exclude_nodes_file;
+  ACC_CHECK(o.exclude_nodes_file.empty() || std::ifstream(o.exclude_nodes_file).good(), ConfigError,
+            "--exclude_nodes_file ", o.exclude_nodes_file,
+            ": cannot read the file (an empty one leaves no node out)");
+  plan.node_health_command = o.node_health_command;
+}
+
 LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   ACC_CHECK(!o.program.empty(), ConfigError, "no PROGRAM given");
   check_gpu_ids(o);
@@ -690,15 +704,7 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   plan.keep_checkpoints = o.keep_checkpoints;
   plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
   plan.stall_stops_job = o.stall_action != "report";
-  plan.retryable_exit_code = resolve_retryable_exit_code(o);
-  plan.max_no_progress_restarts = o.max_no_progress_restarts;
-  plan.no_restart_exit_code = resolve_no_restart_exit_code(o);
-  resolve_sdc_exit_codes(o, plan);
-  plan.exclude_nodes_file = o.exclude_nodes_file;
-  ACC_CHECK(o.exclude_nodes_file.empty() || std::ifstream(o.exclude_nodes_file).good(), ConfigError,
-            "--exclude_nodes_file ", o.exclude_nodes_file,
-            ": cannot read the file (an empty one leaves no node out)");
-  plan.node_health_command = o.node_health_command;
+  resolve_failure_policy(o, plan);
   plan.health_check_port = resolve_health_check_port(host);
   ACC_CHECK(plan.health_check_timeout.count() > 0, ConfigError, "--health_check_timeout ",
             o.health_check_timeout, ": expected seconds above 0 (default 60)");
