@@ -23,6 +23,7 @@
 #include "agent/checkpoint_memory.h"
 #include "commands/commands.h"
 #include "commands/rendezvous_command.h"
+#include "commands/subcommands.h"
 #include "nodes/preflight.h"
 #include "nodes/remote_nodes.h"
 #include "output/console.h"
@@ -135,7 +136,8 @@ void raise_open_file_limit(const LaunchPlan& plan) {
 
 int launch(const std::vector<std::string>& args) {
   timeline::mark("main");
-  ParseResult parsed = parse_launch_args(args, proc::Reader::machine().executable());
+  ParseResult parsed =
+      parse_launch_args(args, proc::Reader::machine().executable(), subcommand_help());
   timeline::mark("parsed");
   if (parsed.exit_now) {
     write_all(parsed.exit_code == 0 ? STDOUT_FILENO : STDERR_FILENO, parsed.message + "\n");
@@ -186,34 +188,25 @@ int launch(const std::vector<std::string>& args) {
 int dispatch(int argc, char** argv) {
   const std::string first = argc > 1 ? argv[1] : "";
   const std::vector<std::string> rest(argv + std::min(argc, 2), argv + argc);
+  const Subcommand* command = find_subcommand(first);
   // The subcommands' messages follow ACC_LOG_LEVEL as a launch's do (a launch reads its flags
   // too, in launch()); a bad value is one line and exit 2 there as well.
-  if (first == "rendezvous" || first == "config" || first == "env" || first == "test" ||
-      first == "stacks" || first == "top" || first == "help")
-    log::configure(std::nullopt, false);
+  if (command && command->summary && first != "launch") log::configure(std::nullopt, false);
   if (first == "help") {
     // `help SUBCOMMAND` is that subcommand's --help; `help` alone, the launch's.
-    if (!rest.empty() && rest.front() != "launch" && rest.front() != "help" &&
-        std::any_of(subcommand_help().begin(), subcommand_help().end(),
-                    [&](const SubcommandHelp& c) { return c.name == rest.front(); })) {
+    const Subcommand* asked = rest.empty() ? nullptr : find_subcommand(rest.front());
+    if (asked && asked->run && asked->summary) {
       std::vector<std::string> words = {argv[0], rest.front(), "--help"};
       std::vector<char*> pointers;
       for (std::string& word : words) pointers.push_back(word.data());
       return dispatch(static_cast<int>(pointers.size()), pointers.data());
     }
     if (rest.empty()) return launch({"--help"});
-    const HelpResult help = launch_help(rest.front());
+    const HelpResult help = launch_help(rest.front(), subcommand_help());
     write_all(help.exit_code == 0 ? STDOUT_FILENO : STDERR_FILENO, help.text);
     return help.exit_code;
   }
-  if (first == "rendezvous") return run_rendezvous_command(rest);
-  if (first == "config") return run_config_command(rest);
-  if (first == "env") return run_env_command(rest);
-  if (first == "test") return run_test_command(rest);
-  if (first == "stacks") return run_stacks_command(rest);
-  if (first == "top") return run_top_command(rest);
-  if (first == kTestWorkerCommand) return run_test_worker(rest);
-  if (first == kPersistStateCommand) return persist_libacc_save(rest);
+  if (command && command->run) return command->run(rest);
   if (first == "launch") return launch(rest);
   return launch(std::vector<std::string>(argv + 1, argv + argc));
 }

@@ -9,6 +9,7 @@
 #include "acc/config/cluster_config.h"
 #include "acc/launcher/host/host.h"
 #include "commands/commands.h"
+#include "commands/subcommands.h"
 
 #include "launcher_harness.h"
 
@@ -203,3 +204,27 @@ TEST(TestCommandTest, ABadConfigFailsTheTestWithItsLine) {
 
 }  // namespace
 }  // namespace acc::config
+
+namespace acc::launcher {
+namespace {
+
+// One row per subcommand: the listed ones in --help's order, each run by its function but
+// `launch` and `help` (main's own); only a launch's and a test's process runs a job; a PROGRAM
+// is no subcommand.
+TEST(SubcommandTableTest, EachRowSaysHowItRunsAndWhetherItIsListed) {
+  std::vector<std::string> listed;
+  for (const SubcommandHelp& line : subcommand_help()) listed.push_back(line.name);
+  EXPECT_EQ(listed, (std::vector<std::string>{"launch", "config", "env", "test", "stacks", "top",
+                                              "rendezvous", "help"}));
+  for (const Subcommand& command : subcommands()) {
+    const std::string name = command.name;
+    EXPECT_EQ(command.run == nullptr, name == "launch" || name == "help") << name;
+    EXPECT_EQ(command.runs_a_job, name == "launch" || name == "test") << name;
+    EXPECT_EQ(find_subcommand(name), &command);
+  }
+  EXPECT_EQ(find_subcommand(kTestWorkerCommand)->summary, nullptr) << "hidden";
+  EXPECT_EQ(find_subcommand("train.py"), nullptr);
+}
+
+}  // namespace
+}  // namespace acc::launcher

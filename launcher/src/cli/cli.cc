@@ -85,7 +85,13 @@ std::string help_of_groups(CLI::App& app, const std::vector<const char*>& groups
   return text;
 }
 
-std::string usage_text() {
+// What --help prints: `topic`'s groups, after the usage that lists `subcommands`.
+struct HelpWanted {
+  const HelpTopic& topic;
+  const std::vector<SubcommandHelp>& subcommands;
+};
+
+std::string usage_text(const std::vector<SubcommandHelp>& subcommands) {
   std::string text =
       "Usage: acc-launch [OPTIONS] PROGRAM [ARGS...]\n"
       "       acc-launch launch [OPTIONS] PROGRAM [ARGS...]  (a PROGRAM named like a "
@@ -102,9 +108,9 @@ std::string usage_text() {
       "             --nproc_per_node 8 train.py             on each of two nodes\n"
       "\n"
       "Every flag may also be written with dashes (--nproc-per-node) and shortened to a unique\n"
-      "prefix (--nproc_per), as torchrun and accelerate launch take them.\n"
-      "\nSubcommands:\n";
-  for (const SubcommandHelp& command : subcommand_help())
+      "prefix (--nproc_per), as torchrun and accelerate launch take them.\n";
+  if (!subcommands.empty()) text += "\nSubcommands:\n";
+  for (const SubcommandHelp& command : subcommands)
     text += "  " + std::string(command.name) +
             std::string(command.name.size() < 12 ? 12 - command.name.size() : 1, ' ') +
             command.summary + "\n";
@@ -116,8 +122,15 @@ std::string usage_text() {
 // --help: the usage, the subcommands and the topics first, then the flags in groups.
 class HelpFormatter : public PlainHelpFormatter {
  public:
-  std::string make_usage(const CLI::App*, std::string) const override { return usage_text(); }
+  explicit HelpFormatter(std::vector<SubcommandHelp> subcommands)
+      : subcommands_(std::move(subcommands)) {}
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return usage_text(subcommands_);
+  }
   std::string make_description(const CLI::App*) const override { return ""; }
+
+ private:
+  std::vector<SubcommandHelp> subcommands_;
 };
 
 std::string pet_name(const std::string& name) {
@@ -690,26 +703,12 @@ ParseResult usage_error(const std::string& message) {
 
 }  // namespace
 
-const std::vector<SubcommandHelp>& subcommand_help() {
-  static const std::vector<SubcommandHelp> commands = {
-      {"launch", "run PROGRAM (the default: acc-launch PROGRAM is acc-launch launch PROGRAM)"},
-      {"config", "write, show, validate or update an accelerate config file"},
-      {"env", "versions, libraries, GPUs, CPUs and the config, for a bug report"},
-      {"test", "a check job over the configured workers"},
-      {"stacks", "a running job's hang report: every rank's stack; the job goes on"},
-      {"top", "a running job's ranks, live (its --status_port)"},
-      {"rendezvous", "rendezvous serve: a store for elastic jobs, on a host of its own"},
-      {"help", "help TOPIC: the flags of one group (torchrun, accelerate, ...)"},
-  };
-  return commands;
-}
-
 namespace {
-ParseResult parse(const std::vector<std::string>& args, const HelpTopic& help,
+ParseResult parse(const std::vector<std::string>& args, const HelpWanted& help,
                   const std::string& launcher_binary = "");
 }  // namespace
 
-HelpResult launch_help(const std::string& topic) {
+HelpResult launch_help(const std::string& topic, const std::vector<SubcommandHelp>& subcommands) {
   const std::vector<HelpTopic>& topics = help_topics();
   const auto found = std::find_if(topics.begin(), topics.end(),
                                   [&](const HelpTopic& t) { return topic == t.name; });
@@ -722,7 +721,7 @@ HelpResult launch_help(const std::string& topic) {
                   " (or acc-launch SUBCOMMAND --help)\n";
     return result;
   }
-  ParseResult parsed = parse({"--help"}, *found);
+  ParseResult parsed = parse({"--help"}, HelpWanted{*found, subcommands});
   result.text = parsed.message;
   return result;
 }
@@ -746,7 +745,7 @@ namespace {
 
 // parse(), of flags named whole; `unknown_flag` is set when a flag before the program is none
 // of the launch's.
-ParseResult parse_whole_names(const std::vector<std::string>& args, const HelpTopic& help,
+ParseResult parse_whole_names(const std::vector<std::string>& args, const HelpWanted& help,
                               const std::string& launcher_binary, bool& unknown_flag) {
   ParseResult result;
   LaunchOptions& options = result.options;
@@ -754,13 +753,13 @@ ParseResult parse_whole_names(const std::vector<std::string>& args, const HelpTo
 
   CLI::App app{"acc-launch: start one worker per GPU or CPU slot with the torchrun contract",
                "acc-launch"};
-  app.formatter(std::make_shared<HelpFormatter>());
+  app.formatter(std::make_shared<HelpFormatter>(help.subcommands));
   app.prefix_command();
   app.set_version_flag("--version", std::string("acc-launch ") + kVersion);
   app.get_help_ptr()->group(kGroupTorchrun)->description("print this help and exit");
   app.get_version_ptr()->group(kGroupTorchrun)->description("print the version and exit");
   const FlagFilter filter(args);
-  FlagTable table(app, options, &filter, &help);
+  FlagTable table(app, options, &filter, &help.topic);
   std::vector<std::string> refused;
   add_launch_flags(table, options, refused);
 
@@ -770,7 +769,7 @@ ParseResult parse_whole_names(const std::vector<std::string>& args, const HelpTo
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     result.exit_now = true;
-    result.message = help_of_groups(app, help.groups, table.config_keys());
+    result.message = help_of_groups(app, help.topic.groups, table.config_keys());
     return result;
   } catch (const CLI::CallForVersion&) {
     result.exit_now = true;
@@ -809,8 +808,8 @@ ParseResult parse_whole_names(const std::vector<std::string>& args, const HelpTo
   return result;
 }
 
-// parse_launch_args, with what --help prints: `help`'s groups (launch_help's topics).
-ParseResult parse(const std::vector<std::string>& args, const HelpTopic& help,
+// parse_launch_args, with what --help prints (launch_help's topics).
+ParseResult parse(const std::vector<std::string>& args, const HelpWanted& help,
                   const std::string& launcher_binary) {
   bool unknown_flag = false;
   ParseResult result = parse_whole_names(args, help, launcher_binary, unknown_flag);
@@ -826,8 +825,9 @@ ParseResult parse(const std::vector<std::string>& args, const HelpTopic& help,
 }  // namespace
 
 ParseResult parse_launch_args(const std::vector<std::string>& args,
-                              const std::string& launcher_binary) {
-  return parse(args, default_help(), launcher_binary);
+                              const std::string& launcher_binary,
+                              const std::vector<SubcommandHelp>& subcommands) {
+  return parse(args, HelpWanted{default_help(), subcommands}, launcher_binary);
 }
 
 namespace {

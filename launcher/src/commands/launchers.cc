@@ -4,10 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <set>
 #include <string>
 
-#include "commands/commands.h"
+#include "commands/subcommands.h"
 
 namespace acc::launcher {
 
@@ -24,9 +23,9 @@ bool is_launcher(int pid, proc::Reader& proc) {
   const size_t slash = program.rfind('/');
   if ((slash == std::string::npos ? program : program.substr(slash + 1)) != "acc-launch")
     return false;
-  static const std::set<std::string> kNotLaunchers = {"stacks", "top",        "config",
-                                                      "env",    "rendezvous", kTestWorkerCommand};
-  return args.size() < 2 || kNotLaunchers.count(args[1]) == 0;
+  // A subcommand's process runs no job (`acc-launch top`); a PROGRAM's, or `launch`'s, does.
+  const Subcommand* command = args.size() < 2 ? nullptr : find_subcommand(args[1]);
+  return !command || command->runs_a_job;
 }
 
 std::vector<int> find_launchers(proc::Reader& proc) {

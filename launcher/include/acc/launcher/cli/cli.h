@@ -18,20 +18,20 @@ struct ParseResult {
   std::string message;  // printed to stdout when exit_code is 0, else to stderr
 };
 
-// Parses the arguments after the program name (and after an optional "launch"). Reads the PET_*
-// mirrors, PYTHON_EXEC and ACC_PYTHON_HOOK from the process environment. `launcher_binary` is the
-// running acc-launch's file (proc::Reader::executable), where a python beside it is the default
-// interpreter; "": none. Never throws for bad input.
-ParseResult parse_launch_args(const std::vector<std::string>& args,
-                              const std::string& launcher_binary = "");
-
-// One subcommand of acc-launch and its line in --help.
+// One subcommand of acc-launch and its line in --help (the table is commands/subcommands.h's).
 struct SubcommandHelp {
   std::string name;
   std::string summary;
 };
-// Every subcommand, in the order --help lists them (launch and help included).
-const std::vector<SubcommandHelp>& subcommand_help();
+
+// Parses the arguments after the program name (and after an optional "launch"). Reads the PET_*
+// mirrors, PYTHON_EXEC and ACC_PYTHON_HOOK from the process environment. `launcher_binary` is the
+// running acc-launch's file (proc::Reader::executable), where a python beside it is the default
+// interpreter; "": none. --help's usage lists `subcommands`, in their order. Never throws for
+// bad input.
+ParseResult parse_launch_args(const std::vector<std::string>& args,
+                              const std::string& launcher_binary = "",
+                              const std::vector<SubcommandHelp>& subcommands = {});
 
 // `acc-launch help TOPIC`: the usage and the flags of one group (torchrun, accelerate,
 // multi-node, hangs, output, status, or all), exit code 0; for an unknown topic one error line
@@ -40,7 +40,8 @@ struct HelpResult {
   std::string text;
   int exit_code = 0;
 };
-HelpResult launch_help(const std::string& topic);
+HelpResult launch_help(const std::string& topic,
+                       const std::vector<SubcommandHelp>& subcommands = {});
 
 // Sets options.python and python_source from, in order: --python (given on the command line),
 // $PYTHON_EXEC, `beside_binary` (the python beside the acc-launch binary; empty: none), python3
