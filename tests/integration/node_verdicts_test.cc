@@ -5,13 +5,7 @@
 // without it. So does a node whose worker exits SUSPECT of --sdc_exit_codes (docs/errors.md,
 // "Silent data corruption"); RESTART restarts the job once without using up --max_restarts.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "launcher_harness.h"
+#include "loopback.h"
 
 namespace acc::testing {
 namespace {
@@ -93,19 +88,11 @@ std::vector<std::string> shell_worker(std::vector<std::string> args, const std::
 // Whether something listens on 127.0.0.1:`port` within `limit`.
 bool port_listens(int port, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool connected =
-        ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
-    ::close(fd);
-    if (connected) return true;
+  while (!loopback_listens(port)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return false;
+  return true;
 }
 
 TEST(SdcExitCodesTest, RestartIsNotCountedOnceAndSuspectEndsAStaticJob) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "launcher_harness.h"
+#include "loopback.h"
 
 namespace acc::testing {
 namespace {
@@ -126,15 +127,8 @@ struct HttpReply {
 // GET / on 127.0.0.1:port, read to the end (10 s at most).
 HttpReply http_get(int port) {
   HttpReply reply;
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    ::close(fd);
-    return reply;
-  }
+  const int fd = connect_loopback(port);
+  if (fd < 0) return reply;
   const std::string request = "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n";
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {

@@ -3,8 +3,6 @@
 // last, after the other has taken the rendezvous store (which asks for rank 0 unless another node
 // does), and its worker is RANK 0 in every run, as torchrun's arrival order would not make it.
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,21 +13,10 @@
 #include <gtest/gtest.h>
 
 #include "launcher_harness.h"
+#include "loopback.h"
 
 namespace acc::testing {
 namespace {
-
-// Whether something listens on 127.0.0.1:`port`.
-bool listening(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  ::close(fd);
-  return ok;
-}
 
 std::vector<std::string> elastic_node(int port, int run, const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"--nnodes",         "2",
@@ -49,9 +36,9 @@ TEST(StableRanksTest, TheNodeStartedWithNodeRankZeroHoldsRankZeroWhenItArrivesLa
     TempDir dir;
     const int port = unused_port();
     const pid_t first = start_launcher(elastic_node(port, run, {}), dir.path());
-    for (int i = 0; i < 200 && !listening(port); ++i)
+    for (int i = 0; i < 200 && !loopback_listens(port); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ASSERT_TRUE(listening(port)) << "the first launcher never served the rendezvous store";
+    ASSERT_TRUE(loopback_listens(port)) << "the first launcher never served the rendezvous store";
     const LaunchRun last =
         run_launcher(elastic_node(port, run, {"--node_rank", "0"}), {}, std::chrono::seconds(60));
     ASSERT_EQ(last.exit_code, 0) << last.err;

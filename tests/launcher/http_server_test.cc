@@ -5,8 +5,6 @@
 
 #include "status/http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,25 +15,13 @@
 #include <string>
 
 #include "acc/common/error.h"
+#include "loopback.h"
 
 namespace acc::launcher {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // Sends `request` on `fd` and reads until the server closes (10 s at most).
 std::string round_trip(int fd, const std::string& request) {
@@ -58,9 +44,10 @@ TEST(HttpServerTest, AnswersWithTheRequestsPathWhileASilentClientWaits) {
       "", 0, [](const HttpRequest& request) { return "HTTP/1.1 200 OK\r\n\r\n" + request.path; },
       "a test");
   ASSERT_GT(server.port(), 0);
-  const int silent = connect_to(server.port());  // connects and never sends a byte
+  const int silent =
+      acc::testing::connect_loopback(server.port());  // connects and never sends a byte
   ASSERT_GE(silent, 0);
-  const int fd = connect_to(server.port());
+  const int fd = acc::testing::connect_loopback(server.port());
   ASSERT_GE(fd, 0);
   EXPECT_EQ(round_trip(fd, "GET /anything HTTP/1.1\r\nHost: x\r\n\r\n"),
             "HTTP/1.1 200 OK\r\n\r\n/anything");
@@ -71,7 +58,7 @@ TEST(HttpServerTest, AnswersWithTheRequestsPathWhileASilentClientWaits) {
 TEST(HttpServerTest, ARequestTooLongIsClosedWithoutAReply) {
   HttpServer server(
       "", 0, [](const HttpRequest&) { return std::string("HTTP/1.1 200 OK\r\n\r\n"); }, "a test");
-  const int fd = connect_to(server.port());
+  const int fd = acc::testing::connect_loopback(server.port());
   ASSERT_GE(fd, 0);
   EXPECT_EQ(round_trip(fd, "GET /" + std::string(20000, 'a')), "");
   ::close(fd);
@@ -86,7 +73,7 @@ TEST(HttpServerTest, ThePortIsClosedWhenTheServerGoesAndATakenPortIsANetworkErro
     EXPECT_THROW({ HttpServer taken("", port, nothing, "a test"); }, NetworkError);
     EXPECT_THROW({ HttpServer loopback("127.0.0.1", port, nothing, "a test"); }, NetworkError);
   }
-  EXPECT_LT(connect_to(port), 0);
+  EXPECT_LT(acc::testing::connect_loopback(port), 0);
 }
 
 TEST(HttpServerTest, AHostThatIsNoAddressOfThisHostIsAConfigError) {
@@ -107,11 +94,11 @@ TEST(HttpServerTest, WhatIsNotHttpIsClosedWithoutAReply) {
   HttpServer server(
       "", 0, [](const HttpRequest& request) { return "HTTP/1.1 200 OK\r\n\r\n" + request.path; },
       "a test");
-  const int fd = connect_to(server.port());
+  const int fd = acc::testing::connect_loopback(server.port());
   ASSERT_GE(fd, 0);
   EXPECT_EQ(round_trip(fd, "garbage\r\n\r\n"), "");
   ::close(fd);
-  const int again = connect_to(server.port());
+  const int again = acc::testing::connect_loopback(server.port());
   ASSERT_GE(again, 0);
   EXPECT_EQ(round_trip(again, "GET /api/job?x=1 HTTP/1.1\r\nHost: a\r\n\r\n"),
             "HTTP/1.1 200 OK\r\n\r\n/api/job");
