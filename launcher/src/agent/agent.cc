@@ -570,12 +570,13 @@ class Agent::Impl : public WorkerGroup::Listener {
   // static one with --no_restart_exit_code. Whether it decided.
   bool publish_sdc_exit() {
     const AttemptFailures::Sdc sdc = failures_.sdc_of_root_cause(*group_);
-    const bool restart = sdc == AttemptFailures::Sdc::kRestart && !sdc_restarted_;
-    sdc_restarted_ = restart;
+    const bool restart =
+        sdc == AttemptFailures::Sdc::kRestart && restart_count_ != attempt_after_sdc_restart_;
     if (sdc == AttemptFailures::Sdc::kNone) return false;
     if (status_.board()) status_.board()->sdc_exit(sdc == AttemptFailures::Sdc::kSuspect);
     const std::string cause = failures_.describe_root_cause(*group_, sent_by());
     if (restart) {
+      attempt_after_sdc_restart_ = restart_count_ + 1;
       job_event_ = membership_->restart_job_not_counted(restart_count_);
       job_event_.why = "worker group failed (" + cause +
                        "); a restart on the same nodes, which --max_restarts does not count";
@@ -757,9 +758,10 @@ class Agent::Impl : public WorkerGroup::Listener {
   NoProgressCount no_progress_;  // failed attempts in a row without progress on this node
   bool no_restart_ = false;      // --max_no_progress_restarts ended the job here
   // --sdc_exit_codes: why this node is suspect (it leaves the job), empty while it is not; and
-  // whether the last restart was the RESTART code's (the next one is counted).
+  // the attempt (restart count) that this node's last RESTART restart began, whose own RESTART
+  // is counted; -1: none.
   std::string suspect_;
-  bool sdc_restarted_ = false;
+  int attempt_after_sdc_restart_ = -1;
   AttemptFailures failures_;
   std::optional<RunDir> run_dir_;  // from set_up()
   std::string python_hook_dir_;
