@@ -15,7 +15,7 @@ class ErrorFileTest : public ::testing::Test {
     std::ofstream(path_) << text;
     return path_;
   }
-  testing::TempDir dir_;
+  acc::testing::TempDir dir_;
   std::string path_ = dir_.path() + "/error.json";
 };
 
@@ -61,10 +61,10 @@ TEST_F(ErrorFileTest, PassesTheWorkersFileOnWithItsExitCode) {
   const std::string up = dir_.path() + "/up.json";
   ASSERT_TRUE(pass_on_error_file(
       write(R"({"message": {"message": "E: x", "extraInfo": {"timestamp": "1"}}})"), up, -9));
-  EXPECT_EQ(testing::read_text(up),
+  EXPECT_EQ(acc::testing::read_text(up),
             R"({"message":{"errorCode":-9,"extraInfo":{"timestamp":"1"},"message":"E: x"}})");
   ASSERT_TRUE(pass_on_error_file(write(R"({"message": "gave up"})"), up, 3));
-  EXPECT_EQ(testing::read_text(up), R"({"message":"gave up"})");
+  EXPECT_EQ(acc::testing::read_text(up), R"({"message":"gave up"})");
   EXPECT_FALSE(pass_on_error_file(dir_.path() + "/none.json", up, 1));
   EXPECT_FALSE(pass_on_error_file(write("not json"), up, 1));
 }
