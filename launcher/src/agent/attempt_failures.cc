@@ -63,7 +63,10 @@ WorkerOutcome AttemptFailures::remote_outcome(const JobEnd& end) {
 }
 
 AttemptFailures::Sdc AttemptFailures::sdc_of_root_cause(const WorkerGroup& group) const {
-  const WorkerOutcome outcome = exit_of(*group.root_cause());
+  return sdc_of(exit_of(*group.root_cause()));
+}
+
+AttemptFailures::Sdc AttemptFailures::sdc_of(const WorkerOutcome& outcome) const {
   if (outcome.signal != 0 || plan_.sdc_restart_exit_code == 0) return Sdc::kNone;
   if (outcome.exit_code == plan_.sdc_restart_exit_code) return Sdc::kRestart;
   if (outcome.exit_code == plan_.sdc_suspect_exit_code) return Sdc::kSuspect;
@@ -85,14 +88,12 @@ std::string AttemptFailures::explain(const Worker& w, const std::string& sent_by
   facts.before = oom_before_;
   facts.after = *oom_after_;
   std::string sdc;
-  if (plan_.sdc_restart_exit_code != 0 && outcome.signal == 0) {
-    if (outcome.exit_code == plan_.sdc_restart_exit_code)
-      sdc =
-          "silent data corruption suspected, a restart on the same nodes asked to tell a "
-          "transient fault from a lasting one (--sdc_exit_codes)";
-    else if (outcome.exit_code == plan_.sdc_suspect_exit_code)
-      sdc = "its result failed validation: silent data corruption on this node (--sdc_exit_codes)";
-  }
+  if (const Sdc said = sdc_of(outcome); said == Sdc::kRestart)
+    sdc =
+        "silent data corruption suspected, a restart on the same nodes asked to tell a transient "
+        "fault from a lasting one (--sdc_exit_codes)";
+  else if (said == Sdc::kSuspect)
+    sdc = "its result failed validation: silent data corruption on this node (--sdc_exit_codes)";
   const std::string cause = explain_failure(facts);
   if (sdc.empty()) return cause;
   return cause.empty() ? sdc : sdc + "; " + cause;

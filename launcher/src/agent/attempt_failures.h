@@ -44,6 +44,7 @@ class AttemptFailures {
 
  private:
   std::string explain(const Worker& w, const std::string& sent_by);
+  Sdc sdc_of(const WorkerOutcome& outcome) const;
 
   const LaunchPlan& plan_;
   OomCounters oom_before_;                // at the attempt's start
