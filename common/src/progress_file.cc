@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "acc/common/clock.h"
 #include "acc/common/error.h"
 #include "acc/common/unique_fd.h"
 
@@ -57,9 +58,10 @@ unsigned char* map_file(const std::string& path, int flags, int protection) {
 }  // namespace
 
 std::int64_t now_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  // steady_clock is CLOCK_MONOTONIC on Linux, the clock Python's time.monotonic() reads too.
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             Clock::machine().now().time_since_epoch())
+      .count();
 }
 
 void create(const std::string& path) {

@@ -26,11 +26,13 @@
 #include "commands/subcommands.h"
 #include "nodes/preflight.h"
 #include "nodes/remote_nodes.h"
+#include "nodes/slurm_address.h"
 #include "output/console.h"
 #include "output/log.h"
 #include "output/timeline.h"
 #include "plan/config_merge.h"
 #include "process/proc.h"
+#include "process/real_os.h"
 
 namespace {
 
@@ -43,7 +45,7 @@ int fail(int code, const std::string& message) {
 
 // What a hostfile, or else the scheduler we run under, says about this node's place in the job;
 // to the head of a fan-out, what the hostfile says about the job.
-ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
+ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host, Os& os) {
   ClusterFacts facts;
   if (!options.hostfile.empty()) {
     auto hosts = acc::select_hosts(acc::read_hostfile(options.hostfile), options.include_hosts,
@@ -55,7 +57,9 @@ ClusterFacts cluster_facts(LaunchOptions& options, const HostInfo& host) {
                                      ? std::optional(options.node_rank)
                                      : std::nullopt);
   } else {
-    facts = detect_cluster(host.environment, resolve_slurm_node_address);
+    facts = detect_cluster(host.environment, [&os](const std::string& node) {
+      return resolve_slurm_node_address(node, os);
+    });
   }
   for (const std::string& source : facts.sources)
     options.detected.push_back(facts.scheduler + ": " + source);
@@ -150,9 +154,12 @@ int launch(const std::vector<std::string>& args) {
   // The scheduler's and the config file's words, kept where they outrank what is set
   // (option_sources.h: command line > scheduler > config file > default), on a single node and on
   // the head of a fan-out alike: the head forwards what they decide.
-  apply_proposals(scheduler_proposals(cluster_facts(parsed.options, host)), parsed.options);
+  // The machine, for the steps before the agent (which has its own): scontrol, ssh, signals. A
+  // remote launcher's stdin watch holds it to the process's end.
+  static RealOs os;
+  apply_proposals(scheduler_proposals(cluster_facts(parsed.options, host, os)), parsed.options);
   apply_config_file(parsed.options, MergeEnvironment::from_host(host));
-  if (auto status = fan_out_if_asked(parsed.options, host)) return *status;
+  if (auto status = fan_out_if_asked(parsed.options, host, os)) return *status;
   LaunchPlan plan = build_plan(parsed.options, host);
   timeline::mark("planned");
   if (!plan.dry_run) check_script(plan);

@@ -1,7 +1,6 @@
 #include "acc/rendezvous/clock.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "acc/common/error.h"
 #include "acc/rendezvous/key_value_store.h"
@@ -23,10 +22,10 @@ bool Clock::wait_for_keys(KeyValueStore& store, const std::vector<std::string>& 
 
 const Clock& Clock::steady() {
   struct Steady final : Clock {
-    time_point now() const override { return std::chrono::steady_clock::now(); }
-    wall_time_point wall_now() const override { return std::chrono::system_clock::now(); }
+    time_point now() const override { return acc::Clock::machine().now(); }
+    wall_time_point wall_now() const override { return acc::Clock::machine().wall_now(); }
     void sleep_until(time_point deadline) const override {
-      std::this_thread::sleep_until(deadline);
+      acc::Clock::machine().sleep_until(deadline);
     }
   };
   // Never destroyed, so a rendezvous used from a static destructor still has its clock.

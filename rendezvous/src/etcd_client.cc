@@ -37,7 +37,6 @@ struct EtcdClient::Entry {
 
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // etcd refuses a transaction of more than --max-txn-ops (128 by default) operations.
@@ -48,8 +47,9 @@ constexpr milliseconds kAttemptTimeout{10'000};
 constexpr milliseconds kFirstPause{5};
 constexpr milliseconds kLongestPause{100};
 
-milliseconds remaining(SteadyClock::time_point deadline) {
-  return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(deadline - SteadyClock::now()));
+milliseconds remaining(Clock::time_point deadline) {
+  return std::max(milliseconds(0),
+                  std::chrono::ceil<milliseconds>(deadline - Clock::steady().now()));
 }
 
 std::string decoded(const std::string& text) {
@@ -293,7 +293,7 @@ const std::string& EtcdClient::endpoint() const {
 }
 
 std::string EtcdClient::call(std::string_view path, const std::string& body) {
-  const auto deadline = SteadyClock::now() + options_.timeout;
+  const auto deadline = Clock::steady().now() + options_.timeout;
   Backoff backoff(kFirstPause, kLongestPause * 5);  // between full passes over the members
   std::string last_failure;
   for (size_t failures = 1;; ++failures) {
@@ -317,14 +317,14 @@ std::string EtcdClient::call(std::string_view path, const std::string& body) {
     }
     // This member cannot serve now (down, no leader, shutting down): move on to the next.
     current_ = (current_ + 1) % members_.size();
-    if (SteadyClock::now() >= deadline) {
+    if (Clock::steady().now() >= deadline) {
       throw NetworkError(acc::detail::concat("no etcd member at ", join(options_.endpoints, ","),
                                              " answered within ", options_.timeout.count(),
                                              " ms (last: ", last_failure,
                                              "); check --rdzv_endpoint and the cluster's health"));
     }
     if (failures % members_.size() == 0) {
-      backoff.sleep(deadline);
+      backoff.pause(deadline, Clock::steady());
     }
   }
 }
@@ -357,7 +357,7 @@ std::vector<std::optional<EtcdClient::Entry>> EtcdClient::read(const std::vector
 
 std::vector<std::string> EtcdClient::await(const std::vector<std::string>& keys,
                                            milliseconds timeout) {
-  const auto deadline = SteadyClock::now() + timeout;
+  const auto deadline = Clock::steady().now() + timeout;
   Backoff backoff(kFirstPause, kLongestPause);  // only between watches that cannot connect
   for (;;) {
     std::int64_t revision = 0;
@@ -369,7 +369,7 @@ std::vector<std::string> EtcdClient::await(const std::vector<std::string>& keys,
       for (auto& entry : entries) values.push_back(std::move(entry->value));
       return values;
     }
-    if (SteadyClock::now() >= deadline)
+    if (Clock::steady().now() >= deadline)
       throw TimeoutError(acc::detail::concat("etcd: ", key_list(keys), " not set within ",
                                              timeout.count(), " ms"));
     // Watch the first missing key from the revision just read: a write after the read fires it,
@@ -382,7 +382,7 @@ std::vector<std::string> EtcdClient::await(const std::vector<std::string>& keys,
           std::clamp(remaining(deadline), milliseconds(1), kAttemptTimeout), tls_.get()));
     } catch (const NetworkError&) {
       // The member went between the read and the watch: the next read moves on to another.
-      backoff.sleep(deadline);
+      backoff.pause(deadline, Clock::steady());
       continue;
     }
     for (;;) {

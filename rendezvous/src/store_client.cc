@@ -16,7 +16,6 @@
 namespace acc::rendezvous {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr const char* kServerClosed = "the store server closed the connection";
@@ -27,9 +26,9 @@ bool closed_by_peer(int error) {
   return error == ECONNRESET || error == EPIPE;
 }
 
-int remaining_ms(SteadyClock::time_point deadline) {
+int remaining_ms(Clock::time_point deadline) {
   // Rounded up: a wait must not end before its deadline.
-  auto left = std::chrono::ceil<milliseconds>(deadline - SteadyClock::now()).count();
+  auto left = std::chrono::ceil<milliseconds>(deadline - Clock::steady().now()).count();
   return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
 }
 
@@ -230,7 +229,7 @@ void StoreClient::send(std::string_view bytes) {
 
 bool StoreClient::receive(char* data, std::size_t size, milliseconds timeout) {
   if (fd_ < 0) broken("the connection is closed after an earlier error");
-  auto deadline = SteadyClock::now() + timeout;
+  auto deadline = Clock::steady().now() + timeout;
   while (size > 0) {
     pollfd p{fd_, POLLIN, 0};
     int ready = ::poll(&p, 1, remaining_ms(deadline));

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "acc/common/clock.h"
 #include "acc/common/error.h"
 #include "acc/common/files.h"
 #include "accelerator_impl.h"
@@ -364,7 +365,7 @@ void Accelerator::load_state(const std::string& dir) {
           torn ? ": the ranks read different writes of it while it was being replaced"
                : ": another rank could not load it"));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    acc::Clock::machine().sleep_for(std::chrono::milliseconds(500));
   }
 }
 

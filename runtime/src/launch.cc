@@ -1,6 +1,5 @@
 #include "acc/runtime/launch.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -19,6 +18,7 @@
 #include <iterator>
 
 #include "acc/common/error.h"
+#include "acc/common/processes.h"
 #include "acc/launcher/agent/agent.h"
 #include "acc/launcher/host/host.h"
 #include "acc/launcher/plan/plan.h"
@@ -208,36 +208,10 @@ void check_cuda_untouched() {
 // The launcher learns of its workers' exits through SIGCHLD, blocked in the calling thread and
 // read from a signalfd; another thread with it unblocked could take it first.
 void check_single_threaded() {
-  DIR* tasks = ::opendir("/proc/self/task");
-  if (tasks == nullptr) return;
-  int threads = 0;
-  while (const dirent* entry = ::readdir(tasks))
-    if (entry->d_name[0] != '.') ++threads;
-  ::closedir(tasks);
+  const int threads = processes::own_thread_count();
   ACC_CHECK(threads <= 1, ConfigError, "acc::launch: this process already runs ", threads,
             " threads; call acc::launch at the top of main(), before anything starts threads "
             "(LibTorch's thread pools, CUDA), and do that work inside fn");
-}
-
-std::string own_executable() {
-  char path[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  ACC_CHECK(n > 0, SystemError, "acc::launch: cannot read /proc/self/exe: ", std::strerror(errno));
-  return std::string(path, static_cast<size_t>(n));
-}
-
-std::vector<std::string> own_arguments() {
-  bool ok = false;
-  const std::string cmdline = read_file("/proc/self/cmdline", &ok);
-  std::vector<std::string> args;
-  for (size_t start = 0; start < cmdline.size();) {
-    const size_t end = cmdline.find('\0', start);
-    args.push_back(cmdline.substr(start, end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  if (!args.empty()) args.erase(args.begin());  // argv[0]: the workers get the resolved path
-  return args;
 }
 
 // The results directory, removed with what the workers wrote into it and the records of the
@@ -305,8 +279,9 @@ launcher::LaunchPlan make_plan(const LaunchOptions& options, const launcher::Hos
   o.shutdown_timeout = options.shutdown_timeout;
   o.log_line_prefix = options.log_line_prefix;
   if (options.mixed_precision != "no") o.mixed_precision = options.mixed_precision;
-  o.program = own_executable();
-  o.program_args = options.worker_args ? *options.worker_args : own_arguments();
+  o.program = processes::own_executable();
+  o.program_args =  // argv[0] left out: the workers get the resolved path
+      options.worker_args ? *options.worker_args : processes::own_arguments();
   o.no_python = true;  // the program itself, even when its name ends in .py
   // Above the plan's own variables: an OMP_NUM_THREADS here means no default and no notice.
   o.extra_env = options.env;

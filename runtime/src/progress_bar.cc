@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "acc/common/clock.h"
+
 namespace acc::runtime::detail {
 namespace {
 
@@ -27,7 +29,7 @@ ProgressBar::ProgressBar(bool enabled, int64_t total, int64_t first)
       total_(total),
       first_(first),
       done_(first),
-      start_(std::chrono::steady_clock::now()) {
+      start_(acc::Clock::machine().now()) {
   next_line_ = first_ + std::max<int64_t>(1, total_ / 10);
 }
 
@@ -39,7 +41,7 @@ void ProgressBar::update(int64_t done, double epoch) {
   done_ = done;
   epoch_ = epoch;
   if (!enabled_) return;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = acc::Clock::machine().now();
   if (tty_) {
     // Redrawing costs a write: at most ten a second.
     if (done_ < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
@@ -52,8 +54,7 @@ void ProgressBar::update(int64_t done, double epoch) {
 }
 
 void ProgressBar::draw() {
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double elapsed = acc::Clock::machine().seconds_since(start_);
   const double rate = elapsed > 0 ? static_cast<double>(done_ - first_) / elapsed : 0;
   const double left = rate > 0 ? static_cast<double>(total_ - done_) / rate : 0;
   constexpr int kWidth = 30;

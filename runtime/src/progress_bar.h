@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "acc/common/clock.h"
+
 namespace acc::runtime::detail {
 
 class ProgressBar {
@@ -36,8 +38,8 @@ class ProgressBar {
   double epoch_ = 0;
   int64_t next_line_ = 0;  // without a terminal: the step of the next line
   bool drawn_ = false;
-  std::chrono::steady_clock::time_point start_;
-  std::chrono::steady_clock::time_point last_draw_{};
+  acc::Clock::time_point start_;
+  acc::Clock::time_point last_draw_{};
 };
 
 }  // namespace acc::runtime::detail

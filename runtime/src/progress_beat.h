@@ -8,6 +8,8 @@
 
 #include <chrono>
 
+#include "acc/common/clock.h"
+
 namespace acc::runtime::detail {
 
 class ProgressBeat {
@@ -22,7 +24,7 @@ class ProgressBeat {
  private:
   c10::intrusive_ptr<c10d::Store> store_;
   std::string key_;
-  std::chrono::steady_clock::time_point next_beat_{};
+  acc::Clock::time_point next_beat_{};
   bool broken_ = false;
 };
 

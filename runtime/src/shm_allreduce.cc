@@ -15,7 +15,9 @@
 #include <cstring>
 #include <vector>
 
+#include "acc/common/clock.h"
 #include "acc/common/error.h"
+#include "acc/common/processes.h"
 
 namespace acc::runtime::detail {
 namespace {
@@ -140,17 +142,17 @@ void ShmAllreduce::barrier() {
     if (generation.load(std::memory_order_acquire) != mine) return;
     cpu_relax();
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const auto deadline = acc::Clock::machine().now() + timeout_;
   while (generation.load(std::memory_order_acquire) == mine) {
     futex_wait(&generation, mine, kLookStep);
     if (generation.load(std::memory_order_acquire) != mine) return;
     for (int r = 0; r < world_size_; ++r) {
       const pid_t pid = header_->pids[r];
-      ACC_CHECK(r == rank_ || ::kill(pid, 0) == 0 || errno != ESRCH, BackendError, "rank ", r,
-                " (pid ", pid, ") ended while rank ", rank_,
+      ACC_CHECK(r == rank_ || processes::exists(pid), BackendError, "rank ", r, " (pid ", pid,
+                ") ended while rank ", rank_,
                 " waited for it in the gradient all-reduce (shared memory)");
     }
-    ACC_CHECK(std::chrono::steady_clock::now() < deadline, BackendError, "rank ", rank_, " waited ",
+    ACC_CHECK(acc::Clock::machine().now() < deadline, BackendError, "rank ", rank_, " waited ",
               timeout_.count(),
               " ms for the other ranks in the gradient all-reduce (shared memory)");
   }

@@ -2,6 +2,7 @@
 // trainer_checkpoint.cc, the schedule in lr_schedule.cc.
 
 #include "acc/runtime/trainer.h"
+#include "acc/common/clock.h"
 
 #include <chrono>
 #include <cmath>
@@ -188,7 +189,7 @@ TrainOutput Trainer::train() {
   runtime::detail::ProgressBar bar(acc.is_main_process() && !args_.disable_tqdm, state_.max_steps,
                                    first_step);
   bar_ = &bar;
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = acc::Clock::machine().now();
   control_ = TrainerControl{};
   for (auto& callback : callbacks_) callback->on_train_begin(args_, state_, control_);
 
@@ -207,8 +208,7 @@ TrainOutput Trainer::train() {
   batches_since_log_ = 0;
   bar.close();
   bar_ = nullptr;
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = acc::Clock::machine().seconds_since(start);
   TrainOutput output = train_output(seconds, first_step);
   log(output.metrics);
   return output;
@@ -435,7 +435,7 @@ Metrics Trainer::evaluate(const TensorDataset& dataset, const std::string& prefi
         make_loader(dataset, args_.per_device_eval_batch_size, false, false, args_.seed)));
   DataLoader& loader = own ? *eval_loader_ : *other;
 
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = acc::Clock::machine().now();
   const bool was_training = model_->is_training();
   model_->eval();
   std::vector<torch::Tensor> predictions, labels, losses;
@@ -471,8 +471,7 @@ Metrics Trainer::evaluate(const TensorDataset& dataset, const std::string& prefi
     for (const auto& [name, value] : compute_metrics_(prediction))
       metrics[name.rfind(prefix + "_", 0) == 0 ? name : prefix + "_" + name] = value;
   metrics[prefix + "_samples"] = static_cast<double>(samples);
-  metrics[prefix + "_runtime"] =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  metrics[prefix + "_runtime"] = acc::Clock::machine().seconds_since(start);
   log(metrics);
   for (auto& callback : callbacks_) callback->on_evaluate(args_, state_, control_, metrics);
   return metrics;

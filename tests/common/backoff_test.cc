@@ -20,11 +20,12 @@ TEST(BackoffTest, DoublesFromFirstUpToLongest) {
 
 TEST(BackoffTest, NeverPausesPastTheDeadline) {
   Backoff backoff(milliseconds(1000), milliseconds(1000));
-  const auto soon = Backoff::Clock::now() + milliseconds(30);
-  EXPECT_LE(backoff.next(soon), milliseconds(30));
-  EXPECT_EQ(backoff.next(Backoff::Clock::now() - milliseconds(5)), milliseconds(0));
-  const auto later = Backoff::Clock::now() + std::chrono::hours(1);
-  EXPECT_EQ(backoff.next(later), milliseconds(1000));
+  const auto soon = Clock::machine().now() + milliseconds(30);
+  EXPECT_LE(backoff.next(soon, Clock::machine()), milliseconds(30));
+  EXPECT_EQ(backoff.next(Clock::machine().now() - milliseconds(5), Clock::machine()),
+            milliseconds(0));
+  const auto later = Clock::machine().now() + std::chrono::hours(1);
+  EXPECT_EQ(backoff.next(later, Clock::machine()), milliseconds(1000));
 }
 
 TEST(BackoffTest, ALongestBelowFirstIsFirst) {

@@ -104,22 +104,23 @@ TEST(FailureCauseTest, TheMemoryCgroupIsReadFromV1OrV2Lines) {
 TEST(FailureCauseTest, CountersAreReadFromTheFilesOfV1AndV2) {
   const fs::path root = fs::temp_directory_path() / ("failure_cause_" + std::to_string(::getpid()));
   fs::create_directories(root / "proc/self");
-  fs::create_directories(root / "cg/memory/jobs/a");
+  fs::create_directories(root / "sys/fs/cgroup/memory/jobs/a");
   std::ofstream(root / "proc/vmstat") << "pgfault 10\noom_kill 4\n";
   std::ofstream(root / "proc/self/cgroup") << "4:memory:/jobs/a\n0::/\n";
-  std::ofstream(root / "cg/memory/jobs/a/memory.oom_control") << "oom_kill_disable 0\noom_kill 1\n";
-  std::ofstream(root / "cg/memory/jobs/a/memory.limit_in_bytes") << "157286400\n";
-  OomCounters v1 = read_oom_counters((root / "proc").string(), (root / "cg").string());
+  std::ofstream(root / "sys/fs/cgroup/memory/jobs/a/memory.oom_control")
+      << "oom_kill_disable 0\noom_kill 1\n";
+  std::ofstream(root / "sys/fs/cgroup/memory/jobs/a/memory.limit_in_bytes") << "157286400\n";
+  OomCounters v1 = read_oom_counters(MachineFiles(root));
   EXPECT_EQ(v1.cgroup, "/jobs/a");
   EXPECT_EQ(v1.cgroup_oom_kills, 1);
   EXPECT_EQ(v1.limit_bytes, 157286400);
   EXPECT_EQ(v1.machine_oom_kills, 4);
   // v2: "max" is no limit.
   std::ofstream(root / "proc/self/cgroup") << "0::/jobs/b\n";
-  fs::create_directories(root / "cg/jobs/b");
-  std::ofstream(root / "cg/jobs/b/memory.events") << "oom 1\noom_kill 2\n";
-  std::ofstream(root / "cg/jobs/b/memory.max") << "max\n";
-  OomCounters v2 = read_oom_counters((root / "proc").string(), (root / "cg").string());
+  fs::create_directories(root / "sys/fs/cgroup/jobs/b");
+  std::ofstream(root / "sys/fs/cgroup/jobs/b/memory.events") << "oom 1\noom_kill 2\n";
+  std::ofstream(root / "sys/fs/cgroup/jobs/b/memory.max") << "max\n";
+  OomCounters v2 = read_oom_counters(MachineFiles(root));
   EXPECT_EQ(v2.cgroup, "/jobs/b");
   EXPECT_EQ(v2.cgroup_oom_kills, 2);
   EXPECT_FALSE(v2.limit_bytes);

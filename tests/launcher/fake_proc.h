@@ -28,6 +28,7 @@ class FakeProc final : public proc::Reader {
     long owner = static_cast<long>(::getuid());
     std::set<int> catches;                                           // signals it has a handler for
     std::map<int, std::map<std::string, std::string>> thread_files;  // tid -> file -> text
+    std::set<std::string> open_files;                                // has_open()
   };
 
   // Sets (or replaces the stat line of) process `pid`: alive, in `state`, with `cpu_seconds`.
@@ -117,6 +118,10 @@ class FakeProc final : public proc::Reader {
   long owner(int pid) override {
     const Process* p = find(pid);
     return p ? p->owner : -1;
+  }
+  bool has_open(int pid, const std::string& path) override {
+    const auto it = processes_.find(pid);
+    return it != processes_.end() && it->second.open_files.count(path) > 0;
   }
   std::string executable() override { return binary; }
   long long nr_open() override { return open_files; }

@@ -38,7 +38,9 @@ struct PokedRank {
 
 TEST(FlightRecorderWaitTest, ADumpThatNeverComesIsWaitedForUntilTheLimitOnly) {
   PokedRank rank;
-  EXPECT_TRUE(wait_for_flight_recorder_dumps(rank.targets, rank.poke, 10s, rank.clock).empty());
+  EXPECT_TRUE(wait_for_flight_recorder_dumps(rank.targets, rank.poke, 10s, proc::Reader::machine(),
+                                             rank.clock)
+                  .empty());
   EXPECT_EQ(rank.clock.elapsed_ms(), 10s);
 }
 
@@ -50,7 +52,8 @@ TEST(FlightRecorderWaitTest, ADumpIsCompleteOnceWrittenAndClosedByTheWorker) {
     if (at == 1500ms) *writer << "a dump";
     if (at == 2000ms) writer.reset();  // closed: complete
   };
-  EXPECT_EQ(wait_for_flight_recorder_dumps(rank.targets, rank.poke, 10s, rank.clock),
+  EXPECT_EQ(wait_for_flight_recorder_dumps(rank.targets, rank.poke, 10s, proc::Reader::machine(),
+                                           rank.clock),
             std::vector<int>{0});
   EXPECT_EQ(rank.clock.elapsed_ms(), 2000ms);
 }
@@ -61,7 +64,9 @@ TEST(FlightRecorderWaitTest, ARankWhoseProcessIsGoneIsNotWaitedFor) {
   if (child == 0) ::_exit(0);
   ::waitpid(child, nullptr, 0);
   rank.targets[0].pid = child;
-  EXPECT_TRUE(wait_for_flight_recorder_dumps(rank.targets, rank.poke, 10s, rank.clock).empty());
+  EXPECT_TRUE(wait_for_flight_recorder_dumps(rank.targets, rank.poke, 10s, proc::Reader::machine(),
+                                             rank.clock)
+                  .empty());
   EXPECT_EQ(rank.clock.elapsed_ms(), 0ms);
 }
 

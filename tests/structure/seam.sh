@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# The launcher reaches the machine only through its seams, so that the units which do (the agent,
-# the stall watch, the stack dumper, `acc-launch stacks`, the status sampler) are tested over
-# fakes: counts the direct calls of one kind in launcher/src outside the process room and fails on
-# any, printing each offending line. Usage: seam.sh clock|process SOURCE_ROOT
-#   clock:   reading the time and sleeping, which go through rendezvous::Clock (the agent's Os,
-#            or Clock::steady()), so that every deadline runs over a fake clock in the tests;
-#   process: kill, wait, fork/exec/spawn/popen/system and "/proc" paths, which go through the Os
-#            interface (process/os.h) and proc::Reader (process/proc.h).
+# The product code reaches the machine only through its seams, so that the units which do (the
+# agent, the stall watch, the stack dumper, `acc-launch stacks`, the status sampler, the store's
+# clients, the rendezvous) are tested over fakes: counts the direct calls of one kind in the
+# whole tree (launcher, rendezvous, common, runtime, config) outside the seams and fails on any,
+# printing each offending line. Usage: seam.sh clock|process SOURCE_ROOT
+#   clock:   reading the time and sleeping, which go through acc::Clock (acc/common/clock.h: the
+#            rendezvous library's Clock, the agent's Os, Clock::machine()), so that every deadline
+#            runs over a fake clock in the tests; a chrono clock under another name
+#            (`using SteadyClock = std::chrono::steady_clock`) is caught at its `::now(`;
+#   process: kill, wait, fork/exec/spawn/popen/system and "/proc" paths, which go through the
+#            launcher's Os (process/os.h), proc::Reader and MachineFiles (host/), and, in the
+#            libraries linked into users' programs, acc/common/processes.h.
+# The seams themselves: launcher/src/process/, common/src/clock.cc, common/src/processes.cc.
 set -euo pipefail
 kind=${1:?usage: seam.sh clock|process SOURCE_ROOT}
 root=${2:?usage: seam.sh clock|process SOURCE_ROOT}
@@ -18,7 +23,7 @@ case $kind in
     # name (the seam's now() is a member, never called that way).
     patterns=(
       '(steady_clock|system_clock|high_resolution_clock)::now'
-      '\bClock::now[[:space:]]*\('
+      '::now[[:space:]]*\('
       'this_thread::sleep_(for|until)'
       '(^|[^.>[:alnum:]_])(sleep|usleep|nanosleep|clock_nanosleep)[[:space:]]*\('
       '\b(clock_gettime|gettimeofday)[[:space:]]*\('
@@ -26,11 +31,13 @@ case $kind in
     )
     must=('auto t = std::chrono::steady_clock::now();' 'stamp(system_clock::now());'
           'Clock::now() + 1s' 'std::this_thread::sleep_for(50ms);' '::usleep(10);' 'sleep(1);'
-          'clock_gettime(CLOCK_MONOTONIC, &ts);' 'std::time(nullptr)')
+          'clock_gettime(CLOCK_MONOTONIC, &ts);' 'std::time(nullptr)'
+          'deadline - SteadyClock::now()' 'const auto t0 = Time::now ();')
     must_not=('clock.sleep_for(50ms);' 'clock_->now()' 'os_.now()' 'clock.sleep_until(t);'
-              'os_.wall_now()' 'Clock::steady().now()' 'uptime(0)')
+              'os_.wall_now()' 'Clock::steady().now()' 'Clock::machine().now()' 'uptime(0)'
+              'time_point now() const override {')
     what='direct clock and sleep calls'
-    fix='read the time and sleep through rendezvous::Clock (the agent'\''s Os, or Clock::steady())'
+    fix='read the time and sleep through acc::Clock (the agent'\''s Os, rendezvous::Clock::steady(), acc::Clock::machine())'
     ;;
   process)
     # A direct call is the name alone or after `::` (not a member: `os_.kill(`, `group_->kill(`,
@@ -63,12 +70,15 @@ case $kind in
               'file_system("x")' 'skill(3)' '    kill();' 'void kill();'
               'clone() const override {' 'WorkerStack::source = "/proc"')
     what='direct kill, wait, spawn and /proc calls'
-    fix='start, signal and wait for processes through Os (process/os.h) and read /proc through proc::Reader (process/proc.h)'
+    fix='start, signal and wait for processes through Os (process/os.h), read /proc through proc::Reader (process/proc.h) or MachineFiles; in the libraries, acc/common/processes.h'
     ;;
   *) echo "seam.sh: unknown kind '$kind' (clock or process)"; exit 2 ;;
 esac
-# Where they belong: the process room (the Os, its real implementation, /proc's reader).
-allowed='launcher/src/process/'
+# Where they belong: the launcher's process room (the Os, its real implementation, /proc's
+# readers) and the libraries' seam in common/.
+allowed=('launcher/src/process/' 'common/src/clock.cc' 'common/src/processes.cc')
+scanned=(launcher/src launcher/include rendezvous/src rendezvous/include common/src common/include
+         runtime/src runtime/include config/src config/include)
 
 regex=$(IFS='|'; echo "${patterns[*]}")
 
@@ -81,13 +91,20 @@ for line in "${must_not[@]}"; do
 done
 
 count=0
+is_seam() {
+  local path
+  for path in "${allowed[@]}"; do [[ $1 == "$path"* ]] && return 0; done
+  return 1
+}
+present=()
+for dir in "${scanned[@]}"; do [[ -d $dir ]] && present+=("$dir"); done
 while IFS= read -r hit; do
-  [[ $hit == "$allowed"* ]] && continue
+  is_seam "$hit" && continue
   echo "${what% calls} call: $hit"
   count=$((count + 1))
-done < <(grep -rnE --include='*.cc' --include='*.h' -- "$regex" launcher/src | sort)
+done < <(grep -rnE --include='*.cc' --include='*.h' -- "$regex" "${present[@]}" | sort)
 
-echo "$what in launcher/src outside process/: $count"
+echo "$what outside the seams (${present[*]}): $count"
 if ((count > 0)); then
   echo "$fix"
   exit 1

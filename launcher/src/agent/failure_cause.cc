@@ -5,20 +5,11 @@
 
 #include <charconv>
 #include <cstdio>
-#include <fstream>
 #include <regex>
 #include <sstream>
 
 namespace acc::launcher {
 namespace {
-
-std::optional<std::string> read_counter_file(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return std::nullopt;
-  std::ostringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 std::optional<std::int64_t> parse_counter(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
@@ -91,21 +82,21 @@ std::optional<std::int64_t> parse_oom_kill(const std::string& text) {
   return counter_field(text, "oom_kill");
 }
 
-OomCounters read_oom_counters(const std::string& proc, const std::string& cgroup_root) {
+OomCounters read_oom_counters(const MachineFiles& files) {
   OomCounters counters;
-  if (auto vmstat = read_counter_file(proc + "/vmstat"))
+  if (auto vmstat = files.read_if_there("proc/vmstat"))
     counters.machine_oom_kills = counter_field(*vmstat, "oom_kill");
-  const auto own = read_counter_file(proc + "/self/cgroup");
+  const auto own = files.read_if_there("proc/self/cgroup");
   const auto cgroup = own ? memory_cgroup(*own) : std::nullopt;
   if (!cgroup) return counters;
-  const std::string dir =
-      cgroup_root + (cgroup->v2 ? "" : "/memory") + (cgroup->path == "/" ? "" : cgroup->path);
+  const std::string dir = std::string("sys/fs/cgroup") + (cgroup->v2 ? "" : "/memory") +
+                          (cgroup->path == "/" ? "" : cgroup->path);
   counters.cgroup = cgroup->path;
   if (auto events =
-          read_counter_file(dir + (cgroup->v2 ? "/memory.events" : "/memory.oom_control")))
+          files.read_if_there(dir + (cgroup->v2 ? "/memory.events" : "/memory.oom_control")))
     counters.cgroup_oom_kills = parse_oom_kill(*events);
   if (auto limit =
-          read_counter_file(dir + (cgroup->v2 ? "/memory.max" : "/memory.limit_in_bytes"))) {
+          files.read_if_there(dir + (cgroup->v2 ? "/memory.max" : "/memory.limit_in_bytes"))) {
     // v1 says "no limit" with a number near 2^63, v2 with "max".
     const auto bytes = parse_counter(*limit);
     if (bytes && *bytes < (std::int64_t{1} << 62)) counters.limit_bytes = bytes;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "host/machine_files.h"
+
 namespace acc::launcher {
 
 // The OOM killer's counters as the launcher sees them: the memory cgroup it runs in (its
@@ -21,10 +23,9 @@ struct OomCounters {
   std::optional<std::int64_t> machine_oom_kills;  // /proc/vmstat's oom_kill
 };
 
-// Reads them under `proc` (/proc) and `cgroup_root` (/sys/fs/cgroup); a file that is not there
-// or not readable leaves its field empty. Never throws.
-OomCounters read_oom_counters(const std::string& proc = "/proc",
-                              const std::string& cgroup_root = "/sys/fs/cgroup");
+// Reads them from `files` (proc/vmstat, proc/self/cgroup, sys/fs/cgroup/...); a file that is not
+// there or not readable leaves its field empty. Never throws.
+OomCounters read_oom_counters(const MachineFiles& files = MachineFiles());
 
 // The memory cgroup's path in /proc/<pid>/cgroup's text: v1's "memory" controller line, else
 // v2's "0::" line; "" when neither.

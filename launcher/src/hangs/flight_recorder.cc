@@ -46,28 +46,29 @@ const FlightRecorderTarget* target_of(const std::vector<FlightRecorderTarget>& t
 }
 
 // Whether the worker, or a process it started (a shell's python), still has `path` open.
-bool still_open(int pid, const std::string& path) {
+bool still_open(int pid, const std::string& path, proc::Reader& proc) {
   if (pid <= 0) return false;
   char real[PATH_MAX];
   const std::string resolved = ::realpath(path.c_str(), real) ? real : path;
-  if (proc::has_open(pid, resolved)) return true;
-  for (const auto& [child, parent] : proc::descendants(pid))
-    if (proc::has_open(child, resolved)) return true;
+  if (proc.has_open(pid, resolved)) return true;
+  for (const auto& [child, parent] : proc.descendants(pid))
+    if (proc.has_open(child, resolved)) return true;
   return false;
 }
 
 // Exited (a zombie until the agent reaps it) or reaped.
-bool gone(int pid) {
+bool gone(int pid, proc::Reader& proc) {
   if (pid <= 0) return false;
-  const proc::Stat st = proc::stat(pid);
+  const proc::Stat st = proc.stat(pid);
   return !st.ok || st.state == "Z";
 }
 
 // The dump written since the poke, whole: PyTorch's writer (an ofstream) has closed it.
-bool complete(const FlightRecorderTarget& t, const FlightRecorderPoke::Before& before) {
+bool complete(const FlightRecorderTarget& t, const FlightRecorderPoke::Before& before,
+              proc::Reader& proc) {
   const std::string path = flight_recorder_dump(t.worker_dir, t.rank);
   const FlightRecorderPoke::Before now = look(path);
-  return now.exists && now.size > 0 && !same(now, before) && !still_open(t.pid, path);
+  return now.exists && now.size > 0 && !same(now, before) && !still_open(t.pid, path, proc);
 }
 
 // A copy of `from` at `to` (where a hard link cannot be made: another file system).
@@ -149,7 +150,7 @@ FlightRecorderPoke poke_flight_recorder(const std::vector<FlightRecorderTarget>&
 
 std::vector<int> wait_for_flight_recorder_dumps(const std::vector<FlightRecorderTarget>& targets,
                                                 const FlightRecorderPoke& poke,
-                                                std::chrono::milliseconds limit,
+                                                std::chrono::milliseconds limit, proc::Reader& proc,
                                                 const rendezvous::Clock& clock) {
   const auto deadline = clock.now() + limit;
   std::vector<bool> done(poke.ranks.size(), false);
@@ -159,8 +160,8 @@ std::vector<int> wait_for_flight_recorder_dumps(const std::vector<FlightRecorder
     for (size_t i = 0; i < poke.ranks.size(); ++i) {
       if (done[i] || given_up[i]) continue;
       const FlightRecorderTarget* t = target_of(targets, poke.ranks[i]);
-      done[i] = t != nullptr && complete(*t, poke.before[i]);
-      given_up[i] = !done[i] && (t == nullptr || gone(t->pid));
+      done[i] = t != nullptr && complete(*t, poke.before[i], proc);
+      given_up[i] = !done[i] && (t == nullptr || gone(t->pid, proc));
       all = all && (done[i] || given_up[i]);
     }
     if (all || clock.now() >= deadline) break;

@@ -16,6 +16,7 @@
 
 #include "acc/common/torch_env.h"
 #include "acc/rendezvous/clock.h"
+#include "process/proc.h"
 
 namespace acc::launcher {
 
@@ -64,12 +65,13 @@ inline constexpr std::chrono::milliseconds kFlightRecorderDumpWait{10'000};
 
 // Waits, at most `limit` on `clock`, until the dump of every poked rank is complete: PyTorch writes
 // it in place (an ofstream on <prefix><rank>, no temporary and rename), so complete means changed
-// since the poke, not empty, and no longer open in the worker or its descendants. Polls every
-// 50 ms; a rank whose process is gone is not waited for. Returns the ranks whose dump is
-// complete, in the order of poke.ranks.
+// since the poke, not empty, and no longer open in the worker or its descendants (as `proc`
+// reads them). Polls every 50 ms; a rank whose process is gone is not waited for. Returns the
+// ranks whose dump is complete, in the order of poke.ranks.
 std::vector<int> wait_for_flight_recorder_dumps(
     const std::vector<FlightRecorderTarget>& targets, const FlightRecorderPoke& poke,
-    std::chrono::milliseconds limit, const rendezvous::Clock& clock = rendezvous::Clock::steady());
+    std::chrono::milliseconds limit, proc::Reader& proc,
+    const rendezvous::Clock& clock = rendezvous::Clock::steady());
 
 // Links (or copies) the complete dumps into <attempt dir>/flight_recorder/, the one directory
 // PyTorch's analyzer reads, and writes the report's section: which ranks were asked to dump,

@@ -459,7 +459,7 @@ std::string StallWatch::report(const std::vector<bool>& running, bool stalled) {
   // The dumps PyTorch writes while the stacks came in: the report waits for them (bounded), so
   // that --stall_action stop does not stop the workers in the middle of a dump.
   const std::vector<int> dumped =
-      wait_for_flight_recorder_dumps(recorders, poke, kFlightRecorderDumpWait);
+      wait_for_flight_recorder_dumps(recorders, poke, kFlightRecorderDumpWait, os_.proc());
   const std::string recorder = flight_recorder_section(recorders, poke, dumped, plan_.world_size);
   if (!recorder.empty()) report.sections.push_back(recorder);
   if (stalled)

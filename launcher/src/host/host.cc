@@ -23,6 +23,7 @@
 #include "acc/common/unique_fd.h"
 #include "acc/launcher/host/topology.h"
 #include "acc/rendezvous/tcp_connect.h"
+#include "host/machine_files.h"
 
 extern char** environ;
 
@@ -30,12 +31,6 @@ namespace acc::launcher {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_line(const fs::path& path) {
-  std::string text = read_file(path);
-  text.resize(std::min(text.find('\n'), text.size()));
-  return text;
-}
 
 // Each line of `text`, without its newline, to `visit` (the file readers below: no stream).
 template <typename Visit>
@@ -45,14 +40,6 @@ void for_each_line(std::string_view text, Visit&& visit) {
     visit(text.substr(0, end));
     text.remove_prefix(std::min(end + 1, text.size()));
   }
-}
-
-std::vector<fs::path> sorted_entries(const fs::path& dir) {
-  std::vector<fs::path> entries;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) entries.push_back(entry.path());
-  std::sort(entries.begin(), entries.end());
-  return entries;
 }
 
 // "0-3,8,10-11" (a kernel CPU list) -> how many CPUs it names.
@@ -65,11 +52,11 @@ struct CpuFacts {
   int physical = 0;
 };
 
-CpuFacts read_cpus(const fs::path& root) {
+CpuFacts read_cpus(const MachineFiles& files) {
   CpuFacts cpus;
   std::set<std::pair<std::string, std::string>> cores;
   std::string physical_id = "0";
-  for_each_line(read_file(root / "proc/cpuinfo"), [&](std::string_view line) {
+  for_each_line(files.read("proc/cpuinfo"), [&](std::string_view line) {
     const size_t colon = line.find(':');
     if (colon == std::string_view::npos) return;
     const std::string_view key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
@@ -78,7 +65,7 @@ CpuFacts read_cpus(const fs::path& root) {
     if (key == "physical id") physical_id = value;
     if (key == "core id") cores.emplace(physical_id, value);
   });
-  const int online = count_cpu_list(read_line(root / "sys/devices/system/cpu/online"));
+  const int online = count_cpu_list(files.line("sys/devices/system/cpu/online"));
   if (online > 0) cpus.logical = online;
   if (cpus.logical == 0) {
     const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
@@ -88,9 +75,9 @@ CpuFacts read_cpus(const fs::path& root) {
   return cpus;
 }
 
-double read_memory_gb(const fs::path& root) {
+double read_memory_gb(const MachineFiles& files) {
   double gb = 0;
-  for_each_line(read_file(root / "proc/meminfo"), [&](std::string_view line) {
+  for_each_line(files.read("proc/meminfo"), [&](std::string_view line) {
     if (gb > 0 || !line.starts_with("MemTotal:")) return;
     const std::string kb(line.substr(9));
     gb = static_cast<double>(std::strtoll(kb.c_str(), nullptr, 10)) / 1024.0 / 1024.0;
@@ -118,58 +105,55 @@ std::string field(std::string_view text, std::string_view key) {
 }
 
 // NVIDIA: the driver's /proc entries (one per GPU, in bus order), else the /dev/nvidiaN nodes.
-std::vector<Gpu> nvidia_gpus(const fs::path& root) {
+std::vector<Gpu> nvidia_gpus(const MachineFiles& files) {
   std::vector<Gpu> gpus;
-  for (const fs::path& dir : sorted_entries(root / "proc/driver/nvidia/gpus")) {
+  for (const fs::path& dir : files.entries("proc/driver/nvidia/gpus")) {
     Gpu gpu;
     gpu.ids = {std::to_string(gpus.size())};
-    const std::string information = read_file(dir / "information");
+    const std::string information = files.read(dir / "information");
     if (std::string uuid = field(information, "GPU UUID:"); !uuid.empty()) gpu.ids.push_back(uuid);
     gpu.name = field(information, "Model:");
     gpus.push_back(std::move(gpu));
   }
   // Without the driver's control node no process here can use an NVIDIA GPU: /dev (hundreds of
   // entries on a big host) is not listed on every launch for nothing.
-  std::error_code ec;
-  if (!gpus.empty() || !fs::exists(root / "dev/nvidiactl", ec)) return gpus;
+  if (!gpus.empty() || !files.exists("dev/nvidiactl")) return gpus;
   // nvidia[0-9]+ (not nvidiactl, nvidia-uvm), checked by hand: a std::regex is compiled at run
   // time, on every launch.
   auto is_device = [](const std::string& name) {
     return name.size() > 6 && name.starts_with("nvidia") &&
            std::all_of(name.begin() + 6, name.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
-  for (const fs::path& node : sorted_entries(root / "dev"))
+  for (const fs::path& node : files.entries("dev"))
     if (is_device(node.filename().string())) gpus.push_back({{std::to_string(gpus.size())}, ""});
   return gpus;
 }
 
 // AMD (ROCm): /dev/kfd, and the KFD topology nodes that have SIMD units (CPU nodes have none).
-std::vector<Gpu> amd_gpus(const fs::path& root) {
+std::vector<Gpu> amd_gpus(const MachineFiles& files) {
   std::vector<Gpu> gpus;
-  std::error_code ec;
-  if (!fs::exists(root / "dev/kfd", ec)) return gpus;
-  for (const fs::path& node : sorted_entries(root / "sys/class/kfd/kfd/topology/nodes")) {
-    const std::string properties = read_file(node / "properties");
+  if (!files.exists("dev/kfd")) return gpus;
+  for (const fs::path& node : files.entries("sys/class/kfd/kfd/topology/nodes")) {
+    const std::string properties = files.read(node / "properties");
     const std::string simd = field(properties, "simd_count");
     if (simd.empty() || simd == "0") continue;
     Gpu gpu;
     gpu.ids = {std::to_string(gpus.size())};
     if (std::string id = field(properties, "unique_id"); !id.empty() && id != "0")
       gpu.ids.push_back("GPU-" + id);
-    gpu.name = read_line(node / "name");
+    gpu.name = files.line(node / "name");
     gpus.push_back(std::move(gpu));
   }
   return gpus;
 }
 
 // Intel (XPU): DRM render nodes of Intel's vendor id driven by i915 or xe.
-std::vector<Gpu> intel_gpus(const fs::path& root) {
+std::vector<Gpu> intel_gpus(const MachineFiles& files) {
   std::vector<Gpu> gpus;
-  for (const fs::path& node : sorted_entries(root / "sys/class/drm")) {
+  for (const fs::path& node : files.entries("sys/class/drm")) {
     if (node.filename().string().rfind("renderD", 0) != 0) continue;
-    if (read_line(node / "device/vendor") != "0x8086") continue;
-    std::error_code ec;
-    const std::string driver = fs::read_symlink(node / "device/driver", ec).filename().string();
+    if (files.line(node / "device/vendor") != "0x8086") continue;
+    const std::string driver = files.link_target(node / "device/driver").filename().string();
     if (driver != "i915" && driver != "xe") continue;
     gpus.push_back({{std::to_string(gpus.size())}, ""});
   }
@@ -195,10 +179,10 @@ int visible(const std::vector<Gpu>& gpus, const std::map<std::string, std::strin
   return count;
 }
 
-void read_gpus(const fs::path& root, HostInfo& host) {
+void read_gpus(const MachineFiles& files, HostInfo& host) {
   struct Vendor {
     const char* name;
-    std::vector<Gpu> (*find)(const fs::path&);
+    std::vector<Gpu> (*find)(const MachineFiles&);
     std::initializer_list<const char*> variables;
   };
   const Vendor vendors[] = {
@@ -207,7 +191,7 @@ void read_gpus(const fs::path& root, HostInfo& host) {
       {"intel", intel_gpus, {"ZE_AFFINITY_MASK"}},
   };
   for (const Vendor& vendor : vendors) {
-    const std::vector<Gpu> gpus = vendor.find(root);
+    const std::vector<Gpu> gpus = vendor.find(files);
     if (gpus.empty()) continue;
     host.gpu_vendor = vendor.name;
     host.gpu_count = visible(gpus, host.environment, vendor.variables);
@@ -297,7 +281,7 @@ int count_visible(const std::vector<std::vector<std::string>>& devices, const st
 }
 
 HostInfo detect_host(const std::string& root_dir) {
-  const fs::path root(root_dir);
+  const MachineFiles files(root_dir);
   HostInfo host;
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) == 0) host.hostname = name;
@@ -308,11 +292,11 @@ HostInfo detect_host(const std::string& root_dir) {
                                std::string(equals + 1));
   }
   // One read of /proc/cpuinfo for both counts, and for the copies of them (MergeEnvironment).
-  auto cpus = std::make_shared<Lazy<CpuFacts>>([root] { return read_cpus(root); });
+  auto cpus = std::make_shared<Lazy<CpuFacts>>([files] { return read_cpus(files); });
   host.cpu_count = Lazy<int>([cpus] { return cpus->get().logical; });
   host.physical_cores = Lazy<int>([cpus] { return cpus->get().physical; });
-  host.memory_gb = Lazy<double>([root] { return read_memory_gb(root); });
-  read_gpus(root, host);
+  host.memory_gb = Lazy<double>([files] { return read_memory_gb(files); });
+  read_gpus(files, host);
   host.read_topology = [root_dir] {
     CpuTopology topology = read_cpu_topology(root_dir);
     topology.allowed_cpus = allowed_cpus_of_this_process();

@@ -13,7 +13,7 @@
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
 #include "acc/rendezvous/tcp_connect.h"
-#include "process/real_os.h"
+#include "nodes/slurm_address.h"
 
 namespace acc::launcher {
 namespace {
@@ -56,7 +56,7 @@ class Facts {
   const std::map<std::string, std::string>& env_;
 };
 
-void detect_slurm(Facts& f, std::string (*resolve)(const std::string&)) {
+void detect_slurm(Facts& f, const std::function<std::string(const std::string&)>& resolve) {
   f.facts.scheduler = "slurm";
   f.facts.nnodes =
       f.read("nnodes", {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"});
@@ -166,9 +166,8 @@ int port_for_job(const std::string& job_id) {
   return 20000 + static_cast<int>(hash % 9000);
 }
 
-std::string resolve_slurm_node_address(const std::string& node) {
+std::string resolve_slurm_node_address(const std::string& node, Os& os) {
   if (rendezvous::resolve_tcp(node, 0).status == 0) return node;
-  RealOs os;
   const std::string scontrol = os.find_program("scontrol");
   if (scontrol.empty()) return node;
   const std::optional<std::string> output =
@@ -181,7 +180,7 @@ std::string resolve_slurm_node_address(const std::string& node) {
 }
 
 ClusterFacts detect_cluster(const std::map<std::string, std::string>& environment,
-                            std::string (*resolve)(const std::string&)) {
+                            const std::function<std::string(const std::string&)>& resolve) {
   Facts f(environment);
   // SkyPilot first: its variables name the task, whatever it runs on (SLURM or Kubernetes too).
   if (environment.count("SKYPILOT_NODE_RANK") && environment.count("SKYPILOT_NODE_IPS")) {

@@ -18,7 +18,6 @@
 #include "nodes/remote_job.h"
 #include "output/console.h"
 #include "output/log.h"
-#include "process/real_os.h"
 #include "process/spawn.h"
 
 namespace acc::launcher {
@@ -76,8 +75,8 @@ std::vector<RemoteNode> nodes_of(const LaunchOptions& options) {
 // every signal blocked waits for it and raises SIGTERM at the process, which the agent reads from
 // its signalfd: SIGTERM to the workers (the signal a training script checkpoints on, as when
 // another worker fails), SIGKILL after --shutdown_timeout, exit 143.
-void start_stdin_watch() {
-  std::thread([] {
+void start_stdin_watch(Os& os) {
+  std::thread([&os] {
     sigset_t all;
     sigfillset(&all);
     ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
@@ -86,7 +85,7 @@ void start_stdin_watch() {
       const ssize_t got = ::read(STDIN_FILENO, buffer, sizeof(buffer));
       if (got == 0 || (got < 0 && errno != EINTR)) break;
     }
-    RealOs().signal_process(::getpid(), SIGTERM);
+    os.signal_process(::getpid(), SIGTERM);
   }).detach();
 }
 
@@ -130,9 +129,9 @@ std::vector<RemoteSession> sessions_of(const std::vector<RemoteNode>& nodes, con
 
 }  // namespace
 
-std::optional<int> fan_out_if_asked(const LaunchOptions& options, const HostInfo& host) {
+std::optional<int> fan_out_if_asked(const LaunchOptions& options, const HostInfo& host, Os& os) {
   if (options.stop_on_stdin_eof) {
-    start_stdin_watch();
+    start_stdin_watch(os);
     return std::nullopt;
   }
   if (!wants_fanout(options)) return std::nullopt;
@@ -149,7 +148,7 @@ std::optional<int> fan_out_if_asked(const LaunchOptions& options, const HostInfo
       write_all(STDOUT_FILENO, quoted_command(argv) + "\n");
       return 0;
     }
-    RealOs().replace_with(resolve_executable(argv.front(), search), argv);
+    os.replace_with(resolve_executable(argv.front(), search), argv);
   }
 
   SshSettings ssh{options.ssh_port, options.ssh_options};
@@ -162,7 +161,6 @@ std::optional<int> fan_out_if_asked(const LaunchOptions& options, const HostInfo
   // The head's stop signals are taken from before the probe to the end of the job, so that a
   // stop at any stage is handled, not the default death that would leave the ssh processes
   // (each in its own process group) behind.
-  RealOs os;
   os.take_signals(std::vector<int>(std::begin(kStopSignals), std::end(kStopSignals)));
   const RemoteJobSettings settings = remote_job_settings(options, search, environment);
   probe_hosts(os, probes_of(nodes, ssh), settings);

@@ -18,6 +18,7 @@
 
 #include "acc/launcher/cli/options.h"
 #include "acc/launcher/plan/plan.h"
+#include "process/os.h"
 
 namespace acc::launcher {
 
@@ -26,7 +27,9 @@ namespace acc::launcher {
 // interrupted. For a remote launcher (--stop_on_stdin_eof) starts the stdin watch and returns
 // nullopt, as for every other launch. Throws NetworkError when a host cannot be reached (before
 // any worker starts anywhere), ConfigError for bad flags.
-// `host` gives the environment sent to the nodes (detect_host()).
-std::optional<int> fan_out_if_asked(const LaunchOptions& options, const HostInfo& host);
+// `host` gives the environment sent to the nodes (detect_host()); `os` runs ssh and the nodes'
+// launcher, and takes the head's stop signals (a remote launcher's stdin watch signals through it:
+// it must outlive the process's main).
+std::optional<int> fan_out_if_asked(const LaunchOptions& options, const HostInfo& host, Os& os);
 
 }  // namespace acc::launcher

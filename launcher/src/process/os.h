@@ -8,7 +8,10 @@
 // stall watch, the stack dumper and `acc-launch stacks` over a scripted fake
 // (tests/launcher/fake_os.h), so failures, restarts, workers that will not die and debuggers that
 // hang are tested without real processes or wall-clock windows. Nothing else in the launcher
-// kills, waits, spawns, sleeps, reads the clock or reads /proc (tests/structure/).
+// kills, waits, spawns, sleeps, reads the clock or reads /proc: the machine's own files (/proc's
+// machine-wide entries, cgroups, /sys) go through MachineFiles (host/machine_files.h), and the
+// libraries below the launcher through acc/common/clock.h and acc/common/processes.h
+// (tests/structure/seam.sh checks the whole tree).
 //
 // Not thread-safe, the clock's methods included: one thread (the agent's) owns an Os.
 

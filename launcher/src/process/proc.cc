@@ -187,6 +187,7 @@ Reader& Reader::machine() {
                  ? static_cast<long>(st.st_uid)
                  : -1;
     }
+    bool has_open(int pid, const std::string& path) override { return proc::has_open(pid, path); }
     std::string executable() override {
       std::error_code error;
       return std::filesystem::read_symlink("/proc/self/exe", error).string();

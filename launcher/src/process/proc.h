@@ -78,6 +78,8 @@ class Reader {
   virtual std::vector<int> children(int pid) = 0;
   // The user that owns PID (the owner of /proc/PID); -1 when it is gone.
   virtual long owner(int pid) = 0;
+  // Whether PID has `path` (resolved) open, as has_open(pid, path).
+  virtual bool has_open(int pid, const std::string& path) = 0;
   // This program's file, its links resolved (/proc/self/exe); "" when it cannot be read.
   virtual std::string executable() = 0;
   // The most files a process may open (/proc/sys/fs/nr_open); 0 when it cannot be read.

@@ -6,20 +6,19 @@
 //
 //   Backoff backoff(50ms, 1s);
 //   while (!try_once()) {
-//     if (Backoff::Clock::now() >= deadline) throw TimeoutError(...);
-//     backoff.sleep(deadline);
+//     if (clock.now() >= deadline) throw TimeoutError(...);
+//     backoff.pause(deadline, clock);
 //   }
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
+
+#include "acc/common/clock.h"
 
 namespace acc {
 
 class Backoff {
  public:
-  using Clock = std::chrono::steady_clock;
-
   // `first` > 0 and `longest` >= `first` (a smaller `longest` is raised to `first`).
   Backoff(std::chrono::milliseconds first, std::chrono::milliseconds longest)
       : first_(first), longest_(std::max(first, longest)), pause_(first) {}
@@ -31,14 +30,16 @@ class Backoff {
     return pause;
   }
 
-  // As next(), cut so that it ends by `deadline` (0 once the deadline has passed).
-  std::chrono::milliseconds next(Clock::time_point deadline) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  // As next(), cut so that it ends by `deadline` of `clock` (0 once the deadline has passed).
+  std::chrono::milliseconds next(Clock::time_point deadline, const Clock& clock) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock.now());
     return std::clamp(left, std::chrono::milliseconds(0), next());
   }
 
-  // Blocks for next(deadline).
-  void sleep(Clock::time_point deadline) { std::this_thread::sleep_for(next(deadline)); }
+  // Blocks on `clock` for next(deadline, clock).
+  void pause(Clock::time_point deadline, const Clock& clock) {
+    clock.sleep_for(next(deadline, clock));
+  }
 
   // Back to `first`, after a try that made progress.
   void reset() { pause_ = first_; }

@@ -4,6 +4,7 @@
 // PyTorchJob), and hostfiles. Reading them spares users wiring addresses and ranks by hand; an
 // explicit flag always wins. Pure, except resolve_slurm_node_address (it may ask scontrol).
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -30,19 +31,17 @@ struct ClusterFacts {
 };
 
 // Reads the environment of a SLURM step, an mpirun rank or a Kubernetes pod. `resolve` maps a
-// SLURM node name to an address the other nodes can reach (see resolve_slurm_node_address).
-ClusterFacts detect_cluster(const std::map<std::string, std::string>& environment,
-                            std::string (*resolve)(const std::string& node) = nullptr);
+// SLURM node name to an address the other nodes can reach (main's is nodes/slurm_address.h's);
+// none: the name itself.
+ClusterFacts detect_cluster(
+    const std::map<std::string, std::string>& environment,
+    const std::function<std::string(const std::string& node)>& resolve = nullptr);
 
 // "gpu[01-03,7],login1" -> gpu01 gpu02 gpu03 gpu7 login1. Throws ConfigError if malformed.
 std::vector<std::string> expand_slurm_hostlist(const std::string& hostlist);
 
 // The port every node derives from the job id alone, so nodes agree without talking.
 int port_for_job(const std::string& job_id);
-
-// A SLURM node's name if it resolves, else its NodeAddr from `scontrol show node` (clusters,
-// and SLURM on one machine, where node names are not host names), else the name itself.
-std::string resolve_slurm_node_address(const std::string& node);
 
 // Facts from the hosts of a hostfile that --include / --exclude kept (select_hosts in
 // acc/common/hostfile.h) for the node named `this_host` (or at node_rank when given). A node
