@@ -291,15 +291,16 @@ TEST(PlanTest, AccelerateSimpleLauncherGivesItsOneProcessNoTorchrunContract) {
   o.simple_launcher = true;
   o.mixed_precision = "bf16";
   LaunchPlan plan = build_plan(o, host());
-  EnvList env = worker_env(plan, plan.workers[0], static_round(plan, 29500, 0), "/logs/e.json");
+  EnvList env =
+      torchrun_contract(plan, plan.workers[0], static_round(plan, 29500, 0), "/logs/e.json");
   for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
     EXPECT_EQ(value_of(env, name), "<unset>") << name;
   EXPECT_EQ(value_of(env, "TORCHELASTIC_ERROR_FILE"), "/logs/e.json");
-  EXPECT_EQ(value_of(env, "ACCELERATE_MIXED_PRECISION"), "bf16");
+  EXPECT_EQ(value_of(plan.env, "ACCELERATE_MIXED_PRECISION"), "bf16");
   // More than one process (--num_processes with distributed_type NO) is a distributed job.
   o.nproc_per_node = "2";
   plan = build_plan(o, host());
-  env = worker_env(plan, plan.workers[1], static_round(plan, 29500, 0), "/logs/e.json");
+  env = torchrun_contract(plan, plan.workers[1], static_round(plan, 29500, 0), "/logs/e.json");
   EXPECT_EQ(value_of(env, "LOCAL_RANK"), "1");
 }
 
@@ -313,7 +314,7 @@ TEST(PlanTest, WorkerEnvironmentIsTheTorchrunContract) {
   o.max_restarts = 3;
   LaunchPlan plan = build_plan(o, host());
   EnvList env =
-      worker_env(plan, plan.workers[1], static_round(plan, 29500, 2), "/logs/1/error.json");
+      torchrun_contract(plan, plan.workers[1], static_round(plan, 29500, 2), "/logs/1/error.json");
   EXPECT_EQ(value_of(env, "RANK"), "3");
   EXPECT_EQ(value_of(env, "LOCAL_RANK"), "1");
   EXPECT_EQ(value_of(env, "GROUP_RANK"), "1");
@@ -365,7 +366,7 @@ TEST(PlanTest, RanksRunOnAcrossNodesOfDifferentSizes) {
   const Round round = static_round(plan, 29500, 0);
   EXPECT_EQ(global_rank(plan, round, 0), 1);
   EXPECT_EQ(global_rank(plan, round, 2), 3);
-  const EnvList env = worker_env(plan, plan.workers[2], round, "e.json");
+  const EnvList env = torchrun_contract(plan, plan.workers[2], round, "e.json");
   EXPECT_NE(
       std::find(env.begin(), env.end(), std::pair<std::string, std::string>("WORLD_SIZE", "4")),
       env.end());

@@ -74,5 +74,43 @@ TEST(WorkerEnvironmentTest, DefaultsYieldToTheLaunchersSetting) {
   EXPECT_EQ(given.at("TORCHELASTIC_TIMER_FILE"), "/my/fifo");
 }
 
+// The table is the rule: one variable set by every source that can set it takes the value of the
+// source latest in kEnvPrecedence.
+TEST(WorkerEnvironmentTest, EachSourceOutranksTheSourcesBeforeIt) {
+  LaunchPlan plan = two_workers();
+  plan.worker_cpus = {{0, 1, 2}, {3, 4, 5}};  // default: OMP_NUM_THREADS=3
+  const Round round = static_round(plan, 29500, 0);
+  const std::map<std::string, std::string> users = {{"OMP_NUM_THREADS", "8"},
+                                                    {"CUDA_VISIBLE_DEVICES", "0,1"}};
+  EXPECT_EQ(worker_environment(plan, plan.workers[1], round, {}, kPlace).at("OMP_NUM_THREADS"),
+            "3");
+  auto env = worker_environment(plan, plan.workers[1], round, users, kPlace);
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "8") << "the launcher's environment over a default";
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "0,1");
+  plan.env = {{"OMP_NUM_THREADS", "4"}, {"CUDA_VISIBLE_DEVICES", "1"}, {"RANK", "9"}};
+  env = worker_environment(plan, plan.workers[1], round, users, kPlace);
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "4") << "the options over the launcher's environment";
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "1");
+  EXPECT_EQ(env.at("RANK"), "9") << "the options over the contract";
+  plan.virtual_local_rank = true;
+  plan.workers[1].virtual_device = "GPU-5";
+  env = worker_environment(plan, plan.workers[1], round, users, kPlace);
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "GPU-5") << "acc-launch's own over the options";
+  EXPECT_EQ(env.at("LOCAL_RANK"), "0");
+}
+
+TEST(WorkerEnvironmentTest, ADefaultYieldsToTheUsersSettingUnderAnotherNameAndTheSecretStays) {
+  LaunchPlan plan = two_workers();  // no Python: a native program gets the Flight Recorder's
+  plan.env_defaults = {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}};
+  const Round round = static_round(plan, 29500, 0);
+  const auto env = worker_environment(
+      plan, plan.workers[0], round,
+      {{"NCCL_ASYNC_ERROR_HANDLING", "0"}, {kJobSecretFileVar, "/secret"}}, kPlace);
+  EXPECT_EQ(env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"), 0u) << "set under its old name";
+  EXPECT_EQ(env.at("NCCL_ASYNC_ERROR_HANDLING"), "0");
+  EXPECT_EQ(env.count(kJobSecretFileVar), 0u);
+  EXPECT_EQ(env.count("TORCH_NCCL_DUMP_ON_TIMEOUT"), 1u);
+}
+
 }  // namespace
 }  // namespace acc::launcher

@@ -20,7 +20,8 @@
 namespace acc::launcher {
 namespace {
 
-// Set anew for each attempt (plan.cc's worker_env, the rounds' GLOO_SOCKET_IFNAME).
+// Set anew for each attempt (the torchrun contract, plan.h's torchrun_contract, and the rounds'
+// GLOO_SOCKET_IFNAME).
 constexpr const char* kAttemptVariables[] = {"RANK",
                                              "GROUP_RANK",
                                              "ROLE_RANK",

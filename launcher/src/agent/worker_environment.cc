@@ -17,41 +17,82 @@
 
 namespace acc::launcher {
 
-std::map<std::string, std::string> worker_environment(
-    const LaunchPlan& plan, const WorkerSpec& spec, const Round& round,
-    const std::map<std::string, std::string>& environment, const WorkerPlace& place) {
-  std::map<std::string, std::string> env = environment;
-  env.erase(kJobSecretFileVar);  // the launchers' alone: a worker never learns where it is
-  if (spec.local_rank < static_cast<int>(plan.worker_cpus.size()) &&
-      !plan.worker_cpus[spec.local_rank].empty())
-    env.try_emplace("OMP_NUM_THREADS", std::to_string(plan.worker_cpus[spec.local_rank].size()));
-  for (const auto& [key, value] : plan.env_defaults) env.try_emplace(key, value);
+namespace {
+
+EnvList defaults(const LaunchPlan& plan, const WorkerSpec& spec, const Round& round,
+                 const std::map<std::string, std::string>& environment, const WorkerPlace& place) {
+  EnvList env = plan.env_defaults;
   if (!round.socket_interface.empty())
-    env.try_emplace("GLOO_SOCKET_IFNAME", round.socket_interface);
+    env.emplace_back("GLOO_SOCKET_IFNAME", round.socket_interface);
   // The Flight Recorder serves NCCL on GPUs. A Python script on a node without them gets none:
   // PyTorch 2.8+ would make one for Gloo too, whose teardown races the interpreter's exit (a
   // SIGABRT in about one run of five that torchrun's workers, without these variables, rarely
   // meet). A native program keeps them (libacc reads the names its LibTorch knows).
   if (!plan.worker_gpus.empty() || plan.python.empty())
-    for (const auto& [key, value] : flight_recorder_env(place.worker_dir, plan.worker_torch))
-      if (!torch_env::is_set(environment, key)) env.emplace(key, value);
-  for (const auto& [key, value] : worker_env(plan, spec, round, place.worker_dir + "/error.json"))
-    env[key] = value;
-  // The pipe of torchelastic's file timer: the user's, else the run directory's (the agent
-  // serves it). Not for Accelerate's simple launcher, which gives no torchrun contract.
-  if (!plan.single_process) {
-    std::string& timer = env["TORCHELASTIC_TIMER_FILE"];
-    if (timer.empty()) timer = place.run_dir + "/timer_fifo";
-  }
-  env[progress_file::kEnvVar] = progress_file_path(place.worker_dir);
+    for (auto& entry : flight_recorder_env(place.worker_dir, plan.worker_torch))
+      env.push_back(std::move(entry));
+  // The pipe of torchelastic's file timer, which the agent serves. Not for Accelerate's simple
+  // launcher, which gives no torchrun contract.
+  if (!plan.single_process)
+    env.emplace_back("TORCHELASTIC_TIMER_FILE", place.run_dir + "/timer_fifo");
+  // Under a CPU binding, the worker's own CPUs: after the plan's OMP_NUM_THREADS=1, which it
+  // replaces.
+  if (spec.local_rank < static_cast<int>(plan.worker_cpus.size()) &&
+      !plan.worker_cpus[spec.local_rank].empty())
+    env.emplace_back("OMP_NUM_THREADS", std::to_string(plan.worker_cpus[spec.local_rank].size()));
+  // A default never competes with the user's setting, under this name or another PyTorch reads.
+  std::erase_if(env, [&](const auto& kv) { return torch_env::is_set(environment, kv.first); });
+  return env;
+}
+
+EnvList users_environment(const std::map<std::string, std::string>& environment) {
+  EnvList env(environment.begin(), environment.end());
+  // The launchers' alone: a worker never learns where the job's secret is.
+  std::erase_if(env, [](const auto& kv) { return kv.first == kJobSecretFileVar; });
+  return env;
+}
+
+EnvList launchers_own(const LaunchPlan& plan, const WorkerSpec& spec, const WorkerPlace& place,
+                      const std::map<std::string, std::string>& below) {
+  EnvList env = {{progress_file::kEnvVar, progress_file_path(place.worker_dir)}};
   if (!place.python_hook_dir.empty()) {
-    const auto pythonpath = env.find("PYTHONPATH");
-    for (const auto& [key, value] :
-         python_stack_hook_env(place.python_hook_dir, place.worker_dir,
-                               pythonpath == env.end() ? "" : pythonpath->second,
-                               env.count("PYTHONFAULTHANDLER") > 0))
-      env[key] = value;
+    const auto pythonpath = below.find("PYTHONPATH");
+    for (auto& entry : python_stack_hook_env(place.python_hook_dir, place.worker_dir,
+                                             pythonpath == below.end() ? "" : pythonpath->second,
+                                             below.count("PYTHONFAULTHANDLER") > 0))
+      env.push_back(std::move(entry));
   }
+  if (plan.virtual_local_rank) env.emplace_back("CUDA_VISIBLE_DEVICES", spec.virtual_device);
+  return env;
+}
+
+}  // namespace
+
+EnvList env_of_source(EnvSource source, const LaunchPlan& plan, const WorkerSpec& spec,
+                      const Round& round, const std::map<std::string, std::string>& environment,
+                      const WorkerPlace& place, const std::map<std::string, std::string>& below) {
+  switch (source) {
+    case EnvSource::kDefault:
+      return defaults(plan, spec, round, environment, place);
+    case EnvSource::kUsersEnvironment:
+      return users_environment(environment);
+    case EnvSource::kTorchrunContract:
+      return torchrun_contract(plan, spec, round, place.worker_dir + "/error.json");
+    case EnvSource::kLaunchOptions:
+      return plan.env;
+    case EnvSource::kLauncher:
+      return launchers_own(plan, spec, place, below);
+  }
+  return {};
+}
+
+std::map<std::string, std::string> worker_environment(
+    const LaunchPlan& plan, const WorkerSpec& spec, const Round& round,
+    const std::map<std::string, std::string>& environment, const WorkerPlace& place) {
+  std::map<std::string, std::string> env;
+  for (const EnvSourceRow& row : kEnvPrecedence)
+    for (auto& [key, value] : env_of_source(row.source, plan, spec, round, environment, place, env))
+      env[key] = std::move(value);
   return env;
 }
 
@@ -132,7 +173,7 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
         worker_environment(plan, worker, round, environment, place);
     // The agent adds it to its own environment once it has made the directory.
     if (wants_checkpoint_memory(plan)) env[CheckpointMemory::kEnvVar] = "<checkpoint memory>";
-    // The torchrun contract and the plan's variables first, in their order, always (acc-launch
+    // The torchrun contract and the options' variables first, in their order, always (acc-launch
     // sets them whatever the launcher has); then, by name, every other variable whose value
     // differs from the launcher's own.
     std::set<std::string> printed;
@@ -143,7 +184,9 @@ std::string format_dry_run(const LaunchPlan& plan, int master_port,
       if (!always && given != environment.end() && given->second == it->second) return;
       out << key << "=" << it->second << "\n";
     };
-    for (const auto& [key, value] : worker_env(plan, worker, round, "")) print(key, true);
+    for (const EnvSource source : {EnvSource::kTorchrunContract, EnvSource::kLaunchOptions})
+      for (const auto& [key, value] : env_of_source(source, plan, worker, round, {}, place, {}))
+        print(key, true);
     for (const auto& [key, value] : env) print(key, false);
     out << "command:";
     for (const std::string& arg : worker.argv) out << " " << quote_for_shell(arg);

@@ -754,16 +754,12 @@ int world_size(const LaunchPlan& plan, const Round& round) {
   return plan.node_slots.empty() ? round.nnodes * plan.nproc_per_node : plan.world_size;
 }
 
-EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
-                   const std::string& error_file) {
-  if (plan.single_process) {
-    EnvList env = {{"TORCHELASTIC_ERROR_FILE", error_file}};
-    env.insert(env.end(), plan.env.begin(), plan.env.end());
-    return env;
-  }
+EnvList torchrun_contract(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
+                          const std::string& error_file) {
+  if (plan.single_process) return {{"TORCHELASTIC_ERROR_FILE", error_file}};
   const std::string rank = std::to_string(global_rank(plan, round, worker.local_rank));
   const std::string world = std::to_string(world_size(plan, round));
-  EnvList env = {
+  return {
       {"LOCAL_RANK", std::to_string(plan.virtual_local_rank ? 0 : worker.local_rank)},
       {"RANK", rank},
       {"GROUP_RANK", std::to_string(round.node_rank)},
@@ -783,14 +779,6 @@ EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round
       {"TORCHELASTIC_USE_AGENT_STORE", round.agent_store ? "True" : "False"},
       {"TORCHELASTIC_ERROR_FILE", error_file},
   };
-  env.insert(env.end(), plan.env.begin(), plan.env.end());
-  if (plan.virtual_local_rank) {
-    auto it = std::find_if(env.begin(), env.end(),
-                           [](const auto& kv) { return kv.first == "CUDA_VISIBLE_DEVICES"; });
-    if (it == env.end()) it = env.insert(env.end(), {"CUDA_VISIBLE_DEVICES", ""});
-    it->second = worker.virtual_device;
-  }
-  return env;
 }
 
 std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round) {

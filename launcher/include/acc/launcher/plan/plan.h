@@ -82,8 +82,8 @@ struct LaunchPlan {
   // Accelerate's simple launcher: one process that is not a distributed job, so its worker gets
   // no torchrun contract (with RANK/LOCAL_RANK set, Accelerate would join a group of one).
   bool single_process = false;
-  EnvList env;           // set in every worker (after the contract variables)
-  EnvList env_defaults;  // set in every worker unless the launcher has it already
+  EnvList env;           // the options' variables (agent/worker_environment.h: kLaunchOptions)
+  EnvList env_defaults;  // the plan's defaults (kDefault)
   // The PyTorch the workers import, where the launcher could tell (Python workers whose
   // torch/version.py it found): they get only the names of PyTorch's variables it reads
   // (acc/common/torch_env.h); nullopt: every name.
@@ -202,12 +202,11 @@ LaunchPlan build_plan(const LaunchOptions& options, const HostInfo& host);
 // Parses a --redirects/--tee value. Throws ConfigError naming `flag`.
 StreamSpec parse_stream_spec(const std::string& value, const std::string& flag);
 
-// The variables acc-launch sets for one worker of one attempt, in a stable order: the torchrun
-// contract (only TORCHELASTIC_ERROR_FILE of it when plan.single_process), then plan.env. The worker
-// inherits the launcher's environment beneath these, plus plan.env_defaults where the launcher has
-// no value.
-EnvList worker_env(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
-                   const std::string& error_file);
+// torchrun's contract for one worker of one attempt, in a stable order (only
+// TORCHELASTIC_ERROR_FILE of it when plan.single_process). One source of the worker's
+// environment, which agent/worker_environment.h puts together.
+EnvList torchrun_contract(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round,
+                          const std::string& error_file);
 
 // Expands ${rank}, ${local_rank}, ${role_name} and ${hostname} in the log line prefix.
 std::string expand_prefix(const LaunchPlan& plan, const WorkerSpec& worker, const Round& round);
