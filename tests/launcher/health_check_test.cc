@@ -4,6 +4,7 @@
 #include "status/health_check.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -54,13 +55,17 @@ TEST(HealthCheckReplyTest, ProgressIs200WithTheLastProgressTime) {
   l.seconds_since_progress = 1.5;
   const std::string reply = health_check_reply(l, 1000.0, seconds(60));
   EXPECT_EQ(reply.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << reply;
-  const std::string body =
-      "{\"state\": \"progress\", \"last_progress_time\": 998.500, \"seconds_since_progress\": "
-      "1.500, \"timeout_s\": 60.000}\n";
+  const std::string body = reply.substr(reply.find("\r\n\r\n") + 4);
   EXPECT_NE(reply.find("Content-Length: " + std::to_string(body.size()) + "\r\n"),
             std::string::npos)
       << reply;
-  EXPECT_EQ(reply.substr(reply.find("\r\n\r\n") + 4), body);
+  const auto json = nlohmann::json::parse(body);
+  EXPECT_EQ(json.at("state"), "progress");
+  EXPECT_DOUBLE_EQ(json.at("last_progress_time").get<double>(), 998.5);
+  EXPECT_DOUBLE_EQ(json.at("seconds_since_progress").get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(json.at("timeout_s").get<double>(), 60);
+  EXPECT_EQ(body.back(), '\n');
+  EXPECT_EQ(body.find("state"), 2u) << "the state first, as before: " << body;
 }
 
 TEST(HealthCheckReplyTest, NoProgressIs503AndEveryOtherStateIs200) {

@@ -1,7 +1,9 @@
 #include "status/health_check.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
-#include <cstdio>
+#include <cmath>
 
 #include "acc/common/error.h"
 #include "status/http_server.h"
@@ -23,10 +25,9 @@ const char* state_name(Liveness::State state) {
   return "unknown";
 }
 
-std::string decimal(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.3f", value);
-  return text;
+// To the millisecond, the precision of the progress files' stamps that a reader can use.
+double milliseconds_precision(double seconds) {
+  return std::round(seconds * 1000) / 1000;
 }
 
 }  // namespace
@@ -55,11 +56,13 @@ Liveness liveness_of(const std::vector<progress_file::Snapshot>& files, std::int
 
 std::string health_check_reply(const Liveness& liveness, double unix_now,
                                std::chrono::milliseconds timeout) {
-  const std::string body =
-      std::string("{\"state\": \"") + state_name(liveness.state) +
-      "\", \"last_progress_time\": " + decimal(unix_now - liveness.seconds_since_progress) +
-      ", \"seconds_since_progress\": " + decimal(liveness.seconds_since_progress) +
-      ", \"timeout_s\": " + decimal(static_cast<double>(timeout.count()) / 1000) + "}\n";
+  const nlohmann::ordered_json reply = {
+      {"state", state_name(liveness.state)},
+      {"last_progress_time", milliseconds_precision(unix_now - liveness.seconds_since_progress)},
+      {"seconds_since_progress", milliseconds_precision(liveness.seconds_since_progress)},
+      {"timeout_s", static_cast<double>(timeout.count()) / 1000},
+  };
+  const std::string body = reply.dump() + "\n";
   const bool alive = liveness.state != Liveness::State::kNoProgress;
   return http_reply(alive ? 200 : 503, "application/json", body);
 }
