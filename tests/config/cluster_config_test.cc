@@ -232,6 +232,39 @@ TEST(ClusterConfigTest, YamlRoundTripKeepsKeysAndValuesWithControlCharacters) {
   EXPECT_EQ(section.find("ends with:")->text, "a: b");
 }
 
+// Strings that YAML's grammar needs quoted (a colon and a space, a leading * or &, a # after a
+// space, an empty string, spaces at the ends) and strings PyYAML would read as another type
+// (no, 1, null, 1.5) are written so that the reader gives back the same strings.
+TEST(ClusterConfigTest, YamlRoundTripKeepsStringsThatNeedQuotes) {
+  const std::vector<std::string> strings = {
+      "a: b",  "*alias",   "&anchor",    "",     " padded ", "x #y",  "- item", "[list]",
+      "{map}", "'single'", "\"double\"", "%tag", "@at",      "ends:", "!tag",   "? key",
+      "no",    "1",        "null",       "1.5",  "~",        "all"};
+  ClusterConfig first = parse_config("distributed_type: FSDP\n", "q.yaml");
+  Value list;
+  list.kind = Value::Kind::kList;
+  for (const std::string& text : strings) list.items.push_back(Value::of_string(text));
+  first.set("tpu_env", list);
+  Value section = Value::map();
+  section.set("key: with a colon", Value::of_string("*"));
+  first.set("fsdp_config", section);
+  const std::string written = to_yaml(first);
+  EXPECT_NE(written.find("  - 'a: b'\n  - '*alias'\n  - '&anchor'\n  - ''\n"), std::string::npos)
+      << written;
+  EXPECT_NE(written.find("  'key: with a colon': '*'\n"), std::string::npos) << written;
+  const ClusterConfig second = parse_config(written, "written.yaml");
+  EXPECT_EQ(to_yaml(second), written);
+  const Value* read = second.root().find("tpu_env");
+  ASSERT_NE(read, nullptr) << written;
+  ASSERT_EQ(read->items.size(), strings.size()) << written;
+  for (size_t i = 0; i < strings.size(); ++i) {
+    EXPECT_EQ(read->items[i].kind, Value::Kind::kString) << strings[i];
+    EXPECT_EQ(read->items[i].text, strings[i]);
+  }
+  ASSERT_NE(second.section("fsdp_config").find("key: with a colon"), nullptr) << written;
+  EXPECT_EQ(second.section("fsdp_config").find("key: with a colon")->text, "*");
+}
+
 // A key that is 1024 characters or more once escaped is written as an explicit key ("? KEY"):
 // YAML allows an inline key no longer (found by tests/fuzz/config_yaml_fuzz.cc).
 TEST(ClusterConfigTest, YamlRoundTripKeepsAKeyLongerThanYamlAllowsInline) {
