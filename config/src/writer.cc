@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -53,6 +54,17 @@ void write_string(YAML::Emitter& out, const std::string& text) {
     // they are, which read back the same).
     out << YAML::EscapeNonAscii << YAML::DoubleQuoted << text << YAML::EmitNonAscii;
   }
+}
+
+// PyYAML's represent_float: a float that YAML 1.1 reads back as one, with a dot before any
+// exponent (1.0e-05) and .inf and .nan, where Python's repr (1e-05, inf) reads back as a string.
+std::string yaml_float(double value) {
+  if (std::isnan(value)) return ".nan";
+  if (std::isinf(value)) return value > 0 ? ".inf" : "-.inf";
+  std::string text = python_float_repr(value);
+  const size_t e = text.find('e');
+  if (e != std::string::npos && text.find('.') == std::string::npos) text.insert(e, ".0");
+  return text;
 }
 
 // A key YAML allows inline is shorter than 1024 characters as written; a longer one (a key of
@@ -104,7 +116,7 @@ void write_value(YAML::Emitter& out, const Value& value) {
       out << value.integer;
       return;
     case Value::Kind::kFloat:
-      out << python_float_repr(value.real);
+      out << yaml_float(value.real);
       return;
     case Value::Kind::kString:
       return write_string(out, value.text);

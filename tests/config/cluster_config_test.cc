@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "acc/common/error.h"
@@ -263,6 +264,29 @@ TEST(ClusterConfigTest, YamlRoundTripKeepsStringsThatNeedQuotes) {
   }
   ASSERT_NE(second.section("fsdp_config").find("key: with a colon"), nullptr) << written;
   EXPECT_EQ(second.section("fsdp_config").find("key: with a colon")->text, "*");
+}
+
+// Floats are written as PyYAML writes them, so that they read back as floats (YAML 1.1 needs a
+// dot in a float: Python's repr, 1e-05 or inf, would read back as a string).
+TEST(ClusterConfigTest, YamlRoundTripKeepsFloatsAsFloats) {
+  const ClusterConfig first = parse_config(
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  gradient_clipping: 1.0e-05\n"
+      "  x_big: 1.0e+16\n  x_half: 0.5\n  x_inf: .inf\n  x_minus_inf: -.inf\n  x_nan: .nan\n",
+      "f.yaml");
+  const std::string written = to_yaml(first);
+  EXPECT_NE(written.find("  gradient_clipping: 1.0e-05\n  x_big: 1.0e+16\n  x_half: 0.5\n"
+                         "  x_inf: .inf\n  x_minus_inf: -.inf\n  x_nan: .nan\n"),
+            std::string::npos)
+      << written;
+  const ClusterConfig second = parse_config(written, "written.yaml");
+  const Value& section = second.section("deepspeed_config");
+  for (const char* key : {"gradient_clipping", "x_big", "x_half", "x_inf", "x_minus_inf", "x_nan"})
+    ASSERT_EQ(section.find(key) ? section.find(key)->kind : Value::Kind::kNull, Value::Kind::kFloat)
+        << key << "\n"
+        << written;
+  EXPECT_EQ(section.find("gradient_clipping")->real, 1e-5);
+  EXPECT_EQ(section.find("x_big")->real, 1e16);
+  EXPECT_EQ(section.find("x_minus_inf")->real, -HUGE_VAL);
 }
 
 // A key that is 1024 characters or more once escaped is written as an explicit key ("? KEY"):
