@@ -1,11 +1,15 @@
 // Writing a config back, as `accelerate config` does (config_args.py to_dict/to_yaml_file/
-// to_json_file): sorted keys, null values and empty sections left out.
+// to_json_file): sorted keys, null values and empty sections left out. YAML through yaml-cpp's
+// emitter, which knows YAML's quoting and escaping rules; JSON through nlohmann's json.
 
 #include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -33,74 +37,89 @@ bool is_control(char c) {
   return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
 }
 
-// A string as YAML text (a key or a value): plain where it reads back as the same string,
-// single-quoted where it needs quotes, double-quoted with escapes where it holds a control
-// character (a newline or NUL would not survive single quotes), as PyYAML's safe_dump writes it.
-std::string yaml_text(const std::string& text) {
-  if (!detail::needs_quotes(text)) return text;
-  if (std::none_of(text.begin(), text.end(), is_control)) {
-    std::string quoted = "'";
-    for (char c : text) quoted += c == '\'' ? std::string("''") : std::string(1, c);
-    return quoted + "'";
+// yaml-cpp's emitter quotes what YAML's grammar needs quoted (a colon and a space, a leading `*`,
+// an empty string), not what PyYAML's YAML 1.1 resolution would read as another type: plain `no`
+// is false and `1` an integer to Accelerate. So the style is chosen here, as PyYAML's safe_dump
+// chooses it: plain where it reads back as the same string, single quotes where it needs quotes,
+// double quotes with escapes where it holds a control character (a newline or a NUL would not
+// survive single quotes). Plain still leaves the emitter free to quote what YAML itself needs.
+void write_string(YAML::Emitter& out, const std::string& text) {
+  if (!detail::needs_quotes(text)) {
+    out << text;
+  } else if (std::none_of(text.begin(), text.end(), is_control)) {
+    out << YAML::SingleQuoted << text;
+  } else {
+    // The emitter writes DEL as it is inside double quotes, where YAML allows only printable
+    // characters; escaping what is not ASCII writes it \x7f (and the rest as the code points
+    // they are, which read back the same).
+    out << YAML::EscapeNonAscii << YAML::DoubleQuoted << text << YAML::EmitNonAscii;
   }
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string quoted = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      quoted += '\\';
-      quoted += c;
-    } else if (is_control(c)) {
-      const auto byte = static_cast<unsigned char>(c);
-      quoted += "\\x";
-      quoted += kHex[byte >> 4];
-      quoted += kHex[byte & 15];
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "\"";
 }
 
-std::string yaml_scalar(const Value& value) {
+// PyYAML's represent_float: a float that YAML 1.1 reads back as one, with a dot before any
+// exponent (1.0e-05) and .inf and .nan, where Python's repr (1e-05, inf) reads back as a string.
+std::string yaml_float(double value) {
+  if (std::isnan(value)) return ".nan";
+  if (std::isinf(value)) return value > 0 ? ".inf" : "-.inf";
+  std::string text = python_float_repr(value);
+  const size_t e = text.find('e');
+  if (e != std::string::npos && text.find('.') == std::string::npos) text.insert(e, ".0");
+  return text;
+}
+
+// A key YAML allows inline is shorter than 1024 characters as written; a longer one (a key of
+// control characters, each written \xNN, grows fourfold) is an explicit key, "? KEY" on a line
+// of its own (found by tests/fuzz/config_yaml_fuzz.cc). The emitter makes one so by itself only
+// past 1024 bytes before escaping.
+bool is_long_key(const std::string& key) {
+  YAML::Emitter probe;
+  write_string(probe, key);
+  return probe.size() >= 1024;
+}
+
+void write_value(YAML::Emitter& out, const Value& value);
+
+void write_map(YAML::Emitter& out, const Value& map) {
+  out << YAML::BeginMap;
+  for (const auto& [key, value] : written_entries(map)) {
+    if (is_long_key(key)) out << YAML::LongKey;
+    out << YAML::Key;
+    write_string(out, key);
+    out << YAML::Value;
+    write_value(out, value);
+  }
+  out << YAML::EndMap;
+}
+
+void write_list(YAML::Emitter& out, const Value& list) {
+  // `tpu_env: []` on the key's line, as PyYAML writes an empty list (block style puts the [] on
+  // a line of its own).
+  if (list.items.empty()) out << YAML::Flow;
+  out << YAML::BeginSeq;
+  for (const Value& item : list.items) write_value(out, item);
+  out << YAML::EndSeq;
+}
+
+void write_value(YAML::Emitter& out, const Value& value) {
   switch (value.kind) {
+    case Value::Kind::kMap:
+      return write_map(out, value);
+    case Value::Kind::kList:
+      return write_list(out, value);
     case Value::Kind::kNull:
-      return "null";
+      out << YAML::Null;
+      return;
     case Value::Kind::kBool:
-      return value.boolean ? "true" : "false";
+      out << value.boolean;
+      return;
     case Value::Kind::kInt:
-      return std::to_string(value.integer);
+      out << value.integer;
+      return;
     case Value::Kind::kFloat:
-      return python_float_repr(value.real);
-    default:
-      return yaml_text(value.text);
-  }
-}
-
-// A key as YAML text before its ':': YAML limits a key written inline to 1024 characters, so a
-// longer one (a key of control characters, each written \xNN, grows fourfold) is an explicit
-// key, "? KEY" on a line of its own (found by tests/fuzz/config_yaml_fuzz.cc).
-std::string key_text(const std::string& key, const std::string& pad) {
-  std::string text = yaml_text(key);
-  return text.size() < 1024 ? text : "? " + text + "\n" + pad;
-}
-
-void write_yaml(const Value& map, int indent, std::string& out) {
-  const std::string pad(indent, ' ');
-  for (const auto& [raw_key, value] : written_entries(map)) {
-    const std::string key = key_text(raw_key, pad);
-    if (value.is_map()) {
-      out += pad + key + ":\n";
-      write_yaml(value, indent + 2, out);
-    } else if (value.kind == Value::Kind::kList) {
-      if (value.items.empty()) {
-        out += pad + key + ": []\n";
-        continue;
-      }
-      out += pad + key + ":\n";
-      for (const Value& item : value.items) out += pad + "- " + yaml_scalar(item) + "\n";
-    } else {
-      out += pad + key + ": " + yaml_scalar(value) + "\n";
-    }
+      out << yaml_float(value.real);
+      return;
+    case Value::Kind::kString:
+      return write_string(out, value.text);
   }
 }
 
@@ -144,9 +163,13 @@ void make_parents(const std::string& path) {
 }  // namespace
 
 std::string to_yaml(const ClusterConfig& config) {
-  std::string out;
-  write_yaml(config.root(), 0, out);
-  return out;
+  YAML::Emitter out;
+  out.SetNullFormat(YAML::LowerNull);  // `null`, as PyYAML writes it (the emitter's own is ~)
+  write_map(out, config.root());
+  // The styles chosen fit every string (single quotes never get a line break) and every group is
+  // closed: the emitter has nothing to refuse.
+  ACC_ASSERT(out.good());
+  return std::string(out.c_str(), out.size()) + "\n";
 }
 
 std::string to_json(const ClusterConfig& config) {

@@ -163,6 +163,13 @@ bool needs_quotes(const std::string& text) {
   if (text.empty()) return true;
   const Value resolved = resolve_plain_scalar(text, false);
   if (resolved.kind != Value::Kind::kString) return true;
+  // Resolved by PyYAML but not by our reader (no config key takes them): a date or a time, the
+  // merge key and the value key. Built here, as only writing a config needs it.
+  static const std::regex unread{
+      "[0-9]{4}-[0-9]{2}-[0-9]{2}|"
+      "[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt]|[ \\t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\\.[0-9]*)?"
+      "(?:[ \\t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?|<<|="};
+  if (std::regex_match(text, unread)) return true;
   if (text.front() == ' ' || text.back() == ' ') return true;
   static const std::string kIndicators = "-?:,[]{}#&*!|>'\"%@`";
   if (kIndicators.find(text.front()) != std::string::npos) return true;

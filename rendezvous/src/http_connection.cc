@@ -19,6 +19,41 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+namespace {
+
+enum class Step { kConnect, kHandshake, kRequest, kReply };
+
+const char* step_name(Step step) {
+  switch (step) {
+    case Step::kConnect:
+      return "connect";
+    case Step::kHandshake:
+      return "TLS handshake";
+    case Step::kRequest:
+      return "request";
+    case Step::kReply:
+      return "reply";
+  }
+  return "";
+}
+
+// What `ec` at `step` means to a caller (http_get.h): a refused connection is nobody there, a
+// connection that ends before the reply is a server that went, anything else in an exchange is
+// what a server of HTTP would not do.
+HttpFailure failure_of(Step step, const beast::error_code& ec) {
+  const bool connecting = step == Step::kConnect || step == Step::kHandshake;
+  if (ec == beast::error::timeout)
+    return connecting ? HttpFailure::kConnectTimeout : HttpFailure::kReplyTimeout;
+  if (step == Step::kConnect) return HttpFailure::kUnreachable;
+  if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+      ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+      ec == asio::ssl::error::stream_truncated)
+    return HttpFailure::kClosed;
+  return HttpFailure::kBadReply;
+}
+
+}  // namespace
+
 struct HttpConnection::Impl {
   asio::io_context io;
   std::optional<beast::tcp_stream> stream;                         // plain http
@@ -38,8 +73,7 @@ struct HttpConnection::Impl {
   // Runs the asynchronous step `start` began until it completes; its error, if any, is thrown:
   // ConfigError when a side refused the other's certificate (a setting to fix, the same on every
   // try; with TLS 1.3 a server's refusal comes with the first reply).
-  void finish(beast::error_code& ec, const std::string& address, std::string_view step,
-              const TlsContext* tls) {
+  void finish(beast::error_code& ec, const std::string& address, Step step, const TlsContext* tls) {
     io.restart();
     io.run();
     if (!ec) return;
@@ -52,7 +86,9 @@ struct HttpConnection::Impl {
       throw ConfigError(tls->failure(address, why));
     }
     close();
-    throw NetworkError(acc::detail::concat(server, " at ", address, ": ", step, " failed: ", why));
+    throw HttpError(
+        failure_of(step, ec), why,
+        acc::detail::concat(server, " at ", address, ": ", step_name(step), " failed: ", why));
   }
 
   // Sends `request` and reads the reply on whichever stream is open.
@@ -61,10 +97,10 @@ struct HttpConnection::Impl {
                                              const std::string& address, const TlsContext* tls) {
     beast::error_code ec;
     http::async_write(s, request, [&](beast::error_code e, size_t) { ec = e; });
-    finish(ec, address, "request", tls);
+    finish(ec, address, Step::kRequest, tls);
     http::response<http::string_body> response;
     http::async_read(s, buffer, response, [&](beast::error_code e, size_t) { ec = e; });
-    finish(ec, address, "reply", tls);
+    finish(ec, address, Step::kReply, tls);
     return response;
   }
 };
@@ -88,31 +124,46 @@ void HttpConnection::connect(std::chrono::milliseconds timeout) {
   beast::error_code ec;
   tcp::resolver resolver(c.io);
   auto endpoints = resolver.resolve(c.host, c.port, ec);
-  if (ec) throw NetworkError(server_ + " at " + address_ + ": " + ec.message());
+  if (ec)
+    throw HttpError(HttpFailure::kUnreachable, ec.message(),
+                    server_ + " at " + address_ + ": " + ec.message());
   if (tls_)
     c.tls_stream.emplace(c.io, tls_->native());
   else
     c.stream.emplace(c.io);
   c.tcp().expires_after(timeout);
   c.tcp().async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
-  c.finish(ec, address_, "connect", tls_.get());
+  c.finish(ec, address_, Step::kConnect, tls_.get());
   if (!tls_) return;
   // SNI for a host name only; the certificate must name the host as given: OpenSSL's own check
   // (expect_host, as the watches' sessions), which names a mismatch in the error.
   expect_host(c.tls_stream->native_handle(), c.host);
   c.tls_stream->async_handshake(asio::ssl::stream_base::client,
                                 [&](beast::error_code e) { ec = e; });
-  c.finish(ec, address_, "TLS handshake", tls_.get());
+  c.finish(ec, address_, Step::kHandshake, tls_.get());
 }
 
 HttpConnection::Reply HttpConnection::post(std::string_view target, std::string_view body,
                                            std::chrono::milliseconds timeout,
                                            const Headers& headers) {
+  return send(Method::kPost, target, body, timeout, headers);
+}
+
+HttpConnection::Reply HttpConnection::get(std::string_view target,
+                                          std::chrono::milliseconds timeout,
+                                          const Headers& headers) {
+  return send(Method::kGet, target, {}, timeout, headers);
+}
+
+HttpConnection::Reply HttpConnection::send(Method method, std::string_view target,
+                                           std::string_view body, std::chrono::milliseconds timeout,
+                                           const Headers& headers) {
   Impl& c = *impl_;
   if (!c.connected()) connect(timeout);
-  http::request<http::string_body> request{http::verb::post, std::string(target), 11};
+  const http::verb verb = method == Method::kPost ? http::verb::post : http::verb::get;
+  http::request<http::string_body> request{verb, std::string(target), 11};
   request.set(http::field::host, c.host);
-  request.set(http::field::content_type, "application/json");
+  if (method == Method::kPost) request.set(http::field::content_type, "application/json");
   for (const auto& [name, value] : headers) request.set(name, value);
   request.body() = std::string(body);
   request.prepare_payload();
@@ -120,7 +171,8 @@ HttpConnection::Reply HttpConnection::post(std::string_view target, std::string_
   auto response = c.tls_stream ? c.exchange(*c.tls_stream, request, address_, tls_.get())
                                : c.exchange(*c.stream, request, address_, tls_.get());
   if (response.need_eof()) c.close();
-  return Reply{static_cast<int>(response.result_int()), std::move(response.body())};
+  return Reply{static_cast<int>(response.result_int()), std::string(response.reason()),
+               std::move(response.body())};
 }
 
 }  // namespace acc::rendezvous

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "acc/common/error.h"
@@ -230,6 +231,62 @@ TEST(ClusterConfigTest, YamlRoundTripKeepsKeysAndValuesWithControlCharacters) {
       << written;
   ASSERT_NE(section.find("ends with:"), nullptr) << written;
   EXPECT_EQ(section.find("ends with:")->text, "a: b");
+}
+
+// Strings that YAML's grammar needs quoted (a colon and a space, a leading * or &, a # after a
+// space, an empty string, spaces at the ends) and strings PyYAML would read as another type
+// (no, 1, null, 1.5) are written so that the reader gives back the same strings.
+TEST(ClusterConfigTest, YamlRoundTripKeepsStringsThatNeedQuotes) {
+  const std::vector<std::string> strings = {
+      "a: b",  "*alias",   "&anchor",    "",     " padded ", "x #y",  "- item", "[list]",
+      "{map}", "'single'", "\"double\"", "%tag", "@at",      "ends:", "!tag",   "? key",
+      "no",    "1",        "null",       "1.5",  "~",        "all"};
+  ClusterConfig first = parse_config("distributed_type: FSDP\n", "q.yaml");
+  Value list;
+  list.kind = Value::Kind::kList;
+  for (const std::string& text : strings) list.items.push_back(Value::of_string(text));
+  first.set("tpu_env", list);
+  Value section = Value::map();
+  section.set("key: with a colon", Value::of_string("*"));
+  first.set("fsdp_config", section);
+  const std::string written = to_yaml(first);
+  EXPECT_NE(written.find("  - 'a: b'\n  - '*alias'\n  - '&anchor'\n  - ''\n"), std::string::npos)
+      << written;
+  EXPECT_NE(written.find("  'key: with a colon': '*'\n"), std::string::npos) << written;
+  const ClusterConfig second = parse_config(written, "written.yaml");
+  EXPECT_EQ(to_yaml(second), written);
+  const Value* read = second.root().find("tpu_env");
+  ASSERT_NE(read, nullptr) << written;
+  ASSERT_EQ(read->items.size(), strings.size()) << written;
+  for (size_t i = 0; i < strings.size(); ++i) {
+    EXPECT_EQ(read->items[i].kind, Value::Kind::kString) << strings[i];
+    EXPECT_EQ(read->items[i].text, strings[i]);
+  }
+  ASSERT_NE(second.section("fsdp_config").find("key: with a colon"), nullptr) << written;
+  EXPECT_EQ(second.section("fsdp_config").find("key: with a colon")->text, "*");
+}
+
+// Floats are written as PyYAML writes them, so that they read back as floats (YAML 1.1 needs a
+// dot in a float: Python's repr, 1e-05 or inf, would read back as a string).
+TEST(ClusterConfigTest, YamlRoundTripKeepsFloatsAsFloats) {
+  const ClusterConfig first = parse_config(
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  gradient_clipping: 1.0e-05\n"
+      "  x_big: 1.0e+16\n  x_half: 0.5\n  x_inf: .inf\n  x_minus_inf: -.inf\n  x_nan: .nan\n",
+      "f.yaml");
+  const std::string written = to_yaml(first);
+  EXPECT_NE(written.find("  gradient_clipping: 1.0e-05\n  x_big: 1.0e+16\n  x_half: 0.5\n"
+                         "  x_inf: .inf\n  x_minus_inf: -.inf\n  x_nan: .nan\n"),
+            std::string::npos)
+      << written;
+  const ClusterConfig second = parse_config(written, "written.yaml");
+  const Value& section = second.section("deepspeed_config");
+  for (const char* key : {"gradient_clipping", "x_big", "x_half", "x_inf", "x_minus_inf", "x_nan"})
+    ASSERT_EQ(section.find(key) ? section.find(key)->kind : Value::Kind::kNull, Value::Kind::kFloat)
+        << key << "\n"
+        << written;
+  EXPECT_EQ(section.find("gradient_clipping")->real, 1e-5);
+  EXPECT_EQ(section.find("x_big")->real, 1e16);
+  EXPECT_EQ(section.find("x_minus_inf")->real, -HUGE_VAL);
 }
 
 // A key that is 1024 characters or more once escaped is written as an explicit key ("? KEY"):

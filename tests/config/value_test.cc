@@ -71,6 +71,14 @@ TEST(NeedsQuotesTest, QuotesWhatYamlWouldReadAsAnotherType) {
   EXPECT_TRUE(needs_quotes(""));
   EXPECT_TRUE(needs_quotes("null"));
   EXPECT_TRUE(needs_quotes("a: b"));
+  // What PyYAML resolves that our reader does not: a date, a timestamp, the merge and value keys.
+  EXPECT_TRUE(needs_quotes("2024-01-31"));
+  EXPECT_TRUE(needs_quotes("2024-1-31 10:30:00.5 +01:00"));
+  EXPECT_TRUE(needs_quotes("<<"));
+  EXPECT_TRUE(needs_quotes("="));
+  EXPECT_TRUE(needs_quotes("2024-01-31T1:02:03Z"));
+  EXPECT_FALSE(needs_quotes("2024-01-31x"));
+  EXPECT_FALSE(needs_quotes("2024-1-31"));  // PyYAML too: a date has two-digit months and days
   EXPECT_FALSE(needs_quotes("0,1,2,3"));
   EXPECT_FALSE(needs_quotes("all"));
   EXPECT_FALSE(needs_quotes("MULTI_GPU"));

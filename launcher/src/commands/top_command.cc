@@ -8,11 +8,6 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,9 +17,11 @@
 #include <optional>
 #include <string>
 
+#include "acc/common/endpoint.h"
 #include "acc/common/error.h"
 #include "acc/common/strings.h"
 #include "acc/rendezvous/clock.h"
+#include "acc/rendezvous/http_get.h"
 #include "commands/command_line.h"
 #include "commands/commands.h"
 #include "commands/launchers.h"
@@ -34,44 +31,63 @@
 namespace acc::launcher {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
 using Clock = rendezvous::Clock;
 // For the connection, and again for the request and its reply: a launcher answers in
 // milliseconds.
 constexpr std::chrono::seconds kTimeout{2};
 
 struct Url {
-  std::string text;  // as given
-  std::string host;
-  std::string port;
+  std::string text;     // as given
+  std::string address;  // host:port, [IPv6]:port
 };
 
-// "http://host:port/..." -> host, port. Throws ConfigError for anything else.
+// "http://host:port/..." -> its address. Throws ConfigError for anything else.
 Url parse_url(const std::string& url) {
   const std::string prefix = "http://";
   ACC_CHECK(starts_with(url, prefix), ConfigError, "acc-launch top: --url '", escape_control(url),
             "': expected http://HOST:PORT/ as the launcher printed it");
   std::string rest = url.substr(prefix.size());
   rest = rest.substr(0, rest.find('/'));
-  Url out;
-  out.text = url;
+  std::string host;
   if (!rest.empty() && rest[0] == '[') {
     const size_t close = rest.find(']');
     ACC_CHECK(close != std::string::npos, ConfigError, "acc-launch top: --url '", url,
               "': no ] after the IPv6 address");
-    out.host = rest.substr(1, close - 1);
+    host = rest.substr(1, close - 1);
     rest = rest.substr(close + 1);
   } else {
-    out.host = rest.substr(0, rest.find(':'));
+    host = rest.substr(0, rest.find(':'));
     rest = rest.find(':') == std::string::npos ? "" : rest.substr(rest.find(':'));
   }
-  out.port = starts_with(rest, ":") ? rest.substr(1) : "80";
-  ACC_CHECK(!out.host.empty() && parse_int(out.port), ConfigError, "acc-launch top: --url '", url,
+  const std::optional<int> port = parse_int(starts_with(rest, ":") ? rest.substr(1) : "80");
+  ACC_CHECK(!host.empty() && port, ConfigError, "acc-launch top: --url '", url,
             "': expected http://HOST:PORT/");
-  return out;
+  // The host and port as the launcher's other flags take them: a host that is not a name or an
+  // address, or a port past 65535, is one line here rather than a job that seems to have ended.
+  const Endpoint endpoint =
+      parse_endpoint(Endpoint{host, *port}.to_string(), 0, "acc-launch top: --url");
+  return Url{url, endpoint.to_string()};
+}
+
+// What top says for `failure` of GET `path`: a server that does not connect or answer in time,
+// or answers what is not HTTP, is likely not a launcher's status port.
+std::string failure_line(const Url& url, const std::string& path,
+                         const rendezvous::HttpError& failure) {
+  const std::string seconds = std::to_string(kTimeout.count()) + " s";
+  switch (failure.failure()) {
+    case rendezvous::HttpFailure::kConnectTimeout:
+      return acc::detail::concat("acc-launch top: ", url.text,
+                                 " did not accept a connection within ", seconds,
+                                 "; check the address, or give the --url the launcher printed");
+    case rendezvous::HttpFailure::kReplyTimeout:
+      return acc::detail::concat("acc-launch top: ", url.text,
+                                 " accepted the connection but did not answer ", path, " within ",
+                                 seconds, "; is that a launcher's --status_port?");
+    default:
+      return acc::detail::concat("acc-launch top: ", url.text, " answered ", path,
+                                 " with what is not HTTP (", failure.reason(),
+                                 "); is that a launcher's --status_port?");
+  }
 }
 
 // GET `path` from `url`'s server, its connection and its reply each within kTimeout; the body of
@@ -80,48 +96,27 @@ Url parse_url(const std::string& url) {
 // and for any reply but a 200. `token` (status_token), where given, goes as the Authorization.
 std::optional<std::string> http_get(const Url& url, const std::string& path,
                                     const std::string& token) {
-  asio::io_context io;
-  beast::error_code ec;
-  tcp::resolver resolver(io);
-  const auto endpoints = resolver.resolve(url.host, url.port, ec);
-  if (ec) return std::nullopt;
-  beast::tcp_stream stream(io);
-  stream.expires_after(kTimeout);
-  stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
-  io.run();
-  const std::string seconds = std::to_string(kTimeout.count()) + " s";
-  ACC_CHECK(ec != beast::error::timeout, NetworkError, "acc-launch top: ", url.text,
-            " did not accept a connection within ", seconds,
-            "; check the address, or give the --url the launcher printed");
-  if (ec) return std::nullopt;
-  http::request<http::empty_body> request{http::verb::get, path, 11};
-  request.set(http::field::host, url.host);
-  if (!token.empty()) request.set(http::field::authorization, "Bearer " + token);
-  request.keep_alive(false);
-  beast::flat_buffer buffer;
-  http::response<http::string_body> response;
-  stream.expires_after(kTimeout);
-  http::async_write(stream, request, [&](beast::error_code e, size_t) {
-    ec = e;
-    if (!e)
-      http::async_read(stream, buffer, response, [&](beast::error_code r, size_t) { ec = r; });
-  });
-  io.restart();
-  io.run();
-  ACC_CHECK(ec != beast::error::timeout, NetworkError, "acc-launch top: ", url.text,
-            " accepted the connection but did not answer ", path, " within ", seconds,
-            "; is that a launcher's --status_port?");
-  if (ec == http::error::end_of_stream || ec == asio::error::connection_reset ||
-      ec == asio::error::eof || ec == asio::error::broken_pipe)
-    return std::nullopt;
-  ACC_CHECK(!ec, NetworkError, "acc-launch top: ", url.text, " answered ", path,
-            " with what is not HTTP (", ec.message(), "); is that a launcher's --status_port?");
+  rendezvous::HttpGet request;
+  request.address = url.address;
+  request.target = path;
+  request.server = "acc-launch top: " + url.text;
+  if (!token.empty()) request.headers.emplace_back("Authorization", "Bearer " + token);
+  request.timeout = kTimeout;
+  rendezvous::HttpReply reply;
+  try {
+    reply = rendezvous::http_get(request);
+  } catch (const rendezvous::HttpError& e) {
+    if (e.failure() == rendezvous::HttpFailure::kUnreachable ||
+        e.failure() == rendezvous::HttpFailure::kClosed)
+      return std::nullopt;
+    throw NetworkError(failure_line(url, path, e));
+  }
   // A refusal says why in its body (the status server's 401 and 403: the job's secret).
-  const bool refused = response.result_int() == 401 || response.result_int() == 403;
-  ACC_CHECK(response.result_int() == 200, NetworkError, "acc-launch top: ", path, " answered '",
-            response.result_int(), " ", one_line(std::string(response.reason())), "'",
-            refused ? ": " + one_line(response.body()) : ", not 200");
-  return std::move(response.body());
+  const bool refused = reply.status == 401 || reply.status == 403;
+  ACC_CHECK(reply.status == 200, NetworkError, "acc-launch top: ", path, " answered '",
+            reply.status, " ", one_line(reply.reason), "'",
+            refused ? ": " + one_line(reply.body) : ", not 200");
+  return std::move(reply.body);
 }
 
 // The URL of the one launcher of this user here that serves its status.
