@@ -54,10 +54,10 @@ constexpr std::size_t kReadBufferBytes = 64 * 1024;
 constexpr int kReadsPerEvent = 4;
 // Accepts per readiness event, for the same fairness.
 constexpr int kAcceptsPerEvent = 256;
-// Descriptors a shard with a table of its own leaves free in it: it stops accepting (the next
+// Descriptors a shard with a table of its own keeps spare in it: it stops accepting (the next
 // shard takes over) when an accepted socket's number comes this close to the open-file limit, so
 // that what the thread opens later (its io_uring, a sanitizer's probe pipe) still fits.
-constexpr int kRoomDescriptors = 8;
+constexpr int kSpareDescriptors = 8;
 // Ready descriptors taken from the epoll set at once.
 constexpr int kEventsPerPoll = 256;
 // Tags of the loop's own descriptors in the epoll set; connection ids start above them.
@@ -278,7 +278,7 @@ struct Shard : detail::ReplySink {
         break;
       case kAcceptRetryTag:
         if (::read(accept_retry_fd, &count, sizeof(count)) != sizeof(count)) break;
-        if (has_room()) {
+        if (has_spare_descriptors()) {
           watch_listeners();
         } else {
           retry_accept_soon();
@@ -296,17 +296,17 @@ struct Shard : detail::ReplySink {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE && hand_over()) return;
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-          return out_of_room(errno);
+          return out_of_descriptors(errno);
         return;  // EAGAIN: nothing more to accept now
       }
-      out_of_descriptors = false;
+      out_of_descriptors_logged = false;
       add_connection(fd);
-      // The table is full but for its room (kRoomDescriptors): the next shard, with a table of
-      // its own, accepts from now on. Where this thread could not have a table of its own,
+      // The table is full but for its spare descriptors (kSpareDescriptors): the next shard, with a
+      // table of its own, accepts from now on. Where this thread could not have a table of its own,
       // neither can the next; it goes on to EMFILE. (ENFILE above is the whole system's limit:
       // another table does not help.)
-      if (private_table && fd >= fd_limit - kRoomDescriptors) {
-        if (!hand_over()) out_of_room(EMFILE);
+      if (private_table && fd >= fd_limit - kSpareDescriptors) {
+        if (!hand_over()) out_of_descriptors(EMFILE);
         return;
       }
     }
@@ -321,31 +321,33 @@ struct Shard : detail::ReplySink {
     return true;
   }
 
-  // Out of descriptors (`error`), or the last shard's table full but for its room (EMFILE): the
-  // listeners leave the set for 100 ms instead of spinning on a readiness that stays. Said once
-  // until an accept succeeds again, not at each retry, with the limit and the way to raise it.
-  void out_of_room(int error) {
-    if (!out_of_descriptors) {
-      out_of_descriptors = true;
+  // Out of descriptors (`error`), or the last shard's table full but for its spare ones
+  // (EMFILE): the listeners leave the set for 100 ms instead of spinning on a readiness that
+  // stays. Said once until an accept succeeds again, not at each retry, with the limit and the way
+  // to raise it.
+  void out_of_descriptors(int error) {
+    if (!out_of_descriptors_logged) {
+      out_of_descriptors_logged = true;
       options.log(out_of_descriptors_message(error));
     }
     unwatch_listeners();
     retry_accept_soon();
   }
 
-  // The listener is looked at again (has_room) in 100 ms.
+  // The listener is looked at again (has_spare_descriptors) in 100 ms.
   void retry_accept_soon() {
     itimerspec once{};
     once.it_value.tv_nsec = 100'000'000;
     ::timerfd_settime(accept_retry_fd, 0, &once, nullptr);
   }
 
-  // Whether the table has a free descriptor below its room, for the retry after out_of_room.
-  bool has_room() const {
+  // Whether the table has a free descriptor below its spare ones, for the retry after
+  // out_of_descriptors.
+  bool has_spare_descriptors() const {
     if (!private_table) return true;
     const int probe = ::dup(wake_fd);
     if (probe >= 0) ::close(probe);
-    return probe >= 0 && probe < fd_limit - kRoomDescriptors;
+    return probe >= 0 && probe < fd_limit - kSpareDescriptors;
   }
 
   std::string out_of_descriptors_message(int error) const {
@@ -724,8 +726,8 @@ struct Shard : detail::ReplySink {
   int accept_retry_fd = -1;    // a one-shot timerfd: the listener back after running out of fds
   bool private_table = false;  // the thread has a descriptor table of its own
   int fd_limit = 0;            // the soft RLIMIT_NOFILE when the thread started
-  bool out_of_descriptors = false;   // accepts fail for want of descriptors; logged once
-  std::size_t unfinished_bytes = 0;  // every connection's counted_in (max_unfinished_bytes)
+  bool out_of_descriptors_logged = false;  // accepts fail for want of descriptors; said once
+  std::size_t unfinished_bytes = 0;        // every connection's counted_in (max_unfinished_bytes)
 
   // Holds Server::state_mutex: the state is this thread's to apply to, and the replies that other
   // shards left in the inbox are taken first, so that a connection's replies keep the order in
@@ -1123,7 +1125,7 @@ std::vector<std::string> StoreServer::addresses() const {
 std::uint64_t StoreServer::connection_capacity(std::uint64_t open_file_limit) {
   // Each table keeps stdin/out/err, the listener, the shards' eventfds, its epoll set, timers and
   // io_uring ring, and hands over to the next shard a few descriptors short of the limit.
-  constexpr std::uint64_t kHeldBesides = 3 + 1 + detail::kMaxShards + 8 + kRoomDescriptors;
+  constexpr std::uint64_t kHeldBesides = 3 + 1 + detail::kMaxShards + 8 + kSpareDescriptors;
   return open_file_limit > kHeldBesides ? (open_file_limit - kHeldBesides) * detail::kMaxShards : 0;
 }
 
