@@ -34,6 +34,7 @@
 
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
+#include "acc/rendezvous/clock.h"
 #include "acc/rendezvous/job_secret.h"
 #include "send_ring.h"
 #include "store_shard.h"
@@ -44,7 +45,6 @@ namespace {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-using SteadyClock = std::chrono::steady_clock;
 using detail::ConnectionId;
 
 // Reads go through one buffer shared by all connections: a connection's socket is read only when
@@ -100,7 +100,7 @@ struct Connection {
   bool closed = false;
   std::string in;              // received bytes not yet parsed into a whole request
   std::size_t counted_in = 0;  // the memory of `in` counted in the shard's unfinished_bytes
-  SteadyClock::time_point partial_since;
+  Clock::time_point partial_since;
   bool requests_held = false;  // whole requests wait in `in` for the replies to drain
   std::string out;             // reply bytes not yet written, from out_pos on
   std::size_t out_pos = 0;
@@ -109,7 +109,7 @@ struct Connection {
   bool write_waiting = false;  // the epoll set watches it for writability
   bool dirty = false;          // queued in Impl::dirty for a write attempt
   bool send_failed = false;    // a batched send failed with an error other than EAGAIN
-  SteadyClock::time_point write_blocked_since;
+  Clock::time_point write_blocked_since;
 
   std::size_t pending() const { return out.size() - out_pos; }
 };
@@ -241,7 +241,7 @@ struct Shard : detail::ReplySink {
   // Serves one round of readiness, then writes the replies. True when more is waiting that the
   // next epoll_wait would not report at once (a full batch of events still counts on it).
   bool serve_round(const epoll_event* events, int ready) {
-    round_time = SteadyClock::now();
+    round_time = Clock::steady().now();
     bool again = ready == kEventsPerPoll;
     resume_held();
     for (int i = 0; i < ready; ++i) {
@@ -610,7 +610,7 @@ struct Shard : detail::ReplySink {
   // kind never hides another (a stranger's refusal among garbage).
   static constexpr std::size_t kCloseLinesPerWindow = 10;
   static constexpr std::chrono::seconds kCloseLogWindow{10};
-  SteadyClock::time_point close_window_start;
+  Clock::time_point close_window_start;
   std::size_t close_lines = 0;
   std::vector<Closes> unsaid;  // per kind: the count and the first one's peer and reason
 
@@ -643,7 +643,7 @@ struct Shard : detail::ReplySink {
   // When the window has ended (or the store stops): the closes it did not log, one line per
   // kind; a new window begins.
   void say_unsaid_closes(bool stopping_now = false) {
-    const auto now = SteadyClock::now();
+    const auto now = Clock::steady().now();
     if (!stopping_now && now - close_window_start < kCloseLogWindow) return;
     for (const Closes& u : unsaid) {
       options.log("closed " + std::to_string(u.count) + " more connections in " +
@@ -688,7 +688,7 @@ struct Shard : detail::ReplySink {
   // Closes connections that left a request half-sent, or replies unread, past the stall timeout.
   void sweep() {
     say_unsaid_closes();
-    auto now = SteadyClock::now();
+    auto now = Clock::steady().now();
     std::vector<std::shared_ptr<Connection>> stalled;
     for (auto& [id, conn] : connections) {
       bool half_sent = !conn->in.empty() && now - conn->partial_since > options.stall_timeout;
@@ -769,7 +769,7 @@ struct Shard : detail::ReplySink {
   ConnectionId next_id;
   // When the round being served began: the requests' and replies' times, to the stall sweep's
   // precision, for one clock read per round instead of several per request.
-  SteadyClock::time_point round_time;
+  Clock::time_point round_time;
   bool stopping = false;  // loop thread only
 };
 
