@@ -80,6 +80,8 @@ inline constexpr std::size_t kMaxListeners = kFirstConnectionId - kFirstListener
 
 struct Server;
 
+// Made, started and stopped by Server (store_server_impl.h). Not thread-safe: its thread's, but
+// for `inbox`, which other loops fill under Server::state_mutex (foreign_buffer).
 struct EventLoop : ReplySink {
   EventLoop(Server& server, unsigned index);
 
