@@ -28,7 +28,7 @@ fi
 cmake --build "$build" --target rendezvous_scale acc-launch >/dev/null
 
 # The client processes hold at most 16,000 connections each; the server spreads its connections
-# over threads with descriptor tables of their own (rendezvous/src/store_shard.h), so neither
+# over threads with descriptor tables of their own (rendezvous/src/store_event_loop.h), so neither
 # needs a hard limit above the machine's. The soft limit goes up to the hard one.
 ulimit -n "$(ulimit -Hn)"
 

@@ -2,7 +2,7 @@
 
 // The store's data and its waiters, as pure logic: a decoded request goes in, reply bytes come out
 // through a ReplySink. The server (store_server.cc) and the unit tests both drive it; neither
-// needs the other. Not thread-safe: the server's shards call it under one mutex.
+// needs the other. Not thread-safe: the server's event loops call it under one mutex.
 
 #include <cstdint>
 #include <deque>
