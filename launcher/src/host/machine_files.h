@@ -4,9 +4,9 @@
 // (cpuinfo, meminfo, vmstat, the NVIDIA driver's GPUs, this process's cgroup), the cgroup files,
 // /sys's CPUs and GPUs, and /dev's device nodes, all under one root: "/" on the machine, a fake
 // tree in the tests and under ACC_HOST_ROOT (a fake machine for the integration tests). The
-// host facts (host/host.cc) and the OOM counters (agent/failure_cause.cc) read through it; what
-// /proc says of processes is proc::Reader's (process/proc.h). Never throws: what cannot be read
-// is empty.
+// host facts (host/host.cc, host/topology.cc) and the OOM counters (agent/failure_cause.cc) read
+// through it; what /proc says of processes is proc::Reader's (process/proc.h). Never throws:
+// what cannot be read is empty.
 
 #include <filesystem>
 #include <optional>
