@@ -84,23 +84,19 @@ std::optional<std::int64_t> parse_oom_kill(const std::string& text) {
 
 OomCounters read_oom_counters(const MachineFiles& files) {
   OomCounters counters;
-  if (auto vmstat = files.read_if_there("proc/vmstat"))
-    counters.machine_oom_kills = counter_field(*vmstat, "oom_kill");
-  const auto own = files.read_if_there("proc/self/cgroup");
-  const auto cgroup = own ? memory_cgroup(*own) : std::nullopt;
+  // A file that is not there reads as "", which none of the parsers below takes for a value.
+  counters.machine_oom_kills = counter_field(files.read("proc/vmstat"), "oom_kill");
+  const auto cgroup = memory_cgroup(files.read("proc/self/cgroup"));
   if (!cgroup) return counters;
   const std::string dir = std::string("sys/fs/cgroup") + (cgroup->v2 ? "" : "/memory") +
                           (cgroup->path == "/" ? "" : cgroup->path);
   counters.cgroup = cgroup->path;
-  if (auto events =
-          files.read_if_there(dir + (cgroup->v2 ? "/memory.events" : "/memory.oom_control")))
-    counters.cgroup_oom_kills = parse_oom_kill(*events);
-  if (auto limit =
-          files.read_if_there(dir + (cgroup->v2 ? "/memory.max" : "/memory.limit_in_bytes"))) {
-    // v1 says "no limit" with a number near 2^63, v2 with "max".
-    const auto bytes = parse_counter(*limit);
-    if (bytes && *bytes < (std::int64_t{1} << 62)) counters.limit_bytes = bytes;
-  }
+  counters.cgroup_oom_kills =
+      parse_oom_kill(files.read(dir + (cgroup->v2 ? "/memory.events" : "/memory.oom_control")));
+  // v1 says "no limit" with a number near 2^63, v2 with "max".
+  const auto bytes =
+      parse_counter(files.read(dir + (cgroup->v2 ? "/memory.max" : "/memory.limit_in_bytes")));
+  if (bytes && *bytes < (std::int64_t{1} << 62)) counters.limit_bytes = bytes;
   return counters;
 }
 

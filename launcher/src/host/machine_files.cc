@@ -1,8 +1,8 @@
 #include "host/machine_files.h"
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
+
+#include "acc/common/files.h"
 
 namespace acc::launcher {
 
@@ -12,14 +12,8 @@ fs::path MachineFiles::under_root(const fs::path& path) const {
   return root_ / path.relative_path();
 }
 
-std::optional<std::string> MachineFiles::read_if_there(const fs::path& path) const {
-  std::ifstream file(under_root(path), std::ios::binary);
-  if (!file) return std::nullopt;
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-}
-
 std::string MachineFiles::read(const fs::path& path) const {
-  return read_if_there(path).value_or("");
+  return read_file(under_root(path).string());
 }
 
 std::string MachineFiles::line(const fs::path& path) const {

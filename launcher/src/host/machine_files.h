@@ -9,7 +9,6 @@
 // what cannot be read is empty.
 
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,9 +19,7 @@ class MachineFiles {
   // Paths are relative to `root`: "proc/cpuinfo", "sys/fs/cgroup/memory.max".
   explicit MachineFiles(std::filesystem::path root = "/") : root_(std::move(root)) {}
 
-  // The file whole; nullopt when it cannot be opened.
-  std::optional<std::string> read_if_there(const std::filesystem::path& path) const;
-  // The file whole; "" when it cannot be read.
+  // The file whole; "" when it cannot be read (every reader takes "" as "not there").
   std::string read(const std::filesystem::path& path) const;
   // Its first line, without the newline.
   std::string line(const std::filesystem::path& path) const;
