@@ -129,12 +129,20 @@ TEST(NetworkCheckTest, AnElasticJobWithRoomLeavesTheFaultyNodeOut) {
 
 TEST(NetworkCheckTest, TheJobEndsWithoutRoomInAStaticJobOrForTheRendezvousHost) {
   std::vector<NodeMeasures> all = net_three_nodes_slow_sender(1, kNetFast / 10);
-  EXPECT_TRUE(decide_network(judge_network(all, 3, 3), 3, true).job_ends);
-  EXPECT_TRUE(decide_network(judge_network(all, 3, 3), 2, false).job_ends);
+  const NetworkDecision no_room = decide_network(judge_network(all, 3, 3), 3, true);
+  EXPECT_TRUE(no_room.job_ends);
+  EXPECT_NE(no_room.why.find("; the job cannot go on without it: 2 node(s) would be left, under "
+                             "--nnodes MIN (3)"),
+            std::string::npos)
+      << no_room.why;
+  const NetworkDecision static_job = decide_network(judge_network(all, 3, 3), 2, false);
+  EXPECT_TRUE(static_job.job_ends);
+  EXPECT_NE(static_job.why.find("a static job needs every node"), std::string::npos);
   all[1].serves_rendezvous = true;
   const NetworkDecision d = decide_network(judge_network(all, 3, 3), 1, true);
   EXPECT_TRUE(d.job_ends);
   EXPECT_TRUE(d.left_out.empty());
+  EXPECT_NE(d.why.find("node 1 serves the rendezvous store"), std::string::npos);
 }
 
 TEST(NetworkCheckTest, MeasuresReadBackAsWrittenAndNothingElseDoes) {

@@ -245,9 +245,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     network_checked_ = true;
     const RoundStore store = membership_->round_store();
     if (!store.store) {
-      log::warn(
-          "--network_check: no check without an elastic job's store (--rdzv_backend c10d "
-          "or etcd-v2): the nodes were not checked");
+      log::info("--network_check: a job of one node has no other node to check");
       return std::nullopt;
     }
     const NetworkOutcome outcome = run_network_check(store, plan_, os_, [this] {
@@ -257,12 +255,8 @@ class Agent::Impl : public WorkerGroup::Listener {
     });
     const NetworkDecision& decision = outcome.decision;
     if (decision.why.empty()) return std::nullopt;
-    if (outcome.this_node_faulty)
-      return stay_out(decision.job_ends ? decision.why + "; the job cannot go on without it"
-                                        : decision.why);
-    ACC_CHECK(!decision.job_ends, NetworkError, decision.why,
-              "; the job cannot go on without it (--nnodes ", plan_.min_nodes,
-              " at least, and the node serving the rendezvous store)");
+    if (outcome.this_node_faulty) return stay_out(decision.why);
+    ACC_CHECK(!decision.job_ends, NetworkError, decision.why);
     notice(decision.why + "; meeting again without it");
     round = membership_->join(restart_count_);
     return std::nullopt;

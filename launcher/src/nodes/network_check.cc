@@ -189,22 +189,41 @@ std::vector<std::string> network_table(const NetworkJudgement& judgement) {
   return lines;
 }
 
+namespace {
+
+// Why the job cannot go on without the faulty nodes; "" where it can.
+std::string why_needed(const NetworkJudgement& judgement, const std::vector<int>& faulty,
+                       int min_nodes, bool elastic) {
+  if (!elastic) return "a static job needs every node";
+  const int left = static_cast<int>(judgement.nodes.size() - faulty.size());
+  if (left < min_nodes)
+    return fmt::format("{} node(s) would be left, under --nnodes MIN ({})", left, min_nodes);
+  for (int node : faulty)
+    if (judgement.nodes[static_cast<size_t>(node)].serves_rendezvous)
+      return fmt::format("node {} serves the rendezvous store", node);
+  return "";
+}
+
+}  // namespace
+
 NetworkDecision decide_network(const NetworkJudgement& judgement, int min_nodes, bool elastic) {
   NetworkDecision decision;
   const std::vector<int> faulty = judgement.faulty();
   if (faulty.empty()) return decision;
-  bool needed = !elastic || static_cast<int>(judgement.nodes.size() - faulty.size()) < min_nodes;
   std::string named;
   for (int node : faulty) {
     const NodeJudgement& row = judgement.nodes[static_cast<size_t>(node)];
-    needed = needed || row.serves_rendezvous;
     if (!named.empty()) named += "; ";
     named +=
         fmt::format("node {}{}: {}", node, row.host.empty() ? "" : " (" + row.host + ")", row.why);
   }
-  decision.job_ends = needed;
-  if (!needed) decision.left_out = faulty;
   decision.why = "--network_check: " + named;
+  const std::string needed = why_needed(judgement, faulty, min_nodes, elastic);
+  decision.job_ends = !needed.empty();
+  if (decision.job_ends)
+    decision.why += "; the job cannot go on without it: " + needed;
+  else
+    decision.left_out = faulty;
   return decision;
 }
 

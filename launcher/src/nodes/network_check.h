@@ -74,7 +74,9 @@ std::vector<std::string> network_table(const NetworkJudgement& judgement);
 struct NetworkDecision {
   std::vector<int> left_out;  // the faulty nodes, which stay out (elastic, with room)
   bool job_ends = false;      // a faulty node the job cannot go on without
-  std::string why;            // one line naming the faulty nodes and the reason; "" when none
+  // One line naming the faulty nodes and the reason, and why the job cannot go on without them
+  // where it ends; "" when none is faulty.
+  std::string why;
 };
 
 // An elastic job leaves its faulty nodes out where the others are at least `min_nodes` and none

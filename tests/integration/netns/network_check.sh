@@ -7,6 +7,8 @@
 #     (--no_restart_exit_code) with one line naming the network check and its link, and runs no
 #     worker; a and b meet again without it and run the job as its two nodes;
 #   - the check's own time, which each node prints, is under 10 s;
+#   - where the job cannot go on without it (--nnodes 3:3, or a static job of 3 nodes), c exits
+#     93 and the others 3, each naming c and why, and no worker runs;
 #   - then, without the slow link, node b's CPU throttled to a twentieth of a core (a cgroup v1 CFS
 #     quota): node b stays out for its computation, the other two run the job.
 # Usage: network_check.sh ACC_LAUNCH. Exits 77 (skipped) without the right to make network
@@ -62,12 +64,35 @@ chmod +x "$work/job.sh"
 launch() {  # launch NAME I RUN: node NAME (10.231.31.I) in the background, in $cpu when it is b
   local n=$1 i=$2 run=$3 into=/dev/null
   [ "$run" = cpu ] && [ $n = b ] && into=$cpu/cgroup.procs
+  local shape=(--nnodes 2:3 --rdzv_backend c10d --rdzv_endpoint 10.231.31.1:29400
+    --rdzv_id netcheck$run$id --rdzv_conf last_call_timeout=2,keep_alive_interval=1,join_timeout=60)
+  [ "$run" = full ] && shape[1]=3:3
+  [ "$run" = static ] &&
+    shape=(--nnodes 3 --node_rank $((i - 1)) --master_addr 10.231.31.1 --master_port 29500)
   sh -c 'echo $$ >"$0" && exec "$@"' "$into" timeout -k 5 90 ip netns exec acc-n$n-$id \
-    "$launcher" --nnodes 2:3 --nproc_per_node 1 \
-    --rdzv_backend c10d --rdzv_endpoint 10.231.31.1:29400 --rdzv_id netcheck$run$id \
-    --local_addr 10.231.31.$i --network_check \
-    --rdzv_conf last_call_timeout=2,keep_alive_interval=1,join_timeout=60 \
+    "$launcher" "${shape[@]}" --nproc_per_node 1 --local_addr 10.231.31.$i --network_check \
     --no_python "$work/job.sh" >"$work/$run-$n.out" 2>"$work/$run-$n.err" &
+}
+
+ends_job() {  # ends_job RUN WHY: the three nodes; c stays out, and a and b end naming it
+  local run=$1 why=$2 i=0 pids="" n
+  for n in $nodes; do
+    i=$((i + 1))
+    launch $n $i $run
+    pids="$pids $!"
+  done
+  declare -A rc
+  set -- $pids
+  for n in $nodes; do wait "$1"; rc[$n]=$?; shift; done
+  echo "$run: exits a=${rc[a]} b=${rc[b]} c=${rc[c]}"
+  [ "${rc[c]}${rc[a]}${rc[b]}" = 9333 ] || fail "$run: expected c 93, a and b 3"
+  grep -q "error: this node takes no part in the job: --network_check: node [0-9] (.*): its best link carries .*; the job cannot go on without it: $why; exit 93" \
+    "$work/$run-c.err" || fail "$run: node c did not say why the job cannot go on without it"
+  for n in a b; do
+    grep -q "error: --network_check: node [0-9] (.*): its best link carries .*; the job cannot go on without it: $why" \
+      "$work/$run-$n.err" || fail "$run: node $n did not end naming node c"
+  done
+  cat "$work/$run-"*.out | grep -q START && fail "$run: a worker ran"
 }
 
 run_job() {  # run_job RUN SLOW VERDICT: the three nodes; node SLOW must stay out for VERDICT
@@ -104,6 +129,12 @@ run_job() {  # run_job RUN SLOW VERDICT: the three nodes; node SLOW must stay ou
 # 1. Node c's link, 10 times slower than the others'.
 run_job link c 'its best link carries'
 echo "PASS: the node with the slowed link stayed out (93); the other two ran the job"
+
+# Where the job cannot go on without it, it ends, naming the node.
+ends_job full '2 node(s) would be left, under --nnodes MIN (3)'
+echo "PASS: at --nnodes 3:3 the job ended naming the node with the slowed link"
+ends_job static 'a static job needs every node'
+echo "PASS: a static job of three nodes ended naming the node with the slowed link"
 
 # 2. No slow link; node b's CPU throttled to a twentieth of a core (cgroup v1's CFS quota).
 for n in $nodes; do

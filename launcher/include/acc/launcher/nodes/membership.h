@@ -74,7 +74,7 @@ class NotNeeded : public Error {
 
 // The store every launcher of the round that the last join() formed reaches, with a key prefix
 // of that round's own: where the round's nodes check each other (--network_check). Valid until
-// the next join(); store == nullptr where there is none (one node, a static job).
+// the next join(); store == nullptr where there is none (one node).
 struct RoundStore {
   rendezvous::KeyValueStore* store = nullptr;  // not owned; used on the agent's thread only
   std::string prefix;                          // ends with '/'
@@ -221,6 +221,8 @@ class StaticMembership : public Membership {
   // every node (up to --rdzv_conf join_timeout, 600 s: TimeoutError).
   Round join(int restart_count) override;
   std::chrono::milliseconds poll_interval() const override;
+  // Several nodes: node 0's store, under store_keys::network_check_prefix() (one check a job).
+  RoundStore round_store() override;
   // Several nodes: readable when another node restarts or ends the job (attempt_over's key).
   int event_fd() override;
   bool take_event() override;
