@@ -167,7 +167,7 @@ NetworkJudgement judge_network(const std::vector<NodeMeasures>& measures, int nu
 }
 
 std::vector<std::string> network_table(const NetworkJudgement& judgement) {
-  std::vector<std::string> lines = {fmt::format("{:<5} {:<20} {:>12} {:>10} {:>10}  {}", "node",
+  std::vector<std::string> lines = {fmt::format("{:<5} {:<20} {:>12} {:>10} {:>11}  {}", "node",
                                                 "host", "bandwidth", "latency", "compute",
                                                 "verdict")};
   for (const NodeJudgement& row : judgement.nodes) {
@@ -176,7 +176,7 @@ std::vector<std::string> network_table(const NetworkJudgement& judgement) {
                                     ? verdict_name(row.verdict)
                                     : std::string(verdict_name(row.verdict)) + ": " + row.why;
     lines.push_back(
-        fmt::format("{:<5} {:<20} {:>12} {:>10} {:>10}  {}", row.node, came ? row.host : "?",
+        fmt::format("{:<5} {:<20} {:>12} {:>10} {:>11}  {}", row.node, came ? row.host : "?",
                     bandwidth_text(row.bytes_per_second),
                     row.latency_seconds > 0 ? milliseconds_text(row.latency_seconds) : "-",
                     came ? milliseconds_text(row.compute_seconds) : "-", verdict));
