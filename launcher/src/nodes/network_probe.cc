@@ -318,11 +318,11 @@ std::vector<NodeMeasures> measure_round(const RoundStore& round, const std::stri
   own.serves_rendezvous = round.serves_rendezvous;
   own.compute_seconds = time_computation(clock);
   const std::vector<std::string> address_keys = keys_of(round, "address");
-  await_round_keys(round, address_keys, start + kNetworkAddressWait, clock, stop_check);
+  await_round_keys(round, address_keys, start + limits.address_wait, clock, stop_check);
   own.peers = measure_links(round, present_values(round, address_keys), clock, limits);
   round.store->set(key_of(round, "measures", round.node_rank), encode_node_measures(own));
   const std::vector<std::string> measure_keys = keys_of(round, "measures");
-  await_round_keys(round, measure_keys, start + kNetworkCheckBound, clock, stop_check);
+  await_round_keys(round, measure_keys, start + limits.bound, clock, stop_check);
   std::vector<NodeMeasures> all;
   for (const std::string& text : present_values(round, measure_keys))
     if (std::optional<NodeMeasures> measures = decode_node_measures(text))

@@ -29,17 +29,21 @@ inline constexpr std::chrono::milliseconds kNetworkCheckBound{8000};
 inline constexpr std::chrono::milliseconds kNetworkAddressWait{3000};
 
 // How much each link is measured: the bandwidth over up to `bytes`, stopped at `bandwidth_time`
-// (a slow link), the latency as the median of `round_trips` one-byte round trips.
+// (a slow link), the latency as the median of `round_trips` one-byte round trips; and how long
+// the round waits for the others' endpoints and measures (a test under a sanitizer, ten times
+// slower, waits longer than a launch does).
 struct ProbeLimits {
   std::size_t bytes = 8 << 20;
   std::chrono::milliseconds bandwidth_time{500};
   int round_trips = 20;
+  std::chrono::milliseconds address_wait = kNetworkAddressWait;
+  std::chrono::milliseconds bound = kNetworkCheckBound;
 };
 
 // This node's share of the check in the round `round`: publishes its endpoint, times the
-// computation, measures its links to every node whose endpoint came within kNetworkAddressWait,
-// publishes its measures and waits for the others' until kNetworkCheckBound from the start.
-// Returns the measures that came, this node's included. Blocks up to kNetworkCheckBound plus one
+// computation, measures its links to every node whose endpoint came within limits.address_wait,
+// publishes its measures and waits for the others' until limits.bound from the start.
+// Returns the measures that came, this node's included. Blocks up to limits.bound plus one
 // link's measure; `stop_check` runs at least every 100 ms of a wait and may throw (a stop
 // signal). Throws what the store throws (NetworkError, TimeoutError).
 std::vector<NodeMeasures> measure_round(const RoundStore& round, const std::string& host,
