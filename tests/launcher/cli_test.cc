@@ -32,6 +32,14 @@ std::string refusal(const Words& args) {
   return result.message;
 }
 
+TEST(CliTest, NetworkCheckIsOffByDefaultAndTakesAFactor) {
+  EXPECT_FALSE(parsed_ok({"train.py"}).options.network_check);
+  const LaunchOptions o =
+      parsed_ok({"--network_check", "--network_check_factor", "2.5", "train.py"}).options;
+  EXPECT_TRUE(o.network_check);
+  EXPECT_EQ(o.network_check_factor, 2.5);
+}
+
 TEST(CliTest, EitherSpellingSetsTheOptionAndThePogramBeginsAtTheFirstWordThatIsNoFlag) {
   const LaunchOptions o = parsed_ok({"--nproc-per-node", "4", "--max_restarts=2", "--standalone",
                                      "train.py", "--lr", "1e-4", "--nproc_per_node", "9"})

@@ -117,6 +117,17 @@ TEST(PlanTest, ContradictingSpellingsAreRefused) {
   EXPECT_THROW(build_plan(o, host()), ConfigError);
 }
 
+TEST(PlanTest, NetworkCheckFactorMustBeAboveOne) {
+  LaunchOptions o = program();
+  o.network_check = true;
+  o.network_check_factor = 1;
+  EXPECT_THROW(build_plan(o, host()), ConfigError);
+  o.network_check_factor = 4;
+  const LaunchPlan plan = build_plan(o, host());
+  EXPECT_TRUE(plan.network_check);
+  EXPECT_EQ(plan.network_check_factor, 4);
+}
+
 TEST(PlanTest, StaticEndpointStandsForMasterAddressAndPort) {
   LaunchOptions o = program();
   o.nnodes = "2";

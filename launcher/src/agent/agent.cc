@@ -31,6 +31,7 @@
 #include "hangs/python_stack_hook.h"
 #include "hangs/stall_watch.h"
 #include "nodes/job_link.h"
+#include "nodes/network_probe.h"
 #include "nodes/preflight.h"
 #include "output/console.h"
 #include "output/log.h"
@@ -236,6 +237,31 @@ class Agent::Impl : public WorkerGroup::Listener {
     return plan_.no_restart_exit_code;
   }
 
+  // --network_check on the first round (nodes/network_check.h): the exit status where this node
+  // stays out; none where it goes on, in `round`, which is met again without the faulty nodes
+  // where they stay out. Throws NetworkError where the job cannot go on without them.
+  std::optional<int> check_network(Round& round) {
+    if (!plan_.network_check || network_checked_) return std::nullopt;
+    network_checked_ = true;
+    const RoundStore store = membership_->round_store();
+    if (!store.store) {
+      log::info("--network_check: a job of one node has no other node to check");
+      return std::nullopt;
+    }
+    const NetworkOutcome outcome = run_network_check(store, plan_, os_, [this] {
+      if (const int sig = arrived_stop_signal())
+        throw InterruptedError(
+            sig, std::string("stopped by ") + sigabbrev_np(sig) + " during the network check");
+    });
+    const NetworkDecision& decision = outcome.decision;
+    if (decision.why.empty()) return std::nullopt;
+    if (outcome.this_node_faulty) return stay_out(decision.why);
+    ACC_CHECK(!decision.job_ends, NetworkError, decision.why);
+    notice(decision.why + "; meeting again without it");
+    round = membership_->join(restart_count_);
+    return std::nullopt;
+  }
+
   // One attempt and what follows it: the status to exit with, or none for another attempt.
   std::optional<int> run_attempt_and_decide(int attempt) {
     JobEvent next;
@@ -245,7 +271,8 @@ class Agent::Impl : public WorkerGroup::Listener {
       job_event_ = {};
       if (const std::optional<int> status = left_out()) return status;
       try {
-        const Round round = membership_->join(restart_count_);
+        Round round = membership_->join(restart_count_);
+        if (const std::optional<int> status = check_network(round)) return status;
         timeline::mark("joined");
         if (recoveries_.recovering()) recoveries_.joined(os_.now());
         if (!unfit_gpus_.empty()) return refuse_unfit_gpus(round);
@@ -778,7 +805,8 @@ class Agent::Impl : public WorkerGroup::Listener {
   std::unique_ptr<FileTimer> file_timer_;
   StatusServers status_;
   std::string failure_report_;
-  std::string unfit_gpus_;  // a static multi-node job's GPU refusal, said after joining
+  bool network_checked_ = false;  // --network_check ran (on the first round only)
+  std::string unfit_gpus_;        // a static multi-node job's GPU refusal, said after joining
 };
 
 Agent::Agent(LaunchPlan plan, std::map<std::string, std::string> environment,

@@ -183,6 +183,7 @@ const char* value_placeholder(const std::string& name) {
       {"sdc_exit_codes", "CODES"},
       {"exclude_nodes_file", "FILE"},
       {"node_health_command", "CMD"},
+      {"network_check_factor", "FACTOR"},
   };
   const auto found = kPlaceholders.find(name);
   return found == kPlaceholders.end() ? nullptr : found->second;
@@ -873,6 +874,12 @@ void add_stall_flags(FlagTable& t, LaunchOptions& o) {
           "hosts or $ACC_NODE_ID values to keep out of each round (see docs)");
   t.value("node_health_command", o.node_health_command,
           "shell command asked before each round: failing, it keeps this node out");
+  t.flag("network_check", o.network_check,
+         "before the first attempt, measure the links between the round's nodes and a short "
+         "computation on each, and keep out a node --network_check_factor times slower");
+  t.value("network_check_factor", o.network_check_factor,
+          "how many times slower than the median node a node is left out by --network_check "
+          "(default: 3)");
   t.value("health_check_timeout", o.health_check_timeout,
           "with $TORCHELASTIC_HEALTH_CHECK_PORT: seconds without a worker's progress before the "
           "health check answers 503 (default: 60)",

@@ -342,6 +342,18 @@ bool ElasticMembership::take_event() {
   return watch_ && watch_->fired();
 }
 
+RoundStore ElasticMembership::round_store() {
+  RoundStore round;
+  if (!rendezvous_) return round;
+  round.store = client_.get();
+  round.prefix = key("network_check/");
+  round.address = address_;
+  round.node_rank = node_rank_;
+  round.num_nodes = num_nodes_;
+  round.serves_rendezvous = serves_rendezvous();
+  return round;
+}
+
 JobEvent ElasticMembership::restart_job(int restart_count) {
   try {
     rendezvous_->open_next_round();

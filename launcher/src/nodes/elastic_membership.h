@@ -55,6 +55,8 @@ class ElasticMembership : public Membership {
   // stops its own, instead of at their next keep-alive.
   JobEvent restart_job(int restart_count) override;
   bool serves_rendezvous() const override { return rendezvous_server_ != nullptr; }
+  // The rendezvous store (c10d's or etcd), under the round's own keys.
+  RoundStore round_store() override;
   // On success: an exit barrier, so that the nodes serving the rendezvous store or the workers'
   // store stay until every node of the round is done (at most --exit_barrier_timeout), then the
   // run is closed.

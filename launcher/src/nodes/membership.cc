@@ -45,6 +45,9 @@ class StaticMembership::Link {
 
   milliseconds interval() const { return interval_; }
 
+  // Node 0's store, once connected; nullptr before.
+  rendezvous::KeyValueStore* store() const { return client_.get(); }
+
   // Connects to node 0's store (retrying while it starts, at most join_timeout) and joins.
   void connect(const std::string& host, int port) {
     host_ = host;
@@ -384,6 +387,17 @@ Round StaticMembership::join(int restart_count) {
   Round round = static_round(plan_, port, restart_count);
   round.agent_store = true;
   round.socket_interface = socket_interface_;
+  return round;
+}
+
+RoundStore StaticMembership::round_store() {
+  RoundStore round;
+  if (!link_ || !link_->store()) return round;
+  round.store = link_->store();
+  round.prefix = store_keys::network_check_prefix();
+  round.address = plan_.local_addr.empty() ? plan_.hostname : plan_.local_addr;
+  round.node_rank = plan_.node_rank;
+  round.num_nodes = plan_.nnodes;
   return round;
 }
 

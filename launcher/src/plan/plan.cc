@@ -656,6 +656,11 @@ void resolve_failure_policy(const LaunchOptions& o, LaunchPlan& plan) {
             "--exclude_nodes_file ", o.exclude_nodes_file,
             ": cannot read the file (an empty one leaves no node out)");
   plan.node_health_command = o.node_health_command;
+  plan.network_check = o.network_check;
+  ACC_CHECK(o.network_check_factor > 1, ConfigError, "--network_check_factor ",
+            o.network_check_factor,
+            ": must be above 1 (a node this many times slower is left out)");
+  plan.network_check_factor = o.network_check_factor;
 }
 
 LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {

@@ -60,10 +60,16 @@ inline std::string hang_node_summary(int restart_count, int node_rank) {
 //   /acc/trace/attempt_<k>/rank_<r>  rank r's collective trace (progress_file.h), put by its
 //                                    node's launcher when a hang report is built
 //   /acc/hang/attempt_<k>/node_<n>   node n's one-line hang summary (above)
+//   /acc/network_check/...          a static job's --network_check before its first attempt: each
+//                                    node's probe address and measures (network_probe.h)
 //   /acc/stragglers/attempt_<k>/node_<n>
 //                                    node n's ranks' collective timing over its latest straggler
 //                                    window and the attempt so far (overwritten each window), for
 //                                    node 0 to name slow ranks and nodes across the job
+
+inline std::string network_check_prefix() {
+  return "/acc/network_check/";
+}
 
 inline std::string node_alive(int node_rank) {
   return "/acc/job/node_" + std::to_string(node_rank) + "/alive";

@@ -177,6 +177,10 @@ struct LaunchOptions {
   // out"): a file of hosts, addresses or node ids to leave out, and a command whose failure does.
   std::string exclude_nodes_file;
   std::string node_health_command;
+  // --network_check: the round's nodes measure their links and a computation before the first
+  // attempt, and a node slower than the others by network_check_factor stays out.
+  bool network_check = false;
+  double network_check_factor = 3;
   // TORCHELASTIC_HEALTH_CHECK_PORT: seconds without a worker's progress before it answers 503.
   double health_check_timeout = 60;  // torchelastic's
   // The job's status over HTTP (--status_port, ACC_STATUS_PORT; docs/launch.md "Watching a job").

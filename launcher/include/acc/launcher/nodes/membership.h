@@ -18,6 +18,7 @@
 
 namespace acc::rendezvous {
 class Clock;
+class KeyValueStore;
 class StoreServer;
 }  // namespace acc::rendezvous
 
@@ -69,6 +70,18 @@ class JobEndedError : public Error {
 class NotNeeded : public Error {
  public:
   using Error::Error;
+};
+
+// The store every launcher of the round that the last join() formed reaches, with a key prefix
+// of that round's own: where the round's nodes check each other (--network_check). Valid until
+// the next join(); store == nullptr where there is none (one node).
+struct RoundStore {
+  rendezvous::KeyValueStore* store = nullptr;  // not owned; used on the agent's thread only
+  std::string prefix;                          // ends with '/'
+  std::string address;                         // this node, as the other nodes reach it
+  int node_rank = 0;
+  int num_nodes = 1;
+  bool serves_rendezvous = false;  // the job cannot go on without this node
 };
 
 class Membership {
@@ -150,6 +163,9 @@ class Membership {
   // This node is done with the job.
   virtual void leave(bool succeeded) { (void)succeeded; }
 
+  // The round's store for a check among its nodes (RoundStore); none by default.
+  virtual RoundStore round_store() { return {}; }
+
   // Whether this node serves the store the job's nodes meet in (an elastic job's c10d
   // rendezvous), so that the job cannot go on without it.
   virtual bool serves_rendezvous() const { return false; }
@@ -205,6 +221,8 @@ class StaticMembership : public Membership {
   // every node (up to --rdzv_conf join_timeout, 600 s: TimeoutError).
   Round join(int restart_count) override;
   std::chrono::milliseconds poll_interval() const override;
+  // Several nodes: node 0's store, under store_keys::network_check_prefix() (one check a job).
+  RoundStore round_store() override;
   // Several nodes: readable when another node restarts or ends the job (attempt_over's key).
   int event_fd() override;
   bool take_event() override;

@@ -144,6 +144,9 @@ struct LaunchPlan {
   // --exclude_nodes_file and --node_health_command (node_verdicts.h): empty, none.
   std::string exclude_nodes_file;
   std::string node_health_command;
+  // --network_check (nodes/network_check.h): off; the factor a faulty node is slower by.
+  bool network_check = false;
+  double network_check_factor = 3;
   // TORCHELASTIC_HEALTH_CHECK_PORT in the launcher's environment: the port of the health check
   // it serves over HTTP (0: one the system picks); nullopt: none.
   std::optional<int> health_check_port;
