@@ -58,6 +58,42 @@ TEST(NetworkCheckTest, ANodeWhoseLinksAreSlowOneWayIsFaulty) {
   EXPECT_EQ(j.nodes[2].verdict, NetworkVerdict::kOk);
 }
 
+TEST(NetworkCheckTest, EachNodeMeasuresEveryOtherUpToFiveNodesAndItsFourNeighboursBeyond) {
+  EXPECT_EQ(probe_peers(0, 1), std::vector<int>{});
+  EXPECT_EQ(probe_peers(0, 2), std::vector<int>{1});
+  EXPECT_EQ(probe_peers(1, 3), (std::vector<int>{2, 0}));
+  EXPECT_EQ(probe_peers(0, 4), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(probe_peers(4, 5), (std::vector<int>{0, 1, 3, 2}));
+  EXPECT_EQ(probe_peers(0, 1000), (std::vector<int>{1, 2, 999, 998}));
+  // Every pair is measured from both of its ends, as a pair's verdict needs.
+  for (int n : {3, 4, 5, 6, 7, 100})
+    for (int a = 0; a < n; ++a)
+      for (int b : probe_peers(a, n)) {
+        const std::vector<int> back = probe_peers(b, n);
+        EXPECT_NE(std::find(back.begin(), back.end(), a), back.end())
+            << a << " " << b << " of " << n;
+      }
+}
+
+TEST(NetworkCheckTest, OfAThousandNodesMeasuringTheirNeighboursTheSlowOneIsTheOnlyFaulty) {
+  constexpr int kNodes = 1000;
+  constexpr int kSlow = 500;
+  std::vector<NodeMeasures> all;
+  for (int node = 0; node < kNodes; ++node) {
+    NodeMeasures m = net_node_measures(node, {});
+    for (int peer : probe_peers(node, kNodes)) {
+      PeerMeasure p;
+      p.node = peer;
+      p.reached = true;
+      p.bytes_per_second = node == kSlow || peer == kSlow ? kNetFast / 10 : kNetFast;
+      p.latency_seconds = kNetRtt;
+      m.peers.push_back(p);
+    }
+    all.push_back(m);
+  }
+  EXPECT_EQ(judge_network(all, kNodes, 3).faulty(), std::vector<int>{kSlow});
+}
+
 TEST(NetworkCheckTest, ANodeSlowerThanTheFactorIsNotFaulty) {
   EXPECT_TRUE(judge_network(net_three_nodes_slow_sender(2, kNetFast / 2.5), 3, 3).faulty().empty());
 }

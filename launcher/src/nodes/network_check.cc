@@ -58,6 +58,20 @@ std::string milliseconds_text(double seconds) {
   return fmt::format("{:.2f} ms", seconds * 1000);
 }
 
+// `node`'s best pair among the pairs it measured (its probe_peers): {0, 0} where none came back.
+Pair best_pair(const std::map<int, const NodeMeasures*>& by_node, const NodeMeasures& own) {
+  Pair best;
+  for (const PeerMeasure& measured : own.peers) {
+    const auto other = by_node.find(measured.node);
+    if (measured.node == own.node || other == by_node.end()) continue;
+    const Pair pair = pair_of(&own, own.node, other->second, measured.node);
+    best.bytes_per_second = std::max(best.bytes_per_second, pair.bytes_per_second);
+    best.latency_seconds = std::min(best.latency_seconds, pair.latency_seconds);
+  }
+  if (std::isinf(best.latency_seconds)) best.latency_seconds = 0;
+  return best;
+}
+
 // Each node's best pair, and its computation, before any verdict.
 std::vector<NodeJudgement> best_pairs(const std::map<int, const NodeMeasures*>& by_node,
                                       int num_nodes) {
@@ -66,22 +80,17 @@ std::vector<NodeJudgement> best_pairs(const std::map<int, const NodeMeasures*>& 
     NodeJudgement row;
     row.node = node;
     const auto found = by_node.find(node);
-    const NodeMeasures* own = found == by_node.end() ? nullptr : found->second;
-    if (own) {
-      row.host = own->host;
-      row.compute_seconds = own->compute_seconds;
-      row.serves_rendezvous = own->serves_rendezvous;
+    if (found == by_node.end()) {
+      row.verdict = NetworkVerdict::kNoMeasures;
+    } else {
+      const NodeMeasures& own = *found->second;
+      row.host = own.host;
+      row.compute_seconds = own.compute_seconds;
+      row.serves_rendezvous = own.serves_rendezvous;
+      const Pair best = best_pair(by_node, own);
+      row.bytes_per_second = best.bytes_per_second;
+      row.latency_seconds = best.latency_seconds;
     }
-    double best_latency = std::numeric_limits<double>::infinity();
-    for (int peer = 0; peer < num_nodes; ++peer) {
-      if (peer == node) continue;
-      const auto other = by_node.find(peer);
-      const Pair pair = pair_of(own, node, other == by_node.end() ? nullptr : other->second, peer);
-      row.bytes_per_second = std::max(row.bytes_per_second, pair.bytes_per_second);
-      best_latency = std::min(best_latency, pair.latency_seconds);
-    }
-    row.latency_seconds = std::isinf(best_latency) ? 0 : best_latency;
-    if (!own) row.verdict = NetworkVerdict::kNoMeasures;
     rows.push_back(row);
   }
   return rows;
@@ -129,6 +138,19 @@ const char* verdict_name(NetworkVerdict verdict) {
 }
 
 }  // namespace
+
+std::vector<int> probe_peers(int node, int num_nodes) {
+  std::vector<int> peers;
+  const auto add = [&](int peer) {
+    if (peer != node && std::find(peers.begin(), peers.end(), peer) == peers.end())
+      peers.push_back(peer);
+  };
+  const int reach = std::min(kProbeReach, num_nodes / 2);
+  for (int step = 1; step <= reach; ++step) add((node + step) % num_nodes);
+  for (int step = 1; step <= reach; ++step)
+    add(((node - step) % num_nodes + num_nodes) % num_nodes);
+  return peers;
+}
 
 std::vector<int> NetworkJudgement::faulty() const {
   std::vector<int> ranks;

@@ -18,6 +18,17 @@
 
 namespace acc::launcher {
 
+// How far round the ring of the round's nodes each node measures its links: to the kProbeReach
+// nodes after it and the kProbeReach before it, every node where the round has no more than
+// 2 * kProbeReach + 1. A node is then in up to 2 * kProbeReach pairs whatever the round's size,
+// so that the check takes the same time for 3 nodes as for thousands; and a faulty node is slow
+// in every pair it is in, while its good neighbours still have a good pair with the others.
+inline constexpr int kProbeReach = 2;
+
+// The nodes that `node` measures its links to, in a round of `num_nodes`: the nodes after it
+// first (so that the nodes do not all measure the same peer at once), then those before it.
+std::vector<int> probe_peers(int node, int num_nodes);
+
 // Latencies under this are never judged: the jitter of a loaded machine, not a bad link.
 inline constexpr double kLatencyFloor = 0.001;  // seconds
 

@@ -251,10 +251,17 @@ std::string key_of(const RoundStore& round, const char* what, int node) {
   return round.prefix + what + "/" + std::to_string(node);
 }
 
-std::vector<std::string> keys_of(const RoundStore& round, const char* what) {
+std::vector<std::string> keys_of(const RoundStore& round, const char* what,
+                                 const std::vector<int>& nodes) {
   std::vector<std::string> keys;
-  for (int node = 0; node < round.num_nodes; ++node) keys.push_back(key_of(round, what, node));
+  for (int node : nodes) keys.push_back(key_of(round, what, node));
   return keys;
+}
+
+std::vector<int> every_node(const RoundStore& round) {
+  std::vector<int> nodes(static_cast<std::size_t>(round.num_nodes));
+  for (int node = 0; node < round.num_nodes; ++node) nodes[static_cast<std::size_t>(node)] = node;
+  return nodes;
 }
 
 // Waits in 100 ms slices (the stop check between them) until every key exists or `deadline`.
@@ -268,37 +275,38 @@ void await_round_keys(const RoundStore& round, const std::vector<std::string>& k
   }
 }
 
-// The values of the keys that exist, in order; "" for the others.
+// The values of the keys that exist, in order; "" for the others. One request where all exist,
+// as they do unless a node is late.
 std::vector<std::string> present_values(const RoundStore& round,
                                         const std::vector<std::string>& keys) {
+  if (keys.empty()) return {};
+  if (round.store->check(keys)) return round.store->multi_get(keys);
   std::vector<std::string> values;
   for (const std::string& key : keys)
     values.push_back(round.store->check({key}) ? round.store->get(key) : "");
   return values;
 }
 
-// This node's links, from the node after it round the ring, so that the nodes do not all
-// measure the same peer at once.
-std::vector<PeerMeasure> measure_links(const RoundStore& round,
+// This node's links to `peers` (probe_peers), whose endpoints are `endpoints` ("" for a peer
+// whose endpoint never came), one after the other.
+std::vector<PeerMeasure> measure_links(const std::vector<int>& peers,
                                        const std::vector<std::string>& endpoints,
                                        const rendezvous::Clock& clock, const ProbeLimits& limits) {
-  std::vector<PeerMeasure> peers;
-  for (int step = 1; step < round.num_nodes; ++step) {
-    const int node = (round.node_rank + step) % round.num_nodes;
+  std::vector<PeerMeasure> measures;
+  for (std::size_t i = 0; i < peers.size(); ++i) {
     PeerMeasure measure;
-    const std::string& endpoint = endpoints[static_cast<std::size_t>(node)];
-    if (!endpoint.empty()) {
+    if (!endpoints[i].empty()) {
       try {
-        const Endpoint peer = parse_endpoint(endpoint, 0, "a node's network check endpoint");
+        const Endpoint peer = parse_endpoint(endpoints[i], 0, "a node's network check endpoint");
         measure = measure_link(peer.host, peer.port, clock, clock.now() + kConnectBound, limits);
       } catch (const ConfigError&) {
         // An endpoint that does not parse reaches nothing: `reached` stays false.
       }
     }
-    measure.node = node;
-    peers.push_back(measure);
+    measure.node = peers[i];
+    measures.push_back(measure);
   }
-  return peers;
+  return measures;
 }
 
 }  // namespace
@@ -317,11 +325,12 @@ std::vector<NodeMeasures> measure_round(const RoundStore& round, const std::stri
   own.host = host;
   own.serves_rendezvous = round.serves_rendezvous;
   own.compute_seconds = time_computation(clock);
-  const std::vector<std::string> address_keys = keys_of(round, "address");
+  const std::vector<int> peers = probe_peers(round.node_rank, round.num_nodes);
+  const std::vector<std::string> address_keys = keys_of(round, "address", peers);
   await_round_keys(round, address_keys, start + limits.address_wait, clock, stop_check);
-  own.peers = measure_links(round, present_values(round, address_keys), clock, limits);
+  own.peers = measure_links(peers, present_values(round, address_keys), clock, limits);
   round.store->set(key_of(round, "measures", round.node_rank), encode_node_measures(own));
-  const std::vector<std::string> measure_keys = keys_of(round, "measures");
+  const std::vector<std::string> measure_keys = keys_of(round, "measures", every_node(round));
   await_round_keys(round, measure_keys, start + limits.bound, clock, stop_check);
   std::vector<NodeMeasures> all;
   for (const std::string& text : present_values(round, measure_keys))

@@ -41,8 +41,9 @@ struct ProbeLimits {
 };
 
 // This node's share of the check in the round `round`: publishes its endpoint, times the
-// computation, measures its links to every node whose endpoint came within limits.address_wait,
-// publishes its measures and waits for the others' until limits.bound from the start.
+// computation, measures its links to its probe_peers (network_check.h) whose endpoints came
+// within limits.address_wait, publishes its measures and waits for every node's until
+// limits.bound from the start.
 // Returns the measures that came, this node's included. Blocks up to limits.bound plus one
 // link's measure; `stop_check` runs at least every 100 ms of a wait and may throw (a stop
 // signal). Throws what the store throws (NetworkError, TimeoutError).
