@@ -10,6 +10,9 @@
 namespace acc::rendezvous {
 using std::chrono::milliseconds;
 
+// How often a spare looks whether the previous participants have come back or are gone.
+constexpr milliseconds kSpareLook{250};
+
 ElasticRendezvous::ElasticRendezvous(KeyValueStore& store, RendezvousOptions options,
                                      std::string node_id, const Clock& clock)
     : store_(store), clock_(clock), options_(std::move(options)), node_id_(std::move(node_id)) {
@@ -154,15 +157,20 @@ RendezvousInfo ElasticRendezvous::next_rendezvous(bool failed) {
 
 bool ElasticRendezvous::spare_left_out(std::int64_t round) {
   // The previous participants meet again at their next keep-alive: let them take their places
-  // first, and take one only if the round is still open after spare_delay.
+  // first, and take one only if the round is still open after spare_delay, or once the ones
+  // that have not come back are known gone.
   const std::string closed = round_key(round, "closed");
-  try {
-    wait_until({closed}, clock_.now() + options_.spare_delay);
-  } catch (const TimeoutError&) {
-    check_open();
-    return false;
+  const Clock::time_point delay_end = clock_.now() + options_.spare_delay;
+  while (!previous_participants_back_or_gone(round)) {
+    try {
+      wait_until({closed}, std::min(delay_end, clock_.now() + kSpareLook));
+      return std::stoll(store_.get(closed)) >= options_.max_nodes;
+    } catch (const TimeoutError&) {
+    }
+    if (clock_.now() >= delay_end) break;
   }
-  return std::stoll(store_.get(closed)) >= options_.max_nodes;
+  check_open();
+  return false;
 }
 
 void ElasticRendezvous::wait_as_spare(std::int64_t round) {
@@ -217,11 +225,22 @@ void ElasticRendezvous::await_next_or_silence(std::int64_t round) {
 }
 
 std::vector<std::string> ElasticRendezvous::heartbeats(std::int64_t round, int num_nodes) {
-  std::vector<std::string> keys;
-  for (int rank = 0; rank < num_nodes; ++rank)
-    keys.push_back(round_key(round, "heartbeat/" + std::to_string(rank)));
   // A node that died between being counted and writing its keys has none: read it as silent
   // (its value stays empty) instead of waiting for it.
+  return present_values(numbered_keys(round, "heartbeat/", num_nodes));
+}
+
+std::vector<std::string> ElasticRendezvous::numbered_keys(std::int64_t round,
+                                                          std::string_view prefix,
+                                                          int count) const {
+  std::vector<std::string> keys;
+  for (int i = 0; i < count; ++i)
+    keys.push_back(round_key(round, std::string(prefix) + std::to_string(i)));
+  return keys;
+}
+
+std::vector<std::string> ElasticRendezvous::present_values(const std::vector<std::string>& keys) {
+  if (keys.empty()) return {};
   if (store_.check(keys)) return store_.multi_get(keys);
   std::vector<std::string> values(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i)
@@ -427,6 +446,20 @@ void ElasticRendezvous::close_run(milliseconds linger) {
   const auto deadline = clock_.now() + linger;
   while (clock_.now() < deadline && store_.add(key("spares"), 0) > 0)
     clock_.sleep_until(std::min(deadline, clock_.now() + milliseconds(20)));
+}
+
+bool ElasticRendezvous::previous_participants_back_or_gone(std::int64_t round) {
+  if (!options_.gone || round == 0) return false;
+  const std::vector<std::string> previous = present_values(
+      numbered_keys(round - 1, "node/", std::stoi(store_.get(round_key(round - 1, "closed")))));
+  const int joined = static_cast<int>(store_.add(round_key(round, "joined"), 0));
+  std::vector<std::string> back;
+  for (const std::string& value : present_values(numbered_keys(round, "slot/", joined)))
+    back.push_back(participant(0, value).id);
+  for (const std::string& id : previous)
+    if (id.empty() || (std::find(back.begin(), back.end(), id) == back.end() && !options_.gone(id)))
+      return false;
+  return true;
 }
 
 }  // namespace acc::rendezvous

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <future>
 #include <memory>
@@ -81,6 +83,22 @@ class ElasticMembershipTest : public ::testing::Test {
   std::unique_ptr<ElasticMembership> a_;
   std::unique_ptr<ElasticMembership> b_;
 };
+
+TEST(LauncherGoneTest, OnlyALauncherOfThisAddressWhoseProcessExitedOrHadThisPidIsGone) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  const std::string self = "10.0.0.5:" + std::to_string(::getpid());
+  EXPECT_TRUE(launcher_gone("10.0.0.5:" + std::to_string(child), self));
+  EXPECT_TRUE(launcher_gone(self, self)) << "this launcher's pid in another pid namespace";
+  EXPECT_FALSE(launcher_gone("10.0.0.5:1", self)) << "a process that exists";
+  EXPECT_FALSE(launcher_gone("10.0.0.6:" + std::to_string(child), self)) << "another machine";
+  EXPECT_FALSE(launcher_gone("10.0.0.50:" + std::to_string(child), self));
+  EXPECT_FALSE(launcher_gone("10.0.0.5:x", self));
+  EXPECT_FALSE(launcher_gone("10.0.0.5", self));
+  EXPECT_TRUE(launcher_gone("::1:" + std::to_string(child), "::1:" + std::to_string(::getpid())));
+}
 
 TEST_F(ElasticMembershipTest, TwoNodesAgreeOnARoundAndNothingChangesWhileBothBeat) {
   join_both();

@@ -332,6 +332,53 @@ TEST_F(ElasticRendezvousTest, ASpareTakesTheFreePlaceAfterAFailureAndSharesTheRe
   EXPECT_EQ(is.restart_count, 1);
 }
 
+// As above, but the spare knows that b is gone (RendezvousOptions::gone: b's launcher ran on
+// the spare's machine and has exited): it takes b's place without waiting for spare_delay.
+TEST_F(ElasticRendezvousTest, ASpareTakesAGoneParticipantsPlaceWithoutWaiting) {
+  auto options = rendezvous(1, 2, 300ms);
+  options.spare_delay = 10s;
+  auto a = node(options, "a"), b = node(options, "b");
+  options.gone = [](const std::string& id) { return id == "b"; };
+  auto spare = node(options, "spare");
+  auto ja = join(*a), jb = join(*b);
+  result(ja);
+  result(jb);
+  auto js = join(*spare);
+  ASSERT_TRUE(store_.await_blocked(1));
+  auto again = join_after_failure(*a);  // b never comes back
+  // The spare looked before a's slot came (both wait: one look later, 250 ms, far under
+  // spare_delay), or after it (both are through).
+  for (int i = 0; i < 200 && !(ready(again) && ready(js)); ++i)
+    if (store_.await_blocked(2, 100ms)) {
+      store_.advance(250ms);
+      break;
+    }
+  RendezvousInfo ia = result(again), is = result(js);
+  EXPECT_EQ(is.round, 1);
+  EXPECT_EQ(ia.num_nodes, 2);
+  EXPECT_EQ(std::set<int>({ia.node_rank, is.node_rank}), (std::set<int>{0, 1}));
+}
+
+// A participant that is not known gone keeps its place for spare_delay: a's coming back is not
+// enough while b is alive.
+TEST_F(ElasticRendezvousTest, ASpareWaitsForAParticipantThatIsNotKnownGone) {
+  auto options = rendezvous(1, 2, 5s);
+  options.spare_delay = 1s;
+  auto a = node(options, "a"), b = node(options, "b");
+  options.gone = [](const std::string& id) { return id == "elsewhere"; };
+  auto spare = node(options, "spare");
+  auto ja = join(*a), jb = join(*b);
+  result(ja);
+  result(jb);
+  auto js = join(*spare);
+  ASSERT_TRUE(store_.await_blocked(1));
+  auto again = join_after_failure(*a);
+  ASSERT_TRUE(store_.await_blocked(2));
+  store_.advance(750ms);
+  ASSERT_TRUE(store_.await_blocked(2));
+  EXPECT_FALSE(ready(js)) << "the spare took the place of a participant not known gone";
+}
+
 // Both participants come back (one failed, the other saw the round superseded): they fill the
 // next round and the spare stays a spare.
 TEST_F(ElasticRendezvousTest, ThePreviousParticipantsComeBeforeTheSpare) {

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <optional>
 
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
+#include "acc/common/processes.h"
 #include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
 #include "acc/launcher/host/host.h"
@@ -44,6 +46,20 @@ void listen_for(rendezvous::StoreServerOptions& options, const LaunchPlan& plan,
 }
 
 }  // namespace
+
+bool launcher_gone(const std::string& id, const std::string& self) {
+  const std::size_t colon = id.rfind(':');
+  const std::size_t own_colon = self.rfind(':');
+  if (colon == std::string::npos || own_colon == std::string::npos ||
+      id.compare(0, colon, self, 0, own_colon) != 0 || colon != own_colon)
+    return false;
+  const std::string pid = id.substr(colon + 1);
+  if (pid == self.substr(own_colon + 1)) return true;
+  int value = 0;
+  const auto [end, error] = std::from_chars(pid.data(), pid.data() + pid.size(), value);
+  return error == std::errc() && end == pid.data() + pid.size() && value > 0 &&
+         !processes::exists(value);
+}
 
 ElasticMembership::ElasticMembership(const LaunchPlan& plan, std::string hostname,
                                      const rendezvous::Clock& clock)
@@ -105,8 +121,9 @@ void ElasticMembership::connect() {
     options.wanted_rank = 0;
     options.claim = rendezvous::RendezvousOptions::Claim::kServesTheStore;
   }
-  rendezvous_ = std::make_unique<rendezvous::ElasticRendezvous>(
-      *client_, options, address_ + ":" + std::to_string(::getpid()), clock_);
+  const std::string node_id = address_ + ":" + std::to_string(::getpid());
+  options.gone = [node_id](const std::string& id) { return launcher_gone(id, node_id); };
+  rendezvous_ = std::make_unique<rendezvous::ElasticRendezvous>(*client_, options, node_id, clock_);
   rendezvous_->set_stop_check([this] { throw_if_stopped(); });
 }
 

@@ -22,6 +22,13 @@ class StoreServer;
 
 namespace acc::launcher {
 
+// Whether the launcher whose rendezvous node id is `id` ("address:pid") is known gone, as the
+// launcher `self` (its own id) sees it: it had this node's address, and its process has exited
+// or had this launcher's own pid (the same launcher started again in a new pid namespace, as a
+// container restarts). A spare takes such a launcher's place without waiting
+// (RendezvousOptions::gone). Where the address differs, nothing is known: false.
+bool launcher_gone(const std::string& id, const std::string& self);
+
 class StoreWatch;
 
 class ElasticMembership : public Membership {

@@ -6,7 +6,8 @@
 #      the third waits as a spare, never disturbs them, and ends with exit 0 and one line, all
 #      within 45 s;
 #   2. a participant's launcher is killed (SIGKILL) mid-job: the survivor sees it silent, the
-#      spare takes its place, the job completes, and TORCHELASTIC_RESTART_COUNT is 1 on both;
+#      spare takes its place at once (the killed launcher ran on its machine: it knows it gone),
+#      the job completes, and TORCHELASTIC_RESTART_COUNT is 1 on both;
 #   3. SIGINT and SIGTERM to a launcher waiting in a rendezvous (one node of --nnodes 2) stop it
 #      within 1 s with 130 and 143;
 #   4. the same for a spare (SIGINT) and for node 0 at the exit barrier (SIGTERM), its worker
@@ -109,7 +110,12 @@ grep -q 'DONE group_rank=. restart_count=1' "$work/$survivor_spare.out" ||
   fail "the spare: restart count not 1"
 await '! left_over' 10 || fail "workers left running"
 grep -h 'acc-launch' "$work/a.err" "$work/$survivor_spare.err"
-echo "PASS: the spare replaced the killed node, restart count 1 on both"
+# The killed launcher ran on the spare's machine: the spare knows it gone (its pid has exited) and
+# takes its place at once, not after spare_delay (2 keep-alive intervals, 2 s here).
+met=$(grep -o -m1 'attempt 2 started .*rendezvous [0-9.]* ms' "$work/a.err" | grep -o '[0-9.]* ms$')
+[ -n "$met" ] && [ "${met%%.*}" -lt 1500 ] ||
+  fail "the survivor met the spare after ${met:-?}: the spare waited spare_delay for a launcher gone"
+echo "PASS: the spare replaced the killed node (the survivor met it in $met), restart count 1 on both"
 
 # 3. SIGINT and SIGTERM while waiting in a rendezvous that will never form.
 for sig in INT TERM; do

@@ -12,8 +12,9 @@
 // Spares: a node that finds the round closed with max_nodes is a spare. It is not counted by
 // num_nodes_waiting() (so it never disturbs the running round) and waits without a deadline for
 // the next round, which it joins only after `spare_delay`, so that the previous participants,
-// which meet again at their next keep-alive, take their places first. When the run is closed it
-// gets RendezvousClosedError. Should every participant go silent (no heartbeat for
+// which meet again at their next keep-alive, take their places first; at once where every
+// previous participant that has not come back is known gone (RendezvousOptions::gone). When the run
+// is closed it gets RendezvousClosedError. Should every participant go silent (no heartbeat for
 // keep_alive_timeout), the spare opens the next round itself.
 //
 // Restarts: a participant that meets again because its round failed (its workers failed, or a
@@ -56,6 +57,11 @@ struct RendezvousOptions {
   // How long a spare lets the previous participants rejoin a round opened after a failure
   // before it takes a place in it.
   std::chrono::milliseconds spare_delay{10'000};
+  // Whether the node with this id, a participant of an earlier round, is known to be gone (the
+  // launcher: it ran on this machine and its process has exited). A spare takes its place at
+  // once where every participant of the round before that has not come back is gone: it keeps
+  // nobody's place. May be empty: the spare waits spare_delay.
+  std::function<bool(const std::string& node_id)> gone;
   // How long every participant of a full round must be silent (no heartbeat) before a spare
   // opens the next round itself: the launcher's keep_alive_interval x keep_alive_max_attempt.
   std::chrono::milliseconds keep_alive_timeout{30'000};
@@ -167,6 +173,11 @@ class ElasticRendezvous {
   // keep_alive_timeout (then opens it, the round counted as failed).
   void await_next_or_silence(std::int64_t round);
   // The heartbeat counters of `round`'s ranks; "" for one not written (yet).
+  // round_key(round, prefix + i) for i in 0..count-1.
+  std::vector<std::string> numbered_keys(std::int64_t round, std::string_view prefix,
+                                         int count) const;
+  // The values of `keys`, "" for one that is not there: one MULTI_GET where all are.
+  std::vector<std::string> present_values(const std::vector<std::string>& keys);
   std::vector<std::string> heartbeats(std::int64_t round, int num_nodes);
   [[noreturn]] void throw_closed(bool was_spare);
   int restarts_before(std::int64_t round);
@@ -184,6 +195,9 @@ class ElasticRendezvous {
   // A spare woken by the opening of `round`: false once spare_delay has passed with the round
   // still open (take a place), true when the previous participants filled it meanwhile.
   bool spare_left_out(std::int64_t round);
+  // True when every participant of the round before `round` has joined `round` or is gone
+  // (options_.gone): a spare keeps nobody's place by joining it. False without options_.gone.
+  bool previous_participants_back_or_gone(std::int64_t round);
 
   // Time left until `deadline`, at least 1 ms (a store wait of 0 may mean "no timeout").
   std::chrono::milliseconds remaining(Clock::time_point deadline) const;
