@@ -8,8 +8,8 @@ launcher made and keeps across restarts), save copies each rank's tensors into o
 returns: no pickling of tensors, no storage. A save is committed when its description file
 appears (rename); each rank keeps its last two, and load takes the newest save that every rank
 committed, so a crash in the middle of a save leaves the one before it. The launcher has the
-newest written to PATH in torch.distributed.checkpoint's own format by a helper interpreter
-(`python -m acc_launch.checkpoint persist`): in the background, when a worker fails, and when the
+newest written to PATH in torch.distributed.checkpoint's own format by a helper interpreter that
+imports torch once for the job (`python -m acc_launch.checkpoint serve`): in the background, when a worker fails, and when the
 job ends, so that plain dcp.load reads PATH without acc-launch. Where the memory has no save that
 every rank committed (a rank on a new node), load reads PATH as dcp.load would, every rank the
 same write of it (the helper may be replacing it).
@@ -524,6 +524,30 @@ def persist(memory, keep=1):
     return 0
 
 
+def serve(memory, keep=1):
+    """The launcher's helper for a whole job (`serve MEMORY`): imports torch once, writes the newest
+    save (persist) at once, then again at each SIGUSR1, and after each write puts the count of
+    writes done in MEMORY/persist.done, which the launcher reads to know that it is idle. A write
+    costs the launcher's node no `import torch` after the first. Ends with SIGTERM, or within a
+    second of the launcher that started it being gone."""
+    import signal
+    # Blocked before the first count is written: the launcher signals only after it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    parent = _os.getppid()
+    done = 0
+    while True:
+        persist(memory, keep)
+        _sys.stdout.flush()
+        done += 1
+        count = _os.path.join(memory, "persist.done")
+        with open(count + ".tmp", "w") as f:
+            f.write("%d\n" % done)
+        _os.rename(count + ".tmp", count)
+        while signal.sigtimedwait({signal.SIGUSR1}, 1.0) is None:
+            if _os.getppid() != parent:
+                return 0
+
+
 def _keep_older(old, path, seq, count):
     """Keeps the checkpoint `old` as PATH.<seq>, and of the PATH.<number> beside it the newest
     `count` (by their time of writing)."""
@@ -543,7 +567,7 @@ def _keep_older(old, path, seq, count):
 
 
 def _main(argv):
-    if len(argv) in (2, 4) and argv[0] == "persist" and argv[2:3] in ([], ["--keep"]):
+    if len(argv) in (2, 4) and argv[0] in ("persist", "serve") and argv[2:3] in ([], ["--keep"]):
         try:
             keep = int(argv[3]) if len(argv) == 4 else 1
         except ValueError:
@@ -555,8 +579,8 @@ def _main(argv):
                 _os.nice(10)
             except OSError:
                 pass
-            return persist(argv[1], keep)
-    print("usage: python -m acc_launch.checkpoint persist MEMORY_DIRECTORY [--keep K]",
+            return (persist if argv[0] == "persist" else serve)(argv[1], keep)
+    print("usage: python -m acc_launch.checkpoint persist|serve MEMORY_DIRECTORY [--keep K]",
           file=_sys.stderr)
     return 2
 

@@ -67,7 +67,7 @@ TEST_F(CheckpointMemoryTest, TheFirstSaveIsWrittenAtOnceThenOnlyEveryIntervalAnd
   ASSERT_EQ(helpers().size(), 1u);
   EXPECT_EQ(helpers()[0]->request.argv,
             (std::vector<std::string>{"/usr/bin/env", "PYTHONPATH=/run/python", "/venv/bin/python",
-                                      "-c", helpers()[0]->request.argv[4], "persist", dir.path(),
+                                      "-c", helpers()[0]->request.argv[4], "serve", dir.path(),
                                       "--keep", "3"}));
   written(1);
   run_helpers_to_their_end();
@@ -82,6 +82,67 @@ TEST_F(CheckpointMemoryTest, TheFirstSaveIsWrittenAtOnceThenOnlyEveryIntervalAnd
   m.persist();  // a failure: nothing newer than what is written
   EXPECT_EQ(helpers().size(), 2u);
   EXPECT_TRUE(notices.empty());
+}
+
+// The helper of acc_launch.checkpoint's saves runs for the whole job (one import torch): it is
+// asked for each later write with SIGUSR1, and counts the writes it has done in persist.done.
+TEST_F(CheckpointMemoryTest, TheJobLongHelperIsAskedForEachWriteAndSaysItsLinesOnce) {
+  os.helper = [](const std::vector<std::string>&) { return testing::Script{}; };  // runs on
+  CheckpointMemory& m = memory(milliseconds(0));
+  const auto done = [this](int count) {
+    write_file(dir.path() + "/persist.done", std::to_string(count) + "\n");
+  };
+  save(1);
+  m.tick();
+  ASSERT_EQ(helpers().size(), 1u);
+  const testing::FakeOs::Process& helper = *helpers()[0];
+  save(2);
+  m.persist();  // the first write is not done: nothing asked
+  EXPECT_FALSE(helper.got(SIGUSR1));
+  written(1);
+  done(1);
+  m.persist();
+  EXPECT_TRUE(helper.got(SIGUSR1));
+  EXPECT_TRUE(m.next_wake().has_value()) << "a write under way is looked at";
+  write_file(dir.path() + "/persist.log",
+             "acc-launch: checkpoint: cannot write /ckpt: No space left on device; training goes "
+             "on with the copy in memory\n");
+  done(2);
+  m.tick();
+  m.tick();
+  EXPECT_EQ(notices,
+            (std::vector<std::string>{"checkpoint: cannot write /ckpt: No space left on "
+                                      "device; training goes on with the copy in memory"}));
+  written(2);
+  save(3);
+  // The end asks for save 3 and waits for the count, which never comes here: the limit ends it.
+  m.persist_and_wait(seconds(1), [](int) { return false; });
+  EXPECT_EQ(helpers().size(), 1u) << "a second helper started";
+  EXPECT_TRUE(helper.got(SIGTERM));
+  EXPECT_EQ(notices.back(),
+            "checkpoint: the newest save was not written to storage (it took too long)");
+}
+
+TEST_F(CheckpointMemoryTest, TheJobLongHelperIsStoppedWithTheLauncherAndAnotherStartsWhereItDied) {
+  os.helper = [](const std::vector<std::string>&) {
+    testing::Script script;
+    script.exit_after = milliseconds(500);
+    script.killed_by = SIGKILL;  // the OOM killer, say
+    return script;
+  };
+  CheckpointMemory& m = memory(milliseconds(0));
+  save(1);
+  m.tick();
+  ASSERT_EQ(helpers().size(), 1u);
+  run_helpers_to_their_end();
+  EXPECT_EQ(notices, (std::vector<std::string>{
+                         "checkpoint: the helper writing the newest save ended with signal 9; "
+                         "training goes on with the copy in memory"}));
+  m.persist();
+  ASSERT_EQ(helpers().size(), 2u) << "no helper for the write after one died";
+  EXPECT_FALSE(helpers()[0]->got(SIGUSR1));
+  memory_.reset();
+  EXPECT_TRUE(helpers()[1]->got(SIGTERM));
 }
 
 TEST_F(CheckpointMemoryTest, AWriteThatFailsAsTheLastOneDidSaysNothingNew) {

@@ -152,6 +152,69 @@ class MemoryTest(unittest.TestCase):
             self.assertEqual(target["step"], step)
         self.assertEqual(checkpoint._main(["persist", self.memory, "--keep", "0"]), 2)
 
+    def test_the_job_long_helper_writes_at_once_then_at_each_sigusr1_and_counts_its_writes(self):
+        import signal
+        import subprocess
+        import sys
+        acc_launch.checkpoint.save(state(1), checkpoint_id=self.path)
+        python_dir = os.path.dirname(os.path.dirname(acc_launch.__file__))
+        helper = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from acc_launch.checkpoint import _main; "
+             "sys.exit(_main(sys.argv[1:]))", "serve", self.memory],
+            env=dict(os.environ, PYTHONPATH=python_dir))
+        self.addCleanup(helper.kill)
+        done = os.path.join(self.memory, "persist.done")
+
+        def await_done(count):
+            for _ in range(600):
+                if os.path.exists(done) and open(done).read() == "%d\n" % count:
+                    return
+                self.assertIsNone(helper.poll(), "the helper ended")
+                time.sleep(0.05)
+            self.fail("the helper did not count write %d" % count)
+
+        await_done(1)
+        self.assertEqual(open(os.path.join(self.path, "acc-seq")).read(), "1\n")
+        acc_launch.checkpoint.save(state(2), checkpoint_id=self.path)
+        time.sleep(0.3)
+        self.assertEqual(open(os.path.join(self.path, "acc-seq")).read(), "1\n",
+                         "written before it was asked")
+        helper.send_signal(signal.SIGUSR1)
+        await_done(2)
+        self.assertEqual(open(os.path.join(self.path, "acc-seq")).read(), "2\n")
+        helper.send_signal(signal.SIGUSR1)  # nothing newer: counted, nothing written
+        await_done(3)
+        helper.terminate()
+        self.assertEqual(helper.wait(10), -signal.SIGTERM)
+
+    def test_the_job_long_helper_ends_once_the_launcher_that_started_it_is_gone(self):
+        import subprocess
+        import sys
+        acc_launch.checkpoint.save(state(1), checkpoint_id=self.path)
+        python_dir = os.path.dirname(os.path.dirname(acc_launch.__file__))
+        code = "import sys; from acc_launch.checkpoint import _main; sys.exit(_main(sys.argv[1:]))"
+        # The "launcher" (a shell) starts the helper and exits once it has written the first save.
+        pid = int(subprocess.check_output(
+            ["sh", "-c", '"$0" -c "$1" serve "$2" >/dev/null 2>&1 & echo $!; '
+             'until [ -e "$2/persist.done" ]; do sleep 0.05; done', sys.executable, code,
+             self.memory], env=dict(os.environ, PYTHONPATH=python_dir), timeout=120))
+
+        def running():
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except OSError:
+                return False
+
+        for _ in range(1200):
+            if not running():
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            self.fail("the helper outlived its launcher by a minute")
+        self.assertEqual(open(os.path.join(self.memory, "persist.done")).read(), "1\n")
+
     def test_without_a_save_in_memory_load_reads_path_once_it_is_whole(self):
         import torch.distributed.checkpoint as dcp
         real_load = dcp.load

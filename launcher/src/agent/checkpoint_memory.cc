@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 #include <utility>
@@ -14,11 +15,14 @@
 namespace acc::launcher {
 namespace {
 
-// The helper: acc_launch.checkpoint's persist, its error lines on its stdout (the log file).
+// The job-long helper: acc_launch.checkpoint's serve, its error lines on its stdout (the log).
 constexpr char kHelperCode[] =
     "import sys; sys.stderr = sys.stdout; from acc_launch.checkpoint import _main; "
     "sys.exit(_main(sys.argv[1:]))";
 constexpr char kLog[] = "/persist.log";
+constexpr char kLibaccLog[] = "/persist-libacc.log";
+// The count of writes the job-long helper has done (python/acc_launch/checkpoint.py, serve).
+constexpr char kWritesDone[] = "/persist.done";
 constexpr std::chrono::milliseconds kPoll{100};
 // Until the first save is written: how often the launcher looks for it.
 constexpr std::chrono::milliseconds kFirstLook{1000};
@@ -46,7 +50,7 @@ CheckpointMemory::CheckpointMemory(Os& os, std::string dir, std::string python,
   const std::string env = os_.find_program("env");
   if (!python.empty() && !env.empty())
     python_helper_ = {
-        env,      "PYTHONPATH=" + pythonpath, std::move(python), "-c", kHelperCode, "persist", dir_,
+        env,      "PYTHONPATH=" + pythonpath, std::move(python), "-c", kHelperCode, "serve", dir_,
         "--keep", std::to_string(keep)};
   if (const std::string launcher = os_.proc().executable(); !launcher.empty())
     libacc_helper_ = {launcher, kPersistStateCommand, dir_, "--keep", std::to_string(keep)};
@@ -54,7 +58,8 @@ CheckpointMemory::CheckpointMemory(Os& os, std::string dir, std::string python,
 }
 
 CheckpointMemory::~CheckpointMemory() {
-  if (running_ > 0) os_.signal_process(running_, SIGTERM);
+  for (const pid_t helper : {running_, serving_})
+    if (helper > 0) os_.signal_process(helper, SIGTERM);
 }
 
 CheckpointMemory::Save CheckpointMemory::newest_save(const std::string& dir) {
@@ -75,21 +80,36 @@ long CheckpointMemory::persisted_save(const std::string& dir) {
   return std::max(0L, number_in(text.substr(0, text.find('\n')), "", ""));
 }
 
-void CheckpointMemory::persist() {
-  if (running_ > 0) return;
-  const Save newest = newest_save(dir_);
-  if (newest.seq == 0 || newest.seq <= persisted_save(dir_)) return;
-  const std::vector<std::string>& helper = newest.libacc ? libacc_helper_ : python_helper_;
-  if (helper.empty()) return;
-  running_ = os_.start_program(helper, dir_ + kLog);
-  if (running_ < 0)
-    notice_("checkpoint: cannot start " + helper[newest.libacc ? 0 : 2] + " to write a save");
+bool CheckpointMemory::writing() const {
+  return running_ > 0 ||
+         (serving_ > 0 && number_in(read_file(dir_ + kWritesDone), "", "\n") < asked_);
 }
 
-void CheckpointMemory::reap(int status) {
-  running_ = -1;
-  std::string text = read_file(dir_ + kLog);
-  bool said = false;
+void CheckpointMemory::persist() {
+  if (writing()) return;
+  const Save newest = newest_save(dir_);
+  if (newest.seq == 0 || newest.seq <= persisted_save(dir_)) return;
+  if (newest.libacc) {
+    if (libacc_helper_.empty()) return;
+    running_ = os_.start_program(libacc_helper_, dir_ + kLibaccLog);
+    if (running_ < 0) notice_("checkpoint: cannot start " + libacc_helper_[0] + " to write a save");
+    return;
+  }
+  if (python_helper_.empty()) return;
+  if (serving_ > 0 && os_.signal_process(serving_, SIGUSR1)) {
+    ++asked_;
+    return;
+  }
+  std::remove((dir_ + kWritesDone).c_str());
+  serving_ = os_.start_program(python_helper_, dir_ + kLog);
+  asked_ = 1;
+  heard_ = 0;
+  if (serving_ < 0) notice_("checkpoint: cannot start " + python_helper_[2] + " to write a save");
+}
+
+bool CheckpointMemory::say_lines(const std::string& log) {
+  const std::string text = read_file(log);
+  bool any = false;
   for (size_t start = 0; start < text.size();) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
@@ -98,21 +118,39 @@ void CheckpointMemory::reap(int status) {
     if (line.substr(0, kOurs.size()) == kOurs) line.remove_prefix(kOurs.size());
     // A write that fails as the last one did says nothing new.
     if (!line.empty() && said_.insert(std::string(line)).second) notice_(std::string(line));
-    said = said || !line.empty();
+    any = any || !line.empty();
     start = end + 1;
   }
-  if (!said && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+  return any;
+}
+
+void CheckpointMemory::reap(pid_t& helper, const char* log, int status) {
+  helper = -1;
+  if (!say_lines(dir_ + log) && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
     notice_("checkpoint: the helper writing the newest save ended with " +
             std::string(WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
                                           : "signal " + std::to_string(WTERMSIG(status))) +
             "; training goes on with the copy in memory");
 }
 
-void CheckpointMemory::tick() {
+void CheckpointMemory::check_helpers() {
   if (running_ > 0)
-    if (const std::optional<int> status = os_.exit_status(running_)) reap(*status);
+    if (const std::optional<int> status = os_.exit_status(running_))
+      reap(running_, kLibaccLog, *status);
+  if (serving_ > 0) {
+    if (const std::optional<int> status = os_.exit_status(serving_)) {
+      reap(serving_, kLog, *status);
+    } else if (heard_ < asked_ && !writing()) {
+      heard_ = asked_;
+      say_lines(dir_ + kLog);
+    }
+  }
+}
+
+void CheckpointMemory::tick() {
+  check_helpers();
   // The first save is written at once, so that PATH holds one early; then every interval.
-  const bool first = !written_any_ && running_ < 0 && newest_save(dir_).seq > 0;
+  const bool first = !written_any_ && !writing() && newest_save(dir_).seq > 0;
   if (first || (interval_.count() > 0 && os_.now() >= next_background_)) {
     next_background_ = os_.now() + interval_;
     written_any_ = true;
@@ -125,7 +163,7 @@ std::optional<CheckpointMemory::Clock::time_point> CheckpointMemory::next_wake()
   if (interval_.count() > 0) wake = next_background_;
   if (!written_any_)
     wake = std::min(wake.value_or(Clock::time_point::max()), os_.now() + kFirstLook);
-  if (running_ > 0) wake = std::min(wake.value_or(Clock::time_point::max()), os_.now() + kPoll);
+  if (writing()) wake = std::min(wake.value_or(Clock::time_point::max()), os_.now() + kPoll);
   return wake;
 }
 
@@ -134,16 +172,12 @@ void CheckpointMemory::persist_and_wait(std::chrono::milliseconds limit,
   persist();
   const Clock::time_point deadline = os_.now() + limit;
   bool stopped = false;
-  while (running_ > 0) {
-    if (const std::optional<int> status = os_.exit_status(running_)) {
-      reap(*status);
-      return;
-    }
+  for (check_helpers(); writing(); check_helpers()) {
     if (stopped || os_.now() >= deadline) {
       notice_("checkpoint: the newest save was not written to storage (" +
               std::string(stopped ? "stopped" : "it took too long") + ")");
-      os_.signal_process(running_, SIGTERM);
-      running_ = -1;
+      for (pid_t* helper : {&running_, &serving_})
+        if (*helper > 0) os_.signal_process(std::exchange(*helper, -1), SIGTERM);
       return;
     }
     std::vector<pollfd> none;

@@ -7,7 +7,9 @@
 // come, at once when an attempt fails (in the background: the next attempt does not wait), and
 // at the job's end (waited for). Two kinds of save, two helpers:
 //   acc_launch.checkpoint's (python/acc_launch/checkpoint.py; rank<R>.<seq>.meta and its data):
-//     a helper interpreter writes it in torch.distributed.checkpoint's format;
+//     a helper interpreter writes it in torch.distributed.checkpoint's format. It runs for the
+//     whole job (`serve`: one `import torch`), writes at its start and at each SIGUSR1, and
+//     counts its writes in persist.done, so the launcher knows when it is idle;
 //   libacc's save_state (runtime/src/checkpoint.cc; a save_state directory, libacc.<seq>/):
 //     acc-launch itself copies it (`acc-launch __persist_state`, persist_libacc_save).
 // The launcher only sees that rank 0 committed a save newer than the one written (the
@@ -47,14 +49,15 @@ class CheckpointMemory {
   // package first; the helpers keep the last `keep` writes.
   CheckpointMemory(Os& os, std::string dir, std::string python, std::string pythonpath,
                    std::chrono::milliseconds interval, int keep, Notice notice);
-  // A helper still running is stopped (SIGTERM): the directory goes with the launcher.
+  // The helpers still running are stopped (SIGTERM): the directory goes with the launcher.
   ~CheckpointMemory();
   CheckpointMemory(const CheckpointMemory&) = delete;
   CheckpointMemory& operator=(const CheckpointMemory&) = delete;
 
   const std::string& dir() const { return dir_; }
 
-  // Starts the helper where rank 0's newest save here is not written yet and none runs.
+  // Has the helper write where rank 0's newest save here is not written yet and no write runs:
+  // starts it, or asks the job-long one (SIGUSR1).
   void persist();
   // A helper that has ended: its lines as notices; and the background write when it is due.
   // Never blocks.
@@ -76,7 +79,16 @@ class CheckpointMemory {
   static long persisted_save(const std::string& dir);
 
  private:
-  void reap(int status);
+  // A write is under way: the one-shot helper runs, or the job-long one has not counted the
+  // writes asked of it.
+  bool writing() const;
+  // The helper `helper` ended with `status`: its lines in `log`, and its status where it said
+  // nothing; `helper` becomes -1.
+  void reap(pid_t& helper, const char* log, int status);
+  // Reaps a helper that ended, and says the job-long helper's lines once a write of its is done.
+  void check_helpers();
+  // The lines in the log `log` not said before, as notices; whether it holds any line.
+  bool say_lines(const std::string& log);
 
   Os& os_;
   std::string dir_;
@@ -84,7 +96,10 @@ class CheckpointMemory {
   std::vector<std::string> libacc_helper_;  // and save_state's
   std::chrono::milliseconds interval_;
   Notice notice_;
-  pid_t running_ = -1;
+  pid_t running_ = -1;          // the one-shot helper (libacc's saves)
+  pid_t serving_ = -1;          // the job-long helper (acc_launch.checkpoint's saves)
+  long asked_ = 0;              // writes asked of serving_ (its start asks the first)
+  long heard_ = 0;              // of those, the writes whose lines were said
   bool written_any_ = false;    // a write was started
   std::set<std::string> said_;  // the helpers' lines noticed so far
   Clock::time_point next_background_;

@@ -95,6 +95,9 @@ for name in $cases; do
       memory=$(grep -ao 'ACC_CHECKPOINT_MEMORY=[^ ]*' "$work/kill.out" | head -1 | cut -d= -f2)
       [ -n "$memory" ] || fail "kill: no worker said its ACC_CHECKPOINT_MEMORY" "$work/kill.out"
       [ ! -e "$memory" ] || fail "kill: the memory $memory is left after the job"
+      # The job-long helper that wrote the saves (acc_launch.checkpoint serve) went with the job.
+      sleep 1
+      ! pgrep -f "serve $memory" >/dev/null || fail "kill: the checkpoint helper outlived the job"
       grep -q "checkpoint:" "$work/kill.err" && fail "kill: a checkpoint line" "$work/kill.err"
       echo "PASS: kill" ;;
     no_room)
