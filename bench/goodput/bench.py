@@ -21,7 +21,7 @@ copy floor (every state tensor cloned, measured in the same process), and the lo
 Each launcher runs each job REPEATS times (default 3), alternating; the medians count.
 
 Usage: bench.py ACC_LAUNCH [--torch2-python PY] [--steps N] [--fail-steps a,b,c]
-                [--lose-node-step N|-] [--nodes 1|2] [--repeats N]
+                [--lose-node-step N|-] [--nodes 1|2] [--repeats N] [--baseline ACC_LAUNCH]
 """
 import argparse
 import json
@@ -187,9 +187,10 @@ def run(commands, work, logs, env=None):
     return wall, launches, hangs, stalls, times[-1]
 
 
-def job(launcher, mode, args, path, steps, save_every, fails, work, lose="-"):
+def job(launcher, mode, args, path, steps, save_every, fails, work, lose="-", binary=None):
     """The commands of one launch, one per node: 2 ranks in all, on one launcher or on two
-    (c10d on loopback, one rank each)."""
+    (c10d on loopback, one rank each). `binary`: the acc-launch to run (default ACC_LAUNCH)."""
+    binary = binary or args.acc_launch
     script = [TRAIN, mode, path, str(steps), str(save_every), fails, work, lose]
     python = args.torch2_python
 
@@ -198,7 +199,7 @@ def job(launcher, mode, args, path, steps, save_every, fails, work, lose="-"):
             if launcher == "torchrun":
                 return [[python, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                          "--max-restarts", "3"] + script]
-            return [[args.acc_launch, "--nproc_per_node", "2", "--max_restarts", "3",
+            return [[binary, "--nproc_per_node", "2", "--max_restarts", "3",
                      "--python", python] + script]
         endpoint = "127.0.0.1:%d" % free_port()
         if launcher == "torchrun":
@@ -206,7 +207,7 @@ def job(launcher, mode, args, path, steps, save_every, fails, work, lose="-"):
                     "1", "--max-restarts", "3", "--rdzv-backend", "c10d", "--rdzv-endpoint",
                     endpoint, "--rdzv-id", "goodput"] + script
         else:
-            node = [args.acc_launch, "--nnodes", "2", "--nproc_per_node", "1", "--max_restarts",
+            node = [binary, "--nnodes", "2", "--nproc_per_node", "1", "--max_restarts",
                     "3", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id",
                     "goodput", "--python", python] + script
         return [node, node]
@@ -238,7 +239,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=3,
                         help="runs of each job per launcher (their medians count)")
     parser.add_argument("--logs", help="keep the launchers' stderr in this directory")
+    parser.add_argument("--baseline", metavar="ACC_LAUNCH",
+                        help="another acc-launch (main before a change) run the same way, beside")
     args = parser.parse_args()
+    args.acc_launch = os.path.abspath(args.acc_launch)  # the jobs run in a directory of their own
     failures = len(args.fail_steps.split(","))
     work = tempfile.mkdtemp(prefix="acc-goodput-")
     logs = args.logs or tempfile.mkdtemp(prefix="acc-goodput-logs-")
@@ -266,7 +270,10 @@ def main():
         print("calibration: step %.3f s, dcp.save %.3f s: torchrun saves every %d steps"
               % (step, save, k))
         lost, node_lost = {}, {}
-        for launcher, mode, every in (("acc-launch", "acc", 1), ("torchrun", "dcp", k)):
+        runs = [("acc-launch", "acc", 1, args.acc_launch)]
+        if args.baseline:
+            runs.append(("baseline", "acc", 1, os.path.abspath(args.baseline)))
+        for launcher, mode, every, binary in runs + [("torchrun", "dcp", k, None)]:
             walls_of = {kind: [] for _, kind in jobs}
             steps, saves, hangs, stalls, launches = [], [], 0, 0, 0
             for repeat in range(args.repeats):
@@ -274,7 +281,8 @@ def main():
                     fresh(work)
                     lose = args.lose_node_step if kind == "node lost" else "-"
                     wall, n, hung, stalled, times = run(
-                        job(launcher, mode, args, path, args.steps, every, fails, work, lose),
+                        job(launcher, mode, args, path, args.steps, every, fails, work, lose,
+                            binary),
                         work, os.path.join(logs, "%s.%s.%d" % (launcher, kind.replace(" ", "-"),
                                                                repeat)), env)
                     walls_of[kind].append(wall)
@@ -299,8 +307,12 @@ def main():
                 print("%-10s: a node lost and replaced: %s s, %.2f s lost"
                       % (launcher, walls(walls_of["node lost"]), node_lost[launcher]))
         if node_lost:
-            print("time lost per node lost: acc-launch %.2f s, torchrun 2.x %.2f s"
-                  % (node_lost["acc-launch"], node_lost["torchrun"]))
+            print("time lost per node lost: acc-launch %.2f s, torchrun 2.x %.2f s%s"
+                  % (node_lost["acc-launch"], node_lost["torchrun"],
+                     ", baseline %.2f s" % node_lost["baseline"] if args.baseline else ""))
+        if args.baseline:
+            print("time lost per failure: acc-launch %.2f s, baseline %.2f s"
+                  % (lost["acc-launch"], lost["baseline"]))
         ratio = ("%.1fx" % (lost["torchrun"] / lost["acc-launch"]) if lost["acc-launch"] > 0
                  else "acc-launch's loss is within the noise")
         print("time lost per failure: acc-launch %.2f s, torchrun 2.x %.2f s (%s)"
