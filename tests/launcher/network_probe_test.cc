@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 #include <vector>
 
@@ -69,6 +70,47 @@ TEST(NetworkProbeTest, ThreeNodesExchangeTheirMeasuresThroughTheStore) {
     }
     EXPECT_EQ(judge_network(all, 3, 3).nodes.size(), 3u);
   }
+}
+
+// Node 2 never takes part, and its measures come only after node 0's bound: node 1, whose own
+// bound is longer, sees them, but takes node 0's list, so both judge the same measures.
+TEST(NetworkProbeTest, EveryNodeCountsTheMeasuresNodeZeroFoundByItsBound) {
+  rendezvous::StoreServerOptions options;
+  options.host = "127.0.0.1";
+  rendezvous::StoreServer server(options);
+  server.start();
+  rendezvous::StoreClientOptions client_options;
+  client_options.port = server.port();
+  const auto node = [&](int rank, std::chrono::milliseconds bound) {
+    return std::async(std::launch::async, [&, rank, bound] {
+      rendezvous::StoreClient client(client_options);
+      RoundStore round;
+      round.store = &client;
+      round.prefix = "/test/network_check/";
+      round.address = "127.0.0.1";
+      round.node_rank = rank;
+      round.num_nodes = 3;
+      ProbeLimits limits;
+      limits.address_wait = std::chrono::seconds(1);
+      limits.bound = bound;
+      std::vector<int> counted;
+      for (const NodeMeasures& m :
+           measure_round(round, "host", rendezvous::Clock::steady(), {}, limits))
+        counted.push_back(m.node);
+      return counted;
+    });
+  };
+  auto zero = node(0, std::chrono::seconds(3));
+  auto one = node(1, std::chrono::seconds(60));
+  rendezvous::StoreClient late(client_options);
+  late.wait({"/test/network_check/counted"}, std::chrono::seconds(60));
+  NodeMeasures two;
+  two.node = 2;
+  two.host = "late";
+  late.set("/test/network_check/measures/2", encode_node_measures(two));
+  const std::vector<int> by_zero = zero.get();
+  EXPECT_EQ(std::count(by_zero.begin(), by_zero.end(), 2), 0);
+  EXPECT_EQ(one.get(), by_zero);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 
 #include "acc/common/endpoint.h"
 #include "acc/common/error.h"
+#include "acc/common/strings.h"
 #include "acc/common/unique_fd.h"
 #include "acc/rendezvous/key_value_store.h"
 #include "acc/rendezvous/tcp_connect.h"
@@ -36,6 +37,8 @@ constexpr int kSendBuffer = 128 << 10;
 // How long either end waits for the other inside one measure, and for a connect.
 constexpr int kSocketTimeoutSeconds = 3;
 constexpr milliseconds kConnectBound{2000};
+// How long after its own bound a node waits for node 0's list of the measures that count.
+constexpr milliseconds kCountedGrace{2000};
 
 void set_timeouts(int fd) {
   timeval timeout{kSocketTimeoutSeconds, 0};
@@ -309,6 +312,34 @@ std::vector<PeerMeasure> measure_links(const std::vector<int>& peers,
   return measures;
 }
 
+// The nodes whose measures count, the same on every node: node 0 of the round lists those whose
+// measures came by `deadline` (its own wait's end); the others take its list, so that a node whose
+// measures came late for some nodes and in time for others is judged the same by all. Where node
+// 0's list does not come within kCountedGrace of the deadline, the measures that came here count.
+std::vector<int> counted_nodes(const RoundStore& round, Clock::time_point deadline,
+                               const rendezvous::Clock& clock,
+                               const std::function<void()>& stop_check) {
+  const std::string counted = round.prefix + "counted";
+  if (round.node_rank == 0) {
+    std::vector<int> came;
+    std::string list;
+    for (int node = 0; node < round.num_nodes; ++node)
+      if (round.store->check({key_of(round, "measures", node)})) {
+        came.push_back(node);
+        list += (list.empty() ? "" : ",") + std::to_string(node);
+      }
+    round.store->set(counted, list);
+    return came;
+  }
+  await_round_keys(round, {counted}, deadline + kCountedGrace, clock, stop_check);
+  if (!round.store->check({counted})) return every_node(round);
+  std::vector<int> came;
+  for (const std::string& node : split(round.store->get(counted), ','))
+    if (!node.empty() && node.find_first_not_of("0123456789") == std::string::npos)
+      came.push_back(std::stoi(node));
+  return came;
+}
+
 }  // namespace
 
 std::vector<NodeMeasures> measure_round(const RoundStore& round, const std::string& host,
@@ -330,8 +361,10 @@ std::vector<NodeMeasures> measure_round(const RoundStore& round, const std::stri
   await_round_keys(round, address_keys, start + limits.address_wait, clock, stop_check);
   own.peers = measure_links(peers, present_values(round, address_keys), clock, limits);
   round.store->set(key_of(round, "measures", round.node_rank), encode_node_measures(own));
-  const std::vector<std::string> measure_keys = keys_of(round, "measures", every_node(round));
+  std::vector<std::string> measure_keys = keys_of(round, "measures", every_node(round));
   await_round_keys(round, measure_keys, start + limits.bound, clock, stop_check);
+  measure_keys =
+      keys_of(round, "measures", counted_nodes(round, start + limits.bound, clock, stop_check));
   std::vector<NodeMeasures> all;
   for (const std::string& text : present_values(round, measure_keys))
     if (std::optional<NodeMeasures> measures = decode_node_measures(text))

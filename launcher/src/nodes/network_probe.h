@@ -9,6 +9,7 @@
 // Its keys, under the round's prefix (RoundStore::prefix):
 //   <prefix>address/<n>    node n's endpoint, "host:port"
 //   <prefix>measures/<n>   node n's measures (encode_node_measures)
+//   <prefix>counted        the nodes whose measures count, "0,1,2", by node 0 of the round
 
 #include <chrono>
 #include <functional>
@@ -43,10 +44,11 @@ struct ProbeLimits {
 // This node's share of the check in the round `round`: publishes its endpoint, times the
 // computation, measures its links to its probe_peers (network_check.h) whose endpoints came
 // within limits.address_wait, publishes its measures and waits for every node's until
-// limits.bound from the start.
-// Returns the measures that came, this node's included. Blocks up to limits.bound plus one
-// link's measure; `stop_check` runs at least every 100 ms of a wait and may throw (a stop
-// signal). Throws what the store throws (NetworkError, TimeoutError).
+// limits.bound from the start; then every node takes the measures that node 0 of the round found
+// by its own bound (the key <prefix>counted), so that all judge the same measures.
+// Returns the measures that count, this node's included. Blocks up to limits.bound plus one
+// link's measure and 2 s (node 0's list); `stop_check` runs at least every 100 ms of a wait and may
+// throw (a stop signal). Throws what the store throws (NetworkError, TimeoutError).
 std::vector<NodeMeasures> measure_round(const RoundStore& round, const std::string& host,
                                         const rendezvous::Clock& clock,
                                         const std::function<void()>& stop_check,
