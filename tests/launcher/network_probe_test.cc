@@ -16,6 +16,22 @@
 namespace acc::launcher {
 namespace {
 
+// Node `rank` of a round of 3 under /test/network_check/ on the store at `port`: its share of the
+// check (measure_round) with `limits`, and its host "host-<rank>".
+std::vector<NodeMeasures> measure_as_node(int port, int rank, const ProbeLimits& limits) {
+  rendezvous::StoreClientOptions client_options;
+  client_options.port = port;
+  rendezvous::StoreClient client(client_options);
+  RoundStore round;
+  round.store = &client;
+  round.prefix = "/test/network_check/";
+  round.address = "127.0.0.1";
+  round.node_rank = rank;
+  round.num_nodes = 3;
+  return measure_round(round, "host-" + std::to_string(rank), rendezvous::Clock::steady(), {},
+                       limits);
+}
+
 TEST(NetworkProbeTest, ALinkOverLoopbackIsReachedWithItsRateAndLatency) {
   const ProbeServer server;
   const rendezvous::Clock& clock = rendezvous::Clock::steady();
@@ -43,22 +59,12 @@ TEST(NetworkProbeTest, ThreeNodesExchangeTheirMeasuresThroughTheStore) {
   std::vector<std::future<std::vector<NodeMeasures>>> nodes;
   for (int node = 0; node < 3; ++node)
     nodes.push_back(std::async(std::launch::async, [&server, node] {
-      rendezvous::StoreClientOptions client_options;
-      client_options.port = server.port();
-      rendezvous::StoreClient client(client_options);
-      RoundStore round;
-      round.store = &client;
-      round.prefix = "/test/network_check/";
-      round.address = "127.0.0.1";
-      round.node_rank = node;
-      round.num_nodes = 3;
       // The default bound (8 s) is a launch's; under ASan the three nodes' computation and
       // transfers on two cores took longer (CI of 8cd3953): the exchange, not the bound, is tested.
       ProbeLimits limits;
       limits.address_wait = std::chrono::seconds(60);
       limits.bound = std::chrono::seconds(120);
-      return measure_round(round, "host-" + std::to_string(node), rendezvous::Clock::steady(), {},
-                           limits);
+      return measure_as_node(server.port(), node, limits);
     }));
   for (auto& node : nodes) {
     const std::vector<NodeMeasures> all = node.get();
@@ -81,21 +87,13 @@ TEST(NetworkProbeTest, EveryNodeCountsTheMeasuresNodeZeroFoundByItsBound) {
   server.start();
   rendezvous::StoreClientOptions client_options;
   client_options.port = server.port();
-  const auto node = [&](int rank, std::chrono::milliseconds bound) {
-    return std::async(std::launch::async, [&, rank, bound] {
-      rendezvous::StoreClient client(client_options);
-      RoundStore round;
-      round.store = &client;
-      round.prefix = "/test/network_check/";
-      round.address = "127.0.0.1";
-      round.node_rank = rank;
-      round.num_nodes = 3;
+  const auto node = [&server](int rank, std::chrono::milliseconds bound) {
+    return std::async(std::launch::async, [&server, rank, bound] {
       ProbeLimits limits;
       limits.address_wait = std::chrono::seconds(1);
       limits.bound = bound;
       std::vector<int> counted;
-      for (const NodeMeasures& m :
-           measure_round(round, "host", rendezvous::Clock::steady(), {}, limits))
+      for (const NodeMeasures& m : measure_as_node(server.port(), rank, limits))
         counted.push_back(m.node);
       return counted;
     });

@@ -69,6 +69,23 @@ class ElasticRendezvousTest : public ::testing::Test {
     return future;
   }
 
+  // Nodes a and b meet in round 0 with a spare waiting beside them, whose `gone` says true for
+  // the id `gone_id` only; then a fails and meets again, and b never comes back. Returns a's and
+  // the spare's joins.
+  std::pair<std::future<RendezvousInfo>, std::future<RendezvousInfo>>
+  a_fails_after_a_round_of_a_and_b_beside_a_spare(RendezvousOptions options,
+                                                  const std::string& gone_id) {
+    auto a = node(options, "a"), b = node(options, "b");
+    options.gone = [gone_id](const std::string& id) { return id == gone_id; };
+    auto spare = node(options, "spare");
+    auto ja = join(*a), jb = join(*b);
+    result(ja);
+    result(jb);
+    auto js = join(*spare);
+    EXPECT_TRUE(store_.await_blocked(1));
+    return {join_after_failure(*a), std::move(js)};
+  }
+
   // Starts `node` joining on a thread of its own. The future does not block when destroyed, so a
   // failed assertion returns; TearDown() then ends the calls left blocked and joins the threads.
   std::future<RendezvousInfo> join(ElasticRendezvous& node) {
@@ -337,15 +354,7 @@ TEST_F(ElasticRendezvousTest, ASpareTakesTheFreePlaceAfterAFailureAndSharesTheRe
 TEST_F(ElasticRendezvousTest, ASpareTakesAGoneParticipantsPlaceWithoutWaiting) {
   auto options = rendezvous(1, 2, 300ms);
   options.spare_delay = 10s;
-  auto a = node(options, "a"), b = node(options, "b");
-  options.gone = [](const std::string& id) { return id == "b"; };
-  auto spare = node(options, "spare");
-  auto ja = join(*a), jb = join(*b);
-  result(ja);
-  result(jb);
-  auto js = join(*spare);
-  ASSERT_TRUE(store_.await_blocked(1));
-  auto again = join_after_failure(*a);  // b never comes back
+  auto [again, js] = a_fails_after_a_round_of_a_and_b_beside_a_spare(options, "b");
   // The spare looked before a's slot came (both wait: one look later, 250 ms, far under
   // spare_delay), or after it (both are through).
   for (int i = 0; i < 200 && !(ready(again) && ready(js)); ++i)
@@ -364,15 +373,7 @@ TEST_F(ElasticRendezvousTest, ASpareTakesAGoneParticipantsPlaceWithoutWaiting) {
 TEST_F(ElasticRendezvousTest, ASpareWaitsForAParticipantThatIsNotKnownGone) {
   auto options = rendezvous(1, 2, 5s);
   options.spare_delay = 1s;
-  auto a = node(options, "a"), b = node(options, "b");
-  options.gone = [](const std::string& id) { return id == "elsewhere"; };
-  auto spare = node(options, "spare");
-  auto ja = join(*a), jb = join(*b);
-  result(ja);
-  result(jb);
-  auto js = join(*spare);
-  ASSERT_TRUE(store_.await_blocked(1));
-  auto again = join_after_failure(*a);
+  auto [again, js] = a_fails_after_a_round_of_a_and_b_beside_a_spare(options, "elsewhere");
   ASSERT_TRUE(store_.await_blocked(2));
   store_.advance(750ms);
   ASSERT_TRUE(store_.await_blocked(2));

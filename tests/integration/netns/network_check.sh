@@ -74,17 +74,22 @@ launch() {  # launch NAME I RUN: node NAME (10.231.31.I) in the background, in $
     --no_python "$work/job.sh" >"$work/$run-$n.out" 2>"$work/$run-$n.err" &
 }
 
-ends_job() {  # ends_job RUN WHY: the three nodes; c stays out, and a and b end naming it
-  local run=$1 why=$2 i=0 pids="" n
+declare -A rc
+run_three() {  # run_three RUN: the three nodes, to their ends; their exit statuses in rc
+  local run=$1 i=0 pids="" n
   for n in $nodes; do
     i=$((i + 1))
     launch $n $i $run
     pids="$pids $!"
   done
-  declare -A rc
   set -- $pids
   for n in $nodes; do wait "$1"; rc[$n]=$?; shift; done
   echo "$run: exits a=${rc[a]} b=${rc[b]} c=${rc[c]}"
+}
+
+ends_job() {  # ends_job RUN WHY: the three nodes; c stays out, and a and b end naming it
+  local run=$1 why=$2 n
+  run_three $run
   [ "${rc[c]}${rc[a]}${rc[b]}" = 9333 ] || fail "$run: expected c 93, a and b 3"
   grep -q "error: this node takes no part in the job: --network_check: node [0-9] (.*): its best link carries .*; the job cannot go on without it: $why; exit 93" \
     "$work/$run-c.err" || fail "$run: node c did not say why the job cannot go on without it"
@@ -96,16 +101,8 @@ ends_job() {  # ends_job RUN WHY: the three nodes; c stays out, and a and b end 
 }
 
 run_job() {  # run_job RUN SLOW VERDICT: the three nodes; node SLOW must stay out for VERDICT
-  local run=$1 slow=$2 verdict=$3 i=0 pids="" n
-  for n in $nodes; do
-    i=$((i + 1))
-    launch $n $i $run
-    pids="$pids $!"
-  done
-  declare -A rc
-  set -- $pids
-  for n in $nodes; do wait "$1"; rc[$n]=$?; shift; done
-  echo "$run: exits a=${rc[a]} b=${rc[b]} c=${rc[c]}"
+  local run=$1 slow=$2 verdict=$3 n
+  run_three $run
   [ "${rc[$slow]}" = 93 ] || fail "$run: node $slow exited ${rc[$slow]}, expected 93"
   grep -q "error: this node takes no part in the job: --network_check: node [0-9] (.*): $verdict.*; exit 93 (--no_restart_exit_code)" \
     "$work/$run-$slow.err" || fail "$run: node $slow's launcher did not name the check and why"
