@@ -9,10 +9,10 @@ returns: no pickling of tensors, no storage. A save is committed when its descri
 appears (rename); each rank keeps its last two, and load takes the newest save that every rank
 committed, so a crash in the middle of a save leaves the one before it. The launcher has the
 newest written to PATH in torch.distributed.checkpoint's own format by a helper interpreter that
-imports torch once for the job (`python -m acc_launch.checkpoint serve`): in the background, when a worker fails, and when the
-job ends, so that plain dcp.load reads PATH without acc-launch. Where the memory has no save that
-every rank committed (a rank on a new node), load reads PATH as dcp.load would, every rank the
-same write of it (the helper may be replacing it).
+imports torch once for the job (`python -m acc_launch.checkpoint serve`): in the background, when
+a worker fails, and when the job ends, so that plain dcp.load reads PATH without acc-launch.
+Where the memory has no save that every rank committed (a rank on a new node), load reads PATH
+as dcp.load would, every rank the same write of it (the helper may be replacing it).
 
 Outside acc-launch, with a storage_writer, storage_reader or planner, or with state dicts that
 hold DTensors or ShardedTensors, both are torch.distributed.checkpoint's own calls. PyTorch 1.13
@@ -518,9 +518,7 @@ def persist(memory, keep=1):
         _say("cannot write %s: %s; training goes on with the copy in memory"
              % (path, error.strerror or error))
         return 1
-    with open(marker + ".tmp", "w") as f:
-        f.write("%d\n" % seq)
-    _os.rename(marker + ".tmp", marker)
+    _write_number(marker, seq)
     return 0
 
 
@@ -539,13 +537,17 @@ def serve(memory, keep=1):
         persist(memory, keep)
         _sys.stdout.flush()
         done += 1
-        count = _os.path.join(memory, "persist.done")
-        with open(count + ".tmp", "w") as f:
-            f.write("%d\n" % done)
-        _os.rename(count + ".tmp", count)
+        _write_number(_os.path.join(memory, "persist.done"), done)
         while signal.sigtimedwait({signal.SIGUSR1}, 1.0) is None:
             if _os.getppid() != parent:
                 return 0
+
+
+def _write_number(path, number):
+    """`number` and a newline in the file `path`, which is replaced whole (a rename)."""
+    with open(path + ".tmp", "w") as f:
+        f.write("%d\n" % number)
+    _os.rename(path + ".tmp", path)
 
 
 def _keep_older(old, path, seq, count):

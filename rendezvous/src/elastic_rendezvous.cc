@@ -227,7 +227,7 @@ void ElasticRendezvous::await_next_or_silence(std::int64_t round) {
 std::vector<std::string> ElasticRendezvous::heartbeats(std::int64_t round, int num_nodes) {
   // A node that died between being counted and writing its keys has none: read it as silent
   // (its value stays empty) instead of waiting for it.
-  return present_values(numbered_keys(round, "heartbeat/", num_nodes));
+  return values_where_set(store_, numbered_keys(round, "heartbeat/", num_nodes));
 }
 
 std::vector<std::string> ElasticRendezvous::numbered_keys(std::int64_t round,
@@ -237,15 +237,6 @@ std::vector<std::string> ElasticRendezvous::numbered_keys(std::int64_t round,
   for (int i = 0; i < count; ++i)
     keys.push_back(round_key(round, std::string(prefix) + std::to_string(i)));
   return keys;
-}
-
-std::vector<std::string> ElasticRendezvous::present_values(const std::vector<std::string>& keys) {
-  if (keys.empty()) return {};
-  if (store_.check(keys)) return store_.multi_get(keys);
-  std::vector<std::string> values(keys.size());
-  for (std::size_t i = 0; i < keys.size(); ++i)
-    if (store_.check({keys[i]})) values[i] = store_.get(keys[i]);
-  return values;
 }
 
 int ElasticRendezvous::await_close(std::int64_t round, int slot, Clock::time_point deadline) {
@@ -450,11 +441,12 @@ void ElasticRendezvous::close_run(milliseconds linger) {
 
 bool ElasticRendezvous::previous_participants_back_or_gone(std::int64_t round) {
   if (!options_.gone || round == 0) return false;
-  const std::vector<std::string> previous = present_values(
+  const std::vector<std::string> previous = values_where_set(
+      store_,
       numbered_keys(round - 1, "node/", std::stoi(store_.get(round_key(round - 1, "closed")))));
   const int joined = static_cast<int>(store_.add(round_key(round, "joined"), 0));
   std::vector<std::string> back;
-  for (const std::string& value : present_values(numbered_keys(round, "slot/", joined)))
+  for (const std::string& value : values_where_set(store_, numbered_keys(round, "slot/", joined)))
     back.push_back(participant(0, value).id);
   for (const std::string& id : previous)
     if (id.empty() || (std::find(back.begin(), back.end(), id) == back.end() && !options_.gone(id)))

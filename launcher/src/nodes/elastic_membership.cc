@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <optional>
 
 #include "acc/common/endpoint.h"
@@ -55,10 +54,8 @@ bool launcher_gone(const std::string& id, const std::string& self) {
     return false;
   const std::string pid = id.substr(colon + 1);
   if (pid == self.substr(own_colon + 1)) return true;
-  int value = 0;
-  const auto [end, error] = std::from_chars(pid.data(), pid.data() + pid.size(), value);
-  return error == std::errc() && end == pid.data() + pid.size() && value > 0 &&
-         !processes::exists(value);
+  const std::optional<int> value = parse_int(pid);
+  return value && *value > 0 && !processes::exists(*value);
 }
 
 ElasticMembership::ElasticMembership(const LaunchPlan& plan, std::string hostname,

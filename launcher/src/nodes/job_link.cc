@@ -104,13 +104,7 @@ std::vector<int> JobLink::silent_nodes() {
   }
   std::vector<std::string> keys;
   for (int n : nodes) keys.push_back(store_keys::node_alive(n));
-  std::vector<std::string> values(keys.size());
-  if (store_.check(keys)) {
-    values = store_.multi_get(keys);
-  } else {
-    for (size_t i = 0; i < keys.size(); ++i)
-      if (store_.check({keys[i]})) values[i] = store_.get(keys[i]);
-  }
+  const std::vector<std::string> values = rendezvous::values_where_set(store_, keys);
   const auto now = clock_.now();
   std::vector<int> silent;
   for (size_t i = 0; i < nodes.size(); ++i) {

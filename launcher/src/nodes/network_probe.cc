@@ -278,18 +278,6 @@ void await_round_keys(const RoundStore& round, const std::vector<std::string>& k
   }
 }
 
-// The values of the keys that exist, in order; "" for the others. One request where all exist,
-// as they do unless a node is late.
-std::vector<std::string> present_values(const RoundStore& round,
-                                        const std::vector<std::string>& keys) {
-  if (keys.empty()) return {};
-  if (round.store->check(keys)) return round.store->multi_get(keys);
-  std::vector<std::string> values;
-  for (const std::string& key : keys)
-    values.push_back(round.store->check({key}) ? round.store->get(key) : "");
-  return values;
-}
-
 // This node's links to `peers` (probe_peers), whose endpoints are `endpoints` ("" for a peer
 // whose endpoint never came), one after the other.
 std::vector<PeerMeasure> measure_links(const std::vector<int>& peers,
@@ -321,10 +309,12 @@ std::vector<int> counted_nodes(const RoundStore& round, Clock::time_point deadli
                                const std::function<void()>& stop_check) {
   const std::string counted = round.prefix + "counted";
   if (round.node_rank == 0) {
+    const std::vector<std::string> measures =
+        rendezvous::values_where_set(*round.store, keys_of(round, "measures", every_node(round)));
     std::vector<int> came;
     std::string list;
     for (int node = 0; node < round.num_nodes; ++node)
-      if (round.store->check({key_of(round, "measures", node)})) {
+      if (!measures[static_cast<std::size_t>(node)].empty()) {
         came.push_back(node);
         list += (list.empty() ? "" : ",") + std::to_string(node);
       }
@@ -335,8 +325,7 @@ std::vector<int> counted_nodes(const RoundStore& round, Clock::time_point deadli
   if (!round.store->check({counted})) return every_node(round);
   std::vector<int> came;
   for (const std::string& node : split(round.store->get(counted), ','))
-    if (!node.empty() && node.find_first_not_of("0123456789") == std::string::npos)
-      came.push_back(std::stoi(node));
+    if (const std::optional<int> rank = parse_int(node)) came.push_back(*rank);
   return came;
 }
 
@@ -359,14 +348,15 @@ std::vector<NodeMeasures> measure_round(const RoundStore& round, const std::stri
   const std::vector<int> peers = probe_peers(round.node_rank, round.num_nodes);
   const std::vector<std::string> address_keys = keys_of(round, "address", peers);
   await_round_keys(round, address_keys, start + limits.address_wait, clock, stop_check);
-  own.peers = measure_links(peers, present_values(round, address_keys), clock, limits);
+  own.peers =
+      measure_links(peers, rendezvous::values_where_set(*round.store, address_keys), clock, limits);
   round.store->set(key_of(round, "measures", round.node_rank), encode_node_measures(own));
   std::vector<std::string> measure_keys = keys_of(round, "measures", every_node(round));
   await_round_keys(round, measure_keys, start + limits.bound, clock, stop_check);
   measure_keys =
       keys_of(round, "measures", counted_nodes(round, start + limits.bound, clock, stop_check));
   std::vector<NodeMeasures> all;
-  for (const std::string& text : present_values(round, measure_keys))
+  for (const std::string& text : rendezvous::values_where_set(*round.store, measure_keys))
     if (std::optional<NodeMeasures> measures = decode_node_measures(text))
       all.push_back(std::move(*measures));
   return all;

@@ -176,8 +176,6 @@ class ElasticRendezvous {
   // round_key(round, prefix + i) for i in 0..count-1.
   std::vector<std::string> numbered_keys(std::int64_t round, std::string_view prefix,
                                          int count) const;
-  // The values of `keys`, "" for one that is not there: one MULTI_GET where all are.
-  std::vector<std::string> present_values(const std::vector<std::string>& keys);
   std::vector<std::string> heartbeats(std::int64_t round, int num_nodes);
   [[noreturn]] void throw_closed(bool was_spare);
   int restarts_before(std::int64_t round);

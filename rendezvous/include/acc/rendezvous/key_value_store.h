@@ -36,4 +36,16 @@ class KeyValueStore {
                          const std::vector<std::string>& values) = 0;
 };
 
+// The values of `keys`, "" for a key that is not set: one CHECK and one MULTI_GET where all are
+// set (a MULTI_GET waits for a missing key), else a CHECK and a GET per key.
+inline std::vector<std::string> values_where_set(KeyValueStore& store,
+                                                 const std::vector<std::string>& keys) {
+  if (keys.empty()) return {};
+  if (store.check(keys)) return store.multi_get(keys);
+  std::vector<std::string> values(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    if (store.check({keys[i]})) values[i] = store.get(keys[i]);
+  return values;
+}
+
 }  // namespace acc::rendezvous
