@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <set>
@@ -33,6 +34,35 @@ std::string indexed(const std::string& stem, size_t i) {
   return i == 0 ? stem + ".pt" : stem + "_" + std::to_string(i) + ".pt";
 }
 
+// `archive` as the file `path`, written over the bytes a file already there holds rather than
+// into new pages: in a slot of the node's memory, where each save replaces the one two saves
+// before it, that is half the cost of the save (the pages are not freed and made again).
+void save_archive(torch::serialize::OutputArchive& archive, const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  ACC_CHECK(fd >= 0, SystemError, "cannot write ", path.string(), ": ", std::strerror(errno));
+  off_t offset = 0;
+  int error = 0;
+  try {
+    archive.save_to([&](const void* data, size_t size) -> size_t {
+      for (size_t done = 0; done < size && error == 0;) {
+        const ssize_t n = ::pwrite(fd, static_cast<const char*>(data) + done, size - done, offset);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) error = n < 0 ? errno : ENOSPC;
+        if (n > 0) done += static_cast<size_t>(n), offset += n;
+      }
+      return error == 0 ? size : 0;
+    });
+  } catch (const c10::Error&) {
+    if (error == 0) {
+      ::close(fd);
+      throw;
+    }
+  }
+  if (error == 0 && ::ftruncate(fd, offset) != 0) error = errno;
+  ::close(fd);
+  ACC_CHECK(error == 0, SystemError, "cannot write ", path.string(), ": ", std::strerror(error));
+}
+
 // Parameters and buffers by name, on the CPU so a checkpoint loads on any device.
 void save_module(const torch::nn::Module& module, const fs::path& path) {
   torch::serialize::OutputArchive archive;
@@ -42,7 +72,7 @@ void save_module(const torch::nn::Module& module, const fs::path& path) {
   for (const auto& item : module.named_buffers()) {
     archive.write(item.key(), item.value().detach().cpu(), /*is_buffer=*/true);
   }
-  archive.save_to(path.string());
+  save_archive(archive, path);
 }
 
 // "a, b, c" of at most 8 names, then how many more.
@@ -151,6 +181,11 @@ std::string memory_save_dir(const std::string& memory, int64_t seq) {
   return memory + "/" + kSavePrefix + std::to_string(seq);
 }
 
+// The slot save <seq> is written into, in the memory directory: libacc.slot0 or libacc.slot1.
+std::string memory_slot(int64_t seq) {
+  return detail::concat(kSavePrefix, "slot", seq % 2);
+}
+
 std::string absolute_path(const std::string& dir) {
   return fs::absolute(fs::path(dir)).lexically_normal().string();
 }
@@ -160,7 +195,7 @@ struct MemorySave {
   std::string saved_for;
 };
 
-// The saves committed in `memory` (libacc.<seq>; libacc.<seq>.tmp is one being written).
+// The saves committed in `memory` (the links libacc.<seq>; the slots are libacc.slot<0|1>).
 std::vector<MemorySave> memory_saves(const std::string& memory) {
   std::vector<MemorySave> saves;
   for (const std::string& name : names_in(memory, kSavePrefix)) {
@@ -247,23 +282,28 @@ void Accelerator::write_state(const std::string& into, bool replicated_parts) {
       epochs[static_cast<int64_t>(i)] = static_cast<int64_t>(*impl_->loader_epochs[i]);
     archive.write("loader_epochs", epochs);
     archive.write("accumulation_counter", torch::tensor({accumulation_counter_}));
-    archive.save_to((dir / ("random_states_" + std::to_string(process_index()) + ".pt")).string());
+    save_archive(archive, dir / ("random_states_" + std::to_string(process_index()) + ".pt"));
   }
   if (!replicated_parts) return;
   for (size_t i = 0; i < impl_->models.size(); ++i)
     save_module(*impl_->models[i], dir / indexed("model", i));
-  for (size_t i = 0; i < impl_->optimizers.size(); ++i)
-    torch::save(*impl_->optimizers[i], (dir / indexed("optimizer", i)).string());
+  for (size_t i = 0; i < impl_->optimizers.size(); ++i) {
+    torch::serialize::OutputArchive archive;
+    impl_->optimizers[i]->save(archive);
+    save_archive(archive, dir / indexed("optimizer", i));
+  }
   if (impl_->scaler) {
     torch::serialize::OutputArchive archive;
     archive.write("scale", impl_->scale.cpu());
     archive.write("growth_tracker", impl_->growth_tracker.cpu());
-    archive.save_to((dir / "scaler.pt").string());
+    save_archive(archive, dir / "scaler.pt");
   }
 }
 
-// The save as libacc.<seq> in the node's memory: each node's local main process writes the
-// replicated parts, each rank its own; the rename of libacc.<seq>.tmp commits it, and each node
+// The save as libacc.<seq> in the node's memory: a link to the slot that holds it,
+// libacc.slot<seq % 2>/, a save_state directory written in place over the save two before it. Its
+// link goes first (a link never names a slot being written); each node's local main process
+// writes the replicated parts, each rank its own; the link libacc.<seq> commits it. Each node
 // keeps its last two, so that the nodes, a save apart at most after a crash, share one. False
 // where a rank found no room (one line for the node): nothing is committed, and this save and
 // the next go to storage.
@@ -274,8 +314,7 @@ bool Accelerator::save_state_in_memory(const std::string& memory, const std::str
     impl_->memory_seq = max_over_ranks(*this, {newest})[0] + 1;
   }
   const int64_t seq = impl_->memory_seq++;
-  const std::string save = memory_save_dir(memory, seq);
-  const std::string tmp = save + ".tmp";
+  const std::string slot = memory_slot(seq);
   if (is_main_process()) {
     // As after a save to storage, `dir` is there: a restart's `if exists(dir) load_state(dir)`.
     std::error_code ignored;
@@ -292,22 +331,24 @@ bool Accelerator::save_state_in_memory(const std::string& memory, const std::str
   };
   if (is_local_main_process())
     trying([&] {
-      acc::remove_tree(tmp);
-      fs::create_directories(tmp);
-      ACC_CHECK(write_file(tmp + "/" + kSavedFor, absolute_path(dir)) == 0, SystemError,
-                "cannot write ", tmp, "/", kSavedFor);
+      for (const MemorySave& old : memory_saves(memory))
+        if (old.seq < seq - 1) fs::remove(memory_save_dir(memory, old.seq));
+      fs::create_directories(memory + "/" + slot);
+      ACC_CHECK(write_file(memory + "/" + slot + "/" + kSavedFor, absolute_path(dir)) == 0,
+                SystemError, "cannot write ", memory, "/", slot, "/", kSavedFor);
     });
   wait_for_everyone();
-  trying([&] { write_state(tmp, is_local_main_process()); });
+  trying([&] { write_state(memory + "/" + slot, is_local_main_process()); });
   if (max_over_ranks(*this, {failed})[0] != 0) {
     impl_->memory_full = true;
-    if (is_local_main_process()) acc::remove_tree(tmp);
+    if (is_local_main_process()) acc::remove_tree(memory + "/" + slot);
     return false;
   }
   if (is_local_main_process()) {
-    fs::rename(tmp, save);  // the commit
-    for (const MemorySave& old : memory_saves(memory))
-      if (old.seq < seq - 1) acc::remove_tree(memory_save_dir(memory, old.seq));
+    const std::string link = memory_save_dir(memory, seq);
+    std::error_code ignored;
+    fs::remove(link, ignored);  // a link of an earlier job's attempt that counted further
+    fs::create_directory_symlink(slot, link);  // the commit
   }
   log_debug(detail::concat("saved state (step ", step_, ") to memory for ", dir), false);
   return true;

@@ -200,14 +200,18 @@ TEST_F(CheckpointMemoryTest, LibaccsSavesAreWrittenByTheLauncherItself) {
                                       "--keep", "3"}));
 }
 
-// libacc.<seq>, saved for `path`: rank 0's RNG states and a model, each holding `contents`.
+// Save <seq>, saved for `path`, as libacc's save_state makes it (runtime/src/checkpoint.cc): the
+// link libacc.<seq> to the slot libacc.slot<seq % 2>, which holds rank 0's RNG states and a model,
+// each holding `contents`; the link of the save the slot held before is removed.
 void libacc_save(const std::string& memory, int seq, const std::string& path,
                  const std::string& contents) {
-  const std::string save = memory + "/libacc." + std::to_string(seq);
-  std::filesystem::create_directories(save);
-  write_file(save + "/saved-for", path);
-  write_file(save + "/random_states_0.pt", contents);
-  write_file(save + "/model.pt", contents);
+  const std::string slot = "libacc.slot" + std::to_string(seq % 2);
+  std::filesystem::remove(memory + "/libacc." + std::to_string(seq - 2));
+  std::filesystem::create_directories(memory + "/" + slot);
+  write_file(memory + "/" + slot + "/saved-for", path);
+  write_file(memory + "/" + slot + "/random_states_0.pt", contents);
+  write_file(memory + "/" + slot + "/model.pt", contents);
+  std::filesystem::create_directory_symlink(slot, memory + "/libacc." + std::to_string(seq));
 }
 
 TEST(PersistLibaccSaveTest, TheNewestSaveIsCopiedOnceAndTheOneItReplacesKeptByItsNumber) {
@@ -216,6 +220,7 @@ TEST(PersistLibaccSaveTest, TheNewestSaveIsCopiedOnceAndTheOneItReplacesKeptByIt
   libacc_save(memory.path(), 1, ckpt, "one");
   ASSERT_EQ(persist_libacc_save({memory.path(), "--keep", "2"}), 0);
   EXPECT_EQ(read_file(ckpt + "/model.pt"), "one");
+  EXPECT_FALSE(std::filesystem::is_symlink(ckpt)) << "the slot's files, not the link";
   EXPECT_FALSE(std::filesystem::exists(ckpt + "/saved-for"));
   EXPECT_EQ(read_file(ckpt + "/acc-seq"), "1\n") << "load_state's sign of the write it reads";
   EXPECT_EQ(read_file(memory.path() + "/persisted"), "1\n");
@@ -229,6 +234,10 @@ TEST(PersistLibaccSaveTest, TheNewestSaveIsCopiedOnceAndTheOneItReplacesKeptByIt
   write_file(ckpt + "/model.pt", "changed");
   ASSERT_EQ(persist_libacc_save({memory.path(), "--keep", "2"}), 0);
   EXPECT_EQ(read_file(ckpt + "/model.pt"), "changed") << "save 2 written twice";
+  libacc_save(memory.path(), 3, ckpt, "three");
+  ASSERT_EQ(persist_libacc_save({memory.path(), "--keep", "2"}), 0);
+  EXPECT_EQ(read_file(ckpt + "/model.pt"), "three") << "slot 1 again, for save 3";
+  EXPECT_FALSE(std::filesystem::exists(memory.path() + "/libacc.1"));
 }
 
 TEST(PersistLibaccSaveTest, APathThatCannotBeWrittenIsOneLineAndExitOne) {

@@ -2,6 +2,8 @@
 // one acc::ConfigError naming the file and the fix rather than LibTorch's own error; and under
 // acc-launch (ACC_CHECKPOINT_MEMORY), the saves in the node's memory.
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -188,11 +190,25 @@ TEST(CheckpointTest, UnderAccLaunchASaveGoesToTheNodesMemoryAndLoadsBackFromTher
   EXPECT_TRUE(torch::equal(trained.decoder_weight(), saved));
   EXPECT_EQ(acc.step(), 1);
 
-  // The node keeps its last two saves; the next save takes the next number.
+  // The node keeps its last two saves, each a link to its slot; the next save takes the next
+  // number, and the slot of the save two before it, whose files it writes in place.
+  const auto inode = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+  };
+  const ino_t model_in_slot1 = inode(memory + "/libacc.slot1/model.pt");
   for (int i = 0; i < 3; ++i) acc.save_state(ckpt);
   std::vector<std::string> saves = acc::names_in(memory, "libacc.");
   std::sort(saves.begin(), saves.end());
-  EXPECT_EQ(saves, (std::vector<std::string>{"libacc.3", "libacc.4"}));
+  EXPECT_EQ(saves,
+            (std::vector<std::string>{"libacc.3", "libacc.4", "libacc.slot0", "libacc.slot1"}));
+  EXPECT_EQ(fs::read_symlink(memory + "/libacc.3"), "libacc.slot1");
+  EXPECT_EQ(fs::read_symlink(memory + "/libacc.4"), "libacc.slot0");
+  EXPECT_NE(model_in_slot1, 0u);
+  EXPECT_EQ(inode(memory + "/libacc.slot1/model.pt"), model_in_slot1);
+  trained.step();
+  acc.load_state(ckpt);
+  EXPECT_EQ(acc.step(), 1) << "save 4, in slot 0";
 }
 
 TEST(CheckpointTest, UnderAccLaunchAMemoryWithoutRoomIsOneLineAndTheSavesGoToStorage) {

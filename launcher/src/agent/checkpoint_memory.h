@@ -10,8 +10,9 @@
 //     a helper interpreter writes it in torch.distributed.checkpoint's format. It runs for the
 //     whole job (`serve`: one `import torch`), writes at its start and at each SIGUSR1, and
 //     counts its writes in persist.done, so the launcher knows when it is idle;
-//   libacc's save_state (runtime/src/checkpoint.cc; a save_state directory, libacc.<seq>/):
-//     acc-launch itself copies it (`acc-launch __persist_state`, persist_libacc_save).
+//   libacc's save_state (runtime/src/checkpoint.cc; libacc.<seq>, a link to the slot that holds
+//     its save_state directory): acc-launch itself copies it (`acc-launch __persist_state`,
+//     persist_libacc_save).
 // The launcher only sees that rank 0 committed a save newer than the one written (the
 // directory's file names).
 
@@ -73,7 +74,7 @@ class CheckpointMemory {
   // (the file `persisted`), 0 for none.
   struct Save {
     long seq = 0;
-    bool libacc = false;  // libacc.<seq>/ (save_state), else rank0.<seq>.meta
+    bool libacc = false;  // libacc.<seq> (save_state, a link to its slot), else rank0.<seq>.meta
   };
   static Save newest_save(const std::string& dir);
   static long persisted_save(const std::string& dir);

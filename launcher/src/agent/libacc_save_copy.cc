@@ -72,8 +72,9 @@ int persist_libacc_save(const std::vector<std::string>& args) {
   }
   const std::string& memory = args[0];
   const long written = CheckpointMemory::persisted_save(memory);
-  // A save is removed only once the second save after it is committed: a copy that ends before
-  // that commit is whole; one that does not is taken again from the newer save.
+  // A save is a link to the slot that holds it (libacc.<seq> -> libacc.slot<seq % 2>), and the
+  // worker removes the link before it writes the slot again: a copy that ends while the link is
+  // still there is whole; one that does not is taken again from the newer save.
   for (int attempt = 0; attempt < 10; ++attempt) {
     const CheckpointMemory::Save newest = CheckpointMemory::newest_save(memory);
     if (!newest.libacc || newest.seq <= written) return 0;
@@ -82,12 +83,12 @@ int persist_libacc_save(const std::vector<std::string>& args) {
     if (path.empty()) continue;
     std::error_code error;
     if (!copy_save(save, newest.seq, path, error)) {
-      if (CheckpointMemory::newest_save(memory).seq >= newest.seq + 2) continue;
+      if (!fs::exists(save)) continue;
       say("cannot write " + path.string() + ": " + error.message() +
           "; training goes on with the copy in memory");
       return 1;
     }
-    if (CheckpointMemory::newest_save(memory).seq >= newest.seq + 2) continue;
+    if (!fs::exists(save)) continue;
     const fs::path old = path.string() + ".acc-old";
     if (keep > 1 && fs::exists(old)) keep_older(old, path, written, keep - 1);
     remove_tree(old.string());
