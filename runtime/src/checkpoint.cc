@@ -181,6 +181,13 @@ std::string memory_save_dir(const std::string& memory, int64_t seq) {
   return memory + "/" + kSavePrefix + std::to_string(seq);
 }
 
+// Whether `name` is a file of save_state's directory (written over by each save).
+bool is_state_file(const std::string& name) {
+  for (const char* prefix : {"model", "optimizer", "random_states_", "scaler.pt", kSavedFor})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 // The slot save <seq> is written into, in the memory directory: libacc.slot0 or libacc.slot1.
 std::string memory_slot(int64_t seq) {
   return detail::concat(kSavePrefix, "slot", seq % 2);
@@ -239,12 +246,21 @@ std::vector<int64_t> max_over_ranks(Accelerator& acc, const std::vector<int64_t>
 }  // namespace
 
 void Accelerator::save_state(const std::string& dir) {
-  if (const std::string memory = checkpoint_memory(); !memory.empty() && !impl_->memory_full)
-    if (save_state_in_memory(memory, dir)) return;
-  save_state_to_storage(dir);
+  if (!checkpoint_memory().empty() && !impl_->memory_full && is_main_process()) {
+    // As after a save to storage, `dir` is there: a restart's `if exists(dir) load_state(dir)`.
+    std::error_code ignored;
+    fs::create_directories(dir, ignored);
+  }
+  save_checkpoint(dir, {});
 }
 
-void Accelerator::save_state_to_storage(const std::string& dir) {
+void Accelerator::save_checkpoint(const std::string& dir, const CheckpointFiles& files) {
+  if (const std::string memory = checkpoint_memory(); !memory.empty() && !impl_->memory_full)
+    if (save_state_in_memory(memory, dir, files)) return;
+  save_state_to_storage(dir, files);
+}
+
+void Accelerator::save_state_to_storage(const std::string& dir, const CheckpointFiles& files) {
   const fs::path final_dir(dir);
   const fs::path tmp_dir = final_dir.string() + ".tmp";
   const fs::path old_dir = final_dir.string() + ".old";
@@ -254,6 +270,7 @@ void Accelerator::save_state_to_storage(const std::string& dir) {
   }
   wait_for_everyone();
   write_state(tmp_dir.string(), is_main_process());
+  if (is_main_process() && files) files(tmp_dir.string());
   wait_for_everyone();
   if (is_main_process()) {
     // rename() cannot replace a non-empty directory: move the old one aside first. A crash in
@@ -307,19 +324,15 @@ void Accelerator::write_state(const std::string& into, bool replicated_parts) {
 // keeps its last two, so that the nodes, a save apart at most after a crash, share one. False
 // where a rank found no room (one line for the node): nothing is committed, and this save and
 // the next go to storage.
-bool Accelerator::save_state_in_memory(const std::string& memory, const std::string& dir) {
+bool Accelerator::save_state_in_memory(const std::string& memory, const std::string& dir,
+                                       const CheckpointFiles& files) {
   if (impl_->memory_seq == 0) {
     int64_t newest = 0;
     for (const MemorySave& save : memory_saves(memory)) newest = std::max(newest, save.seq);
     impl_->memory_seq = max_over_ranks(*this, {newest})[0] + 1;
   }
   const int64_t seq = impl_->memory_seq++;
-  const std::string slot = memory_slot(seq);
-  if (is_main_process()) {
-    // As after a save to storage, `dir` is there: a restart's `if exists(dir) load_state(dir)`.
-    std::error_code ignored;
-    fs::create_directories(dir, ignored);
-  }
+  const std::string slot = memory + "/" + memory_slot(seq);
   int64_t failed = 0;
   const auto trying = [&](auto&& step) {
     try {
@@ -333,22 +346,29 @@ bool Accelerator::save_state_in_memory(const std::string& memory, const std::str
     trying([&] {
       for (const MemorySave& old : memory_saves(memory))
         if (old.seq < seq - 1) fs::remove(memory_save_dir(memory, old.seq));
-      fs::create_directories(memory + "/" + slot);
-      ACC_CHECK(write_file(memory + "/" + slot + "/" + kSavedFor, absolute_path(dir)) == 0,
-                SystemError, "cannot write ", memory, "/", slot, "/", kSavedFor);
+      fs::create_directories(slot);
+      // The files of the save the slot held that this one does not write over (another save's
+      // checkpoint files).
+      for (const std::string& name : names_in(slot))
+        if (!is_state_file(name)) acc::remove_tree(slot + "/" + name);
+      ACC_CHECK(write_file(slot + "/" + kSavedFor, absolute_path(dir)) == 0, SystemError,
+                "cannot write ", slot, "/", kSavedFor);
     });
   wait_for_everyone();
-  trying([&] { write_state(memory + "/" + slot, is_local_main_process()); });
+  trying([&] {
+    write_state(slot, is_local_main_process());
+    if (is_local_main_process() && files) files(slot);
+  });
   if (max_over_ranks(*this, {failed})[0] != 0) {
     impl_->memory_full = true;
-    if (is_local_main_process()) acc::remove_tree(memory + "/" + slot);
+    if (is_local_main_process()) acc::remove_tree(slot);
     return false;
   }
   if (is_local_main_process()) {
     const std::string link = memory_save_dir(memory, seq);
     std::error_code ignored;
     fs::remove(link, ignored);  // a link of an earlier job's attempt that counted further
-    fs::create_directory_symlink(slot, link);  // the commit
+    fs::create_directory_symlink(memory_slot(seq), link);  // the commit
   }
   log_debug(detail::concat("saved state (step ", step_, ") to memory for ", dir), false);
   return true;
@@ -374,11 +394,35 @@ std::string Accelerator::saved_in_memory(const std::string& memory, const std::s
   return memory_save_dir(memory, common);
 }
 
-void Accelerator::load_state(const std::string& dir) {
+std::vector<std::string> Accelerator::saved_for_in_memory() const {
   const std::string memory = checkpoint_memory();
-  if (memory.empty()) return read_state(checkpoint_in(dir));
-  if (const std::string saved = saved_in_memory(memory, dir); !saved.empty())
-    return read_state(saved);
+  if (memory.empty()) return {};
+  std::vector<MemorySave> saves = memory_saves(memory);
+  std::sort(saves.begin(), saves.end(),
+            [](const MemorySave& a, const MemorySave& b) { return a.seq < b.seq; });
+  const std::string mine = "random_states_" + std::to_string(process_index()) + ".pt";
+  std::vector<std::string> dirs;
+  for (const MemorySave& save : saves)
+    if (fs::exists(fs::path(memory_save_dir(memory, save.seq)) / mine))
+      dirs.push_back(save.saved_for);
+  return dirs;
+}
+
+void Accelerator::load_state(const std::string& dir) {
+  load_checkpoint(dir);
+}
+
+std::string Accelerator::load_checkpoint(const std::string& dir) {
+  const std::string memory = checkpoint_memory();
+  if (memory.empty()) {
+    const std::string from = checkpoint_in(dir);
+    read_state(from);
+    return from;
+  }
+  if (const std::string saved = saved_in_memory(memory, dir); !saved.empty()) {
+    read_state(saved);
+    return saved;
+  }
   // From `dir`, which the launcher's helper may be replacing (after a failure, while the next
   // attempt's ranks load): every rank reads the same write of it (the tag the helper leaves in
   // it, before and after the read); where the ranks saw different writes, or a read failed while
@@ -387,8 +431,10 @@ void Accelerator::load_state(const std::string& dir) {
   for (int attempt = 1;; ++attempt) {
     const std::string before = read_file(dir + "/" + kWriteTag);
     std::exception_ptr error;
+    std::string from;
     try {
-      read_state(checkpoint_in(dir));
+      from = checkpoint_in(dir);
+      read_state(from);
     } catch (const std::exception&) {
       error = std::current_exception();
     }
@@ -398,7 +444,7 @@ void Accelerator::load_state(const std::string& dir) {
     const std::vector<int64_t> seen =
         max_over_ranks(*this, {error != nullptr, !one_write, writing});
     const bool failed = seen[0] != 0, torn = seen[1] != 0;
-    if (!failed && !torn) return;
+    if (!failed && !torn) return from;
     if (attempt == kLoadTries || (!torn && seen[2] == 0)) {
       if (error) std::rethrow_exception(error);
       throw ConfigError(detail::concat(

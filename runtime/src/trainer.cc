@@ -191,6 +191,8 @@ TrainOutput Trainer::train() {
   bar_ = &bar;
   const auto start = acc::Clock::machine().now();
   control_ = TrainerControl{};
+  // A run resumed from its last step has no step left.
+  control_.should_training_stop = state_.global_step >= state_.max_steps;
   for (auto& callback : callbacks_) callback->on_train_begin(args_, state_, control_);
 
   int64_t skip = state_.batches_in_epoch;

@@ -1,13 +1,17 @@
 // The Trainer's checkpoints: output_dir/checkpoint-<step> holds the Accelerator's state
 // (save_state: model, optimizer, every rank's RNG states, the loaders' epochs) and the Trainer's
-// own (trainer_state.pt: the step and how far into its epoch the run was). save_state makes the
-// directory appear atomically; trainer_state.pt is renamed into it last, so a checkpoint without
-// it (a crash in between) is incomplete and never resumed from.
+// own (trainer_state.pt: the step and how far into its epoch the run was), written beside the
+// state before the directory appears atomically; a directory without trainer_state.pt (an earlier
+// version's, cut by a crash) is incomplete and never resumed from. Under acc-launch a checkpoint
+// is saved into the node's memory, and the launcher writes the newest to output_dir: the newest
+// checkpoint is then the newest every rank has in memory, or in output_dir.
 
 #include <dirent.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -56,26 +60,43 @@ void write_atomically(const fs::path& path, Write&& write) {
 
 }  // namespace
 
+// The step of `dir` where it is output_dir/checkpoint-<step>, else -1.
+int64_t checkpoint_step(const std::string& output_dir, const std::string& dir) {
+  const fs::path path(dir);
+  const std::string name = path.filename().string();
+  const std::string digits = name.rfind(kPrefix, 0) == 0 ? name.substr(std::strlen(kPrefix)) : "";
+  if (digits.empty() || digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      path.parent_path() != fs::absolute(output_dir).lexically_normal())
+    return -1;
+  return std::stoll(digits);
+}
+
 std::string Trainer::latest_checkpoint() {
-  std::string latest;
-  if (accelerator_->is_main_process()) {
+  Accelerator& acc = *accelerator_;
+  int64_t on_storage = -1;
+  if (acc.is_main_process()) {
     const auto found = complete_checkpoints(args_.output_dir);
-    if (!found.empty()) latest = found.back().second;
+    if (!found.empty()) on_storage = found.back().first;
   }
-  return accelerator_->broadcast_string(latest);
+  int64_t in_memory = -1;
+  for (const std::string& dir : acc.saved_for_in_memory())
+    in_memory = std::max(in_memory, checkpoint_step(args_.output_dir, dir));
+  // The newest on storage, and the newest in memory that every rank's node has (the nodes are a
+  // save apart at most, and each keeps its last two).
+  const torch::Tensor steps = torch::tensor({on_storage, -in_memory}).to(acc.device());
+  const torch::Tensor newest = acc.reduce(steps, Reduction::kMax).cpu();
+  const int64_t latest = std::max(newest[0].item<int64_t>(), -newest[1].item<int64_t>());
+  if (latest < 0) return "";
+  return (fs::path(args_.output_dir) / (kPrefix + std::to_string(latest))).string();
 }
 
 std::string Trainer::save_checkpoint() {
   Accelerator& acc = *accelerator_;
   const std::string dir =
       (fs::path(args_.output_dir) / (kPrefix + std::to_string(state_.global_step))).string();
-  // To storage, under acc-launch too: trainer_state.pt goes beside the Accelerator's state, and
-  // a save in the node's memory would be written to `dir` without it.
-  acc.save_state_to_storage(dir);
-  if (acc.is_main_process()) {
-    write_trainer_state(dir);
-    if (args_.save_total_limit > 0) prune_checkpoints();
-  }
+  acc.save_checkpoint(dir, [&](const std::string& into) { write_trainer_state(into); });
+  if (acc.is_main_process() && args_.save_total_limit > 0) prune_checkpoints();
   acc.wait_for_everyone();
   last_saved_step_ = state_.global_step;
   for (auto& callback : callbacks_) callback->on_save(args_, state_, control_, dir);
@@ -110,21 +131,32 @@ void Trainer::write_trainer_state(const std::string& dir) const {
   });
 }
 
+// Keeps this step's checkpoint and the newest save_total_limit - 1 others of output_dir. This
+// step's counts where it is not there yet: under acc-launch the launcher writes it later.
 void Trainer::prune_checkpoints() const {
-  auto found = complete_checkpoints(args_.output_dir);
-  const auto keep = static_cast<size_t>(args_.save_total_limit);
-  for (size_t i = 0; i + keep < found.size(); ++i) {
+  const auto found = complete_checkpoints(args_.output_dir);
+  const auto keep = static_cast<size_t>(args_.save_total_limit - 1);
+  size_t others = 0;
+  for (const auto& checkpoint : found) others += checkpoint.first != state_.global_step;
+  for (size_t i = 0; i < found.size() && others > keep; ++i) {
     if (found[i].first == state_.global_step) continue;
     runtime::detail::remove_tree(found[i].second);
+    --others;
   }
 }
 
 void Trainer::resume(const std::string& checkpoint) {
-  const fs::path state_file = fs::path(checkpoint) / kStateFile;
-  ACC_CHECK(fs::exists(state_file), ConfigError, "resume_from_checkpoint: '", checkpoint,
-            "' is not a complete Trainer checkpoint (no ", kStateFile,
-            "); give a checkpoint-<step> directory, or \"latest\"");
-  accelerator_->load_state(checkpoint);
+  const auto complete = [&](const std::string& dir) {
+    ACC_CHECK(fs::exists(fs::path(dir) / kStateFile), ConfigError, "resume_from_checkpoint: '",
+              checkpoint, "' is not a complete Trainer checkpoint (no ", kStateFile,
+              "); give a checkpoint-<step> directory, or \"latest\"");
+  };
+  // Refused before anything is loaded, where it can come only from `checkpoint` (under acc-launch
+  // it may be in the node's memory alone).
+  if (std::getenv("ACC_CHECKPOINT_MEMORY") == nullptr) complete(checkpoint);
+  const std::string from = accelerator_->load_checkpoint(checkpoint);
+  complete(from);
+  const fs::path state_file = fs::path(from) / kStateFile;
   torch::serialize::InputArchive archive;
   archive.load_from(state_file.string());
   torch::Tensor step, batches, epoch;

@@ -19,6 +19,7 @@
 
 namespace {
 
+using acc::testing::MemoryUnderTest;
 using acc::testing::TempDir;
 
 acc::AcceleratorOptions world_of_one() {
@@ -151,18 +152,6 @@ TEST(CheckpointTest, ASavedStateLoadsBackIntoTheSameObjects) {
   EXPECT_TRUE(torch::equal(trained.decoder_weight(), saved));
   EXPECT_EQ(acc.step(), 1);
 }
-
-// ACC_CHECKPOINT_MEMORY set while it lives, as acc-launch sets it for its workers.
-class MemoryUnderTest {
- public:
-  explicit MemoryUnderTest(const std::string& dir) { setenv(kVar, dir.c_str(), 1); }
-  ~MemoryUnderTest() { unsetenv(kVar); }
-  MemoryUnderTest(const MemoryUnderTest&) = delete;
-  MemoryUnderTest& operator=(const MemoryUnderTest&) = delete;
-
- private:
-  static constexpr char kVar[] = "ACC_CHECKPOINT_MEMORY";
-};
 
 TEST(CheckpointTest, UnderAccLaunchASaveGoesToTheNodesMemoryAndLoadsBackFromThere) {
   namespace fs = std::filesystem;

@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <string>
 #include <vector>
 
+#include "acc/common/files.h"
 #include "worker_run.h"
 
 namespace {
@@ -70,26 +72,39 @@ TEST(TrainerTest, MatchesAHandWrittenLoopBitForBitWithGradientAccumulation) {
 }
 
 // Rank 1 is SIGKILLed after step 10 (epoch 2 of 3, 4 batches into it); acc-launch restarts the
-// group, the Trainer resumes from checkpoint-8 (2 batches into epoch 2: mid-epoch) and must end
-// bit for bit like a run that was never interrupted.
+// group, the Trainer resumes from checkpoint-8 (2 batches into epoch 2: mid-epoch), which it
+// saved into the node's memory, and must end bit for bit like a run that was never interrupted.
 TEST(TrainerTest, KilledMidEpochAndResumedEndsBitForBitLikeAnUninterruptedRun) {
   TempDir straight, resumed;
   auto a = run(launch(2, "resume " + straight.path() + " 0"));
   ASSERT_EQ(a.exit_code, 0) << a.output;
-  auto b = run(launch(2, "resume " + resumed.path() + " 10", "--max_restarts 1"));
+  auto b = run("ACC_LOG_LEVEL=debug " +
+               launch(2, "resume " + resumed.path() + " 10", "--max_restarts 1"));
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_NE(b.output.find("killing rank 1 at step 10"), std::string::npos) << b.output;
   EXPECT_NE(b.output.find("checkpoint-8 (step 8, epoch 1.33333"), std::string::npos)
       << "resumed mid-epoch from the latest checkpoint:\n"
       << b.output;
+  EXPECT_TRUE(
+      std::regex_search(b.output, std::regex("loaded state \\(step 8\\) from /.*/libacc\\.")))
+      << "from the node's memory:\n"
+      << b.output;
   expect_same_params(straight.path(), resumed.path(), 2);
   EXPECT_EQ(read_numbers(resumed.path() + "/steps_rank0.txt"), std::vector<double>{18});
-  // save_total_limit 2: the last two checkpoints stay, complete.
-  const std::string dir = resumed.path() + "/trainer/";
-  EXPECT_TRUE(std::filesystem::exists(dir + "checkpoint-18/trainer_state.pt"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "checkpoint-16/trainer_state.json"));
-  EXPECT_FALSE(std::filesystem::exists(dir + "checkpoint-12"));
-  EXPECT_FALSE(std::filesystem::exists(dir + "checkpoint-8"));
+  // The launcher wrote the last checkpoint to output_dir at the job's end, whole; with
+  // save_total_limit 2, at most one other stays beside it, and no incomplete directory.
+  for (const std::string& run : {straight.path(), resumed.path()}) {
+    const std::string dir = run + "/trainer/";
+    std::vector<std::string> complete;
+    for (const std::string& name : acc::names_in(dir, "checkpoint-"))
+      if (std::filesystem::exists(dir + name + "/trainer_state.pt") &&
+          std::filesystem::exists(dir + name + "/trainer_state.json") &&
+          std::filesystem::exists(dir + name + "/model.pt"))
+        complete.push_back(name);
+    EXPECT_TRUE(std::count(complete.begin(), complete.end(), "checkpoint-18")) << run;
+    EXPECT_LE(complete.size(), 2u) << run;
+    EXPECT_EQ(acc::names_in(dir, "checkpoint-").size(), complete.size()) << run;
+  }
 }
 
 // 37 samples, eval batch 4, 2 ranks: 10 batches of 4 go round, 3 of them repeats. A model right

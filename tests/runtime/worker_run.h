@@ -62,4 +62,17 @@ class TempDir {
   std::string path_;
 };
 
+// As under acc-launch: ACC_CHECKPOINT_MEMORY names `dir` (the node's memory for checkpoints) while
+// it lives.
+class MemoryUnderTest {
+ public:
+  explicit MemoryUnderTest(const std::string& dir) { setenv(kVar, dir.c_str(), 1); }
+  ~MemoryUnderTest() { unsetenv(kVar); }
+  MemoryUnderTest(const MemoryUnderTest&) = delete;
+  MemoryUnderTest& operator=(const MemoryUnderTest&) = delete;
+
+ private:
+  static constexpr char kVar[] = "ACC_CHECKPOINT_MEMORY";
+};
+
 }  // namespace acc::testing

@@ -338,7 +338,7 @@ class Accelerator {
  private:
   friend class AcceleratedOptimizer;
   friend class SyncGuard;
-  friend class Trainer;  // its checkpoints go to storage: it writes trainer_state.pt beside them
+  friend class Trainer;  // its checkpoints hold its own trainer_state.pt beside the state
   struct Impl;
 
   void prepare_module(std::shared_ptr<torch::nn::Module> module);
@@ -348,12 +348,24 @@ class Accelerator {
   void check_gradients_for_step(torch::optim::Optimizer& optimizer);
   std::string uneven_backwards() const;
   void unscale_gradients(torch::optim::Optimizer* optimizer);
-  // save_state/load_state's parts (checkpoint.cc).
-  void save_state_to_storage(const std::string& dir);
+  // save_state/load_state's parts (checkpoint.cc). A checkpoint's own files (the Trainer's
+  // trainer_state.pt) are written by `files(into)` beside the state, into the directory being
+  // committed, by each process that writes the replicated parts.
+  using CheckpointFiles = std::function<void(const std::string& into)>;
+  // save_state, with `files`. Under acc-launch `dir` is not made (save_state makes it for a
+  // restart's exists(dir)): saved_for_in_memory() finds the saves.
+  void save_checkpoint(const std::string& dir, const CheckpointFiles& files);
+  // load_state; returns the directory it read (`dir`, `dir.old` or a save in memory), where the
+  // checkpoint's own files are.
+  std::string load_checkpoint(const std::string& dir);
+  // The directories this rank's node holds a save of in its memory, for this rank, oldest first.
+  std::vector<std::string> saved_for_in_memory() const;
+  void save_state_to_storage(const std::string& dir, const CheckpointFiles& files);
   void write_state(const std::string& into, bool replicated_parts);
   void read_state(const std::string& from);
   std::string checkpoint_in(const std::string& dir);
-  bool save_state_in_memory(const std::string& memory, const std::string& dir);
+  bool save_state_in_memory(const std::string& memory, const std::string& dir,
+                            const CheckpointFiles& files);
   std::string saved_in_memory(const std::string& memory, const std::string& dir);
 
   WorkerEnv env_;

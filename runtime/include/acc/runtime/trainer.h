@@ -222,11 +222,14 @@ class Trainer {
   Metrics evaluate();
   Metrics evaluate(const TensorDataset& dataset, const std::string& prefix = "eval");
 
-  // Saves a checkpoint of the current step to output_dir/checkpoint-<step> (atomically: a
-  // checkpoint is complete once its trainer_state.pt exists) and returns its path. Collective.
+  // Saves a checkpoint of the current step to output_dir/checkpoint-<step> (atomically: the
+  // directory appears whole, trainer_state.pt in it) and returns its path. Under acc-launch it
+  // goes to the node's memory, and the launcher writes the newest to output_dir
+  // (docs/checkpoints.md). Collective.
   std::string save_checkpoint();
-  // The newest complete checkpoint in output_dir, or "" when there is none. Main process's view,
-  // broadcast to every process (collective).
+  // The newest complete checkpoint in output_dir (the main process's view), or under acc-launch
+  // the newest in every rank's node's memory where that is newer; "" when there is none.
+  // Collective.
   std::string latest_checkpoint();
 
   Accelerator& accelerator() { return *accelerator_; }
