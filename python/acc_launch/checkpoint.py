@@ -170,6 +170,21 @@ def _say(text):
     print("acc-launch: checkpoint: " + text, file=_sys.stderr, flush=True)
 
 
+def _page_lock(whole, lock):
+    """cudaHostRegister (or with `lock` False, cudaHostUnregister) of the memory of the uint8
+    tensor `whole`; whether CUDA did it."""
+    import torch
+    try:
+        cudart = torch.cuda.cudart()
+        if lock:
+            error = cudart.cudaHostRegister(whole.data_ptr(), whole.numel(), 0)
+        else:
+            error = cudart.cudaHostUnregister(whole.data_ptr())
+    except (AttributeError, RuntimeError):  # a build without CUDA's runtime bindings
+        return False
+    return int(error) == 0
+
+
 class _Flat:
     """A state dict as its tensors (by key path) and the rest (a skeleton that pickles)."""
 
@@ -223,7 +238,8 @@ class _Shard:
     removed: a description never names a slot that is being written."""
 
     _next_seq = {}  # rank -> the seq its next save takes (set by agree() and write())
-    _slots = {}  # (memory, rank, slot) -> (size, mmap, its bytes as a tensor)
+    # (memory, rank, slot) -> [size, mmap, its bytes as a tensor, page-locked for CUDA]
+    _slots = {}
 
     def __init__(self, meta, data):
         self.meta, self.data = meta, data
@@ -261,26 +277,41 @@ class _Shard:
         return _os.path.join(memory, "rank%d.slot%d.data" % (rank, slot))
 
     @classmethod
-    def slot(cls, memory, rank, slot, size):
-        """The slot's bytes as a uint8 tensor of `size`, mapped (and its room reserved) once."""
+    def slot(cls, memory, rank, slot, size, cuda=False):
+        """The slot's bytes as a uint8 tensor of `size`, mapped (and its room reserved) once;
+        with `cuda`, also page-locked once, so that copies from the GPU into it run at the link's
+        speed, without a staging copy (where CUDA refuses, they are staged as before)."""
         import torch
         key = (memory, rank, slot)
         held = cls._slots.get(key)
-        if held and held[0] == size:
-            return held[2]
-        if held:
-            del cls._slots[key]
-        fd = _os.open(cls.slot_path(memory, rank, slot), _os.O_RDWR | _os.O_CREAT, 0o600)
-        try:
-            if _os.fstat(fd).st_size != size:  # a new size: the same one is mapped again as is
-                _os.ftruncate(fd, 0)
-            _os.posix_fallocate(fd, 0, size)  # room first: no SIGBUS on a full tmpfs
-            buffer = _mmap.mmap(fd, size)
-        finally:
-            _os.close(fd)
-        whole = torch.frombuffer(buffer, dtype=torch.uint8)
-        cls._slots[key] = (size, buffer, whole)
-        return whole
+        if held and held[0] != size:
+            cls._unmap(key)
+            held = None
+        if not held:
+            fd = _os.open(cls.slot_path(memory, rank, slot), _os.O_RDWR | _os.O_CREAT, 0o600)
+            try:
+                if _os.fstat(fd).st_size != size:  # a new size: the same one is mapped as is
+                    _os.ftruncate(fd, 0)
+                _os.posix_fallocate(fd, 0, size)  # room first: no SIGBUS on a full tmpfs
+                buffer = _mmap.mmap(fd, size)
+            finally:
+                _os.close(fd)
+            held = cls._slots[key] = [size, buffer, torch.frombuffer(buffer, dtype=torch.uint8),
+                                      False]
+        if cuda and not held[3]:
+            held[3] = _page_lock(held[2], True)
+        return held[2]
+
+    @classmethod
+    def _unmap(cls, key):
+        held = cls._slots.pop(key)
+        if held[3]:
+            _page_lock(held[2], False)
+
+    @classmethod
+    def page_locked(cls):
+        """How many of this process's slots are page-locked for CUDA (scripts/gpu-check.sh)."""
+        return sum(1 for held in cls._slots.values() if held[3])
 
     @classmethod
     def write(cls, memory, rank, path, flat):
@@ -305,8 +336,9 @@ class _Shard:
             if old != newest.get("seq"):
                 cls.remove(memory, rank, old)
         if offset:
+            cuda = any(tensor.is_cuda for _, tensor in flat.tensors)
             try:
-                whole = cls.slot(memory, rank, slot, offset)
+                whole = cls.slot(memory, rank, slot, offset, cuda)
             except OSError as error:
                 try:
                     _os.unlink(cls.slot_path(memory, rank, slot))
@@ -317,7 +349,11 @@ class _Shard:
             for (key, tensor), entry in zip(flat.tensors, entries):
                 if entry[4]:
                     source = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-                    whole[entry[3]:entry[3] + entry[4]].copy_(source)
+                    # From the GPU: queued one after the other on the stream, into page-locked
+                    # memory, and all waited for at once below.
+                    whole[entry[3]:entry[3] + entry[4]].copy_(source, non_blocking=source.is_cuda)
+            for device in {t.device for _, t in flat.tensors if t.is_cuda}:
+                torch.cuda.synchronize(device)  # every copy is done before the commit
         meta = {"seq": seq, "rank": rank, "path": path, "slot": slot, "size": offset,
                 "entries": entries, "skeleton": flat.skeleton}
         base = _os.path.join(memory, "rank%d.%d" % (rank, seq))

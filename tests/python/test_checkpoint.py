@@ -55,6 +55,19 @@ class MemoryTest(unittest.TestCase):
     def files(self):
         return sorted(n for n in os.listdir(self.memory) if n.startswith("rank"))
 
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device")
+    def test_cuda_tensors_are_copied_into_a_page_locked_slot_and_load_back_on_the_gpu(self):
+        saved = {"w": torch.arange(1 << 20, dtype=torch.float32, device="cuda"),
+                 "cpu": torch.ones(3), "step": 7}
+        acc_launch.checkpoint.save(saved, checkpoint_id=self.path)
+        self.assertEqual(checkpoint._Shard.page_locked(), 1)
+        saved["w"].add_(1)  # the copy was done before save returned
+        target = {"w": torch.zeros(1 << 20, device="cuda"), "cpu": torch.zeros(3), "step": 0}
+        acc_launch.checkpoint.load(target, checkpoint_id=self.path)
+        self.assertEqual(target["w"].device.type, "cuda")
+        self.assertTrue(torch.equal(target["w"].cpu(), torch.arange(1 << 20, dtype=torch.float32)))
+        self.assertEqual(target["step"], 7)
+
     def test_a_save_is_a_copy_in_memory_that_load_puts_back_in_place(self):
         saved = state(1)
         acc_launch.checkpoint.save(saved, checkpoint_id=self.path)

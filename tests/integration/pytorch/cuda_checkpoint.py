@@ -2,7 +2,8 @@
 (NCCL) trains a model on the GPU and saves every step; in attempt 0 it writes step 3's weights
 (their sum, from the GPU) to WORK/at3 and SIGKILLs itself. Attempt 1 loads PATH (the launcher's
 memory), checks the step and the weights on the GPU against WORK/at3, and trains to step 6. It
-prints 'attempt=N step=S weights=W device=D'. Usage: cuda_checkpoint.py PATH WORK"""
+prints 'attempt=N step=S weights=W device=D'; it fails where the save's slot was not page-locked
+(the copies from the GPU then go through a staging buffer). Usage: cuda_checkpoint.py PATH WORK"""
 import os
 import signal
 import sys
@@ -47,6 +48,9 @@ def main():
         step += 1
         state = {"model": model.state_dict(), "optim": optimizer.state_dict(), "step": step}
         acc_launch.checkpoint.save(state, checkpoint_id=path)
+        if step == 1 and not acc_launch.checkpoint._Shard.page_locked():
+            print("FAIL: the save's slot is not page-locked for CUDA", flush=True)
+            sys.exit(1)
         if attempt == 0 and step == 3:
             weights = sum(p.detach().double().sum().item() for p in model.parameters())
             with open(os.path.join(work, "at3"), "w") as f:
