@@ -105,6 +105,18 @@ TEST(TrainerTest, KilledMidEpochAndResumedEndsBitForBitLikeAnUninterruptedRun) {
     EXPECT_LE(complete.size(), 2u) << run;
     EXPECT_EQ(acc::names_in(dir, "checkpoint-").size(), complete.size()) << run;
   }
+  // What the launcher wrote is a whole checkpoint: a new job, whose nodes' memory is empty (as
+  // after a requeue), resumes from checkpoint-18 in output_dir, the last step, and ends there
+  // with the same parameters.
+  TempDir requeued;
+  std::filesystem::copy(resumed.path() + "/trainer", requeued.path() + "/trainer",
+                        std::filesystem::copy_options::recursive);
+  auto c = run(launch(2, "resume " + requeued.path() + " 0"));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("resuming from " + requeued.path() + "/trainer/checkpoint-18 (step 18"),
+            std::string::npos)
+      << c.output;
+  expect_same_params(straight.path(), requeued.path(), 2);
 }
 
 // 37 samples, eval batch 4, 2 ranks: 10 batches of 4 go round, 3 of them repeats. A model right
