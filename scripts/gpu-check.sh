@@ -332,6 +332,21 @@ export -f cuda_checkpoint_check
 figure_cuda_checkpoint() { grep -o 'attempt=1 loaded .*' "$1" | tr -s ' ' | head -1; }
 gpu_only cuda_checkpoint || check cuda_checkpoint 120 cuda_checkpoint_check
 
+# acc_launch.checkpoint's page-locked slot in one process: a CUDA tensor saved, changed, loaded
+# back on the GPU (tests/python/test_checkpoint.py's CUDA test, skipped there without a GPU).
+cuda_page_locked_check() {
+  local text rc
+  text=$(cd tests/python && PYTHONPATH=../../python "$python" -m unittest -v \
+    test_checkpoint.MemoryTest.test_cuda_tensors_are_copied_into_a_page_locked_slot_and_load_back_on_the_gpu 2>&1)
+  rc=$?
+  echo "$text"
+  grep -q "skipped 'no CUDA device'" <<<"$text" && return 77
+  return $rc
+}
+export -f cuda_page_locked_check
+figure_cuda_page_locked() { grep -m1 -o '\.\.\. [a-z]*' "$1" | sed 's/^\.\.\. /a CUDA tensor through a page-locked slot: /'; }
+gpu_only cuda_page_locked || check cuda_page_locked 60 cuda_page_locked_check
+
 # DDP's gradient all_reduces on NCCL counted in the rank's time in collectives (`top`'s % coll),
 # from DDP's own CUDA timing at the iterations PyTorch samples.
 figure_ddp_cuda_share() { grep -m1 -o 'ddp_all_reduce records .*' "$1"; }
