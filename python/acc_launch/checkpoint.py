@@ -336,9 +336,9 @@ class _Shard:
             if old != newest.get("seq"):
                 cls.remove(memory, rank, old)
         if offset:
-            cuda = any(tensor.is_cuda for _, tensor in flat.tensors)
+            gpus = {tensor.device for _, tensor in flat.tensors if tensor.is_cuda}
             try:
-                whole = cls.slot(memory, rank, slot, offset, cuda)
+                whole = cls.slot(memory, rank, slot, offset, bool(gpus))
             except OSError as error:
                 try:
                     _os.unlink(cls.slot_path(memory, rank, slot))
@@ -352,7 +352,7 @@ class _Shard:
                     # From the GPU: queued one after the other on the stream, into page-locked
                     # memory, and all waited for at once below.
                     whole[entry[3]:entry[3] + entry[4]].copy_(source, non_blocking=source.is_cuda)
-            for device in {t.device for _, t in flat.tensors if t.is_cuda}:
+            for device in gpus:
                 torch.cuda.synchronize(device)  # every copy is done before the commit
         meta = {"seq": seq, "rank": rank, "path": path, "slot": slot, "size": offset,
                 "entries": entries, "skeleton": flat.skeleton}

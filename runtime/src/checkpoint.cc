@@ -30,6 +30,11 @@ namespace {
 
 using runtime::detail::remove_tree;
 
+// Rank `rank`'s own file of a save (its RNG states and counters).
+std::string random_states_file(size_t rank) {
+  return "random_states_" + std::to_string(rank) + ".pt";
+}
+
 std::string indexed(const std::string& stem, size_t i) {
   return i == 0 ? stem + ".pt" : stem + "_" + std::to_string(i) + ".pt";
 }
@@ -215,6 +220,11 @@ std::vector<MemorySave> memory_saves(const std::string& memory) {
   return saves;
 }
 
+// Whether save <seq> holds rank `rank`'s own file (each rank writes its own).
+bool holds_rank(const std::string& memory, int64_t seq, size_t rank) {
+  return fs::exists(fs::path(memory_save_dir(memory, seq)) / random_states_file(rank));
+}
+
 // One line for the node (the first rank to find no room makes the file no-room, as
 // acc_launch.checkpoint does), naming the room left and the fix.
 void say_no_room(const std::string& memory, const std::string& dir, const std::exception& e) {
@@ -234,16 +244,19 @@ void say_no_room(const std::string& memory, const std::string& dir, const std::e
                fs::path(memory).parent_path().c_str(), free_mb, error.c_str(), dir.c_str());
 }
 
-// Each of `values`' maximum over the ranks (one all-reduce): the agreements of the saves in
-// memory. `values` are counts, seqs and flags.
-std::vector<int64_t> max_over_ranks(Accelerator& acc, const std::vector<int64_t>& values) {
+}  // namespace
+
+// The agreements of the saves in memory: counts, seqs and flags.
+std::vector<int64_t> Accelerator::max_over_ranks(const std::vector<int64_t>& values) {
   const torch::Tensor reduced =
-      acc.reduce(torch::tensor(values).to(acc.device()), Reduction::kMax).cpu().contiguous();
+      reduce(torch::tensor(values).to(device()), Reduction::kMax).cpu().contiguous();
   const int64_t* data = reduced.data_ptr<int64_t>();
   return std::vector<int64_t>(data, data + reduced.numel());
 }
 
-}  // namespace
+bool Accelerator::saves_in_memory() const {
+  return !checkpoint_memory().empty();
+}
 
 void Accelerator::save_state(const std::string& dir) {
   if (!checkpoint_memory().empty() && !impl_->memory_full && is_main_process()) {
@@ -299,7 +312,7 @@ void Accelerator::write_state(const std::string& into, bool replicated_parts) {
       epochs[static_cast<int64_t>(i)] = static_cast<int64_t>(*impl_->loader_epochs[i]);
     archive.write("loader_epochs", epochs);
     archive.write("accumulation_counter", torch::tensor({accumulation_counter_}));
-    save_archive(archive, dir / ("random_states_" + std::to_string(process_index()) + ".pt"));
+    save_archive(archive, dir / random_states_file(process_index()));
   }
   if (!replicated_parts) return;
   for (size_t i = 0; i < impl_->models.size(); ++i)
@@ -329,7 +342,7 @@ bool Accelerator::save_state_in_memory(const std::string& memory, const std::str
   if (impl_->memory_seq == 0) {
     int64_t newest = 0;
     for (const MemorySave& save : memory_saves(memory)) newest = std::max(newest, save.seq);
-    impl_->memory_seq = max_over_ranks(*this, {newest})[0] + 1;
+    impl_->memory_seq = max_over_ranks({newest})[0] + 1;
   }
   const int64_t seq = impl_->memory_seq++;
   const std::string slot = memory + "/" + memory_slot(seq);
@@ -359,7 +372,7 @@ bool Accelerator::save_state_in_memory(const std::string& memory, const std::str
     write_state(slot, is_local_main_process());
     if (is_local_main_process() && files) files(slot);
   });
-  if (max_over_ranks(*this, {failed})[0] != 0) {
+  if (max_over_ranks({failed})[0] != 0) {
     impl_->memory_full = true;
     if (is_local_main_process()) acc::remove_tree(slot);
     return false;
@@ -378,33 +391,27 @@ bool Accelerator::save_state_in_memory(const std::string& memory, const std::str
 // where some rank has none. Collective.
 std::string Accelerator::saved_in_memory(const std::string& memory, const std::string& dir) {
   const std::string wanted = absolute_path(dir);
-  const std::string mine = "random_states_" + std::to_string(process_index()) + ".pt";
   std::set<int64_t> have;
   int64_t newest_any = 0;
   for (const MemorySave& save : memory_saves(memory)) {
     newest_any = std::max(newest_any, save.seq);
-    if (save.saved_for == wanted && fs::exists(fs::path(memory_save_dir(memory, save.seq)) / mine))
+    if (save.saved_for == wanted && holds_rank(memory, save.seq, process_index()))
       have.insert(save.seq);
   }
   const int64_t newest = have.empty() ? 0 : *have.rbegin();
-  const std::vector<int64_t> agreed = max_over_ranks(*this, {-newest, newest_any});
+  const std::vector<int64_t> agreed = max_over_ranks({-newest, newest_any});
   const int64_t common = -agreed[0];
   impl_->memory_seq = agreed[1] + 1;
-  if (max_over_ranks(*this, {common > 0 && have.count(common) ? 0 : 1})[0] != 0) return "";
+  if (max_over_ranks({common > 0 && have.count(common) ? 0 : 1})[0] != 0) return "";
   return memory_save_dir(memory, common);
 }
 
 std::vector<std::string> Accelerator::saved_for_in_memory() const {
   const std::string memory = checkpoint_memory();
   if (memory.empty()) return {};
-  std::vector<MemorySave> saves = memory_saves(memory);
-  std::sort(saves.begin(), saves.end(),
-            [](const MemorySave& a, const MemorySave& b) { return a.seq < b.seq; });
-  const std::string mine = "random_states_" + std::to_string(process_index()) + ".pt";
   std::vector<std::string> dirs;
-  for (const MemorySave& save : saves)
-    if (fs::exists(fs::path(memory_save_dir(memory, save.seq)) / mine))
-      dirs.push_back(save.saved_for);
+  for (const MemorySave& save : memory_saves(memory))
+    if (holds_rank(memory, save.seq, process_index())) dirs.push_back(save.saved_for);
   return dirs;
 }
 
@@ -441,8 +448,7 @@ std::string Accelerator::load_checkpoint(const std::string& dir) {
     const bool one_write =
         before == read_file(dir + "/" + kWriteTag) && broadcast_string(before) == before;
     const bool writing = fs::exists(dir + ".acc-writing") || fs::exists(dir + ".acc-old");
-    const std::vector<int64_t> seen =
-        max_over_ranks(*this, {error != nullptr, !one_write, writing});
+    const std::vector<int64_t> seen = max_over_ranks({error != nullptr, !one_write, writing});
     const bool failed = seen[0] != 0, torn = seen[1] != 0;
     if (!failed && !torn) return from;
     if (attempt == kLoadTries || (!torn && seen[2] == 0)) {
@@ -459,10 +465,10 @@ std::string Accelerator::load_checkpoint(const std::string& dir) {
 // `dir`, or `dir.old` where a save_state to storage crashed between its renames.
 std::string Accelerator::checkpoint_in(const std::string& dir) {
   fs::path from(dir);
-  if (!fs::exists(from / "random_states_0.pt") &&
-      fs::exists(fs::path(dir + ".old") / "random_states_0.pt"))
+  if (!fs::exists(from / random_states_file(0)) &&
+      fs::exists(fs::path(dir + ".old") / random_states_file(0)))
     from = dir + ".old";
-  ACC_CHECK(fs::exists(from / "random_states_0.pt"), ConfigError, "load_state: '", dir,
+  ACC_CHECK(fs::exists(from / random_states_file(0)), ConfigError, "load_state: '", dir,
             "' is not a checkpoint written by save_state (no random_states_0.pt)");
   return from.string();
 }
@@ -494,7 +500,7 @@ void Accelerator::read_state(const std::string& from_dir) {
     impl_->scale.copy_(scale);
     impl_->growth_tracker.copy_(tracker);
   }
-  auto rng_path = from / ("random_states_" + std::to_string(process_index()) + ".pt");
+  auto rng_path = from / random_states_file(process_index());
   if (!fs::exists(rng_path)) {
     log_warning(detail::concat(rng_path.string(),
                                " is missing (the world size changed?): using rank 0's RNG state"));

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -29,21 +28,26 @@ namespace {
 constexpr const char* kStateFile = "trainer_state.pt";
 constexpr const char* kPrefix = "checkpoint-";
 
+// The step of a checkpoint's directory name, checkpoint-<step>; -1 for another name.
+int64_t step_of(const std::string& name) {
+  const std::string digits = name.rfind(kPrefix, 0) == 0 ? name.substr(std::strlen(kPrefix)) : "";
+  if (digits.empty() || digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  return std::stoll(digits);
+}
+
 // The complete checkpoints in `dir`, oldest (lowest step) first. Listed with readdir rather than
 // fs::directory_iterator: see remove_tree.h on a PyTorch wheel's std::filesystem.
 std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;
   DIR* stream = opendir(dir.c_str());
   if (stream == nullptr) return found;
-  const std::string prefix = kPrefix;
   while (const dirent* entry = readdir(stream)) {
     const std::string name = entry->d_name;
-    if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) continue;
-    const std::string digits = name.substr(prefix.size());
-    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
+    const int64_t step = step_of(name);
     const std::string path = (fs::path(dir) / name).string();
-    if (fs::exists(fs::path(path) / kStateFile)) found.emplace_back(std::stoll(digits), path);
+    if (step >= 0 && fs::exists(fs::path(path) / kStateFile)) found.emplace_back(step, path);
   }
   closedir(stream);
   std::sort(found.begin(), found.end());
@@ -58,19 +62,14 @@ void write_atomically(const fs::path& path, Write&& write) {
   fs::rename(tmp, path);
 }
 
-}  // namespace
-
 // The step of `dir` where it is output_dir/checkpoint-<step>, else -1.
 int64_t checkpoint_step(const std::string& output_dir, const std::string& dir) {
   const fs::path path(dir);
-  const std::string name = path.filename().string();
-  const std::string digits = name.rfind(kPrefix, 0) == 0 ? name.substr(std::strlen(kPrefix)) : "";
-  if (digits.empty() || digits.size() > 18 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-      path.parent_path() != fs::absolute(output_dir).lexically_normal())
-    return -1;
-  return std::stoll(digits);
+  if (path.parent_path() != fs::absolute(output_dir).lexically_normal()) return -1;
+  return step_of(path.filename().string());
 }
+
+}  // namespace
 
 std::string Trainer::latest_checkpoint() {
   Accelerator& acc = *accelerator_;
@@ -84,9 +83,8 @@ std::string Trainer::latest_checkpoint() {
     in_memory = std::max(in_memory, checkpoint_step(args_.output_dir, dir));
   // The newest on storage, and the newest in memory that every rank's node has (the nodes are a
   // save apart at most, and each keeps its last two).
-  const torch::Tensor steps = torch::tensor({on_storage, -in_memory}).to(acc.device());
-  const torch::Tensor newest = acc.reduce(steps, Reduction::kMax).cpu();
-  const int64_t latest = std::max(newest[0].item<int64_t>(), -newest[1].item<int64_t>());
+  const std::vector<int64_t> newest = acc.max_over_ranks({on_storage, -in_memory});
+  const int64_t latest = std::max(newest[0], -newest[1]);
   if (latest < 0) return "";
   return (fs::path(args_.output_dir) / (kPrefix + std::to_string(latest))).string();
 }
@@ -153,7 +151,7 @@ void Trainer::resume(const std::string& checkpoint) {
   };
   // Refused before anything is loaded, where it can come only from `checkpoint` (under acc-launch
   // it may be in the node's memory alone).
-  if (std::getenv("ACC_CHECKPOINT_MEMORY") == nullptr) complete(checkpoint);
+  if (!accelerator_->saves_in_memory()) complete(checkpoint);
   const std::string from = accelerator_->load_checkpoint(checkpoint);
   complete(from);
   const fs::path state_file = fs::path(from) / kStateFile;

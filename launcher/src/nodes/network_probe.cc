@@ -351,12 +351,12 @@ std::vector<NodeMeasures> measure_round(const RoundStore& round, const std::stri
   own.peers =
       measure_links(peers, rendezvous::values_where_set(*round.store, address_keys), clock, limits);
   round.store->set(key_of(round, "measures", round.node_rank), encode_node_measures(own));
-  std::vector<std::string> measure_keys = keys_of(round, "measures", every_node(round));
-  await_round_keys(round, measure_keys, start + limits.bound, clock, stop_check);
-  measure_keys =
+  await_round_keys(round, keys_of(round, "measures", every_node(round)), start + limits.bound,
+                   clock, stop_check);
+  const std::vector<std::string> counted_keys =
       keys_of(round, "measures", counted_nodes(round, start + limits.bound, clock, stop_check));
   std::vector<NodeMeasures> all;
-  for (const std::string& text : rendezvous::values_where_set(*round.store, measure_keys))
+  for (const std::string& text : rendezvous::values_where_set(*round.store, counted_keys))
     if (std::optional<NodeMeasures> measures = decode_node_measures(text))
       all.push_back(std::move(*measures));
   return all;

@@ -358,8 +358,12 @@ class Accelerator {
   // load_state; returns the directory it read (`dir`, `dir.old` or a save in memory), where the
   // checkpoint's own files are.
   std::string load_checkpoint(const std::string& dir);
-  // The directories this rank's node holds a save of in its memory, for this rank, oldest first.
+  // The directories this rank's node holds a save of in its memory, for this rank.
   std::vector<std::string> saved_for_in_memory() const;
+  // Under acc-launch: the saves go to the node's memory (ACC_CHECKPOINT_MEMORY).
+  bool saves_in_memory() const;
+  // Each of `values`' maximum over the ranks (one all-reduce). Collective.
+  std::vector<int64_t> max_over_ranks(const std::vector<int64_t>& values);
   void save_state_to_storage(const std::string& dir, const CheckpointFiles& files);
   void write_state(const std::string& into, bool replicated_parts);
   void read_state(const std::string& from);
