@@ -300,8 +300,9 @@ figure_status_gpu_busy() { grep -m1 -o 'gpu_busy max [0-9.]*' "$1"; }
 gpu_only status_gpu_busy || check status_gpu_busy 90 status_gpu_check
 
 # Warm workers (docs/goodput.md): a 1-rank NCCL DDP job fails twice, each time once its standby is
-# ready; the restarts run in the standby, then in its heir (a fork: torch imported, CUDA untouched
-# by either), and step on the GPU.
+# ready; attempt 0 runs in a standby handed its worker at once, the restarts in the heirs each
+# attempt's worker forked before its script began (torch imported, CUDA untouched), and each
+# steps on the GPU.
 warm_cuda_check() {
   local port=29619
   WARM_METRICS=http://127.0.0.1:$port/metrics "$launcher" --nproc_per_node 1 --max_restarts 2 \

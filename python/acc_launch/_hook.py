@@ -620,26 +620,35 @@ def _serve_as_standby():
     interpreter runs the program as `python script.py` (or `-m mod`) would: it has not begun it.
     Before it becomes the worker, a warm standby leaves an heir (_leave_heir): a fork of itself,
     torch imported, that serves the next attempt. The process ends when the launcher drops it
-    (end of file on the channel)."""
+    (end of file on the channel). With ACC_STANDBY_NOW the worker is there at once (a worker with
+    no standby ready): the import runs at the process's own priority, its output the worker's."""
     fd = _os.environ.pop("ACC_STANDBY_FD", None)
+    now = _os.environ.pop("ACC_STANDBY_NOW", None) is not None
     if fd is None:
         return
     import socket
     channel = socket.socket(fileno=int(fd))
+    message = own_stdio = None
+    if now:
+        message, descriptors = _receive(channel)
+        if not message:
+            _os._exit(0)
+        own_stdio = _swap_stdio(descriptors)
     nice = _os.getpriority(_os.PRIO_PROCESS, 0)
-    importer = _warm_up()
+    importer = _warm_up(lower=not now)
     # The import thread's priority was its own; a thread started in it keeps that low one.
     fit = importer is not None and all(
         _priority_of(task) in (None, nice) for task in _other_threads() if task != importer)
     heir = False
     while True:
-        try:
-            channel.send(b"ready")
-        except OSError:
-            pass  # the launcher has handed this standby its worker already, or dropped it
-        message, descriptors = _receive(channel)
-        if not message:
-            _os._exit(0)
+        if message is None:
+            try:
+                channel.send(b"ready")
+            except OSError:
+                pass  # the launcher has handed this standby its worker already, or dropped it
+            message, descriptors = _receive(channel)
+            if not message:
+                _os._exit(0)
         try:
             heir_channel = _leave_heir(channel) if fit else None
         except BaseException:
@@ -650,16 +659,35 @@ def _serve_as_standby():
             break
         # This process is the heir: the worker's descriptors and channel are the parent's.
         heir = True
+        if own_stdio:  # the standby's log again, not the worker's output
+            for descriptor in _swap_stdio(own_stdio) + own_stdio:
+                _os.close(descriptor)
+            own_stdio = None
         for descriptor in descriptors:
             _os.close(descriptor)
         channel.close()
         channel = heir_channel
+        message = None
+    for descriptor in own_stdio or []:
+        _os.close(descriptor)
     _become(message, descriptors)
     channel.close()
     if not fit and hasattr(_sys, "orig_argv"):
         # Torch's import failed here, or left a thread at low priority: the worker starts cold,
         # in this same process.
         _os.execv(_sys.executable, _sys.orig_argv)
+
+
+def _swap_stdio(descriptors):
+    """Makes `descriptors` this process's stdin, stdout and stderr; returns copies of those it
+    had."""
+    for stream in (_sys.stdout, _sys.stderr):
+        if stream is not None:
+            stream.flush()
+    had = [_os.dup(target) for target in range(3)]
+    for target, fd in enumerate(descriptors[:3]):
+        _os.dup2(fd, target)
+    return had
 
 
 def _leave_heir(channel):
@@ -672,6 +700,9 @@ def _leave_heir(channel):
     import array
     import socket
     launcher = _os.getppid()
+    for stream in (_sys.stdout, _sys.stderr):  # what they hold is written once, not twice
+        if stream is not None:
+            stream.flush()
     try:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         read_end, write_end = _os.pipe()
@@ -722,11 +753,11 @@ def _adopted_by(launcher):
     return _os.getppid() == launcher
 
 
-def _warm_up():
-    """Imports torch (torch.distributed, and what DDP needs) in a thread of its own at the lowest
-    CPU priority (nice 19; ACC_WARM_WORKERS_NICE sets another, never below the process's own),
-    which it gives back by ending: an unprivileged process cannot raise its own priority again.
-    numpy first, here at the process's priority: its BLAS starts threads at import. Returns the
+def _warm_up(lower=True):
+    """Imports torch (torch.distributed, and what DDP needs) in a thread of its own; where `lower`,
+    at the lowest CPU priority (nice 19; ACC_WARM_WORKERS_NICE sets another, never below the
+    process's own), which it gives back by ending: an unprivileged process cannot raise its own
+    priority again. numpy first, here at the process's priority: its BLAS starts threads at import. Returns the
     import thread's id once torch is imported, None when it could not be."""
     import threading
     try:
@@ -736,12 +767,13 @@ def _warm_up():
     done = []
 
     def run():
-        try:
-            nice = int(_os.environ.get("ACC_WARM_WORKERS_NICE", "19"))
-            _os.setpriority(_os.PRIO_PROCESS, threading.get_native_id(),
-                            max(_os.getpriority(_os.PRIO_PROCESS, 0), min(nice, 19)))
-        except (OSError, ValueError):
-            pass
+        if lower:
+            try:
+                nice = int(_os.environ.get("ACC_WARM_WORKERS_NICE", "19"))
+                _os.setpriority(_os.PRIO_PROCESS, threading.get_native_id(),
+                                max(_os.getpriority(_os.PRIO_PROCESS, 0), min(nice, 19)))
+            except (OSError, ValueError):
+                pass
         try:
             import torch  # noqa: F401
             import torch.distributed  # noqa: F401

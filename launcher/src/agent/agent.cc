@@ -430,7 +430,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (file_timer_) group_->watch(file_timer_->fd());
     next_membership_check_ = os_.now() + membership_->poll_interval();
     failures_.attempt_started();
-    group_->start(standbys_ && attempt > 0 ? &*standbys_ : nullptr);
+    group_->start(standbys_ ? &*standbys_ : nullptr);
     timeline::mark("started");
     if (standbys_) {
       standbys_->replenish(round_);

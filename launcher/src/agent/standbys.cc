@@ -87,55 +87,79 @@ void Standbys::replenish(const Round& round) {
     }
     const std::string dir = run_dir_ + "/attempt_" + std::to_string(round.restart_count) + "/" +
                             std::to_string(spec.local_rank);
-    Standby standby;
-    standby.import_env = import_environment(
-        worker_environment(plan_, spec, round, environment_, {run_dir_, dir, python_hook_dir_}),
-        run_dir_);
-    int ends[2];
-    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) {
+    std::string why;
+    std::optional<Standby> standby = spawn(
+        spec,
+        import_environment(
+            worker_environment(plan_, spec, round, environment_, {run_dir_, dir, python_hook_dir_}),
+            run_dir_),
+        /*now=*/false, why);
+    if (!standby)
       log::info("warm workers: no standby for local rank " + std::to_string(spec.local_rank) +
-                ": socketpair: " + std::strerror(errno));
-      continue;
-    }
-    standby.channel.reset(ends[0]);
-    const UniqueFd theirs(ends[1]);
-    const std::string log_path = run_dir_ + "/standby/" + std::to_string(spec.local_rank) + ".log";
-    const UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    const UniqueFd nothing(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    SpawnRequest request;
-    request.argv = spec.argv;
-    for (const auto& [key, value] : standby.import_env) request.env.push_back(key + "=" + value);
-    request.env.push_back("ACC_STANDBY_FD=3");
-    request.capture_stdout = request.capture_stderr = false;
-    request.output_fd = log.get();
-    request.stdin_fd = nothing.get();
-    request.channel_fd = theirs.get();
-    if (spec.local_rank < static_cast<int>(plan_.worker_cpus.size()))
-      request.cpus = plan_.worker_cpus[spec.local_rank];
-    const auto path = standby.import_env.find("PATH");
-    try {
-      SpawnedProcess process = os_.spawn(
-          std::move(request), path == standby.import_env.end() ? "/usr/bin:/bin" : path->second);
-      standby.pid = process.pid;
-      os_.await_exec(process);
-    } catch (const std::exception& e) {
-      log::info(std::string("warm workers: no standby for local rank ") +
-                std::to_string(spec.local_rank) + ": " + e.what());
-      end(standby.pid, standby.channel);
-      continue;
-    }
-    standbys_[spec.local_rank] = std::move(standby);
+                ": " + why);
+    else
+      standbys_[spec.local_rank] = std::move(*standby);
   }
+}
+
+std::optional<Standbys::Taken> Standbys::start_now(const WorkerSpec& spec,
+                                                   const std::map<std::string, std::string>& env) {
+  std::string why;  // the worker's cold spawn says it again where it is the worker's own
+  std::optional<Standby> standby =
+      spawn(spec, import_environment(env, run_dir_), /*now=*/true, why);
+  if (!standby) return std::nullopt;
+  Taken taken;
+  taken.pid = standby->pid;
+  taken.channel = std::move(standby->channel);
+  taken.import_env = std::move(standby->import_env);
+  return taken;
+}
+
+std::optional<Standbys::Standby> Standbys::spawn(const WorkerSpec& spec,
+                                                 std::map<std::string, std::string> import_env,
+                                                 bool now, std::string& why) {
+  Standby standby;
+  standby.import_env = std::move(import_env);
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ends) != 0) {
+    why = std::string("socketpair: ") + std::strerror(errno);
+    return std::nullopt;
+  }
+  standby.channel.reset(ends[0]);
+  const UniqueFd theirs(ends[1]);
+  const std::string log_path = run_dir_ + "/standby/" + std::to_string(spec.local_rank) + ".log";
+  const UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  const UniqueFd nothing(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  SpawnRequest request;
+  request.argv = spec.argv;
+  for (const auto& [key, value] : standby.import_env) request.env.push_back(key + "=" + value);
+  request.env.push_back("ACC_STANDBY_FD=3");
+  if (now) request.env.push_back("ACC_STANDBY_NOW=1");
+  request.capture_stdout = request.capture_stderr = false;
+  request.output_fd = log.get();
+  request.stdin_fd = nothing.get();
+  request.channel_fd = theirs.get();
+  if (spec.local_rank < static_cast<int>(plan_.worker_cpus.size()))
+    request.cpus = plan_.worker_cpus[spec.local_rank];
+  const auto path = standby.import_env.find("PATH");
+  try {
+    SpawnedProcess process = os_.spawn(
+        std::move(request), path == standby.import_env.end() ? "/usr/bin:/bin" : path->second);
+    standby.pid = process.pid;
+    os_.await_exec(process);
+  } catch (const std::exception& e) {
+    why = e.what();
+    end(standby.pid, standby.channel);
+    return std::nullopt;
+  }
+  return standby;
 }
 
 std::optional<Standbys::Taken> Standbys::take(int local_rank,
                                               const std::map<std::string, std::string>& env,
                                               std::string& why) {
   const auto it = standbys_.find(local_rank);
-  if (it == standbys_.end()) {
-    why = "it has no standby";
-    return std::nullopt;
-  }
+  if (it == standbys_.end()) return std::nullopt;  // the first attempt, or a new node
   Standby standby = std::move(it->second);
   standbys_.erase(it);
   if (standby.awaiting_heir) {

@@ -64,9 +64,15 @@ class Standbys {
     std::map<std::string, std::string> import_env;
   };
   // The standby of `local_rank` for a worker whose environment is `env`, out of the set. None
-  // (and `why`, for the user) where there is none, it died, or its environment at import differs.
+  // where there is none (`why` empty), or (`why` says it, for the user) it died, has not imported
+  // torch yet, or its environment at import differs.
   std::optional<Taken> take(int local_rank, const std::map<std::string, std::string>& env,
                             std::string& why);
+  // A new standby of `spec` to be handed its worker (environment `env`) at once, for a worker with
+  // no standby ready: it imports torch at the worker's priority, its output the worker's, and
+  // leaves its heir as a warm one does. None where it could not start (spawn the worker).
+  std::optional<Taken> start_now(const WorkerSpec& spec,
+                                 const std::map<std::string, std::string>& env);
   // `taken` now runs its worker: its channel brings the heir, the standby of its local rank
   // (docs/goodput.md). One that brings none is replaced by a standby that imports torch.
   void handed_over(int local_rank, Taken taken);
@@ -89,6 +95,11 @@ class Standbys {
     bool awaiting_heir = false;  // pid and channel are the worker's, until its heir comes
     bool ended = false;
   };
+  // A standby of `spec` with `import_env` (ACC_STANDBY_NOW where `now`: start_now); none, and
+  // `why`, where it could not start.
+  std::optional<Standby> spawn(const WorkerSpec& spec,
+                               std::map<std::string, std::string> import_env, bool now,
+                               std::string& why);
   static bool alive(pid_t pid, const UniqueFd& channel);
   void end(pid_t pid, UniqueFd& channel);
   // False when the standby has ended, or the worker did without leaving an heir.

@@ -116,22 +116,28 @@ SpawnedProcess WorkerGroup::start_worker(const WorkerSpec& spec, Standbys* stand
   }
 
   SpawnedProcess process;
-  std::string why;
   std::optional<Standbys::Taken> standby;
-  if (standbys) standby = standbys->take(spec.local_rank, env, why);
+  if (standbys) {
+    std::string why;
+    standby = standbys->take(spec.local_rank, env, why);
+    if (!why.empty())
+      listener_.notice("warm workers: local rank " + std::to_string(spec.local_rank) +
+                       " starts cold: " + why);
+    // With no standby ready, the worker starts as one handed its worker at once, so that it too
+    // leaves an heir for the next attempt.
+    if (!standby) standby = standbys->start_now(spec, env);
+  }
   if (standby) {
     try {
       process = supervisor_.hand_over(*worker, request, standby->pid, standby->channel.get());
+      standbys->handed_over(spec.local_rank, std::move(*standby));
     } catch (const SystemError& e) {
-      why = e.what();
+      listener_.notice("warm workers: local rank " + std::to_string(spec.local_rank) +
+                       " starts without a standby: " + e.what());
       standbys->end(*standby);
       standby.reset();
     }
   }
-  if (standby) standbys->handed_over(spec.local_rank, std::move(*standby));
-  if (standbys && !standby)
-    listener_.notice("warm workers: local rank " + std::to_string(spec.local_rank) +
-                     " starts cold: " + why);
   if (!standby) process = supervisor_.spawn(*worker, std::move(request), search_path);
   if (input_) input_->started(worker->rank, process.pid);
   if (!worker->out.fd) worker->out.console_fd = -1;

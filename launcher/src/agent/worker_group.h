@@ -68,7 +68,8 @@ class WorkerGroup : private Supervisor::Listener {
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
   // Starts every worker and waits until each has exec'd: through its local rank's standby where
-  // `standbys` has one that fits (standbys.h), else cold, with one line saying why not. Throws
+  // `standbys` has one that fits (standbys.h), else cold (with one line saying why, where it had
+  // one) in a standby started for it at once (Standbys::start_now), which leaves an heir. Throws
   // LaunchError (after killing and reaping those that started, within the kill bound) when one
   // cannot run.
   void start(Standbys* standbys = nullptr);

@@ -1,8 +1,9 @@
 """Warm workers on a GPU (scripts/gpu-check.sh): one rank, NCCL, a DDP step on cuda:LOCAL_RANK.
-Attempts 0 and 1 fail once the launcher's standby is ready (WARM_METRICS, its /metrics); attempt 1
-must run in that standby and attempt 2 in its heir (the fork it left before it became attempt 1's
-worker): torch imported before the script began, CUDA not initialised (neither touches CUDA), and
-then the same DDP step on the GPU. Prints 'WARM_CUDA ...' each attempt."""
+Attempts 0 and 1 fail once the launcher's standby is ready (WARM_METRICS, its /metrics); attempt 0
+runs in a standby handed its worker at once, attempts 1 and 2 in heirs (the forks the last
+attempt's worker left before its script began): torch imported before the script began, CUDA not
+initialised (no standby touches CUDA), and then the same DDP step on the GPU. Prints
+'WARM_CUDA ...' each attempt."""
 import time
 
 started = time.monotonic()

@@ -1,8 +1,8 @@
 """A plain PyTorch DDP script under warm workers: every worker of every attempt prints one line,
 'WORKER {json}', of what it found at its start, and the last rank fails in attempts 0 and 1, so
-that attempt 1's workers are the standbys the launcher kept, and attempt 2's their heirs. Where WARM_METRICS names the launcher's
-/metrics, the failing rank first waits until it shows every standby ready (torch imported): a
-standby still importing is not used. warm_workers.sh reads the lines."""
+that attempt 0's workers are standbys handed their workers at once, and attempts 1 and 2's their
+heirs. Where WARM_METRICS names the launcher's /metrics, the failing rank first waits until it
+shows every standby ready (torch imported): a standby still importing is not used. warm_workers.sh reads the lines."""
 import time
 
 started = time.monotonic()

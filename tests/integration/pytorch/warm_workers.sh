@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Warm workers as a user meets them (docs/goodput.md): a DDP script (warm_workers.py) whose last
 # rank fails in attempts 0 and 1, under --nproc_per_node 2 --max_restarts 2.
-#   1. By default, attempt 1's workers are the standbys, and attempt 2's their heirs (forked by
-#      attempt 1's workers before their scripts began): torch was imported before the script
+#   1. By default, attempt 0's workers are standbys handed their workers at once (what their
+#      import printed is on their stderr), and attempts 1 and 2's their heirs (forked by the last
+#      attempt's workers before their scripts began): torch was imported before the script
 #      began, and the script still runs as `python script.py ARGS` would (__main__, sys.argv,
 #      sys.path[0], cwd, the command line ps shows), with its attempt's environment, the hook's
 #      recorder and stack dump, every thread at the launcher's nice value, and the launcher as
 #      its parent.
-#   2. With --no_warm_workers attempts 1 and 2 start cold.
+#   2. With --no_warm_workers every attempt starts cold.
 #   3. As a user without privileges (root only; setpriv), the same as 1: the standby's lower CPU
 #      priority is given back.
 # The standbys import at nice 10 (ACC_WARM_WORKERS_NICE), not 19: still below the workers', but
@@ -61,7 +62,7 @@ run() {
   wait $job; rc=$?
   [ $rc -eq 0 ] || { echo "FAIL: $name: the job exited $rc"; show_logs "$name"; exit 1; }
   if "$python" - "$work/$name.out" "$warm" "$work" <<'PY'; then
-import json, os, sys
+import json, os, re, sys
 out, warm, work = sys.argv[1], sys.argv[2] == "warm", sys.argv[3]
 workers = [json.loads(line.split("WORKER ", 1)[1]) for line in open(out) if "WORKER " in line]
 problems = []
@@ -71,7 +72,7 @@ script = os.path.join(work, "warm_workers.py")
 for w in workers:
     who = "attempt %d rank %d" % (w["attempt"], w["rank"])
     expected = {
-        "preloaded": warm and w["attempt"] >= 1, "main": "__main__",
+        "preloaded": warm, "main": "__main__",
         "argv": ["warm_workers.py", "x", "y z"], "path0": os.path.realpath(work),
         "cwd": os.path.realpath(work), "standby_fd": False, "nice": [os.getpriority(os.PRIO_PROCESS, 0)],
         "recorded": True, "stack_file": True, "sum": 2.0, "world": 2,
@@ -86,6 +87,13 @@ for w in workers:
 # The launcher is every worker's parent, the heirs' too: it reaps them and sees how they end.
 if len({w["ppid"] for w in workers}) != 1:
     problems.append("the workers have different parents: %s" % [w["ppid"] for w in workers])
+# Attempt 0's workers imported torch as standbys: what the import printed (PYTHONPROFILEIMPORTTIME)
+# is the worker's stderr, as a cold start's would be, not the standby's log.
+if warm:
+    err = open(out[:-len(".out")] + ".err").read()
+    for rank in range(2):
+        if not re.search(r"^\[rank%d\]:\s*import time:.*\|\s+torch\.distributed$" % rank, err, re.M):
+            problems.append("rank %d's import of torch.distributed is not on its stderr" % rank)
 for problem in problems:
     print("FAIL: " + problem)
 for attempt in (1, 2):
@@ -102,13 +110,13 @@ PY
 
 for name in $runs; do
   case $name in
-    warm) run warm warm ;;
+    warm) run warm warm env PYTHONPROFILEIMPORTTIME=1 ;;
     cold) run cold cold ;;
     unprivileged)
       if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
         mkdir "$work/home" && chown 65534:65534 "$work/home"
         run unprivileged warm setpriv --reuid=65534 --regid=65534 --clear-groups \
-          env HOME="$work/home" TMPDIR="$work/home"
+          env HOME="$work/home" TMPDIR="$work/home" PYTHONPROFILEIMPORTTIME=1
       else
         echo "SKIP: unprivileged (not root, or no setpriv)"
       fi ;;
