@@ -678,12 +678,16 @@ def _serve_as_standby():
         _os.execv(_sys.executable, _sys.orig_argv)
 
 
-def _swap_stdio(descriptors):
-    """Makes `descriptors` this process's stdin, stdout and stderr; returns copies of those it
-    had."""
+def _flush_stdio():
     for stream in (_sys.stdout, _sys.stderr):
         if stream is not None:
             stream.flush()
+
+
+def _swap_stdio(descriptors):
+    """Makes `descriptors` this process's stdin, stdout and stderr; returns copies of those it
+    had."""
+    _flush_stdio()
     had = [_os.dup(target) for target in range(3)]
     for target, fd in enumerate(descriptors[:3]):
         _os.dup2(fd, target)
@@ -700,9 +704,7 @@ def _leave_heir(channel):
     import array
     import socket
     launcher = _os.getppid()
-    for stream in (_sys.stdout, _sys.stderr):  # what they hold is written once, not twice
-        if stream is not None:
-            stream.flush()
+    _flush_stdio()  # what they hold is written once, not twice
     try:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         read_end, write_end = _os.pipe()
@@ -757,8 +759,8 @@ def _warm_up(lower=True):
     """Imports torch (torch.distributed, and what DDP needs) in a thread of its own; where `lower`,
     at the lowest CPU priority (nice 19; ACC_WARM_WORKERS_NICE sets another, never below the
     process's own), which it gives back by ending: an unprivileged process cannot raise its own
-    priority again. numpy first, here at the process's priority: its BLAS starts threads at import. Returns the
-    import thread's id once torch is imported, None when it could not be."""
+    priority again. numpy first, here at the process's priority: its BLAS starts threads at
+    import. Returns the import thread's id once torch is imported, None when it could not be."""
     import threading
     try:
         import numpy  # noqa: F401
@@ -847,9 +849,7 @@ def _become(message, descriptors):
     for key, value in wanted.items():
         if _os.environb.get(key) != value:
             _os.environb[key] = value
-    for stream in (_sys.stdout, _sys.stderr):
-        if stream is not None:
-            stream.flush()
+    _flush_stdio()
     for target, fd in enumerate(descriptors[:3]):
         _os.dup2(fd, target)
     for fd in descriptors:
