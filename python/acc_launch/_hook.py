@@ -697,17 +697,18 @@ def _swap_stdio(descriptors):
 def _leave_heir(channel):
     """Forks this standby, torch imported and nothing of the worker begun, into the next
     attempt's: twice, so that the launcher (the subreaper of its workers' orphans) becomes the
-    heir's parent, reaps it, and sees its exit as a worker's. The heir's channel goes to the
-    launcher on this one, as "heir <pid>" with the descriptor. Returns the heir's channel in the
-    heir; None in this process (the worker), and where a fork failed (the launcher then starts a
-    standby that imports torch)."""
+    heir's parent, reaps it, and sees its exit as a worker's. The middle process sends the heir's
+    channel to the launcher on this one, as "heir <pid>" with the descriptor, and exits; so the
+    worker waits for its own fork only (a thread of its own reaps the middle process). Returns
+    the heir's channel in the heir; None in this process (the worker), and where a fork failed
+    (the launcher then starts a standby that imports torch)."""
     import array
     import socket
+    import threading
     launcher = _os.getppid()
     _flush_stdio()  # what they hold is written once, not twice
     try:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        read_end, write_end = _os.pipe()
         middle = _os.fork()
     except OSError:
         return None
@@ -717,29 +718,26 @@ def _leave_heir(channel):
             _os.setpgid(0, 0)  # out of the worker's group, which the launcher kills
             heir = _os.fork()
             if heir > 0:
-                _os.write(write_end, b"%d" % heir)
+                channel.sendmsg([b"heir %d" % heir], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                       array.array("i", [ours.fileno()]))])
                 _os._exit(0)
-            _os.close(read_end)
-            _os.close(write_end)
             ours.close()
             if _adopted_by(launcher):
                 return theirs
         except BaseException:
             pass
         _os._exit(0)
-    _os.close(write_end)
-    _os.waitpid(middle, 0)
-    heir = _os.read(read_end, 32)
-    _os.close(read_end)
-    theirs.close()
-    try:
-        if heir:
-            channel.sendmsg([b"heir " + heir], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                                                  array.array("i", [ours.fileno()]))])
-    except OSError:
-        pass
     ours.close()
+    theirs.close()
+    threading.Thread(target=_reap, args=(middle,), name="acc-heir-reaper", daemon=True).start()
     return None
+
+
+def _reap(pid):
+    try:
+        _os.waitpid(pid, 0)
+    except OSError:
+        pass  # the script reaped it first (os.wait())
 
 
 def _adopted_by(launcher):
