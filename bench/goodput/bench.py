@@ -193,22 +193,23 @@ def job(launcher, mode, args, path, steps, save_every, fails, work, lose="-", bi
     binary = binary or args.acc_launch
     script = [TRAIN, mode, path, str(steps), str(save_every), fails, work, lose]
     python = args.torch2_python
+    restarts = str(len(args.fail_steps.split(",")) + 2)  # every failure, and a node lost
 
     def commands():
         if args.nodes == 1:
             if launcher == "torchrun":
                 return [[python, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                         "--max-restarts", "3"] + script]
-            return [[binary, "--nproc_per_node", "2", "--max_restarts", "3",
+                         "--max-restarts", restarts] + script]
+            return [[binary, "--nproc_per_node", "2", "--max_restarts", restarts,
                      "--python", python] + script]
         endpoint = "127.0.0.1:%d" % free_port()
         if launcher == "torchrun":
             node = [python, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node",
-                    "1", "--max-restarts", "3", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                    "1", "--max-restarts", restarts, "--rdzv-backend", "c10d", "--rdzv-endpoint",
                     endpoint, "--rdzv-id", "goodput"] + script
         else:
             node = [binary, "--nnodes", "2", "--nproc_per_node", "1", "--max_restarts",
-                    "3", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id",
+                    restarts, "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id",
                     "goodput", "--python", python] + script
         return [node, node]
 
@@ -231,7 +232,10 @@ def main():
     parser.add_argument("--torch2-python", default=os.environ.get("ACC_TORCH2_PYTHON")
                         or "/opt/acc-launch/peers-venv/bin/python")
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--fail-steps", default="20,40")
+    # Every 10 steps: torchrun's failures fall at every phase of its checkpoint interval (it
+    # redoes half of one on average, as users do), and the spread of the wall times is shared
+    # among five failures.
+    parser.add_argument("--fail-steps", default="10,20,30,40,50")
     parser.add_argument("--lose-node-step", default="30",
                         help="the step at which rank 1's node is lost and replaced (- for none)")
     parser.add_argument("--nodes", type=int, choices=(1, 2), default=2,
@@ -248,11 +252,7 @@ def main():
     logs = args.logs or tempfile.mkdtemp(prefix="acc-goodput-logs-")
     os.makedirs(logs, exist_ok=True)
     path = os.path.join(work, "ckpt")
-    # The standbys import torch at nice 0 (docs/goodput.md: ACC_WARM_WORKERS_NICE), not 19: two
-    # ranks of CPU-bound training fill a small machine's cores, and a standby at the lowest
-    # priority would not be ready by the first failure. Runs with and without failures pay that
-    # import alike; after the first restart the standbys are forks (heirs) and import nothing.
-    env = dict(os.environ, OMP_NUM_THREADS="1", ACC_WARM_WORKERS_NICE="0")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
     jobs = [("-", "free"), (args.fail_steps, "failed")]
     if args.nodes == 2 and args.lose_node_step != "-":
         jobs.append(("-", "node lost"))
