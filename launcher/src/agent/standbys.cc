@@ -128,7 +128,8 @@ std::optional<Standbys::Standby> Standbys::spawn(const WorkerSpec& spec,
   standby.channel.reset(ends[0]);
   const UniqueFd theirs(ends[1]);
   const std::string log_path = run_dir_ + "/standby/" + std::to_string(spec.local_rank) + ".log";
-  const UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  // Appended to: a line that sends the user here may name the log of the standby this one replaces.
+  const UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   const UniqueFd nothing(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   SpawnRequest request;
   request.argv = spec.argv;

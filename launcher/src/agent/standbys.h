@@ -9,7 +9,8 @@
 // its own at the lowest CPU priority, then waits on its channel (descriptor 3, ACC_STANDBY_FD).
 // On a restart the WorkerGroup gives each worker to its rank's standby (Os::hand_over: the
 // environment and the three standard descriptors in one message) where that standby is alive
-// and its environment at import is the worker's; else it spawns the worker cold, with one line.
+// and its environment at import is the worker's; else (with one line) and in the first attempt it
+// gives the worker to a standby started for it at once (start_now), which imports torch then.
 // A standby so handed its worker first forks its heir (the hook's _leave_heir): the next
 // attempt's standby, warm at once, which the launcher adopts when the worker's channel brings it.
 // Not thread-safe: the agent's one thread owns it.
