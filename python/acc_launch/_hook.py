@@ -687,11 +687,17 @@ def _flush_stdio():
 def _swap_stdio(descriptors):
     """Makes `descriptors` this process's stdin, stdout and stderr; returns copies of those it
     had."""
-    _flush_stdio()
     had = [_os.dup(target) for target in range(3)]
+    _use_stdio(descriptors)
+    return had
+
+
+def _use_stdio(descriptors):
+    """Makes the first three of `descriptors` this process's stdin, stdout and stderr, what
+    Python's streams hold written first."""
+    _flush_stdio()
     for target, fd in enumerate(descriptors[:3]):
         _os.dup2(fd, target)
-    return had
 
 
 def _leave_heir(channel):
@@ -847,9 +853,7 @@ def _become(message, descriptors):
     for key, value in wanted.items():
         if _os.environb.get(key) != value:
             _os.environb[key] = value
-    _flush_stdio()
-    for target, fd in enumerate(descriptors[:3]):
-        _os.dup2(fd, target)
+    _use_stdio(descriptors)
     for fd in descriptors:
         if fd > 2:
             _os.close(fd)
