@@ -11,11 +11,13 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <thread>
 
 #include "acc/common/error.h"
 #include "acc/common/processes.h"
@@ -206,9 +208,15 @@ void check_cuda_untouched() {
 }
 
 // The launcher learns of its workers' exits through SIGCHLD, blocked in the calling thread and
-// read from a signalfd; another thread with it unblocked could take it first.
+// read from a signalfd; another thread with it unblocked could take it first. A thread an earlier
+// call joined may still be listed for a moment (pthread_join returns before the kernel releases
+// it), so a count above one is read again for up to 200 ms before it is refused.
 void check_single_threaded() {
-  const int threads = processes::own_thread_count();
+  int threads = processes::own_thread_count();
+  for (int retry = 0; threads > 1 && retry < 100; ++retry) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    threads = processes::own_thread_count();
+  }
   ACC_CHECK(threads <= 1, ConfigError, "acc::launch: this process already runs ", threads,
             " threads; call acc::launch at the top of main(), before anything starts threads "
             "(LibTorch's thread pools, CUDA), and do that work inside fn");
