@@ -17,8 +17,8 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <thread>
 
+#include "acc/common/clock.h"
 #include "acc/common/error.h"
 #include "acc/common/processes.h"
 #include "acc/launcher/agent/agent.h"
@@ -214,7 +214,7 @@ void check_cuda_untouched() {
 void check_single_threaded() {
   int threads = processes::own_thread_count();
   for (int retry = 0; threads > 1 && retry < 100; ++retry) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    Clock::machine().sleep_for(std::chrono::milliseconds(2));
     threads = processes::own_thread_count();
   }
   ACC_CHECK(threads <= 1, ConfigError, "acc::launch: this process already runs ", threads,
