@@ -233,8 +233,9 @@ class _Shard:
     """One rank's committed save in the memory directory. Each rank has two data files, its
     slots (rank<R>.slot<0|1>.data), made once and mapped once per process, so that a save is a
     copy into memory already there; a save goes to the slot the newest committed save is not in.
-    rank<R>.<seq>.meta, written last, says which slot holds save <seq>, what its tensors are and
-    the rest of the state dict. Before a slot is written, the description of the save it held is
+    rank<R>.<seq>.meta, written last, says which slot holds save <seq> (in a first line,
+    "acc-slot <slot> <size>", then in its pickle), what its tensors are and the rest of the state
+    dict. Before a slot is written, the description of the save it held is
     removed: a description never names a slot that is being written."""
 
     _next_seq = {}  # rank -> the seq its next save takes (set by agree() and write())
@@ -268,6 +269,7 @@ class _Shard:
     def meta_of(memory, rank, seq):
         try:
             with open(_os.path.join(memory, "rank%d.%d.meta" % (rank, seq)), "rb") as f:
+                f.readline()  # "acc-slot <slot> <size>"
                 return _pickle.load(f)
         except (OSError, EOFError, _pickle.UnpicklingError):
             return {}
@@ -358,6 +360,8 @@ class _Shard:
                 "entries": entries, "skeleton": flat.skeleton}
         base = _os.path.join(memory, "rank%d.%d" % (rank, seq))
         with open(base + ".meta.tmp", "wb") as f:
+            # Its slot first, in a line the launcher reads without Python (--checkpoint_replica).
+            f.write(b"acc-slot %d %d\n" % (slot, offset))
             _pickle.dump(meta, f, protocol=_pickle.HIGHEST_PROTOCOL)
         _os.rename(base + ".meta.tmp", base + ".meta")  # the commit
         cls._next_seq[rank] = seq + 1

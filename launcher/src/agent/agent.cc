@@ -18,6 +18,7 @@
 #include "acc/launcher/nodes/membership.h"
 #include "agent/attempt_failures.h"
 #include "agent/checkpoint_memory.h"
+#include "agent/checkpoint_replica.h"
 #include "agent/error_file.h"
 #include "agent/gpu_checks.h"
 #include "agent/node_verdicts.h"
@@ -203,6 +204,20 @@ class Agent::Impl : public WorkerGroup::Listener {
         checkpoint_persist_interval(environment_), plan_.keep_checkpoints,
         [this](const std::string& m) { notice(m); });
     environment_[CheckpointMemory::kEnvVar] = dir;
+  }
+
+  // --checkpoint_replica: before the workers start, where the round has other nodes.
+  void replica_attempt_starts() {
+    if (!plan_.checkpoint_replica || !checkpoints_) return;
+    const RoundStore round = membership_->round_store();
+    if (round.store == nullptr) return;
+    if (!replica_)
+      replica_.emplace(os_, checkpoints_->dir(), round.address, plan_.job_secret,
+                       [this](const std::string& m) { notice(m); });
+    std::vector<int> ranks;
+    for (const auto& worker : plan_.workers)
+      ranks.push_back(global_rank(plan_, round_, worker.local_rank));
+    replica_->attempt_starts(round, ranks);
   }
 
   // Every standby's channel in the worker group's wait, once.
@@ -430,6 +445,7 @@ class Agent::Impl : public WorkerGroup::Listener {
     if (file_timer_) group_->watch(file_timer_->fd());
     next_membership_check_ = os_.now() + membership_->poll_interval();
     failures_.attempt_started();
+    replica_attempt_starts();
     group_->start(standbys_ ? &*standbys_ : nullptr);
     timeline::mark("started");
     if (standbys_) {
@@ -509,6 +525,8 @@ class Agent::Impl : public WorkerGroup::Listener {
       wake = std::min(wake.value_or(Clock::time_point::max()), *start_up_look_at_);
     if (const auto at = checkpoints_ ? checkpoints_->next_wake() : std::nullopt)
       wake = std::min(wake.value_or(Clock::time_point::max()), *at);
+    if (const auto at = replica_ ? replica_->next_wake() : std::nullopt)
+      wake = std::min(wake.value_or(Clock::time_point::max()), *at);
     if (auto at =
             file_timer_ ? next_timer_expiry(*file_timer_, os_, wall_seconds(os_)) : std::nullopt)
       wake = std::min(wake.value_or(Clock::time_point::max()), *at);
@@ -520,6 +538,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   void look_around() {
     if (status_.board()) status_.board()->workers_running(group_->running_workers());
     if (checkpoints_) checkpoints_->tick();
+    if (replica_) replica_->tick();
     if (file_timer_) signal_expired_regions(*file_timer_, *group_, os_, wall_seconds(os_));
     if (stop_stalled_at_ && os_.now() >= *stop_stalled_at_ && !group_->stopping()) stop_stalled();
     if (start_up_look_at_ && os_.now() >= *start_up_look_at_ && !group_->stopping()) {
@@ -795,6 +814,7 @@ class Agent::Impl : public WorkerGroup::Listener {
   std::unique_ptr<WorkerGroup> group_;
   std::optional<Standbys> standbys_;             // warm workers for the next attempt (standbys.h)
   std::optional<CheckpointMemory> checkpoints_;  // acc_launch.checkpoint's memory
+  std::optional<CheckpointReplica> replica_;  // --checkpoint_replica, from the first round of nodes
   int interrupted_by_ = 0;
   std::unique_ptr<StallWatch> stall_watch_;
   bool stalled_ = false;

@@ -27,7 +27,8 @@ constexpr std::chrono::milliseconds kPoll{100};
 // Until the first save is written: how often the launcher looks for it.
 constexpr std::chrono::milliseconds kFirstLook{1000};
 
-// The number in `name` between `prefix` and `suffix`; -1 when `name` is not so.
+}  // namespace
+
 long number_in(std::string_view name, std::string_view prefix, std::string_view suffix) {
   if (name.size() <= prefix.size() + suffix.size() || name.substr(0, prefix.size()) != prefix ||
       name.substr(name.size() - suffix.size()) != suffix)
@@ -36,8 +37,6 @@ long number_in(std::string_view name, std::string_view prefix, std::string_view 
   if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) return -1;
   return std::strtol(digits.c_str(), nullptr, 10);
 }
-
-}  // namespace
 
 bool wants_checkpoint_memory(const LaunchPlan& plan) {
   return !plan.workers.empty();

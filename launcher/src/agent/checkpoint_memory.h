@@ -21,12 +21,16 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "acc/launcher/plan/plan.h"
 #include "process/os.h"
 
 namespace acc::launcher {
+
+// The number in `name` between `prefix` and `suffix`; -1 when `name` is not so.
+long number_in(std::string_view name, std::string_view prefix, std::string_view suffix);
 
 // Whether a job has the memory: one with workers. They find it in ACC_CHECKPOINT_MEMORY (kEnvVar).
 bool wants_checkpoint_memory(const LaunchPlan& plan);

@@ -557,6 +557,10 @@ void add_own_flags(FlagTable& t, LaunchOptions& o) {
   t.value("keep_checkpoints", o.keep_checkpoints,
           "how many checkpoint writes to storage (acc_launch.checkpoint, libacc's save_state) "
           "to keep: PATH, then the older as PATH.<seq> (default 1; docs/checkpoints.md)");
+  t.flag("checkpoint_replica", o.checkpoint_replica,
+         "each node also holds the newest acc_launch.checkpoint save of the node before it, so "
+         "that a node lost keeps its checkpoint (one more save per rank in memory; "
+         "docs/checkpoints.md)");
   t.flag("dry_run", o.dry_run,
          "print each worker's command and the environment it gets (what acc-launch sets or "
          "changes), start nothing");

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "agent/checkpoint_memory.h"
+#include "agent/checkpoint_replica.h"
 #include "commands/commands.h"
 #include "commands/rendezvous_command.h"
 
@@ -25,6 +26,7 @@ const std::vector<Subcommand>& subcommands() {
       {"help", "help TOPIC: the flags of one group (torchrun, accelerate, ...)", nullptr, false},
       {kTestWorkerCommand, nullptr, run_test_worker, false},
       {kPersistStateCommand, nullptr, persist_libacc_save, false},
+      {kReplicaCommand, nullptr, run_replica_helper, false},
   };
   return table;
 }

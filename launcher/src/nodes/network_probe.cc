@@ -21,6 +21,7 @@
 #include "acc/common/unique_fd.h"
 #include "acc/rendezvous/key_value_store.h"
 #include "acc/rendezvous/tcp_connect.h"
+#include "nodes/socket_bytes.h"
 #include "output/log.h"
 
 namespace acc::launcher {
@@ -41,31 +42,7 @@ constexpr milliseconds kConnectBound{2000};
 constexpr milliseconds kCountedGrace{2000};
 
 void set_timeouts(int fd) {
-  timeval timeout{kSocketTimeoutSeconds, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-}
-
-bool write_all_bytes(int fd, const char* data, std::size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-bool read_all_bytes(int fd, char* data, std::size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::recv(fd, data, size, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
+  set_socket_timeouts(fd, kSocketTimeoutSeconds);
 }
 
 // One connection to the probe: an echo of single bytes, or a sink that answers with the count

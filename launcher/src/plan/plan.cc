@@ -707,6 +707,11 @@ LaunchPlan build_plan(const LaunchOptions& o, const HostInfo& host) {
   ACC_CHECK(o.keep_checkpoints >= 1, ConfigError, "--keep_checkpoints ", o.keep_checkpoints,
             ": expected a whole number of at least 1");
   plan.keep_checkpoints = o.keep_checkpoints;
+  plan.checkpoint_replica = o.checkpoint_replica;
+  if (o.checkpoint_replica && std::max(plan.nnodes, plan.max_nodes) < 2)
+    plan.notices.push_back(
+        "--checkpoint_replica: a job of one node has no other node to hold "
+        "its replica; the saves stay in this node's memory");
   plan.notices.insert(plan.notices.begin(), o.notices.begin(), o.notices.end());
   plan.stall_stops_job = o.stall_action != "report";
   resolve_failure_policy(o, plan);

@@ -3,12 +3,14 @@
 saved after every step to PATH, loaded where PATH exists. In attempt 0, once every rank has
 saved step KILL_AT (a barrier), rank 1 SIGKILLs itself. WIDTH sets the model's size (two
 WIDTH x WIDTH layers). Every rank prints 'STEP {json}' after each step (the weights'
-sum) and 'LOADED {json}' after a load; checkpoints.sh reads them.
+sum) and 'LOADED {json}' after a load; checkpoints.sh reads them. $STEP_SECONDS (default 0)
+is slept after each step. KILL_AT 0: no rank kills itself.
 Usage: checkpoints.py PATH STEPS KILL_AT [WIDTH]"""
 import json
 import os
 import signal
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -62,6 +64,7 @@ def main():
         app.step += 1
         acc_launch.checkpoint.save({"app": app}, checkpoint_id=path)
         say("STEP", app)
+        time.sleep(float(os.environ.get("STEP_SECONDS", "0")))
         if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and app.step == kill_at:
             dist.barrier()
             if dist.get_rank() == 1:

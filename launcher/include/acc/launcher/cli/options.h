@@ -106,9 +106,10 @@ struct LaunchOptions {
   // the launcher's first line.
   std::string python = "python3";
   std::string python_source = "python3 on PATH";
-  bool no_python_hook = false;   // --no_python_hook (or ACC_PYTHON_HOOK=0): no sitecustomize
-  bool no_warm_workers = false;  // --no_warm_workers (or ACC_WARM_WORKERS=0): no standbys
-  int keep_checkpoints = 1;      // --keep_checkpoints: acc_launch.checkpoint's writes kept
+  bool no_python_hook = false;      // --no_python_hook (or ACC_PYTHON_HOOK=0): no sitecustomize
+  bool no_warm_workers = false;     // --no_warm_workers (or ACC_WARM_WORKERS=0): no standbys
+  int keep_checkpoints = 1;         // --keep_checkpoints: acc_launch.checkpoint's writes kept
+  bool checkpoint_replica = false;  // --checkpoint_replica: a peer node holds this node's saves
   std::string log_line_prefix = "[rank${rank}]: ";
   bool dry_run = false;
 

@@ -79,6 +79,9 @@ struct LaunchPlan {
   // How many of acc_launch.checkpoint's writes to storage stay: PATH, and the older ones as
   // PATH.<seq> (--keep_checkpoints; docs/checkpoints.md).
   int keep_checkpoints = 1;
+  // Each node also holds the newest save of the node before it in the round (--checkpoint_replica;
+  // agent/checkpoint_replica.h).
+  bool checkpoint_replica = false;
   // Accelerate's simple launcher: one process that is not a distributed job, so its worker gets
   // no torchrun contract (with RANK/LOCAL_RANK set, Accelerate would join a group of one).
   bool single_process = false;
