@@ -123,6 +123,26 @@ TEST_F(CheckpointMemoryTest, TheJobLongHelperIsAskedForEachWriteAndSaysItsLinesO
             "checkpoint: the newest save was not written to storage (it took too long)");
 }
 
+// A write under way at the job's end may hold an older save than the newest: the end waits for
+// it, then has the newest written.
+TEST_F(CheckpointMemoryTest, AtTheEndAWriteUnderWayOfAnOlderSaveIsFollowedByOneOfTheNewest) {
+  os.helper = [](const std::vector<std::string>&) {
+    testing::Script script;
+    script.exit_after = milliseconds(500);  // each writes once, then ends
+    return script;
+  };
+  CheckpointMemory& m = memory(milliseconds(0));
+  save(1);
+  m.tick();
+  ASSERT_EQ(helpers().size(), 1u);
+  written(1);  // what the first helper writes: save 1, while rank 0 saves 2
+  save(2);
+  m.persist_and_wait(seconds(10), [](int) { return false; });
+  ASSERT_EQ(helpers().size(), 2u) << "save 2 was not written at the end";
+  EXPECT_FALSE(helpers()[1]->alive) << "the end did not wait for the second write";
+  EXPECT_TRUE(notices.empty());
+}
+
 TEST_F(CheckpointMemoryTest, TheJobLongHelperIsStoppedWithTheLauncherAndAnotherStartsWhereItDied) {
   os.helper = [](const std::vector<std::string>&) {
     testing::Script script;

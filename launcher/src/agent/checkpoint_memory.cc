@@ -168,10 +168,14 @@ std::optional<CheckpointMemory::Clock::time_point> CheckpointMemory::next_wake()
 
 void CheckpointMemory::persist_and_wait(std::chrono::milliseconds limit,
                                         const std::function<bool(int)>& stops_the_job) {
-  persist();
   const Clock::time_point deadline = os_.now() + limit;
   bool stopped = false;
-  for (check_helpers(); writing(); check_helpers()) {
+  // A write under way may hold an older save than the newest: once it is done, persist() once
+  // more (it starts nothing where the newest is written already).
+  bool again = writing();
+  persist();
+  for (check_helpers(); writing() || (std::exchange(again, false) && (persist(), writing()));
+       check_helpers()) {
     if (stopped || os_.now() >= deadline) {
       notice_("checkpoint: the newest save was not written to storage (" +
               std::string(stopped ? "stopped" : "it took too long") + ")");

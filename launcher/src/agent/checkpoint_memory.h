@@ -69,8 +69,9 @@ class CheckpointMemory {
   void tick();
   // When tick() has something to look at; nullopt: nothing.
   std::optional<Clock::time_point> next_wake() const;
-  // At the job's end: persist(), then waits until the helper has ended, at most `limit` or until
-  // a signal for which `stops_the_job` says true arrives (the helper is then stopped).
+  // At the job's end: waits until the newest save is written (after a write under way, which
+  // may hold an older one), at most `limit` or until a signal for which `stops_the_job` says
+  // true arrives (the helper is then stopped).
   void persist_and_wait(std::chrono::milliseconds limit,
                         const std::function<bool(int)>& stops_the_job);
 
