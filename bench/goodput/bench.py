@@ -187,9 +187,11 @@ def run(commands, work, logs, env=None):
     return wall, launches, hangs, stalls, times[-1]
 
 
-def job(launcher, mode, args, path, steps, save_every, fails, work, lose="-", binary=None):
+def job(launcher, mode, args, path, steps, save_every, fails, work, lose="-", binary=None,
+        flags=()):
     """The commands of one launch, one per node: 2 ranks in all, on one launcher or on two
-    (c10d on loopback, one rank each). `binary`: the acc-launch to run (default ACC_LAUNCH)."""
+    (c10d on loopback, one rank each). `binary`: the acc-launch to run (default ACC_LAUNCH), with
+    `flags` besides."""
     binary = binary or args.acc_launch
     script = [TRAIN, mode, path, str(steps), str(save_every), fails, work, lose]
     python = args.torch2_python
@@ -201,7 +203,7 @@ def job(launcher, mode, args, path, steps, save_every, fails, work, lose="-", bi
                 return [[python, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                          "--max-restarts", restarts] + script]
             return [[binary, "--nproc_per_node", "2", "--max_restarts", restarts,
-                     "--python", python] + script]
+                     "--python", python] + list(flags) + script]
         endpoint = "127.0.0.1:%d" % free_port()
         if launcher == "torchrun":
             node = [python, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node",
@@ -210,7 +212,7 @@ def job(launcher, mode, args, path, steps, save_every, fails, work, lose="-", bi
         else:
             node = [binary, "--nnodes", "2", "--nproc_per_node", "1", "--max_restarts",
                     restarts, "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id",
-                    "goodput", "--python", python] + script
+                    "goodput", "--python", python] + list(flags) + script
         return [node, node]
 
     return commands
@@ -245,6 +247,8 @@ def main():
     parser.add_argument("--logs", help="keep the launchers' stderr in this directory")
     parser.add_argument("--baseline", metavar="ACC_LAUNCH",
                         help="another acc-launch (main before a change) run the same way, beside")
+    parser.add_argument("--replica", action="store_true",
+                        help="acc-launch with --checkpoint_replica too, beside (2 nodes)")
     args = parser.parse_args()
     args.acc_launch = os.path.abspath(args.acc_launch)  # the jobs run in a directory of their own
     failures = len(args.fail_steps.split(","))
@@ -270,10 +274,12 @@ def main():
         print("calibration: step %.3f s, dcp.save %.3f s: torchrun saves every %d steps"
               % (step, save, k))
         lost, node_lost = {}, {}
-        runs = [("acc-launch", "acc", 1, args.acc_launch)]
+        runs = [("acc-launch", "acc", 1, args.acc_launch, ())]
+        if args.replica:
+            runs.append(("+replica", "acc", 1, args.acc_launch, ("--checkpoint_replica",)))
         if args.baseline:
-            runs.append(("baseline", "acc", 1, os.path.abspath(args.baseline)))
-        for launcher, mode, every, binary in runs + [("torchrun", "dcp", k, None)]:
+            runs.append(("baseline", "acc", 1, os.path.abspath(args.baseline), ()))
+        for launcher, mode, every, binary, flags in runs + [("torchrun", "dcp", k, None, ())]:
             walls_of = {kind: [] for _, kind in jobs}
             steps, saves, hangs, stalls, launches = [], [], 0, 0, 0
             for repeat in range(args.repeats):
@@ -282,7 +288,7 @@ def main():
                     lose = args.lose_node_step if kind == "node lost" else "-"
                     wall, n, hung, stalled, times = run(
                         job(launcher, mode, args, path, args.steps, every, fails, work, lose,
-                            binary),
+                            binary, flags),
                         work, os.path.join(logs, "%s.%s.%d" % (launcher, kind.replace(" ", "-"),
                                                                repeat)), env)
                     walls_of[kind].append(wall)
@@ -313,6 +319,9 @@ def main():
         if args.baseline:
             print("time lost per failure: acc-launch %.2f s, baseline %.2f s"
                   % (lost["acc-launch"], lost["baseline"]))
+        if args.replica:
+            print("time lost per failure: acc-launch %.2f s, with --checkpoint_replica %.2f s"
+                  % (lost["acc-launch"], lost["+replica"]))
         ratio = ("%.1fx" % (lost["torchrun"] / lost["acc-launch"]) if lost["acc-launch"] > 0
                  else "acc-launch's loss is within the noise")
         print("time lost per failure: acc-launch %.2f s, torchrun 2.x %.2f s (%s)"
