@@ -60,8 +60,9 @@ CheckpointReplica::CheckpointReplica(Os& os, std::string memory, const std::stri
       notice_(std::move(notice)) {
   const std::string secret_path = memory_ + "/" + kReplicaSecret;
   UniqueFd file(::open(secret_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  ACC_CHECK(file && write_file(secret_path, secret) == 0, SystemError,
-            "--checkpoint_replica: cannot write ", secret_path);
+  ACC_CHECK(file && ::write(file.get(), secret.data(), secret.size()) ==
+                        static_cast<ssize_t>(secret.size()),
+            SystemError, "--checkpoint_replica: cannot write ", secret_path);
   receiver_ = os_.start_program(
       {launcher_, kReplicaCommand, "receive", memory_, host, std::to_string(::getpid())},
       memory_ + kReceiveLog);

@@ -76,11 +76,7 @@ UniqueFd listen_on(const std::string& host, int& port) {
             0 ||
         ::listen(fd.get(), 4) != 0)
       continue;
-    sockaddr_storage bound{};
-    socklen_t length = sizeof bound;
-    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &length);
-    port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                             : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    port = bound_port(fd.get());
     return fd;
   }
   return UniqueFd();

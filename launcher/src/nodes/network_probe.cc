@@ -93,11 +93,7 @@ UniqueFd listen_any(int& port) {
   }
   ACC_CHECK(::listen(fd.get(), 16) == 0, NetworkError,
             "--network_check: cannot listen on its probe's socket: ", std::strerror(errno));
-  sockaddr_storage bound{};
-  socklen_t length = sizeof bound;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &length);
-  port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  port = bound_port(fd.get());
   return fd;
 }
 

@@ -11,6 +11,8 @@ namespace acc::launcher {
 bool write_all_bytes(int fd, const char* data, std::size_t size);
 // All `size` bytes received; false where the peer closed, broke off or a timeout passed.
 bool read_all_bytes(int fd, char* data, std::size_t size);
+// The port the socket `fd` is bound to (IPv4 or IPv6).
+int bound_port(int fd);
 // SO_RCVTIMEO and SO_SNDTIMEO of `seconds`: a peer that stops answering ends a read or a write.
 void set_socket_timeouts(int fd, int seconds);
 
